@@ -1,0 +1,53 @@
+#ifndef TRAINCTL_WORKER_HW_GPU_INVENTORY_H_
+#define TRAINCTL_WORKER_HW_GPU_INVENTORY_H_
+
+// The agent's view of its GPUs, behind an interface: NVML on GPU hosts
+// (NvmlGpuInventory), a fake elsewhere (FakeGpuInventory).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace trainctl::worker {
+
+// Static facts of one GPU.
+struct GpuInfo {
+  // NVML index on this host.
+  int index = 0;
+  // "GPU-8f2c..." as CUDA_VISIBLE_DEVICES accepts it.
+  std::string uuid;
+  // Product name, e.g. "NVIDIA H200".
+  std::string name;
+  int64_t memory_total_bytes = 0;
+  // Indices of the GPUs joined to this one by at least one active NVLink.
+  std::vector<int> nvlink_peers;
+  bool mig_enabled = false;
+};
+
+// A measurement of one GPU.
+struct GpuSample {
+  int index = 0;
+  int64_t memory_used_bytes = 0;
+  // Percent of the last sample period the GPU was busy (0-100).
+  int utilization_pct = 0;
+  int temperature_c = 0;
+  double power_w = 0;
+};
+
+// Lists and samples the host's GPUs. Implementations are thread-safe.
+class GpuInventory {
+ public:
+  virtual ~GpuInventory() = default;
+  // All GPUs of the host, in index order.
+  // Errors: UNAVAILABLE when the driver cannot be queried.
+  virtual absl::StatusOr<std::vector<GpuInfo>> ListGpus() = 0;
+  // One sample of every GPU, in index order.
+  // Errors: UNAVAILABLE when the driver cannot be queried.
+  virtual absl::StatusOr<std::vector<GpuSample>> Sample() = 0;
+};
+
+}  // namespace trainctl::worker
+
+#endif  // TRAINCTL_WORKER_HW_GPU_INVENTORY_H_

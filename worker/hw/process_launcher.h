@@ -1,0 +1,59 @@
+#ifndef TRAINCTL_WORKER_HW_PROCESS_LAUNCHER_H_
+#define TRAINCTL_WORKER_HW_PROCESS_LAUNCHER_H_
+
+// Starting and stopping task processes, behind an interface
+// (PosixProcessLauncher for real processes).
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace trainctl::worker {
+
+struct LaunchSpec {
+  // argv[0] is looked up in PATH (of `env`).
+  std::vector<std::string> argv;
+  // The child's whole environment (nothing else is inherited).
+  std::map<std::string, std::string> env;
+  // Working directory; must exist.
+  std::string workdir;
+  // stdout and stderr are appended to this file (created with its parent
+  // directories).
+  std::string log_path;
+};
+
+// How a process ended: exit_code when it exited (signal == 0), or the signal
+// that killed it (exit_code is then 128 + signal, as shells report it).
+struct ExitInfo {
+  int exit_code = 0;
+  int signal = 0;
+};
+
+// Thread-safe.
+class ProcessLauncher {
+ public:
+  virtual ~ProcessLauncher() = default;
+
+  // Starts `spec` as the leader of a new process group. `on_exit` is called
+  // exactly once, from a launcher thread, when the leader ends; any process
+  // left in its group is then killed (SIGKILL), so nothing outlives its task.
+  // Returns the pid (= process group id).
+  // Errors: INVALID_ARGUMENT for an empty argv; NOT_FOUND when argv[0] or the
+  // workdir does not exist; INTERNAL for other spawn failures (with errno text).
+  virtual absl::StatusOr<int> Launch(const LaunchSpec& spec,
+                                     absl::AnyInvocable<void(ExitInfo)> on_exit) = 0;
+
+  // Sends SIGTERM to the process group of `pid`, then SIGKILL to the group if
+  // the leader has not ended after `grace`. Returns at once.
+  // Errors: NOT_FOUND when `pid` is not a running process of this launcher.
+  virtual absl::Status Stop(int pid, absl::Duration grace) = 0;
+};
+
+}  // namespace trainctl::worker
+
+#endif  // TRAINCTL_WORKER_HW_PROCESS_LAUNCHER_H_
