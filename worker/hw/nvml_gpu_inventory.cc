@@ -1,0 +1,399 @@
+#include "worker/hw/nvml_gpu_inventory.h"
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+
+namespace trainctl::worker {
+namespace {
+
+// The slice of NVML's C ABI we use, declared here because hosts without the
+// CUDA toolkit have no nvml.h. Types and values are those of nvml.h; see the
+// NVML API reference, https://docs.nvidia.com/deploy/nvml-api/ ("Device
+// Queries", "NvLink Methods", "Initialization and Cleanup", "Error reporting").
+using nvmlReturn_t = int;
+constexpr nvmlReturn_t NVML_SUCCESS = 0;
+constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
+constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
+constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
+
+struct nvmlDevice_st;
+using nvmlDevice_t = nvmlDevice_st*;
+
+// nvmlMemory_t: bytes.
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+// nvmlMemory_v2_t: bytes; `used` excludes the driver's `reserved` memory, as
+// nvidia-smi reports it (v1's `used` includes it).
+struct nvmlMemory_v2_t {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2).
+constexpr unsigned int kMemoryV2Version =
+    static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
+
+// nvmlUtilization_t: percent of the last sample period.
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+// nvmlPciInfo_t as filled by nvmlDeviceGetPciInfo_v3 and
+// nvmlDeviceGetNvLinkRemotePciInfo_v2 (NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE =
+// 16, NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32).
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+};
+static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t ABI");
+
+using nvmlEnableState_t = int;  // NVML_FEATURE_DISABLED = 0, _ENABLED = 1.
+constexpr nvmlEnableState_t NVML_FEATURE_ENABLED = 1;
+constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 1;
+constexpr int NVML_TEMPERATURE_GPU = 0;  // nvmlTemperatureSensors_t.
+constexpr unsigned int NVML_NVLINK_MAX_LINKS = 18;
+// nvmlIntNvLinkDeviceType_t.
+constexpr int NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02;
+// NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE.
+constexpr unsigned int kNameBufferSize = 96;
+constexpr unsigned int kUuidBufferSize = 96;
+
+constexpr const char* kLibraryName = "libnvidia-ml.so.1";
+
+}  // namespace
+
+struct NvmlGpuInventory::Api {
+  nvmlReturn_t (*Init)();                                      // nvmlInit_v2
+  nvmlReturn_t (*Shutdown)();                                  // nvmlShutdown
+  const char* (*ErrorString)(nvmlReturn_t);                    // nvmlErrorString
+  nvmlReturn_t (*DeviceGetCount)(unsigned int*);               // _v2
+  nvmlReturn_t (*DeviceGetHandleByIndex)(unsigned int, nvmlDevice_t*);  // _v2
+  nvmlReturn_t (*DeviceGetName)(nvmlDevice_t, char*, unsigned int);
+  nvmlReturn_t (*DeviceGetUUID)(nvmlDevice_t, char*, unsigned int);
+  nvmlReturn_t (*DeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*);
+  nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*);
+  nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, int, unsigned int*);
+  nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int*);  // mW
+  nvmlReturn_t (*DeviceGetMigMode)(nvmlDevice_t, unsigned int*, unsigned int*);
+  nvmlReturn_t (*DeviceGetPciInfo)(nvmlDevice_t, nvmlPciInfo_t*);  // _v3
+  nvmlReturn_t (*DeviceGetNvLinkState)(nvmlDevice_t, unsigned int,
+                                       nvmlEnableState_t*);
+  nvmlReturn_t (*DeviceGetNvLinkRemotePciInfo)(nvmlDevice_t, unsigned int,
+                                               nvmlPciInfo_t*);  // _v2
+  // Optional (newer drivers); null when absent.
+  nvmlReturn_t (*DeviceGetMemoryInfoV2)(nvmlDevice_t, nvmlMemory_v2_t*);
+  nvmlReturn_t (*DeviceGetNvLinkRemoteDeviceType)(nvmlDevice_t, unsigned int,
+                                                  int*);
+
+  std::string Error(nvmlReturn_t r) const {
+    const char* s = ErrorString != nullptr ? ErrorString(r) : nullptr;
+    return s != nullptr ? std::string(s) : absl::StrFormat("NVML error %d", r);
+  }
+};
+
+namespace {
+
+using Api = NvmlGpuInventory::Api;
+
+absl::Status NvmlError(const Api& api, const char* function, int gpu,
+                       nvmlReturn_t r) {
+  if (gpu < 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("NVML %s failed: %s", function, api.Error(r)));
+  }
+  return absl::UnavailableError(absl::StrFormat("NVML %s failed for GPU %d: %s",
+                                                function, gpu, api.Error(r)));
+}
+
+// The value is missing rather than the driver failing.
+bool IsUnsupported(nvmlReturn_t r) {
+  return r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_NO_PERMISSION ||
+         r == NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+template <typename Fn>
+absl::Status Resolve(void* library, const char* symbol, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(dlsym(library, symbol));
+  if (*fn == nullptr) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s has no function %s (driver too old?)", kLibraryName, symbol));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<nvmlDevice_t>> Devices(const Api& api) {
+  unsigned int count = 0;
+  nvmlReturn_t r = api.DeviceGetCount(&count);
+  if (r != NVML_SUCCESS) return NvmlError(api, "nvmlDeviceGetCount_v2", -1, r);
+  std::vector<nvmlDevice_t> devices(count);
+  for (unsigned int i = 0; i < count; ++i) {
+    r = api.DeviceGetHandleByIndex(i, &devices[i]);
+    if (r != NVML_SUCCESS) {
+      return NvmlError(api, "nvmlDeviceGetHandleByIndex_v2", i, r);
+    }
+  }
+  return devices;
+}
+
+// Total and used memory of GPU `i` in bytes, from nvmlDeviceGetMemoryInfo_v2
+// where the driver has it (used without the driver's reservation), else v1.
+absl::Status QueryMemory(const Api& api, nvmlDevice_t device, int i,
+                         int64_t* total, int64_t* used) {
+  if (api.DeviceGetMemoryInfoV2 != nullptr) {
+    nvmlMemory_v2_t memory = {};
+    memory.version = kMemoryV2Version;
+    const nvmlReturn_t r = api.DeviceGetMemoryInfoV2(device, &memory);
+    if (r == NVML_SUCCESS) {
+      *total = static_cast<int64_t>(memory.total);
+      *used = static_cast<int64_t>(memory.used);
+      return absl::OkStatus();
+    }
+    if (!IsUnsupported(r)) {
+      return NvmlError(api, "nvmlDeviceGetMemoryInfo_v2", i, r);
+    }
+  }
+  nvmlMemory_t memory = {};
+  const nvmlReturn_t r = api.DeviceGetMemoryInfo(device, &memory);
+  if (r != NVML_SUCCESS) return NvmlError(api, "nvmlDeviceGetMemoryInfo", i, r);
+  *total = static_cast<int64_t>(memory.total);
+  *used = static_cast<int64_t>(memory.used);
+  return absl::OkStatus();
+}
+
+using PciAddress = std::tuple<unsigned, unsigned, unsigned>;  // domain:bus:dev
+
+PciAddress AddressOf(const nvmlPciInfo_t& pci) {
+  return {pci.domain, pci.bus, pci.device};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NvmlGpuInventory>> NvmlGpuInventory::Create() {
+  void* library = dlopen(kLibraryName, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot load %s (%s): is the NVIDIA driver installed? Use --fake-gpus "
+        "on hosts without GPUs",
+        kLibraryName, why != nullptr ? why : "unknown error"));
+  }
+  auto api = std::make_unique<Api>();
+  absl::Status status;
+  // Symbols with a versioned variant use it: the unversioned ones are kept
+  // only for binaries built against old headers (nvml.h maps the names).
+  for (absl::Status s :
+       {Resolve(library, "nvmlInit_v2", &api->Init),
+        Resolve(library, "nvmlShutdown", &api->Shutdown),
+        Resolve(library, "nvmlErrorString", &api->ErrorString),
+        Resolve(library, "nvmlDeviceGetCount_v2", &api->DeviceGetCount),
+        Resolve(library, "nvmlDeviceGetHandleByIndex_v2",
+                &api->DeviceGetHandleByIndex),
+        Resolve(library, "nvmlDeviceGetName", &api->DeviceGetName),
+        Resolve(library, "nvmlDeviceGetUUID", &api->DeviceGetUUID),
+        Resolve(library, "nvmlDeviceGetMemoryInfo", &api->DeviceGetMemoryInfo),
+        Resolve(library, "nvmlDeviceGetUtilizationRates",
+                &api->DeviceGetUtilizationRates),
+        Resolve(library, "nvmlDeviceGetTemperature", &api->DeviceGetTemperature),
+        Resolve(library, "nvmlDeviceGetPowerUsage", &api->DeviceGetPowerUsage),
+        Resolve(library, "nvmlDeviceGetMigMode", &api->DeviceGetMigMode),
+        Resolve(library, "nvmlDeviceGetPciInfo_v3", &api->DeviceGetPciInfo),
+        Resolve(library, "nvmlDeviceGetNvLinkState", &api->DeviceGetNvLinkState),
+        Resolve(library, "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                &api->DeviceGetNvLinkRemotePciInfo)}) {
+    if (status.ok()) status = s;
+  }
+  if (!status.ok()) {
+    dlclose(library);
+    return status;
+  }
+  api->DeviceGetMemoryInfoV2 =
+      reinterpret_cast<decltype(api->DeviceGetMemoryInfoV2)>(
+          dlsym(library, "nvmlDeviceGetMemoryInfo_v2"));
+  api->DeviceGetNvLinkRemoteDeviceType =
+      reinterpret_cast<decltype(api->DeviceGetNvLinkRemoteDeviceType)>(
+          dlsym(library, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+  const nvmlReturn_t r = api->Init();
+  if (r != NVML_SUCCESS) {
+    absl::Status error = absl::UnavailableError(absl::StrFormat(
+        "NVML nvmlInit_v2 failed: %s (is the NVIDIA kernel module loaded? try "
+        "nvidia-smi)",
+        api->Error(r)));
+    dlclose(library);
+    return error;
+  }
+  return std::unique_ptr<NvmlGpuInventory>(
+      new NvmlGpuInventory(library, std::move(api)));
+}
+
+NvmlGpuInventory::NvmlGpuInventory(void* library, std::unique_ptr<Api> api)
+    : library_(library), api_(std::move(api)) {}
+
+NvmlGpuInventory::~NvmlGpuInventory() {
+  absl::MutexLock lock(&mu_);
+  const nvmlReturn_t r = api_->Shutdown();
+  if (r != NVML_SUCCESS) {
+    TC_LOG_WARN("NVML nvmlShutdown failed: {}", api_->Error(r));
+  }
+  dlclose(library_);
+}
+
+absl::StatusOr<std::vector<GpuInfo>> NvmlGpuInventory::ListGpus() {
+  absl::MutexLock lock(&mu_);
+  const Api& api = *api_;
+  absl::StatusOr<std::vector<nvmlDevice_t>> devices = Devices(api);
+  if (!devices.ok()) return devices.status();
+  const int n = static_cast<int>(devices->size());
+
+  std::vector<GpuInfo> gpus(n);
+  std::map<PciAddress, int> index_by_pci;
+  for (int i = 0; i < n; ++i) {
+    nvmlDevice_t device = (*devices)[i];
+    GpuInfo& gpu = gpus[i];
+    gpu.index = i;
+
+    char name[kNameBufferSize] = {};
+    nvmlReturn_t r = api.DeviceGetName(device, name, sizeof(name));
+    if (r != NVML_SUCCESS) return NvmlError(api, "nvmlDeviceGetName", i, r);
+    gpu.name = name;
+
+    char uuid[kUuidBufferSize] = {};
+    r = api.DeviceGetUUID(device, uuid, sizeof(uuid));
+    if (r != NVML_SUCCESS) return NvmlError(api, "nvmlDeviceGetUUID", i, r);
+    gpu.uuid = uuid;
+
+    int64_t used = 0;
+    absl::Status memory =
+        QueryMemory(api, device, i, &gpu.memory_total_bytes, &used);
+    if (!memory.ok()) return memory;
+
+    unsigned int current_mig = 0;
+    unsigned int pending_mig = 0;
+    r = api.DeviceGetMigMode(device, &current_mig, &pending_mig);
+    if (r == NVML_SUCCESS) {
+      gpu.mig_enabled = current_mig == NVML_DEVICE_MIG_ENABLE;
+    } else if (!IsUnsupported(r)) {
+      return NvmlError(api, "nvmlDeviceGetMigMode", i, r);
+    }
+
+    nvmlPciInfo_t pci = {};
+    r = api.DeviceGetPciInfo(device, &pci);
+    if (r != NVML_SUCCESS) return NvmlError(api, "nvmlDeviceGetPciInfo_v3", i, r);
+    index_by_pci[AddressOf(pci)] = i;
+  }
+
+  // NVLink topology. A link index beyond the GPU's link count answers
+  // NOT_SUPPORTED or INVALID_ARGUMENT; GPUs without NVLink answer
+  // NOT_SUPPORTED for every link.
+  std::vector<bool> on_switch(n, false);
+  std::vector<std::vector<bool>> linked(n, std::vector<bool>(n, false));
+  for (int i = 0; i < n; ++i) {
+    nvmlDevice_t device = (*devices)[i];
+    for (unsigned int link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+      nvmlEnableState_t active = 0;
+      nvmlReturn_t r = api.DeviceGetNvLinkState(device, link, &active);
+      if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND ||
+          IsUnsupported(r)) {
+        continue;
+      }
+      if (r != NVML_SUCCESS) {
+        return NvmlError(api, "nvmlDeviceGetNvLinkState", i, r);
+      }
+      if (active != NVML_FEATURE_ENABLED) continue;
+      if (api.DeviceGetNvLinkRemoteDeviceType != nullptr) {
+        int type = 0;
+        if (api.DeviceGetNvLinkRemoteDeviceType(device, link, &type) ==
+                NVML_SUCCESS &&
+            type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+          on_switch[i] = true;
+          continue;
+        }
+      }
+      nvmlPciInfo_t remote = {};
+      r = api.DeviceGetNvLinkRemotePciInfo(device, link, &remote);
+      if (r != NVML_SUCCESS) continue;  // Remote end unknown: not a peer.
+      auto it = index_by_pci.find(AddressOf(remote));
+      if (it != index_by_pci.end() && it->second != i) {
+        linked[i][it->second] = linked[it->second][i] = true;
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i != j && (linked[i][j] || (on_switch[i] && on_switch[j]))) {
+        gpus[i].nvlink_peers.push_back(j);
+      }
+    }
+  }
+  return gpus;
+}
+
+absl::StatusOr<std::vector<GpuSample>> NvmlGpuInventory::Sample() {
+  absl::MutexLock lock(&mu_);
+  const Api& api = *api_;
+  absl::StatusOr<std::vector<nvmlDevice_t>> devices = Devices(api);
+  if (!devices.ok()) return devices.status();
+
+  std::vector<GpuSample> samples(devices->size());
+  for (int i = 0; i < static_cast<int>(samples.size()); ++i) {
+    nvmlDevice_t device = (*devices)[i];
+    GpuSample& sample = samples[i];
+    sample.index = i;
+
+    int64_t total = 0;
+    absl::Status memory =
+        QueryMemory(api, device, i, &total, &sample.memory_used_bytes);
+    if (!memory.ok()) return memory;
+
+    nvmlUtilization_t utilization = {};
+    nvmlReturn_t r = api.DeviceGetUtilizationRates(device, &utilization);
+    if (r == NVML_SUCCESS) {
+      sample.utilization_pct = static_cast<int>(utilization.gpu);
+    } else if (!IsUnsupported(r)) {
+      return NvmlError(api, "nvmlDeviceGetUtilizationRates", i, r);
+    }
+
+    unsigned int temperature_c = 0;
+    r = api.DeviceGetTemperature(device, NVML_TEMPERATURE_GPU, &temperature_c);
+    if (r == NVML_SUCCESS) {
+      sample.temperature_c = static_cast<int>(temperature_c);
+    } else if (!IsUnsupported(r)) {
+      return NvmlError(api, "nvmlDeviceGetTemperature", i, r);
+    }
+
+    unsigned int power_mw = 0;
+    r = api.DeviceGetPowerUsage(device, &power_mw);
+    if (r == NVML_SUCCESS) {
+      sample.power_w = power_mw / 1000.0;
+    } else if (!IsUnsupported(r)) {
+      return NvmlError(api, "nvmlDeviceGetPowerUsage", i, r);
+    }
+  }
+  return samples;
+}
+
+}  // namespace trainctl::worker

@@ -1,0 +1,56 @@
+#ifndef TRAINCTL_WORKER_HW_NVML_GPU_INVENTORY_H_
+#define TRAINCTL_WORKER_HW_NVML_GPU_INVENTORY_H_
+
+// GpuInventory over NVIDIA's NVML, loaded at run time so the agent builds and
+// runs (with fake GPUs) on hosts without the driver.
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/hw/gpu_inventory.h"
+
+namespace trainctl::worker {
+
+// Reads the host's GPUs through libnvidia-ml.so.1 (dlopen'ed by Create()).
+// NVLink peers are found from each active link's remote end: a link to
+// another GPU makes that GPU a peer (matched by PCI address); links to an
+// NVSwitch (HGX/DGX baseboards) make all GPUs attached to NVSwitches peers of
+// each other. Owns the NVML session: nvmlShutdown() and dlclose() run in the
+// destructor. Thread-safe (one mutex serialises all NVML calls).
+class NvmlGpuInventory : public GpuInventory {
+ public:
+  // Loads NVML and initialises it (nvmlInit_v2).
+  // Errors: UNAVAILABLE when libnvidia-ml.so.1 cannot be loaded (no NVIDIA
+  // driver), lacks a needed function, or nvmlInit_v2 fails (message includes
+  // NVML's error string).
+  static absl::StatusOr<std::unique_ptr<NvmlGpuInventory>> Create();
+
+  ~NvmlGpuInventory() override;
+  NvmlGpuInventory(const NvmlGpuInventory&) = delete;
+  NvmlGpuInventory& operator=(const NvmlGpuInventory&) = delete;
+
+  // Errors: UNAVAILABLE naming the NVML function, GPU index and NVML error
+  // (e.g. "GPU is lost") when a query fails.
+  absl::StatusOr<std::vector<GpuInfo>> ListGpus() override;
+  // Values a GPU does not support (e.g. utilization under MIG, power on some
+  // boards) are reported as 0.
+  // Errors: UNAVAILABLE as for ListGpus().
+  absl::StatusOr<std::vector<GpuSample>> Sample() override;
+
+  // Implementation detail: the NVML entry points, defined in the .cc file.
+  struct Api;
+
+ private:
+  NvmlGpuInventory(void* library, std::unique_ptr<Api> api);
+
+  absl::Mutex mu_;
+  void* const library_;              // dlopen handle.
+  const std::unique_ptr<Api> api_ ABSL_PT_GUARDED_BY(mu_);
+};
+
+}  // namespace trainctl::worker
+
+#endif  // TRAINCTL_WORKER_HW_NVML_GPU_INVENTORY_H_

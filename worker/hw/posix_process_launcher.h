@@ -1,0 +1,93 @@
+#ifndef TRAINCTL_WORKER_HW_POSIX_PROCESS_LAUNCHER_H_
+#define TRAINCTL_WORKER_HW_POSIX_PROCESS_LAUNCHER_H_
+
+// ProcessLauncher for real processes on Linux (posix_spawn, process groups).
+
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/hw/process_launcher.h"
+
+namespace trainctl::worker {
+
+// Starts each task with posix_spawn as the leader of its own process group,
+// stdin from /dev/null, stdout and stderr appended to the log file, only the
+// spec's environment, signals reset to their defaults and an empty signal
+// mask. One waiter thread per child waits for its leader; when the leader
+// ends, the rest of its group is SIGKILLed before the leader is reaped (so its
+// pid cannot be reused meanwhile), the killed members are reaped, and then
+// `on_exit` runs on the waiter thread: when on_exit runs, no process of the
+// group is left, not even a zombie. A housekeeping thread sends the SIGKILLs
+// that Stop() schedules and joins finished waiters.
+//
+// The constructor makes the agent process a child subreaper
+// (prctl(PR_SET_CHILD_SUBREAPER), Linux >= 3.4), so a task's orphaned
+// processes are reparented to the agent, not to init, and can be reaped with
+// the group. Processes a task moves into another process group or session
+// (setsid, setpgid) escape the group kill, and if they are orphaned they end
+// as zombies of the agent.
+//
+// The destructor SIGKILLs every running group, waits for all on_exit
+// callbacks to return and joins every thread. Launch() called from an
+// on_exit during destruction fails with UNAVAILABLE.
+//
+// The agent must not reap children itself (waitpid(-1), SIGCHLD = SIG_IGN):
+// the launcher owns its children's exit statuses.
+//
+// Thread-safe.
+class PosixProcessLauncher : public ProcessLauncher {
+ public:
+  PosixProcessLauncher();
+  ~PosixProcessLauncher() override;
+  PosixProcessLauncher(const PosixProcessLauncher&) = delete;
+  PosixProcessLauncher& operator=(const PosixProcessLauncher&) = delete;
+
+  // See ProcessLauncher::Launch. argv[0] without a '/' is searched in the PATH
+  // of spec.env (or "/bin:/usr/bin" when it has none), as execvp would. An
+  // empty workdir means the agent's working directory; an empty log_path
+  // discards the output.
+  // Errors: INVALID_ARGUMENT for an empty argv; NOT_FOUND naming argv[0] or
+  // the workdir when it does not exist; INTERNAL naming the log file or the
+  // failing call (with errno text); UNAVAILABLE while being destroyed.
+  absl::StatusOr<int> Launch(const LaunchSpec& spec,
+                             absl::AnyInvocable<void(ExitInfo)> on_exit) override;
+
+  // See ProcessLauncher::Stop. A grace <= 0 sends SIGKILL at once. Calling it
+  // again keeps the earlier of the two SIGKILL deadlines.
+  // Errors: NOT_FOUND when `pid` is not a running process of this launcher.
+  absl::Status Stop(int pid, absl::Duration grace) override;
+
+ private:
+  struct Child {
+    std::thread waiter;
+    absl::AnyInvocable<void(ExitInfo)> on_exit;
+    // When Stop() wants the group SIGKILLed; InfiniteFuture() when not.
+    absl::Time kill_deadline = absl::InfiniteFuture();
+  };
+
+  void Wait(int pid);
+  void Housekeep();
+
+  absl::Mutex mu_;
+  // Children whose leader has not been reaped, by pid.
+  std::map<int, Child> children_ ABSL_GUARDED_BY(mu_);
+  // Waiter threads that have returned from on_exit, to be joined.
+  std::vector<std::thread> finished_ ABSL_GUARDED_BY(mu_);
+  // Waiter threads not yet in finished_ (still waiting or running on_exit).
+  int active_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Wakes Housekeep() on a new deadline, a finished waiter or shutdown.
+  absl::CondVar housekeeping_cv_;
+  std::thread housekeeper_;
+};
+
+}  // namespace trainctl::worker
+
+#endif  // TRAINCTL_WORKER_HW_POSIX_PROCESS_LAUNCHER_H_

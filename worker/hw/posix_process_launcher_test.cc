@@ -1,0 +1,368 @@
+#include "worker/hw/posix_process_launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::trainctl::testing::StatusIs;
+
+constexpr absl::Duration kTimeout = absl::Seconds(10);
+const std::map<std::string, std::string> kEnv = {{"PATH", "/usr/bin:/bin"}};
+
+// Collects one process's ExitInfo and lets the test wait for it.
+struct ExitWaiter {
+  absl::Notification done;
+  ExitInfo info;
+
+  absl::AnyInvocable<void(ExitInfo)> Callback() {
+    return [this](ExitInfo exit) {
+      info = exit;
+      done.Notify();
+    };
+  }
+  bool Wait() { return done.WaitForNotificationWithTimeout(kTimeout); }
+};
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A FIFO a task writes one line to ("ready", a pid) once it has reached the
+// state a test needs. Opened for reading before the task starts, so the
+// task's `echo ... > fifo` never blocks.
+class ReadyFifo {
+ public:
+  explicit ReadyFifo(const fs::path& path) : path_(path) {
+    EXPECT_EQ(mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+    fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    EXPECT_GE(fd_, 0) << std::strerror(errno);
+  }
+  ~ReadyFifo() { close(fd_); }
+  const fs::path& path() const { return path_; }
+
+  // The first line written, or nullopt after kTimeout.
+  std::optional<std::string> ReadLine() {
+    std::string line;
+    const absl::Time deadline = absl::Now() + kTimeout;
+    while (absl::Now() < deadline) {
+      pollfd p = {fd_, POLLIN, 0};
+      const int timeout_ms =
+          static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+      if (poll(&p, 1, timeout_ms) <= 0) continue;
+      char c;
+      const ssize_t n = read(fd_, &c, 1);
+      if (n == 1) {
+        if (c == '\n') return line;
+        line += c;
+      } else if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        return std::nullopt;  // The writer closed without a full line.
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
+class PosixProcessLauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tc_launcher_test.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  LaunchSpec Spec(std::vector<std::string> argv) {
+    LaunchSpec spec;
+    spec.argv = std::move(argv);
+    spec.env = kEnv;
+    spec.workdir = dir_.string();
+    spec.log_path = (dir_ / "logs" / "job-1" / "rank-0.log").string();
+    return spec;
+  }
+
+  fs::path dir_;
+  PosixProcessLauncher launcher_;
+};
+
+TEST_F(PosixProcessLauncherTest, Launch_StdoutAndStderr_LandInLogFile) {
+  ExitWaiter exit;
+  LaunchSpec spec = Spec({"sh", "-c", "echo hi; echo err >&2"});
+  TC_ASSERT_OK(launcher_.Launch(spec, exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);
+  EXPECT_EQ(exit.info.signal, 0);
+  // The log's parent directories were created.
+  EXPECT_EQ(ReadFile(spec.log_path), "hi\nerr\n");
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_ExistingLog_IsAppendedTo) {
+  LaunchSpec spec = Spec({"sh", "-c", "echo attempt"});
+  ExitWaiter first;
+  TC_ASSERT_OK(launcher_.Launch(spec, first.Callback()));
+  ASSERT_TRUE(first.Wait());
+  ExitWaiter second;
+  TC_ASSERT_OK(launcher_.Launch(spec, second.Callback()));
+  ASSERT_TRUE(second.Wait());
+  EXPECT_EQ(ReadFile(spec.log_path), "attempt\nattempt\n");
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_ExitCode3_IsReported) {
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = launcher_.Launch(Spec({"sh", "-c", "exit 3"}),
+                                             exit.Callback());
+  TC_ASSERT_OK(pid);
+  EXPECT_GT(*pid, 0);
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 3);
+  EXPECT_EQ(exit.info.signal, 0);
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_Env_IsExactlyTheSpecEnv) {
+  // Set in the agent, so a leak would show.
+  ASSERT_EQ(setenv("TC_AGENT_ONLY_VARIABLE", "leaked", 1), 0);
+  LaunchSpec spec = Spec({"env"});
+  spec.env["RANK"] = "3";
+  spec.env["CUDA_VISIBLE_DEVICES"] = "GPU-a,GPU-b";
+  ExitWaiter exit;
+  TC_ASSERT_OK(launcher_.Launch(spec, exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  ASSERT_EQ(exit.info.exit_code, 0);
+  const std::vector<std::string> lines =
+      absl::StrSplit(ReadFile(spec.log_path), '\n', absl::SkipEmpty());
+  EXPECT_THAT(lines, ::testing::UnorderedElementsAre(
+                         "PATH=/usr/bin:/bin", "RANK=3",
+                         "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b"));
+  unsetenv("TC_AGENT_ONLY_VARIABLE");
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_Workdir_IsTheTasksCurrentDirectory) {
+  fs::create_directory(dir_ / "work");
+  LaunchSpec spec = Spec({"pwd", "-P"});
+  spec.workdir = (dir_ / "work").string();
+  ExitWaiter exit;
+  TC_ASSERT_OK(launcher_.Launch(spec, exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(ReadFile(spec.log_path),
+            fs::canonical(dir_ / "work").string() + "\n");
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_ProgramInTaskPathOnly_IsFound) {
+  // A script in a directory that only the task's PATH names.
+  fs::create_directory(dir_ / "bin");
+  const fs::path script = dir_ / "bin" / "tc-hello";
+  std::ofstream(script) << "#!/bin/sh\necho hello from $0\n";
+  fs::permissions(script, fs::perms::owner_all);
+  LaunchSpec spec = Spec({"tc-hello"});
+  spec.env["PATH"] = (dir_ / "bin").string() + ":/usr/bin:/bin";
+  ExitWaiter exit;
+  TC_ASSERT_OK(launcher_.Launch(spec, exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);
+  EXPECT_THAT(ReadFile(spec.log_path), HasSubstr("hello from"));
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_MissingProgram_IsNotFoundNamingIt) {
+  ExitWaiter exit;
+  EXPECT_THAT(launcher_.Launch(Spec({"tc-no-such-program", "--x"}),
+                               exit.Callback()),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("tc-no-such-program")));
+  EXPECT_THAT(launcher_.Launch(Spec({"/no/such/dir/train.py"}), exit.Callback()),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("/no/such/dir/train.py")));
+  EXPECT_FALSE(exit.done.HasBeenNotified());
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_MissingWorkdir_IsNotFoundNamingIt) {
+  LaunchSpec spec = Spec({"true"});
+  spec.workdir = (dir_ / "missing").string();
+  EXPECT_THAT(launcher_.Launch(spec, [](ExitInfo) {}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing")));
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_EmptyArgv_IsInvalidArgument) {
+  EXPECT_THAT(launcher_.Launch(Spec({}), [](ExitInfo) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("argv")));
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_LeaderExitsLeavingBackgroundChild_ChildIsKilled) {
+  ReadyFifo fifo(dir_ / "ready");
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = launcher_.Launch(
+      Spec({"sh", "-c", "sleep 1000 & echo $! > " + fifo.path().string()}),
+      exit.Callback());
+  TC_ASSERT_OK(pid);
+  std::optional<std::string> line = fifo.ReadLine();
+  ASSERT_TRUE(line.has_value());
+  int background = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(*line, &background)) << *line;
+
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);
+  // By the time on_exit runs, the background sleep is gone (killed and
+  // reaped), and so is every other process of the group.
+  EXPECT_EQ(kill(background, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_EQ(kill(-*pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_F(PosixProcessLauncherTest, Stop_ProcessHonoringTerm_EndsBySigterm) {
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = launcher_.Launch(Spec({"sleep", "1000"}),
+                                             exit.Callback());
+  TC_ASSERT_OK(pid);
+  TC_ASSERT_OK(launcher_.Stop(*pid, absl::Seconds(30)));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.signal, SIGTERM);
+  EXPECT_EQ(exit.info.exit_code, 128 + SIGTERM);
+}
+
+TEST_F(PosixProcessLauncherTest, Stop_ProcessIgnoringTerm_IsKilledAfterGrace) {
+  ReadyFifo fifo(dir_ / "ready");
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = launcher_.Launch(
+      Spec({"sh", "-c",
+            "trap '' TERM; echo ready > " + fifo.path().string() +
+                "; sleep 1000"}),
+      exit.Callback());
+  TC_ASSERT_OK(pid);
+  // Only once the trap is set does SIGTERM have nothing to kill.
+  ASSERT_EQ(fifo.ReadLine(), "ready");
+
+  const absl::Duration grace = absl::Milliseconds(200);
+  const absl::Time stopped_at = absl::Now();
+  TC_ASSERT_OK(launcher_.Stop(*pid, grace));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_GE(absl::Now() - stopped_at, grace);
+  EXPECT_EQ(exit.info.signal, SIGKILL);
+  EXPECT_EQ(exit.info.exit_code, 137);
+}
+
+TEST_F(PosixProcessLauncherTest, Stop_GroupWithBackgroundChild_LeavesNoProcess) {
+  ReadyFifo fifo(dir_ / "ready");
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = launcher_.Launch(
+      Spec({"sh", "-c",
+            "sleep 1000 & echo $! > " + fifo.path().string() + "; sleep 1000"}),
+      exit.Callback());
+  TC_ASSERT_OK(pid);
+  std::optional<std::string> line = fifo.ReadLine();
+  ASSERT_TRUE(line.has_value());
+  int background = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(*line, &background)) << *line;
+  TC_ASSERT_OK(launcher_.Stop(*pid, absl::Seconds(30)));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.signal, SIGTERM);
+  // Neither the background sleep nor any other process of the group is left.
+  EXPECT_EQ(kill(background, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_EQ(kill(-*pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_F(PosixProcessLauncherTest, Stop_ZeroGrace_KillsAtOnce) {
+  ExitWaiter exit;
+  absl::StatusOr<int> pid =
+      launcher_.Launch(Spec({"sleep", "1000"}), exit.Callback());
+  TC_ASSERT_OK(pid);
+  TC_ASSERT_OK(launcher_.Stop(*pid, absl::ZeroDuration()));
+  ASSERT_TRUE(exit.Wait());
+  // SIGTERM and SIGKILL are sent together; either may be the one that lands.
+  EXPECT_THAT(exit.info.signal, ::testing::AnyOf(SIGTERM, SIGKILL));
+}
+
+TEST_F(PosixProcessLauncherTest, Stop_ExitedOrUnknownPid_IsNotFound) {
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = launcher_.Launch(Spec({"true"}), exit.Callback());
+  TC_ASSERT_OK(pid);
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_THAT(launcher_.Stop(*pid, absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr(std::to_string(*pid))));
+  EXPECT_THAT(launcher_.Stop(getpid(), absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+}
+
+TEST_F(PosixProcessLauncherTest, OnExit_LaunchingFromCallback_Works) {
+  // The agent restarts a task from its exit callback.
+  ExitWaiter second;
+  absl::Notification first_done;
+  absl::Mutex mu;
+  absl::StatusOr<int> second_pid;
+  TC_ASSERT_OK(launcher_.Launch(Spec({"true"}), [&](ExitInfo) {
+    absl::StatusOr<int> pid =
+        launcher_.Launch(Spec({"sh", "-c", "exit 5"}), second.Callback());
+    absl::MutexLock lock(&mu);
+    second_pid = pid;
+    first_done.Notify();
+  }));
+  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(kTimeout));
+  {
+    absl::MutexLock lock(&mu);
+    TC_ASSERT_OK(second_pid);
+  }
+  ASSERT_TRUE(second.Wait());
+  EXPECT_EQ(second.info.exit_code, 5);
+}
+
+TEST(PosixProcessLauncher, Destructor_RunningTask_IsKilledAndReported) {
+  ExitWaiter exit;
+  int pid = 0;
+  {
+    PosixProcessLauncher launcher;
+    LaunchSpec spec;
+    spec.argv = {"sleep", "1000"};
+    spec.env = kEnv;
+    absl::StatusOr<int> launched = launcher.Launch(spec, exit.Callback());
+    TC_ASSERT_OK(launched);
+    pid = *launched;
+  }
+  // The destructor returned only after on_exit ran.
+  EXPECT_TRUE(exit.done.HasBeenNotified());
+  EXPECT_EQ(exit.info.signal, SIGKILL);
+  EXPECT_EQ(kill(-pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+}  // namespace
+}  // namespace trainctl::worker
