@@ -1,0 +1,967 @@
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/launch_env.h"
+
+namespace trainctl::coord {
+namespace {
+
+constexpr int kMaxRequestIdBytes = 128;
+constexpr int kMaxNodeNameBytes = 253;
+constexpr int kMaxGpusPerNode = 1024;
+constexpr int kDefaultListLimit = 1000;
+constexpr int kDefaultLogBytes = 1 << 20;
+constexpr int kMaxLogBytes = 2 << 20;  // fits gRPC's default 4 MiB message limit
+constexpr absl::Duration kDefaultFetchTimeout = absl::Seconds(120);
+constexpr absl::Duration kMaxFetchTimeout = absl::Seconds(3600);
+
+// The GPUs (node-local indices) whose reservation `task` holds.
+std::vector<int> OwnedGpus(const v1::Task& task) {
+  if (task.local_world_size() == task.gpu_indices_size() &&
+      task.local_rank() < task.gpu_indices_size()) {
+    return {task.gpu_indices(task.local_rank())};
+  }
+  return {task.gpu_indices().begin(), task.gpu_indices().end()};
+}
+
+std::string ExitText(const v1::Task& t) {
+  if (t.state() == v1::TASK_STATE_START_FAILED) {
+    return absl::StrCat("could not start: ", t.message());
+  }
+  if (t.state() == v1::TASK_STATE_LOST) return t.message();
+  if (t.signal() != 0) return absl::StrCat("was killed by signal ", t.signal());
+  return absl::StrCat("exited with code ", t.exit_code());
+}
+
+bool TaskFailed(const v1::Task& t) {
+  return t.state() == v1::TASK_STATE_START_FAILED ||
+         t.state() == v1::TASK_STATE_LOST ||
+         (t.state() == v1::TASK_STATE_EXITED &&
+          (t.exit_code() != 0 || t.signal() != 0));
+}
+
+bool ValidEdge(v1::JobState from, v1::JobState to) {
+  switch (from) {
+    case v1::JOB_STATE_PENDING:
+      return to == v1::JOB_STATE_SCHEDULED || to == v1::JOB_STATE_FAILED ||
+             to == v1::JOB_STATE_CANCELLED;
+    case v1::JOB_STATE_SCHEDULED:
+      return to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_FAILED ||
+             to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_PENDING;
+    case v1::JOB_STATE_RUNNING:
+      return to == v1::JOB_STATE_SUCCEEDED || to == v1::JOB_STATE_FAILED ||
+             to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_PENDING;
+    default:
+      return false;
+  }
+}
+
+v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
+  v1::TaskRef ref;
+  ref.set_job_id(job.id());
+  ref.set_attempt(job.attempt());
+  ref.set_rank(task.rank());
+  ref.set_pid(task.pid());
+  return ref;
+}
+
+}  // namespace
+
+bool IsFinal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+bool IsLive(v1::TaskState state) {
+  return state == v1::TASK_STATE_STARTING || state == v1::TASK_STATE_RUNNING ||
+         state == v1::TASK_STATE_STOPPING;
+}
+
+Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
+                         const Clock* clock)
+    : config_(std::move(config)),
+      store_(store),
+      clock_(clock),
+      scheduler_(config_.scheduler),
+      advertise_address_(config_.advertise_address) {}
+
+void Coordinator::SetAdvertiseAddress(std::string address) {
+  absl::MutexLock lock(&mu_);
+  advertise_address_ = std::move(address);
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorConfig config, StateStore* store, const Clock* clock) {
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(config), store, clock));
+  absl::MutexLock lock(&c->mu_);
+  TC_RETURN_IF_ERROR(c->LoadLocked());
+  return c;
+}
+
+absl::Status Coordinator::LoadLocked() {
+  TC_ASSIGN_OR_RETURN(StoredState state, store_->Load());
+  const absl::Time now = clock_->Now();
+  for (v1::Job& job : state.jobs) {
+    next_job_id_ = std::max(next_job_id_, job.id() + 1);
+    if (!job.request_id().empty()) request_ids_[job.request_id()] = job.id();
+    if (job.state() == v1::JOB_STATE_SCHEDULED ||
+        job.state() == v1::JOB_STATE_RUNNING) {
+      std::vector<std::string> hosts;
+      for (const v1::Task& t : job.tasks()) hosts.push_back(t.node());
+      rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(),
+                       std::move(hosts));
+    }
+    const int64_t id = job.id();
+    jobs_.emplace(id, std::move(job));
+  }
+  for (v1::Node& node : state.nodes) {
+    NodeEntry& e = nodes_[node.name()];
+    e.node = std::move(node);
+    // A grace period to re-register before the node's tasks count as lost.
+    e.last_heartbeat = now;
+  }
+  TC_LOG_INFO("loaded {} jobs and {} nodes from the store", jobs_.size(),
+              nodes_.size());
+  return absl::OkStatus();
+}
+
+v1::Job Coordinator::Redacted(const v1::Job& job) {
+  v1::Job copy = job;
+  copy.clear_attempt_token();
+  return copy;
+}
+
+void Coordinator::RunDeferred(Deferred& deferred) {
+  for (auto& fn : deferred) std::move(fn)();
+  deferred.clear();
+}
+
+void Coordinator::PersistLocked(const v1::Job& job) {
+  absl::Status s = store_->PutJob(job);
+  if (!s.ok()) {
+    TC_LOG_ERROR("could not store job {}: {}", job.id(), s.ToString());
+  }
+}
+
+absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
+                                           absl::string_view reason,
+                                           Deferred& deferred) {
+  if (!ValidEdge(job.state(), to)) {
+    return absl::InternalError(absl::StrCat(
+        "job ", job.id(), ": illegal transition ", v1::JobState_Name(job.state()),
+        " -> ", v1::JobState_Name(to)));
+  }
+  const v1::JobState from = job.state();
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  job.set_state(to);
+  job.set_reason(std::string(reason));
+  if (to == v1::JOB_STATE_RUNNING) job.set_start_time_ms(now_ms);
+  if ((from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
+      to != v1::JOB_STATE_RUNNING) {
+    rendezvous_.Close(job.id(), job.attempt(), reason);
+  }
+  if (to == v1::JOB_STATE_PENDING) {
+    // A new attempt: tasks of the old one that still run keep their GPUs
+    // until their exit is reported.
+    for (const v1::Task& t : job.tasks()) {
+      if (IsLive(t.state())) draining_.push_back({job.id(), job.attempt(), t});
+    }
+    job.clear_tasks();
+    job.clear_attempt_token();
+    job.set_attempt(job.attempt() + 1);
+    job.set_start_time_ms(0);
+  }
+  if (IsFinal(to)) {
+    job.set_end_time_ms(now_ms);
+    NotifyFinalLocked(job, deferred);
+  }
+  TC_LOG_INFO("job {} {} -> {}{}{}", job.id(), v1::JobState_Name(from),
+              v1::JobState_Name(to), reason.empty() ? "" : ": ", std::string(reason));
+  return absl::OkStatus();
+}
+
+void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
+  auto it = waiters_.find(job.id());
+  if (it == waiters_.end()) return;
+  for (Waiter& w : it->second) {
+    deferred.push_back([done = std::move(w.done), j = Redacted(job)]() mutable {
+      done(std::move(j));
+    });
+  }
+  waiters_.erase(it);
+}
+
+// ---------------------------------------------------------------- user API
+
+absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
+                                               const std::string& request_id) {
+  TC_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  if (request_id.size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));
+  }
+  Deferred deferred;
+  int64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!request_id.empty()) {
+      auto it = request_ids_.find(request_id);
+      if (it != request_ids_.end()) return it->second;
+    }
+    id = next_job_id_;
+    v1::Job job;
+    job.set_id(id);
+    *job.mutable_spec() = spec;
+    job.set_kind(KindOf(spec));
+    job.set_state(v1::JOB_STATE_PENDING);
+    job.set_reason("waiting to be scheduled");
+    job.set_submit_time_ms(ToUnixMs(clock_->Now()));
+    job.set_request_id(request_id);
+    absl::Status stored = store_->PutJob(job);
+    if (!stored.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the job was not accepted: ", stored.message()));
+    }
+    ++next_job_id_;
+    if (!request_id.empty()) request_ids_[request_id] = id;
+    jobs_.emplace(id, std::move(job));
+    TC_LOG_INFO("job {} submitted", id);
+    ScheduleLocked(deferred);
+  }
+  RunDeferred(deferred);
+  return id;
+}
+
+absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+  }
+  return Redacted(it->second);
+}
+
+std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
+                                           int limit) const {
+  if (limit <= 0) limit = kDefaultListLimit;
+  absl::flat_hash_set<int> wanted(states.begin(), states.end());
+  std::vector<v1::Job> out;
+  absl::MutexLock lock(&mu_);
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+    if (static_cast<int>(out.size()) >= limit) break;
+    if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+    out.push_back(Redacted(it->second));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
+  Deferred deferred;
+  v1::Job result;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+      return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    }
+    v1::Job& job = it->second;
+    if (!IsFinal(job.state())) {
+      for (v1::Task& t : *job.mutable_tasks()) {
+        if (IsLive(t.state())) StopTaskLocked(job, t);
+      }
+      TC_RETURN_IF_ERROR(
+          TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred));
+      absl::Status stored = store_->PutJob(job);
+      if (!stored.ok()) {
+        TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
+                     stored.ToString());
+      }
+      ScheduleLocked(deferred);
+    }
+    result = Redacted(job);
+  }
+  RunDeferred(deferred);
+  return result;
+}
+
+void Coordinator::WaitJobAsync(int64_t job_id, absl::Duration timeout,
+                               JobDone done) {
+  absl::StatusOr<v1::Job> now_result;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+      now_result = absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    } else if (IsFinal(it->second.state()) || timeout <= absl::ZeroDuration()) {
+      now_result = Redacted(it->second);
+    } else {
+      waiters_[job_id].push_back({clock_->Now() + timeout, std::move(done)});
+      return;
+    }
+  }
+  done(std::move(now_result));
+}
+
+std::vector<v1::NodeView> Coordinator::ListNodes() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::NodeView> out;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (const auto& [name, e] : nodes_) {
+    index[name] = out.size();
+    v1::NodeView& view = out.emplace_back();
+    *view.mutable_node() = e.node;
+    view.mutable_node()->set_last_heartbeat_ms(ToUnixMs(e.last_heartbeat));
+    for (int i = 0; i < e.node.gpus_size(); ++i) view.add_gpu_tasks();
+  }
+  auto add = [&](const v1::Job& job, const v1::Task& t) {
+    auto it = index.find(t.node());
+    if (it == index.end()) return;
+    v1::NodeView& view = out[it->second];
+    for (int gpu : OwnedGpus(t)) {
+      for (int i = 0; i < view.node().gpus_size(); ++i) {
+        if (view.node().gpus(i).index() != gpu) continue;
+        v1::GpuTaskRef* ref = view.mutable_gpu_tasks(i)->add_tasks();
+        ref->set_job_id(job.id());
+        ref->set_rank(t.rank());
+        ref->set_reserved_bytes(t.reserved_bytes_per_gpu());
+        ref->set_job_name(job.spec().name());
+      }
+    }
+  };
+  for (const auto& [id, job] : jobs_) {
+    for (const v1::Task& t : job.tasks()) {
+      if (IsLive(t.state())) add(job, t);
+    }
+  }
+  for (const DrainingTask& d : draining_) {
+    auto it = jobs_.find(d.job_id);
+    if (it != jobs_.end()) add(it->second, d.task);
+  }
+  return out;
+}
+
+void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
+                               int max_bytes, LogsDone done) {
+  absl::Status error;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (offset < 0) {
+      error = absl::InvalidArgumentError("offset: must not be negative");
+    } else if (max_bytes < 0 || max_bytes > kMaxLogBytes) {
+      error = absl::InvalidArgumentError(
+          absl::StrCat("max_bytes: must be in [0, ", kMaxLogBytes, "]"));
+    } else if (it == jobs_.end()) {
+      error = absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    } else {
+      const v1::Job& job = it->second;
+      const v1::Task* task = nullptr;
+      for (const v1::Task& t : job.tasks()) {
+        if (t.rank() == rank) task = &t;
+      }
+      auto node = task ? nodes_.find(task->node()) : nodes_.end();
+      if (task == nullptr) {
+        error = absl::NotFoundError(
+            job.tasks().empty()
+                ? absl::StrCat("job ", job_id, " has no logs yet: it is ",
+                               v1::JobState_Name(job.state()))
+                : absl::StrCat("job ", job_id, " has no rank ", rank,
+                               " (world size ", job.world_size(), ")"));
+      } else if (node == nodes_.end() || node->second.conn == nullptr ||
+                 node->second.node.state() != v1::NODE_STATE_READY) {
+        error = absl::UnavailableError(absl::StrCat(
+            "node ", task->node(), " is not connected; rank ", rank,
+            "'s log is at ", task->log_path().empty() ? "?" : task->log_path(),
+            " on that host"));
+      } else {
+        const int64_t request_id = next_log_request_++;
+        v1::CoordinatorMessage msg;
+        v1::ReadLog* read = msg.mutable_read_log();
+        read->set_request_id(request_id);
+        *read->mutable_task() = RefOf(job, *task);
+        read->set_offset(offset);
+        read->set_max_bytes(max_bytes == 0 ? kDefaultLogBytes : max_bytes);
+        log_reads_[request_id] = LogRead{clock_->Now() + config_.log_read_timeout,
+                                         job_id, rank, std::move(done)};
+        node->second.conn->Send(msg);
+        return;
+      }
+    }
+  }
+  done(error);
+}
+
+// ---------------------------------------------------------------- scheduling
+
+sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
+  sched::ClusterSnapshot snap;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (const auto& [name, e] : nodes_) {
+    index[name] = snap.nodes.size();
+    sched::NodeState& n = snap.nodes.emplace_back();
+    n.name = name;
+    n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY;
+    for (const v1::Gpu& g : e.node.gpus()) {
+      sched::GpuState& gs = n.gpus.emplace_back();
+      gs.index = g.index();
+      gs.uuid = g.uuid();
+      gs.memory_total_bytes = g.memory_total_bytes();
+      gs.nvlink_peers.assign(g.nvlink_peers().begin(), g.nvlink_peers().end());
+    }
+  }
+  auto reserve = [&](const v1::Task& t) {
+    auto it = index.find(t.node());
+    if (it == index.end()) return;
+    for (int gpu : OwnedGpus(t)) {
+      for (sched::GpuState& gs : snap.nodes[it->second].gpus) {
+        if (gs.index != gpu) continue;
+        gs.reserved_bytes += t.reserved_bytes_per_gpu();
+        gs.task_count += 1;
+      }
+    }
+  };
+  for (const auto& [id, job] : jobs_) {
+    for (const v1::Task& t : job.tasks()) {
+      if (IsLive(t.state())) reserve(t);
+    }
+  }
+  for (const DrainingTask& d : draining_) reserve(d.task);
+  return snap;
+}
+
+void Coordinator::ScheduleLocked(Deferred& deferred) {
+  std::vector<sched::JobRequest> queue;
+  for (const auto& [id, job] : jobs_) {
+    if (job.state() == v1::JOB_STATE_PENDING) queue.push_back(ToJobRequest(job));
+  }
+  if (queue.empty()) return;
+  const std::vector<sched::Decision> decisions =
+      scheduler_.Schedule(SnapshotLocked(), queue);
+  for (const sched::Decision& d : decisions) {
+    auto it = jobs_.find(d.job_id);
+    if (it == jobs_.end()) continue;
+    v1::Job& job = it->second;
+    switch (d.outcome) {
+      case sched::Outcome::kPlaced:
+        StartAttemptLocked(job, d.placement);
+        break;
+      case sched::Outcome::kInfeasible:
+        if (TransitionLocked(job, v1::JOB_STATE_FAILED,
+                             absl::StrCat("cannot run on this cluster: ", d.reason),
+                             deferred)
+                .ok()) {
+          PersistLocked(job);
+        }
+        break;
+      case sched::Outcome::kRetryLater:
+        job.set_reason(d.reason);
+        break;
+    }
+  }
+}
+
+int Coordinator::AllocatePortLocked(NodeEntry& node) {
+  const int lo = node.node.port_min();
+  const int hi = node.node.port_max();
+  absl::flat_hash_set<int> used;
+  for (const auto& [id, job] : jobs_) {
+    if (job.tasks().empty() || job.tasks(0).node() != node.node.name()) continue;
+    for (const v1::Task& t : job.tasks()) {
+      if (IsLive(t.state())) {
+        used.insert(job.master_port());
+        break;
+      }
+    }
+  }
+  const int span = hi - lo + 1;
+  for (int i = 0; i < span; ++i) {
+    const int port = lo + (node.next_port - lo + i + span) % span;
+    if (!used.contains(port)) {
+      node.next_port = port + 1;
+      return port;
+    }
+  }
+  TC_LOG_WARN("node {}: every MASTER_PORT in {}-{} is in use; reusing {}",
+              node.node.name(), lo, hi, lo);
+  return lo;
+}
+
+void Coordinator::StartAttemptLocked(v1::Job& job,
+                                     const sched::Placement& placement) {
+  Deferred unused;
+  job.clear_tasks();
+  job.set_attempt_token(absl::StrFormat("%016x%016x",
+                                        absl::Uniform<uint64_t>(bitgen_),
+                                        absl::Uniform<uint64_t>(bitgen_)));
+  int rank = 0;
+  std::vector<std::string> rank_hosts;
+  for (size_t node_rank = 0; node_rank < placement.nodes.size(); ++node_rank) {
+    const sched::NodeAssignment& na = placement.nodes[node_rank];
+    const v1::Node& node = nodes_[na.node].node;
+    const int tasks = TasksPerNode(job.spec(), static_cast<int>(na.gpu_indices.size()));
+    for (int local = 0; local < tasks; ++local) {
+      v1::Task* t = job.add_tasks();
+      t->set_rank(rank++);
+      t->set_local_rank(local);
+      t->set_local_world_size(tasks);
+      t->set_node_rank(static_cast<int>(node_rank));
+      t->set_node(na.node);
+      for (int idx : na.gpu_indices) {
+        t->add_gpu_indices(idx);
+        for (const v1::Gpu& g : node.gpus()) {
+          if (g.index() == idx) t->add_gpu_uuids(g.uuid());
+        }
+      }
+      t->set_reserved_bytes_per_gpu(placement.reserved_bytes_per_gpu);
+      t->set_state(v1::TASK_STATE_STARTING);
+      rank_hosts.push_back(na.node);
+    }
+  }
+  job.set_world_size(rank);
+  NodeEntry& master = nodes_[placement.nodes[0].node];
+  job.set_master_addr(master.node.address());
+  job.set_master_port(AllocatePortLocked(master));
+  TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", unused).IgnoreError();
+  rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(),
+                   std::move(rank_hosts));
+  PersistLocked(job);
+
+  for (const v1::Task& t : job.tasks()) {
+    const NodeEntry& ne = nodes_[t.node()];
+    LaunchContext ctx;
+    ctx.coordinator_address = advertise_address_;
+    ctx.num_nodes = static_cast<int>(placement.nodes.size());
+    ctx.local_world_size = t.local_world_size();
+    ctx.node_cpu_count = ne.node.cpu_count();
+    v1::CoordinatorMessage msg;
+    v1::StartTask* start = msg.mutable_start_task();
+    *start->mutable_task() = RefOf(job, t);
+    start->mutable_argv()->CopyFrom(job.spec().command());
+    for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
+    start->set_workdir(job.spec().workdir());
+    SendLocked(t.node(), msg);
+  }
+}
+
+void Coordinator::SendLocked(const std::string& node,
+                             const v1::CoordinatorMessage& msg) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.conn == nullptr) {
+    TC_LOG_WARN("node {} is not connected; dropped a message to it", node);
+    return;
+  }
+  it->second.conn->Send(msg);
+}
+
+void Coordinator::StopTaskLocked(const v1::Job& job, v1::Task& task) {
+  task.set_state(v1::TASK_STATE_STOPPING);
+  v1::CoordinatorMessage msg;
+  v1::StopTask* stop = msg.mutable_stop_task();
+  *stop->mutable_task() = RefOf(job, task);
+  stop->set_grace_ms(absl::ToInt64Milliseconds(config_.stop_grace));
+  SendLocked(task.node(), msg);
+}
+
+void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
+                                    Deferred& deferred) {
+  for (v1::Task& t : *job.mutable_tasks()) {
+    if (IsLive(t.state())) StopTaskLocked(job, t);
+  }
+  if (job.attempt() < job.spec().max_restarts()) {
+    TransitionLocked(job, v1::JOB_STATE_PENDING,
+                     absl::StrCat("attempt ", job.attempt(), " failed: ", why,
+                                  "; restarting (", job.attempt() + 1, " of ",
+                                  job.spec().max_restarts(), " restarts)"),
+                     deferred)
+        .IgnoreError();
+  } else {
+    TransitionLocked(job, v1::JOB_STATE_FAILED, why, deferred).IgnoreError();
+  }
+  PersistLocked(job);
+}
+
+void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
+  if (IsFinal(job.state()) || job.state() == v1::JOB_STATE_PENDING) return;
+  for (const v1::Task& t : job.tasks()) {
+    if (TaskFailed(t)) {
+      std::string why = absl::StrCat("rank ", t.rank(), " on ", t.node(), " ",
+                                     ExitText(t));
+      if (job.world_size() > 1) {
+        absl::StrAppend(&why, "; see `trainctl logs ", job.id(), " --rank ",
+                        t.rank(), "`");
+      }
+      FailAttemptLocked(job, why, deferred);
+      return;
+    }
+  }
+  for (const v1::Task& t : job.tasks()) {
+    if (t.state() != v1::TASK_STATE_EXITED) {
+      PersistLocked(job);
+      return;
+    }
+  }
+  // Every rank exited 0. A job that never reported RUNNING (all its ranks
+  // ended before the last start report) passes through RUNNING.
+  if (job.state() == v1::JOB_STATE_SCHEDULED) {
+    TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred).IgnoreError();
+  }
+  TransitionLocked(job, v1::JOB_STATE_SUCCEEDED, "", deferred).IgnoreError();
+  PersistLocked(job);
+}
+
+// ---------------------------------------------------------------- agents
+
+absl::StatusOr<v1::RegisterAck> Coordinator::RegisterAgent(
+    const v1::RegisterNode& reg, AgentConnection* conn) {
+  const v1::Node& n = reg.node();
+  if (n.name().empty() || n.name().size() > kMaxNodeNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node.name: must be 1 to ", kMaxNodeNameBytes, " bytes"));
+  }
+  if (n.gpus_size() > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node.gpus: at most ", kMaxGpusPerNode, " GPUs"));
+  }
+  absl::flat_hash_set<int> indices;
+  for (const v1::Gpu& g : n.gpus()) {
+    if (!indices.insert(g.index()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node.gpus: GPU index ", g.index(), " appears twice"));
+    }
+    if (g.memory_total_bytes() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node.gpus[", g.index(), "].memory_total_bytes: must be > 0"));
+    }
+  }
+  if (n.port_min() <= 0 || n.port_max() > 65535 || n.port_min() > n.port_max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node.port_min/port_max: need 0 < min <= max <= 65535, got ",
+        n.port_min(), "-", n.port_max()));
+  }
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    NodeEntry& e = nodes_[n.name()];
+    if (e.conn != nullptr && e.conn != conn) {
+      e.conn->Close(
+          absl::AlreadyExistsError("another agent registered with this node name"));
+    }
+    const bool was_lost = e.node.state() == v1::NODE_STATE_LOST;
+    e.node = n;
+    e.node.set_state(v1::NODE_STATE_READY);
+    e.conn = conn;
+    e.last_heartbeat = clock_->Now();
+    if (e.next_port < n.port_min() || e.next_port > n.port_max()) {
+      e.next_port = n.port_min();
+    }
+    absl::Status stored = store_->PutNode(e.node);
+    if (!stored.ok()) {
+      e.conn = nullptr;
+      return absl::UnavailableError(
+          absl::StrCat("could not store node ", n.name(), ": ", stored.message()));
+    }
+    TC_LOG_INFO("node {} registered ({} GPUs, {} running tasks{})", n.name(),
+                n.gpus_size(), reg.running_tasks_size(),
+                was_lost ? ", was lost" : "");
+
+    // Reconcile what the agent runs with what we expect there.
+    absl::flat_hash_set<std::tuple<int64_t, int, int>> reported;
+    for (const v1::TaskRef& ref : reg.running_tasks()) {
+      reported.insert({ref.job_id(), ref.attempt(), ref.rank()});
+      auto jt = jobs_.find(ref.job_id());
+      v1::Task* task = nullptr;
+      if (jt != jobs_.end() && jt->second.attempt() == ref.attempt()) {
+        for (v1::Task& t : *jt->second.mutable_tasks()) {
+          if (t.rank() == ref.rank() && t.node() == n.name() && IsLive(t.state())) {
+            task = &t;
+          }
+        }
+      }
+      if (task != nullptr && task->state() != v1::TASK_STATE_STOPPING) {
+        if (task->state() == v1::TASK_STATE_STARTING) {
+          task->set_state(v1::TASK_STATE_RUNNING);
+          task->set_pid(ref.pid());
+        }
+        continue;
+      }
+      // Unknown, finished, stopping or of an old attempt: stop it.
+      v1::CoordinatorMessage msg;
+      *msg.mutable_stop_task()->mutable_task() = ref;
+      msg.mutable_stop_task()->set_grace_ms(
+          absl::ToInt64Milliseconds(config_.stop_grace));
+      conn->Send(msg);
+    }
+    draining_.erase(
+        std::remove_if(draining_.begin(), draining_.end(),
+                       [&](const DrainingTask& d) {
+                         return d.task.node() == n.name() &&
+                                !reported.contains({d.job_id, d.attempt, d.task.rank()});
+                       }),
+        draining_.end());
+    for (auto& [id, job] : jobs_) {
+      bool changed = false;
+      for (v1::Task& t : *job.mutable_tasks()) {
+        if (t.node() != n.name() || !IsLive(t.state()) ||
+            reported.contains({job.id(), job.attempt(), t.rank()})) {
+          continue;
+        }
+        t.set_state(v1::TASK_STATE_LOST);
+        t.set_message(absl::StrCat("was not running when the agent on ", n.name(),
+                                   " (re)registered"));
+        t.set_end_time_ms(ToUnixMs(clock_->Now()));
+        changed = true;
+      }
+      if (changed) {
+        OnTaskEndedLocked(job, deferred);
+        PersistLocked(job);
+      }
+    }
+    ScheduleLocked(deferred);
+  }
+  RunDeferred(deferred);
+  v1::RegisterAck ack;
+  ack.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(config_.heartbeat_interval));
+  return ack;
+}
+
+void Coordinator::AgentDisconnected(const std::string& node, AgentConnection* conn) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.conn != conn) return;
+  it->second.conn = nullptr;
+  TC_LOG_WARN("node {}: agent stream ended; lost in {} unless it reconnects", node,
+              absl::FormatDuration(config_.node_timeout));
+}
+
+absl::Status Coordinator::HandleAgentMessage(const std::string& node,
+                                             AgentConnection* conn,
+                                             const v1::AgentMessage& msg) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || it->second.conn != conn) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", node, " is not registered on this stream"));
+    }
+    NodeEntry& e = it->second;
+    switch (msg.msg_case()) {
+      case v1::AgentMessage::kHeartbeat:
+        e.last_heartbeat = clock_->Now();
+        for (const v1::GpuSample& s : msg.heartbeat().gpus()) {
+          for (v1::Gpu& g : *e.node.mutable_gpus()) {
+            if (g.index() != s.index()) continue;
+            g.set_memory_used_bytes(s.memory_used_bytes());
+            g.set_utilization_pct(s.utilization_pct());
+            g.set_temperature_c(s.temperature_c());
+            g.set_power_w(s.power_w());
+          }
+        }
+        break;
+      case v1::AgentMessage::kTaskStatus:
+        HandleTaskStatusLocked(node, msg.task_status(), deferred);
+        ScheduleLocked(deferred);
+        break;
+      case v1::AgentMessage::kLogChunk: {
+        const v1::LogChunk& chunk = msg.log_chunk();
+        auto rt = log_reads_.find(chunk.request_id());
+        if (rt == log_reads_.end()) break;  // Timed out already.
+        LogRead read = std::move(rt->second);
+        log_reads_.erase(rt);
+        absl::StatusOr<v1::GetLogsResponse> result;
+        if (!chunk.error().empty()) {
+          result = absl::NotFoundError(chunk.error());
+        } else {
+          v1::GetLogsResponse resp;
+          resp.set_data(chunk.data());
+          resp.set_next_offset(chunk.next_offset());
+          // At the end when the task is over and nothing more came back.
+          auto jt = jobs_.find(read.job_id);
+          bool ended = true;
+          if (jt != jobs_.end()) {
+            for (const v1::Task& t : jt->second.tasks()) {
+              if (t.rank() == read.rank && IsLive(t.state())) ended = false;
+            }
+          }
+          resp.set_eof(ended && chunk.data().empty());
+          result = std::move(resp);
+        }
+        deferred.push_back([done = std::move(read.done), r = std::move(result)]() mutable {
+          done(std::move(r));
+        });
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError("agent message: unexpected kind");
+    }
+  }
+  RunDeferred(deferred);
+  return absl::OkStatus();
+}
+
+void Coordinator::HandleTaskStatusLocked(const std::string& node,
+                                         const v1::TaskStatus& st,
+                                         Deferred& deferred) {
+  const v1::TaskRef& ref = st.task();
+  const bool ended = st.state() == v1::TASK_STATE_EXITED ||
+                     st.state() == v1::TASK_STATE_START_FAILED;
+  auto jt = jobs_.find(ref.job_id());
+  if (jt == jobs_.end() || jt->second.attempt() != ref.attempt()) {
+    // A task of an earlier attempt: it frees its GPUs when it ends.
+    if (ended) {
+      draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
+                                     [&](const DrainingTask& d) {
+                                       return d.job_id == ref.job_id() &&
+                                              d.attempt == ref.attempt() &&
+                                              d.task.rank() == ref.rank();
+                                     }),
+                      draining_.end());
+    }
+    return;
+  }
+  v1::Job& job = jt->second;
+  v1::Task* task = nullptr;
+  for (v1::Task& t : *job.mutable_tasks()) {
+    if (t.rank() == ref.rank() && t.node() == node) task = &t;
+  }
+  if (task == nullptr || !IsLive(task->state())) return;
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  if (!st.log_path().empty()) task->set_log_path(st.log_path());
+  if (st.task().pid() != 0) task->set_pid(st.task().pid());
+  if (st.state() == v1::TASK_STATE_RUNNING) {
+    if (task->state() == v1::TASK_STATE_STARTING) {
+      task->set_state(v1::TASK_STATE_RUNNING);
+      task->set_start_time_ms(now_ms);
+    }
+    if (job.state() == v1::JOB_STATE_SCHEDULED &&
+        std::all_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) {
+          return t.state() == v1::TASK_STATE_RUNNING;
+        })) {
+      TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred).IgnoreError();
+    }
+    PersistLocked(job);
+    return;
+  }
+  if (!ended) return;
+  task->set_state(st.state());
+  task->set_exit_code(st.exit_code());
+  task->set_signal(st.signal());
+  task->set_message(st.message());
+  task->set_end_time_ms(now_ms);
+  OnTaskEndedLocked(job, deferred);
+  PersistLocked(job);
+}
+
+void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
+                                     Deferred& deferred) {
+  e.node.set_state(v1::NODE_STATE_LOST);
+  if (e.conn != nullptr) {
+    e.conn->Close(absl::UnavailableError(why));
+    e.conn = nullptr;
+  }
+  store_->PutNode(e.node).IgnoreError();
+  TC_LOG_WARN("node {} lost: {}", e.node.name(), why);
+  const std::string& name = e.node.name();
+  draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
+                                 [&](const DrainingTask& d) {
+                                   return d.task.node() == name;
+                                 }),
+                  draining_.end());
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  for (auto& [id, job] : jobs_) {
+    bool changed = false;
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (t.node() != name || !IsLive(t.state())) continue;
+      t.set_state(v1::TASK_STATE_LOST);
+      t.set_message(absl::StrCat("was lost with node ", name, " (", why, ")"));
+      t.set_end_time_ms(now_ms);
+      changed = true;
+    }
+    if (changed) {
+      OnTaskEndedLocked(job, deferred);
+      PersistLocked(job);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- rendezvous
+
+absl::Status Coordinator::PublishUniqueId(const v1::PublishUniqueIdRequest& req) {
+  return rendezvous_.Publish(req.job_id(), req.attempt(), req.rank(), req.token(),
+                             req.unique_id());
+}
+
+void Coordinator::FetchUniqueIdAsync(const v1::FetchUniqueIdRequest& req,
+                                     RendezvousTable::FetchDone done) {
+  if (req.timeout_ms() < 0) {
+    done(absl::InvalidArgumentError("timeout_ms: must not be negative"));
+    return;
+  }
+  absl::Duration timeout = req.timeout_ms() == 0
+                               ? kDefaultFetchTimeout
+                               : std::min(absl::Milliseconds(req.timeout_ms()),
+                                          kMaxFetchTimeout);
+  rendezvous_.FetchAsync(req.job_id(), req.attempt(), req.rank(), req.token(),
+                         clock_->Now(), timeout, std::move(done));
+}
+
+// ---------------------------------------------------------------- time
+
+void Coordinator::Tick() {
+  const absl::Time now = clock_->Now();
+  rendezvous_.Expire(now);
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [name, e] : nodes_) {
+      if (e.node.state() == v1::NODE_STATE_LOST) continue;
+      if (now - e.last_heartbeat > config_.node_timeout) {
+        MarkNodeLostLocked(
+            e,
+            absl::StrCat("no heartbeat for ",
+                         absl::FormatDuration(absl::Trunc(now - e.last_heartbeat,
+                                                          absl::Milliseconds(100)))),
+            deferred);
+      }
+    }
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      auto& ws = it->second;
+      const v1::Job& job = jobs_.at(it->first);
+      auto keep = std::partition(ws.begin(), ws.end(),
+                                 [now](const Waiter& w) { return w.deadline > now; });
+      for (auto w = keep; w != ws.end(); ++w) {
+        deferred.push_back([done = std::move(w->done), j = Redacted(job)]() mutable {
+          done(std::move(j));
+        });
+      }
+      ws.erase(keep, ws.end());
+      if (ws.empty()) {
+        waiters_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = log_reads_.begin(); it != log_reads_.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      deferred.push_back([done = std::move(it->second.done)]() mutable {
+        done(absl::DeadlineExceededError("the agent did not answer the log read in time"));
+      });
+      log_reads_.erase(it++);
+    }
+    ScheduleLocked(deferred);
+  }
+  RunDeferred(deferred);
+}
+
+}  // namespace trainctl::coord

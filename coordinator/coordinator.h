@@ -1,0 +1,263 @@
+#ifndef TRAINCTL_COORDINATOR_COORDINATOR_H_
+#define TRAINCTL_COORDINATOR_COORDINATOR_H_
+
+// The coordinator's core: cluster state (nodes, jobs, tasks), the job life
+// cycle, scheduling on every change, the NCCL rendezvous. No gRPC, no threads
+// of its own, no system clock: the transport (grpc_service.h) calls in, agents
+// are reached through AgentConnection, time comes from a Clock and advances
+// through Tick().
+//
+// A job's states (DESIGN.md section 2); every change goes through
+// TransitionLocked(), which rejects any other edge:
+//
+//   PENDING ──placed──▶ SCHEDULED ──all ranks started──▶ RUNNING ──all exit 0──▶ SUCCEEDED
+//    ▲  │ └─infeasible─▶ FAILED      │                      │
+//    │  └──cancel──▶ CANCELLED ◀─────┴──────cancel──────────┤
+//    │                               │ a rank fails / its node is lost / a start fails
+//    │                               ▼                      ▼
+//    └──── restarts left: new attempt ◀──────── attempt failed ──▶ FAILED (final)
+//
+// A node's states: READY ──no heartbeat for node_timeout──▶ LOST ──registers──▶ READY.
+// A task's states: STARTING ──agent started it──▶ RUNNING ──exit──▶ EXITED;
+// STARTING ──spawn failed──▶ START_FAILED; STARTING/RUNNING ──stop──▶ STOPPING
+// ──exit──▶ EXITED; any live state ──node lost──▶ LOST.
+//
+// A task holds its GPU reservation while STARTING, RUNNING or STOPPING, also
+// after its job has ended or moved to a new attempt, so GPUs are never given
+// out twice while a process may still run on them.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/rendezvous.h"
+#include "coordinator/sched/scheduler.h"
+#include "coordinator/state_store.h"
+#include "trainctl/v1/service.pb.h"
+#include "trainctl/v1/types.pb.h"
+
+namespace trainctl::coord {
+
+// The coordinator's end of one agent's stream. Send() and Close() only queue
+// work (they never call back into the Coordinator), so the Coordinator calls
+// them under its lock and messages to one agent keep their order. Once the
+// Coordinator has returned from AgentDisconnected(node, conn) it never uses
+// `conn` again. Implemented by the gRPC reactor, and by fakes in tests.
+class AgentConnection {
+ public:
+  virtual ~AgentConnection() = default;
+  virtual void Send(const v1::CoordinatorMessage& msg) = 0;
+  // Ends the stream with `status` (e.g. a newer connection of the same node
+  // took over).
+  virtual void Close(const absl::Status& status) = 0;
+};
+
+struct CoordinatorConfig {
+  // A node without a heartbeat for this long is lost and its tasks fail.
+  absl::Duration node_timeout = absl::Seconds(10);
+  // Heartbeat period agents are told to use.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  // SIGTERM-to-SIGKILL grace when tasks are stopped.
+  absl::Duration stop_grace = absl::Seconds(10);
+  // How long a log read waits for the agent's answer.
+  absl::Duration log_read_timeout = absl::Seconds(10);
+  // Address tasks use to reach the coordinator (TRAINCTL_COORDINATOR).
+  std::string advertise_address = "127.0.0.1:50051";
+  sched::SchedulerConfig scheduler;
+};
+
+// Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
+// run outside the lock, on whichever thread completes them (the caller's, an
+// agent stream's, or Tick()'s).
+class Coordinator {
+ public:
+  using JobDone = absl::AnyInvocable<void(absl::StatusOr<v1::Job>)>;
+  using LogsDone = absl::AnyInvocable<void(absl::StatusOr<v1::GetLogsResponse>)>;
+
+  // Loads the state from `store` (not owned; must outlive the Coordinator).
+  // Nodes come back disconnected: each has node_timeout from now to
+  // re-register before its tasks count as lost.
+  // Errors: those of StateStore::Load().
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorConfig config, StateStore* store, const Clock* clock);
+
+  // ------------------------------------------------------------ user API
+
+  // Validates, stores (durably) and queues a job, then schedules. A repeated
+  // non-empty `request_id` returns the job first submitted with it.
+  // Errors: INVALID_ARGUMENT naming the field; UNAVAILABLE when the store
+  // failed (the job is then not accepted).
+  absl::StatusOr<int64_t> SubmitJob(const v1::JobSpec& spec,
+                                    const std::string& request_id);
+
+  // The job as users see it (no attempt token). Errors: NOT_FOUND.
+  absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
+
+  // Newest first; `states` empty means all; at most `limit` (0: 1000).
+  std::vector<v1::Job> ListJobs(const std::vector<v1::JobState>& states,
+                                int limit) const;
+
+  // Cancels a job that is not final: its live tasks get SIGTERM, then SIGKILL
+  // after the grace period. Cancelling a final job returns it unchanged.
+  // Errors: NOT_FOUND; UNAVAILABLE when the store failed.
+  absl::StatusOr<v1::Job> CancelJob(int64_t job_id);
+
+  // Calls `done` with the job once it is final, or at `timeout` from now with
+  // its current state (the caller checks the state). Errors: NOT_FOUND.
+  void WaitJobAsync(int64_t job_id, absl::Duration timeout, JobDone done);
+
+  // Every node with its GPUs and the tasks placed on each GPU.
+  std::vector<v1::NodeView> ListNodes() const;
+
+  // Reads a rank's log of the job's current attempt from its agent.
+  // Errors: NOT_FOUND (job, or rank not placed); UNAVAILABLE when the node is
+  // not connected (the message names the path on that host);
+  // DEADLINE_EXCEEDED when the agent does not answer in log_read_timeout.
+  void GetLogsAsync(int64_t job_id, int rank, int64_t offset, int max_bytes,
+                    LogsDone done);
+
+  // ------------------------------------------------------------ agents
+
+  // First message of an agent's stream: records the node (inventory,
+  // address), marks it READY and reconciles its running tasks: a task the
+  // coordinator does not expect there is stopped; a task it expects but the
+  // agent does not report is lost. An older connection of the same node is
+  // closed. Returns the ack to send.
+  // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
+  // index, bad port range); UNAVAILABLE when the store failed.
+  absl::StatusOr<v1::RegisterAck> RegisterAgent(const v1::RegisterNode& reg,
+                                                AgentConnection* conn);
+
+  // The stream of `conn` ended. The node stays READY until its heartbeats
+  // time out (the agent may reconnect).
+  void AgentDisconnected(const std::string& node, AgentConnection* conn);
+
+  // A heartbeat, task status or log chunk from a registered agent.
+  // Errors: FAILED_PRECONDITION when `conn` is not the node's current
+  // connection; INVALID_ARGUMENT for a malformed message.
+  absl::Status HandleAgentMessage(const std::string& node, AgentConnection* conn,
+                                  const v1::AgentMessage& msg);
+
+  // ------------------------------------------------------------ rendezvous
+
+  // See RendezvousTable::Publish.
+  absl::Status PublishUniqueId(const v1::PublishUniqueIdRequest& req);
+  // See RendezvousTable::FetchAsync; the timeout is req.timeout_ms (0:
+  // 120 s, at most 3600 s).
+  void FetchUniqueIdAsync(const v1::FetchUniqueIdRequest& req,
+                          RendezvousTable::FetchDone done);
+
+  // Sets TRAINCTL_COORDINATOR for tasks started from now on (the server knows
+  // its port only once bound).
+  void SetAdvertiseAddress(std::string address);
+
+  // ------------------------------------------------------------ time
+
+  // Applies every timeout due at clock->Now(): lost nodes (their tasks fail),
+  // rendezvous and wait deadlines, unanswered log reads. The server calls it
+  // about every 100 ms; tests call it after advancing a FakeClock.
+  void Tick();
+
+ private:
+  struct Waiter {
+    absl::Time deadline;
+    JobDone done;
+  };
+  struct LogRead {
+    absl::Time deadline;
+    int64_t job_id;
+    int rank;
+    LogsDone done;
+  };
+  struct NodeEntry {
+    v1::Node node;
+    AgentConnection* conn = nullptr;
+    absl::Time last_heartbeat;
+    // Round-robin cursor in the node's MASTER_PORT range.
+    int next_port = 0;
+  };
+  // A task of an earlier attempt of a job that still holds GPUs.
+  struct DrainingTask {
+    int64_t job_id;
+    int attempt;
+    v1::Task task;
+  };
+  // Callbacks collected under the lock, run after it is released.
+  using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
+
+  Coordinator(CoordinatorConfig config, StateStore* store, const Clock* clock);
+  absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The one place a job changes state; rejects illegal edges (INTERNAL).
+  absl::Status TransitionLocked(v1::Job& job, v1::JobState to,
+                                absl::string_view reason, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persists `job`; logs (does not return) a store failure after the fact
+  // (only submit and cancel can refuse the user).
+  void PersistLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  sched::ClusterSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartAttemptLocked(v1::Job& job, const sched::Placement& placement)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task of the current attempt ended or could not start; decides the
+  // attempt's fate.
+  void OnTaskEndedLocked(v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the current attempt: stops live tasks, then restarts or fails.
+  void FailAttemptLocked(v1::Job& job, const std::string& why, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopTaskLocked(const v1::Job& job, v1::Task& task)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendLocked(const std::string& node, const v1::CoordinatorMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkNodeLostLocked(NodeEntry& node, const std::string& why,
+                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleTaskStatusLocked(const std::string& node, const v1::TaskStatus& st,
+                              Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes waiters of a job that just became final.
+  void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static v1::Job Redacted(const v1::Job& job);
+  static void RunDeferred(Deferred& deferred);
+
+  const CoordinatorConfig config_;
+  std::string advertise_address_ ABSL_GUARDED_BY(mu_);
+  StateStore* const store_;
+  const Clock* const clock_;
+  const sched::Scheduler scheduler_;
+  RendezvousTable rendezvous_;
+
+  mutable absl::Mutex mu_;
+  absl::btree_map<int64_t, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
+  int64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, int64_t> request_ids_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<DrainingTask> draining_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
+  int64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+};
+
+// True for SUCCEEDED, FAILED and CANCELLED.
+bool IsFinal(v1::JobState state);
+// True for STARTING, RUNNING and STOPPING: the process may be alive and holds
+// its GPUs.
+bool IsLive(v1::TaskState state);
+
+}  // namespace trainctl::coord
+
+#endif  // TRAINCTL_COORDINATOR_COORDINATOR_H_

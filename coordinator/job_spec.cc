@@ -1,0 +1,197 @@
+#include "coordinator/job_spec.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace trainctl::coord {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("spec.", field, ": ", why));
+}
+
+bool IsEnvName(absl::string_view s) {
+  if (s.empty() || absl::ascii_isdigit(s[0])) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
+bool HasControlChars(absl::string_view s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsReservedEnvVar(absl::string_view name) {
+  static constexpr absl::string_view kReserved[] = {
+      "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "RANK",
+      "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+      "GROUP_WORLD_SIZE", "NODE_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE",
+      "ROLE_NAME"};
+  for (absl::string_view r : kReserved) {
+    if (name == r) return true;
+  }
+  return absl::StartsWith(name, "TRAINCTL_") ||
+         absl::StartsWith(name, "TORCHELASTIC_");
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  if (spec.name().size() > kMaxNameBytes) {
+    return Invalid("name", absl::StrCat("at most ", kMaxNameBytes, " bytes"));
+  }
+  if (HasControlChars(spec.name())) {
+    return Invalid("name", "must not contain control characters");
+  }
+  if (spec.command().empty()) {
+    return Invalid("command", "is empty: give the program to run after `--`");
+  }
+  if (spec.command_size() > kMaxArgs) {
+    return Invalid("command", absl::StrCat("at most ", kMaxArgs, " arguments, got ",
+                                           spec.command_size()));
+  }
+  if (spec.command(0).empty()) return Invalid("command[0]", "is empty");
+  size_t total = 0;
+  for (int i = 0; i < spec.command_size(); ++i) {
+    if (spec.command(i).size() > kMaxArgBytes) {
+      return Invalid(absl::StrCat("command[", i, "]"),
+                     absl::StrCat("at most ", kMaxArgBytes, " bytes"));
+    }
+    if (spec.command(i).find('\0') != std::string::npos) {
+      return Invalid(absl::StrCat("command[", i, "]"), "contains a NUL byte");
+    }
+    total += spec.command(i).size();
+  }
+  if (total > kMaxCommandBytes) {
+    return Invalid("command", absl::StrCat("at most ", kMaxCommandBytes,
+                                           " bytes in all, got ", total));
+  }
+  if (spec.env_size() > kMaxEnvVars) {
+    return Invalid("env", absl::StrCat("at most ", kMaxEnvVars, " variables"));
+  }
+  for (const auto& [key, value] : spec.env()) {
+    if (!IsEnvName(key)) {
+      return Invalid(absl::StrCat("env[", key.substr(0, 64), "]"),
+                     "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (IsReservedEnvVar(key)) {
+      return Invalid(absl::StrCat("env[", key, "]"),
+                     "is set by trainctl (launch contract); remove it");
+    }
+    if (value.size() > kMaxEnvValueBytes || value.find('\0') != std::string::npos) {
+      return Invalid(absl::StrCat("env[", key, "]"),
+                     absl::StrCat("value must be at most ", kMaxEnvValueBytes,
+                                  " bytes without NUL"));
+    }
+  }
+  if (spec.workdir().size() > kMaxPathBytes) {
+    return Invalid("workdir", absl::StrCat("at most ", kMaxPathBytes, " bytes"));
+  }
+  if (!spec.workdir().empty() && spec.workdir()[0] != '/') {
+    return Invalid("workdir", absl::StrCat("must be an absolute path, got \"",
+                                           spec.workdir().substr(0, 64), "\""));
+  }
+  if (std::abs(spec.priority()) > kMaxPriority) {
+    return Invalid("priority", absl::StrCat("must be in [-", kMaxPriority, ", ",
+                                            kMaxPriority, "], got ", spec.priority()));
+  }
+  if (spec.max_restarts() < 0 || spec.max_restarts() > kMaxRestarts) {
+    return Invalid("max_restarts", absl::StrCat("must be in [0, ", kMaxRestarts,
+                                                "], got ", spec.max_restarts()));
+  }
+
+  // Resource shape.
+  if (spec.gpus() < 0 || spec.gpus() > kMaxGpus) {
+    return Invalid("gpus", absl::StrCat("must be in [0, ", kMaxGpus, "], got ",
+                                        spec.gpus()));
+  }
+  const double f = spec.gpu_fraction();
+  if (std::isnan(f) || f < 0 || f > 1) {
+    return Invalid("gpu_fraction",
+                   absl::StrFormat("must be in (0, 1], got %g", f));
+  }
+  if (spec.gpu_memory_bytes() < 0) {
+    return Invalid("gpu_memory_bytes", "must not be negative");
+  }
+  if (spec.nodes() < 0 || spec.nodes() > kMaxNodes) {
+    return Invalid("nodes", absl::StrCat("must be in [0, ", kMaxNodes, "], got ",
+                                         spec.nodes()));
+  }
+  if (spec.gpus_per_node() < 0 || spec.gpus_per_node() > kMaxGpus) {
+    return Invalid("gpus_per_node", absl::StrCat("must be in [0, ", kMaxGpus,
+                                                 "], got ", spec.gpus_per_node()));
+  }
+  const bool share = f > 0 || spec.gpu_memory_bytes() > 0;
+  if (f > 0 && spec.gpu_memory_bytes() > 0) {
+    return Invalid("gpu_fraction", "give either a GPU fraction or GPU memory, not both");
+  }
+  if (share && spec.gpus() > 1) {
+    return Invalid("gpus", "a GPU share (--gpu-fraction/--gpu-mem) is for one process on one GPU; drop --gpus");
+  }
+  if ((spec.nodes() > 0) != (spec.gpus_per_node() > 0)) {
+    return Invalid(spec.nodes() > 0 ? "gpus_per_node" : "nodes",
+                   "--nodes and --gpus-per-node go together");
+  }
+  if (spec.nodes() > 0) {
+    if (share) {
+      return Invalid("nodes", "a multi-node gang takes whole GPUs; drop --gpu-fraction/--gpu-mem");
+    }
+    if (spec.gpus() > 0 &&
+        spec.gpus() != static_cast<int64_t>(spec.nodes()) * spec.gpus_per_node()) {
+      return Invalid("gpus", absl::StrCat("must equal nodes x gpus_per_node (",
+                                          spec.nodes() * spec.gpus_per_node(),
+                                          "), got ", spec.gpus()));
+    }
+    if (static_cast<int64_t>(spec.nodes()) * spec.gpus_per_node() > kMaxGpus) {
+      return Invalid("nodes", absl::StrCat("at most ", kMaxGpus, " GPUs in all"));
+    }
+  }
+  const int t = spec.tasks_per_node();
+  if (t < 0) return Invalid("tasks_per_node", "must not be negative");
+  if (t > 1 && !(spec.nodes() > 0 && t == spec.gpus_per_node())) {
+    return Invalid("tasks_per_node",
+                   "must be 1 (one process with all of its node's GPUs) or the "
+                   "number of GPUs per node (one process per GPU, the default)");
+  }
+  return absl::OkStatus();
+}
+
+v1::JobKind KindOf(const v1::JobSpec& spec) {
+  return (spec.nodes() > 0 || spec.gpus() > 1) ? v1::JOB_KIND_GANG
+                                                : v1::JOB_KIND_EXPERIMENT;
+}
+
+sched::JobRequest ToJobRequest(const v1::Job& job) {
+  const v1::JobSpec& spec = job.spec();
+  sched::JobRequest r;
+  r.job_id = job.id();
+  r.priority = spec.priority();
+  r.submit_seq = job.id();
+  if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) {
+    r.kind = sched::JobKind::kExperiment;
+    r.gpu_fraction = spec.gpu_fraction() > 0 ? spec.gpu_fraction() : 1.0;
+    r.gpu_memory_bytes = spec.gpu_memory_bytes();
+  } else {
+    r.kind = sched::JobKind::kGang;
+    r.nodes = spec.nodes();
+    r.gpus_per_node = spec.gpus_per_node();
+    r.total_gpus = spec.nodes() > 0 ? spec.nodes() * spec.gpus_per_node()
+                                    : spec.gpus();
+  }
+  return r;
+}
+
+int TasksPerNode(const v1::JobSpec& spec, int gpus_on_node) {
+  if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) return 1;
+  return spec.tasks_per_node() == 1 ? 1 : gpus_on_node;
+}
+
+}  // namespace trainctl::coord

@@ -1,0 +1,51 @@
+#ifndef TRAINCTL_COORDINATOR_JOB_SPEC_H_
+#define TRAINCTL_COORDINATOR_JOB_SPEC_H_
+
+// Validation of submitted job specs, and their translation into what the
+// scheduler takes.
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "coordinator/sched/scheduler.h"
+#include "trainctl/v1/types.pb.h"
+
+namespace trainctl::coord {
+
+// Limits on a JobSpec; a request past any of them is INVALID_ARGUMENT.
+inline constexpr int kMaxNameBytes = 128;
+inline constexpr int kMaxArgs = 1024;
+inline constexpr int kMaxArgBytes = 4096;
+inline constexpr int kMaxCommandBytes = 128 * 1024;
+inline constexpr int kMaxEnvVars = 256;
+inline constexpr int kMaxEnvValueBytes = 8192;
+inline constexpr int kMaxPathBytes = 4096;
+inline constexpr int kMaxGpus = 4096;
+inline constexpr int kMaxNodes = 1024;
+inline constexpr int kMaxPriority = 1000;
+inline constexpr int kMaxRestarts = 100;
+
+// Checks every field of `spec`.
+// Errors: INVALID_ARGUMENT whose message starts with the field path
+// ("spec.gpu_fraction: must be in (0, 1], got 1.5").
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// Experiment (one process, whole or part of one GPU) or gang, from a valid
+// spec: a gang is gpus > 1 or nodes >= 1.
+v1::JobKind KindOf(const v1::JobSpec& spec);
+
+// The scheduler's view of a valid pending job. `submit_seq` orders jobs of
+// equal priority (the job id serves).
+sched::JobRequest ToJobRequest(const v1::Job& job);
+
+// Processes per node of a placed gang with `gpus_on_node` GPUs on a node:
+// one per GPU unless tasks_per_node == 1. Experiments: 1.
+int TasksPerNode(const v1::JobSpec& spec, int gpus_on_node);
+
+// Environment variables trainctl sets (DESIGN.md section 4); a user may not
+// set them with --env.
+bool IsReservedEnvVar(absl::string_view name);
+
+}  // namespace trainctl::coord
+
+#endif  // TRAINCTL_COORDINATOR_JOB_SPEC_H_

@@ -1,0 +1,44 @@
+#include "coordinator/launch_env.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace trainctl::coord {
+
+std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
+                                                  const v1::Task& task,
+                                                  const LaunchContext& ctx) {
+  std::map<std::string, std::string> env(job.spec().env().begin(),
+                                         job.spec().env().end());
+  auto set = [&env](const char* key, auto value) {
+    env[key] = absl::StrCat(value);
+  };
+  set("CUDA_VISIBLE_DEVICES", absl::StrJoin(task.gpu_uuids(), ","));
+  set("MASTER_ADDR", job.master_addr());
+  set("MASTER_PORT", job.master_port());
+  set("RANK", task.rank());
+  set("WORLD_SIZE", job.world_size());
+  set("LOCAL_RANK", task.local_rank());
+  set("LOCAL_WORLD_SIZE", ctx.local_world_size);
+  set("GROUP_RANK", task.node_rank());
+  set("NODE_RANK", task.node_rank());
+  set("GROUP_WORLD_SIZE", ctx.num_nodes);
+  set("ROLE_RANK", task.rank());
+  set("ROLE_WORLD_SIZE", job.world_size());
+  set("ROLE_NAME", "default");
+  set("TORCHELASTIC_RUN_ID", job.id());
+  set("TORCHELASTIC_RESTART_COUNT", job.attempt());
+  set("TORCHELASTIC_MAX_RESTARTS", job.spec().max_restarts());
+  set("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1);
+  set("OMP_NUM_THREADS",
+      std::max(1, ctx.node_cpu_count / std::max(1, ctx.local_world_size)));
+  set("TRAINCTL_COORDINATOR", ctx.coordinator_address);
+  set("TRAINCTL_JOB_ID", job.id());
+  set("TRAINCTL_ATTEMPT", job.attempt());
+  set("TRAINCTL_TOKEN", job.attempt_token());
+  return env;
+}
+
+}  // namespace trainctl::coord

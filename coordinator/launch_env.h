@@ -1,0 +1,38 @@
+#ifndef TRAINCTL_COORDINATOR_LAUNCH_ENV_H_
+#define TRAINCTL_COORDINATOR_LAUNCH_ENV_H_
+
+// The launch contract (DESIGN.md section 4): the environment every task
+// process gets, so that unmodified PyTorch programs (env:// rendezvous) and
+// the NCCL bootstrap library find their rank, peers and coordinator.
+
+#include <map>
+#include <string>
+
+#include "trainctl/v1/types.pb.h"
+
+namespace trainctl::coord {
+
+struct LaunchContext {
+  // Address:port tasks use to reach the coordinator's rendezvous.
+  std::string coordinator_address;
+  // Nodes in the job attempt (GROUP_WORLD_SIZE).
+  int num_nodes = 1;
+  // Processes on this task's node (LOCAL_WORLD_SIZE).
+  int local_world_size = 1;
+  // CPU cores of this task's node; OMP_NUM_THREADS = max(1, cores / local
+  // world size), as torchrun does.
+  int node_cpu_count = 1;
+};
+
+// The variables trainctl sets for `task` of `job`'s current attempt, merged
+// over the user's spec.env (trainctl's win; validation forbids the clash).
+// CUDA_VISIBLE_DEVICES lists task.gpu_uuids in local-rank order, the same list
+// for every local rank of a node (NVIDIA/nccl#129: per-rank lists hide peers
+// from CUDA IPC and push NCCL off NVLink).
+std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
+                                                  const v1::Task& task,
+                                                  const LaunchContext& ctx);
+
+}  // namespace trainctl::coord
+
+#endif  // TRAINCTL_COORDINATOR_LAUNCH_ENV_H_

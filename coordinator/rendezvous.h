@@ -1,0 +1,105 @@
+#ifndef TRAINCTL_COORDINATOR_RENDEZVOUS_H_
+#define TRAINCTL_COORDINATOR_RENDEZVOUS_H_
+
+// The NCCL bootstrap's out-of-band channel (DESIGN.md section 5): rank 0 of a
+// job attempt publishes its 128-byte ncclUniqueId; the other ranks long-poll
+// for it. `ncclGetUniqueId` binds the bootstrap root in rank 0's process and
+// an id serves one communicator (NCCL src/bootstrap.cc), so each (job,
+// attempt) has its own group and the id is readable only with the attempt's
+// token.
+//
+// One group's states:
+//
+//   Open() ──▶ WAITING ──Publish(rank 0)──▶ PUBLISHED
+//                 │                              │
+//                 └──────────Close()─────────────┴──▶ (removed; waiters get
+//                                                      ABORTED)
+//
+// A waiting Fetch ends with the id as soon as it is published, or with
+// DEADLINE_EXCEEDED at its deadline (checked by Expire(now)) naming the ranks
+// that never arrived.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace trainctl::coord {
+
+// Size of ncclUniqueId (NCCL_UNIQUE_ID_BYTES in nccl.h).
+inline constexpr size_t kNcclUniqueIdBytes = 128;
+
+// Thread-safe; callbacks run outside its lock, on the calling thread.
+class RendezvousTable {
+ public:
+  using FetchDone = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
+
+  // Starts the group of (job, attempt). `rank_hosts[r]` names the node of
+  // rank r (for messages). Replaces an older group of the same key.
+  void Open(int64_t job_id, int attempt, std::string token,
+            std::vector<std::string> rank_hosts);
+
+  // Ends the group; its waiting fetches get ABORTED with `why`.
+  void Close(int64_t job_id, int attempt, absl::string_view why);
+
+  // Rank 0 publishes the id. Publishing the same id again is OK.
+  // Errors: NOT_FOUND when the attempt is not running; PERMISSION_DENIED for a
+  // wrong token; INVALID_ARGUMENT when rank != 0 or the id is not 128 bytes;
+  // ALREADY_EXISTS when a different id was published.
+  absl::Status Publish(int64_t job_id, int attempt, int rank,
+                       absl::string_view token, std::string unique_id);
+
+  // Calls `done` with the id once published (at once if it is), or with an
+  // error: NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT (rank out of
+  // range) at once; DEADLINE_EXCEEDED from Expire() once `timeout` has passed
+  // since `now`; ABORTED from Close().
+  void FetchAsync(int64_t job_id, int attempt, int rank, absl::string_view token,
+                  absl::Time now, absl::Duration timeout, FetchDone done);
+
+  // Fails the fetches whose deadline is <= now.
+  void Expire(absl::Time now);
+
+  // Number of open groups (for tests and metrics).
+  int OpenGroups() const;
+
+ private:
+  struct Waiter {
+    int rank;
+    absl::Duration timeout;
+    absl::Time deadline;
+    FetchDone done;
+  };
+  struct Group {
+    std::string token;
+    std::vector<std::string> rank_hosts;
+    absl::flat_hash_set<int> arrived;
+    bool published = false;
+    std::string unique_id;
+    std::vector<Waiter> waiters;
+  };
+  using Key = std::pair<int64_t, int>;
+
+  // Checks token and rank of a call on (job, attempt).
+  absl::StatusOr<Group*> FindLocked(int64_t job_id, int attempt, int rank,
+                                    absl::string_view token)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The DEADLINE_EXCEEDED message for `group`.
+  static std::string MissingRanksMessage(int64_t job_id, int attempt,
+                                         const Group& group, absl::Duration waited);
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<Key, Group> groups_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace trainctl::coord
+
+#endif  // TRAINCTL_COORDINATOR_RENDEZVOUS_H_

@@ -1,0 +1,241 @@
+#include "worker/agent.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace trainctl::worker {
+namespace {
+
+constexpr int kMaxLogRead = 2 << 20;
+
+}  // namespace
+
+Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launcher)
+    : config_(std::move(config)), inventory_(inventory), launcher_(launcher) {}
+
+absl::Status Agent::Validate() {
+  TC_ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, inventory_->ListGpus());
+  absl::flat_hash_set<int> have;
+  for (const GpuInfo& g : gpus) have.insert(g.index);
+  for (int i : config_.offered_gpus) {
+    if (!have.contains(i)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpus: this host has no GPU ", i, " (it has ", gpus.size(), " GPUs)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RegisterNode> Agent::Registration() {
+  TC_ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, inventory_->ListGpus());
+  absl::flat_hash_set<int> offered(config_.offered_gpus.begin(),
+                                   config_.offered_gpus.end());
+  v1::RegisterNode reg;
+  v1::Node* node = reg.mutable_node();
+  node->set_name(config_.node_name);
+  node->set_address(config_.address);
+  node->set_cpu_count(config_.cpu_count);
+  node->set_port_min(config_.port_min);
+  node->set_port_max(config_.port_max);
+  node->set_fake_gpus(config_.fake_gpus);
+  node->set_agent_version("0.1.0");
+  for (const GpuInfo& g : gpus) {
+    if (!offered.empty() && !offered.contains(g.index)) continue;
+    v1::Gpu* gpu = node->add_gpus();
+    gpu->set_index(g.index);
+    gpu->set_uuid(g.uuid);
+    gpu->set_name(g.name);
+    gpu->set_memory_total_bytes(g.memory_total_bytes);
+    gpu->set_mig_enabled(g.mig_enabled);
+    for (int peer : g.nvlink_peers) {
+      if (offered.empty() || offered.contains(peer)) gpu->add_nvlink_peers(peer);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, entry] : tasks_) *reg.add_running_tasks() = entry.ref;
+  return reg;
+}
+
+absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
+  TC_ASSIGN_OR_RETURN(std::vector<GpuSample> samples, inventory_->Sample());
+  absl::flat_hash_set<int> offered(config_.offered_gpus.begin(),
+                                   config_.offered_gpus.end());
+  v1::Heartbeat hb;
+  for (const GpuSample& s : samples) {
+    if (!offered.empty() && !offered.contains(s.index)) continue;
+    v1::GpuSample* out = hb.add_gpus();
+    out->set_index(s.index);
+    out->set_memory_used_bytes(s.memory_used_bytes);
+    out->set_utilization_pct(s.utilization_pct);
+    out->set_temperature_c(s.temperature_c);
+    out->set_power_w(s.power_w);
+  }
+  return hb;
+}
+
+void Agent::Connected(Outbox outbox) {
+  absl::MutexLock lock(&mu_);
+  outbox_ = std::move(outbox);
+  connected_ = true;
+  while (!queued_.empty()) {
+    v1::AgentMessage msg = std::move(queued_.front());
+    queued_.pop_front();
+    EmitLocked(std::move(msg));
+  }
+}
+
+void Agent::Disconnected() {
+  absl::MutexLock lock(&mu_);
+  connected_ = false;
+  outbox_ = nullptr;
+}
+
+int Agent::RunningTasks() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(std::count_if(tasks_.begin(), tasks_.end(), [](const auto& kv) {
+    return !kv.second.exited;
+  }));
+}
+
+std::string Agent::LogPath(const v1::TaskRef& ref) const {
+  return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/attempt-",
+                      ref.attempt(), "/rank-", ref.rank(), ".log");
+}
+
+void Agent::EmitLocked(v1::AgentMessage msg) {
+  if (!connected_) {
+    // Only task reports are worth keeping across a reconnect.
+    if (msg.has_task_status()) queued_.push_back(std::move(msg));
+    return;
+  }
+  // An exit is forgotten once sent: the next registration will not list it.
+  if (msg.has_task_status() && msg.task_status().state() != v1::TASK_STATE_RUNNING) {
+    const v1::TaskRef& r = msg.task_status().task();
+    tasks_.erase(Key{r.job_id(), r.attempt(), r.rank()});
+  }
+  outbox_(msg);
+}
+
+void Agent::Handle(const v1::CoordinatorMessage& msg) {
+  switch (msg.msg_case()) {
+    case v1::CoordinatorMessage::kStartTask: {
+      absl::MutexLock lock(&mu_);
+      StartLocked(msg.start_task());
+      break;
+    }
+    case v1::CoordinatorMessage::kStopTask: {
+      const v1::TaskRef& r = msg.stop_task().task();
+      int pid = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = tasks_.find(Key{r.job_id(), r.attempt(), r.rank()});
+        if (it != tasks_.end() && !it->second.exited) pid = it->second.ref.pid();
+      }
+      if (pid == 0) break;  // Already ended; its exit is or will be reported.
+      TC_LOG_INFO("stopping job {} rank {} (pid {})", r.job_id(), r.rank(), pid);
+      absl::Status s =
+          launcher_->Stop(pid, absl::Milliseconds(msg.stop_task().grace_ms()));
+      if (!s.ok()) TC_LOG_WARN("stop pid {}: {}", pid, s.ToString());
+      break;
+    }
+    case v1::CoordinatorMessage::kReadLog: {
+      v1::AgentMessage reply = ReadLog(msg.read_log());
+      absl::MutexLock lock(&mu_);
+      if (connected_) outbox_(reply);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void Agent::StartLocked(const v1::StartTask& start) {
+  const v1::TaskRef& ref = start.task();
+  const Key key{ref.job_id(), ref.attempt(), ref.rank()};
+  if (tasks_.contains(key)) return;  // A repeated start: already running.
+
+  LaunchSpec spec;
+  spec.argv.assign(start.argv().begin(), start.argv().end());
+  spec.env = config_.base_env;
+  for (const auto& [k, v] : start.env()) spec.env[k] = v;
+  spec.log_path = LogPath(ref);
+  spec.workdir = start.workdir();
+  if (spec.workdir.empty()) {
+    spec.workdir = std::filesystem::path(spec.log_path).parent_path().string();
+    std::error_code ec;
+    std::filesystem::create_directories(spec.workdir, ec);
+  }
+
+  v1::AgentMessage msg;
+  v1::TaskStatus* st = msg.mutable_task_status();
+  *st->mutable_task() = ref;
+  st->set_log_path(spec.log_path);
+  absl::StatusOr<int> pid = launcher_->Launch(
+      spec, [this, key](ExitInfo info) { OnExit(key, info); });
+  if (!pid.ok()) {
+    TC_LOG_WARN("job {} rank {}: could not start: {}", ref.job_id(), ref.rank(),
+                pid.status().ToString());
+    st->set_state(v1::TASK_STATE_START_FAILED);
+    st->set_message(std::string(pid.status().message()));
+    EmitLocked(std::move(msg));
+    return;
+  }
+  TaskEntry& entry = tasks_[key];
+  entry.ref = ref;
+  entry.ref.set_pid(*pid);
+  st->mutable_task()->set_pid(*pid);
+  st->set_state(v1::TASK_STATE_RUNNING);
+  TC_LOG_INFO("job {} attempt {} rank {} started: pid {}, CUDA_VISIBLE_DEVICES={}",
+              ref.job_id(), ref.attempt(), ref.rank(), *pid,
+              start.env().count("CUDA_VISIBLE_DEVICES")
+                  ? start.env().at("CUDA_VISIBLE_DEVICES")
+                  : "");
+  EmitLocked(std::move(msg));
+}
+
+void Agent::OnExit(const Key& key, ExitInfo info) {
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(key);
+  if (it == tasks_.end()) return;
+  it->second.exited = true;
+  v1::AgentMessage msg;
+  v1::TaskStatus* st = msg.mutable_task_status();
+  *st->mutable_task() = it->second.ref;
+  st->set_state(v1::TASK_STATE_EXITED);
+  st->set_exit_code(info.exit_code);
+  st->set_signal(info.signal);
+  st->set_log_path(LogPath(it->second.ref));
+  TC_LOG_INFO("job {} rank {} exited: code {}, signal {}", std::get<0>(key),
+              std::get<2>(key), info.exit_code, info.signal);
+  EmitLocked(std::move(msg));
+}
+
+v1::AgentMessage Agent::ReadLog(const v1::ReadLog& read) const {
+  v1::AgentMessage reply;
+  v1::LogChunk* chunk = reply.mutable_log_chunk();
+  chunk->set_request_id(read.request_id());
+  const std::string path = LogPath(read.task());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    chunk->set_error(absl::StrCat("no log at ", path, " on ", config_.node_name));
+    return reply;
+  }
+  const int max = std::clamp(read.max_bytes(), 1, kMaxLogRead);
+  std::string data(max, '\0');
+  in.seekg(read.offset());
+  in.read(data.data(), max);
+  data.resize(in ? max : std::max<std::streamsize>(0, in.gcount()));
+  chunk->set_next_offset(read.offset() + static_cast<int64_t>(data.size()));
+  chunk->set_data(std::move(data));
+  return reply;
+}
+
+}  // namespace trainctl::worker

@@ -1,0 +1,114 @@
+#ifndef TRAINCTL_WORKER_AGENT_H_
+#define TRAINCTL_WORKER_AGENT_H_
+
+// The agent's core: turns coordinator messages into processes on this host
+// and reports back. No gRPC: the transport (agent_client.h) feeds it messages
+// and gives it an outbox; GPUs and processes sit behind GpuInventory and
+// ProcessLauncher.
+//
+// A task on this host:  StartTask ──spawned──▶ running ──exit──▶ exited,
+// report pending ──reported──▶ forgotten. A StartTask whose spawn fails is
+// reported START_FAILED at once. Reports made while no coordinator is
+// connected wait in a queue and go out after the next registration, which
+// lists every task not yet reported as ended, so the coordinator sees real
+// exit codes across reconnects.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "trainctl/v1/service.pb.h"
+#include "worker/hw/gpu_inventory.h"
+#include "worker/hw/process_launcher.h"
+
+namespace trainctl::worker {
+
+struct AgentConfig {
+  std::string node_name;
+  // Address other hosts reach this node at (MASTER_ADDR when rank 0 is here).
+  std::string address = "127.0.0.1";
+  // GPU indices this agent offers; empty means all of the host's.
+  std::vector<int> offered_gpus;
+  // Task logs go to <log_dir>/job-<id>/attempt-<n>/rank-<r>.log.
+  std::string log_dir;
+  // MASTER_PORT range offered for jobs whose rank 0 runs here, inclusive.
+  int port_min = 29500;
+  int port_max = 29999;
+  bool fake_gpus = false;
+  int cpu_count = 1;
+  // The agent's own environment; a task gets it with the launch environment
+  // on top (so site settings such as NCCL_* or PATH pass through).
+  std::map<std::string, std::string> base_env;
+};
+
+// Thread-safe: Handle() runs on the transport's reader thread, exit callbacks
+// on launcher threads.
+class Agent {
+ public:
+  // Sends one message to the coordinator; called under the agent's lock, so
+  // it must only queue or write, never call back into the Agent.
+  using Outbox = absl::AnyInvocable<void(const v1::AgentMessage&)>;
+
+  // `inventory` and `launcher` are not owned and must outlive the Agent.
+  Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launcher);
+
+  // Checks the offered GPUs exist. Errors: INVALID_ARGUMENT naming a GPU
+  // index this host does not have; UNAVAILABLE from the inventory.
+  absl::Status Validate();
+
+  // The first message of a stream: node inventory and the tasks not yet
+  // reported as ended. Errors: UNAVAILABLE from the inventory.
+  absl::StatusOr<v1::RegisterNode> Registration();
+
+  // One sample of the offered GPUs. Errors: UNAVAILABLE from the inventory.
+  absl::StatusOr<v1::Heartbeat> Heartbeat();
+
+  // Attaches the outbox of a newly registered stream and sends the queued
+  // reports through it.
+  void Connected(Outbox outbox);
+  // The stream ended: reports queue until the next Connected().
+  void Disconnected();
+
+  // Handles StartTask, StopTask and ReadLog.
+  void Handle(const v1::CoordinatorMessage& msg);
+
+  // Tasks whose process runs now.
+  int RunningTasks() const;
+
+  // Log file of a task (also for tasks already forgotten).
+  std::string LogPath(const v1::TaskRef& ref) const;
+
+ private:
+  using Key = std::tuple<int64_t, int, int>;  // job, attempt, rank
+  struct TaskEntry {
+    v1::TaskRef ref;
+    bool exited = false;
+  };
+
+  void StartLocked(const v1::StartTask& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnExit(const Key& key, ExitInfo info);
+  void EmitLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::AgentMessage ReadLog(const v1::ReadLog& read) const;
+
+  const AgentConfig config_;
+  GpuInventory* const inventory_;
+  ProcessLauncher* const launcher_;
+
+  mutable absl::Mutex mu_;
+  absl::btree_map<Key, TaskEntry> tasks_ ABSL_GUARDED_BY(mu_);
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  Outbox outbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::AgentMessage> queued_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace trainctl::worker
+
+#endif  // TRAINCTL_WORKER_AGENT_H_

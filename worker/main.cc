@@ -1,0 +1,151 @@
+// trainctl-agent: one per GPU host (DESIGN.md section 1). Discovers GPUs
+// through NVML (or offers fake ones with --fake-gpus on machines without
+// GPUs), registers with the coordinator, launches and supervises tasks.
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+#include "worker/agent.h"
+#include "worker/agent_client.h"
+#include "worker/hw/fake_gpu_inventory.h"
+#include "worker/hw/nvml_gpu_inventory.h"
+#include "worker/hw/posix_process_launcher.h"
+
+extern char** environ;
+
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051", "coordinator address:port");
+ABSL_FLAG(std::string, node_name, "", "this node's name (default: the hostname)");
+ABSL_FLAG(std::string, address, "",
+          "address other hosts reach this node at, used as MASTER_ADDR when "
+          "rank 0 runs here (default: 127.0.0.1 when the coordinator is on "
+          "loopback, else the hostname)");
+ABSL_FLAG(std::string, gpus, "",
+          "comma-separated GPU indices this agent offers (default: all)");
+ABSL_FLAG(std::string, fake_gpus, "",
+          "N[:MODEL[:MEMORY]]: offer N fake GPUs instead of reading NVML, for "
+          "machines without GPUs (e.g. 8:H100:80GiB). Never chosen silently.");
+ABSL_FLAG(std::string, log_dir, "",
+          "directory of task logs (default: $XDG_DATA_HOME or "
+          "~/.local/share, then trainctl/agent-<node>/logs)");
+ABSL_FLAG(std::string, port_range, "29500-29999",
+          "MASTER_PORT range LO-HI offered to jobs whose rank 0 runs here");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error");
+
+namespace {
+
+absl::Notification g_shutdown;
+void OnSignal(int) { g_shutdown.Notify(); }
+
+std::string Hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+int Fail(const std::string& msg) {
+  TC_LOG_ERROR("{}", msg);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "trainctl-agent --coordinator HOST:50051 [--gpus 0,1] [--fake-gpus 8]");
+  absl::ParseCommandLine(argc, argv);
+  trainctl::InitLogging("agent", absl::GetFlag(FLAGS_log_level));
+
+  trainctl::worker::AgentConfig config;
+  config.node_name = absl::GetFlag(FLAGS_node_name);
+  if (config.node_name.empty()) config.node_name = Hostname();
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  config.address = absl::GetFlag(FLAGS_address);
+  if (config.address.empty()) {
+    const bool loopback = coordinator.rfind("127.", 0) == 0 ||
+                          coordinator.rfind("localhost", 0) == 0 ||
+                          coordinator.rfind("[::1]", 0) == 0;
+    config.address = loopback ? "127.0.0.1" : Hostname();
+  }
+  for (absl::string_view part :
+       absl::StrSplit(absl::GetFlag(FLAGS_gpus), ',', absl::SkipEmpty())) {
+    int index;
+    if (!absl::SimpleAtoi(part, &index) || index < 0) {
+      return Fail(absl::StrCat("--gpus: \"", part, "\" is not a GPU index"));
+    }
+    config.offered_gpus.push_back(index);
+  }
+  std::vector<std::string> range =
+      absl::StrSplit(absl::GetFlag(FLAGS_port_range), '-');
+  if (range.size() != 2 || !absl::SimpleAtoi(range[0], &config.port_min) ||
+      !absl::SimpleAtoi(range[1], &config.port_max) || config.port_min <= 0 ||
+      config.port_max > 65535 || config.port_min > config.port_max) {
+    return Fail("--port-range: expected LO-HI with 0 < LO <= HI <= 65535");
+  }
+  config.log_dir = absl::GetFlag(FLAGS_log_dir);
+  if (config.log_dir.empty()) {
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    const char* home = std::getenv("HOME");
+    std::string base = (xdg && *xdg) ? std::string(xdg)
+                                     : absl::StrCat(home ? home : "/tmp", "/.local/share");
+    config.log_dir = absl::StrCat(base, "/trainctl/agent-", config.node_name, "/logs");
+  }
+  config.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(*e, absl::MaxSplits('=', 1));
+    config.base_env.insert(kv);
+  }
+
+  // Hardware: NVML unless --fake-gpus is given.
+  std::unique_ptr<trainctl::worker::GpuInventory> inventory;
+  auto nvml = trainctl::worker::NvmlGpuInventory::Create();
+  const std::string fake = absl::GetFlag(FLAGS_fake_gpus);
+  if (!fake.empty()) {
+    auto spec = trainctl::worker::ParseFakeGpuSpec(fake);
+    if (!spec.ok()) return Fail(absl::StrCat("--fake-gpus: ", spec.status().message()));
+    if (nvml.ok()) {
+      TC_LOG_WARN("NVML works on this host, but --fake-gpus was given: offering "
+                  "{} FAKE GPUs, not the real ones", spec->count);
+    }
+    TC_LOG_WARN("offering {} fake GPUs ({}): no GPU work can run on them",
+                spec->count, spec->model);
+    inventory = std::make_unique<trainctl::worker::FakeGpuInventory>(*spec,
+                                                                      config.node_name);
+    config.fake_gpus = true;
+  } else if (nvml.ok()) {
+    inventory = std::move(*nvml);
+  } else {
+    return Fail(absl::StrCat("cannot read GPUs through NVML: ", nvml.status().message(),
+                             ". On a machine without GPUs, pass --fake-gpus N."));
+  }
+
+  // Members in dependency order: hardware, then the agent, then the session.
+  trainctl::worker::PosixProcessLauncher launcher;
+  trainctl::worker::Agent agent(config, inventory.get(), &launcher);
+  if (absl::Status s = agent.Validate(); !s.ok()) return Fail(s.ToString());
+  trainctl::worker::GrpcAgentSession session(&agent, coordinator);
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::thread session_thread([&] { session.Run(); });
+  TC_LOG_INFO("node {} ({}) connecting to {}; task logs in {}", config.node_name,
+              config.address, coordinator, config.log_dir);
+  g_shutdown.WaitForNotification();
+  TC_LOG_INFO("shutting down: stopping tasks");
+  session.Shutdown();
+  session_thread.join();
+  return 0;  // ~PosixProcessLauncher kills what still runs.
+}
