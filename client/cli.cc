@@ -1,0 +1,904 @@
+#include "client/cli.h"
+
+#include <string.h>  // sigabbrev_np
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "common/units.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+
+namespace trainctl::cli {
+namespace {
+
+namespace v1 = ::trainctl::v1;
+using Stub = v1::Coordinator::StubInterface;
+
+// Deadline of every unary call but WaitJob.
+constexpr absl::Duration kRpcDeadline = absl::Seconds(10);
+// How long one WaitJob call long-polls on the server; its deadline adds
+// kWaitSlack for the network.
+constexpr absl::Duration kWaitPoll = absl::Seconds(30);
+constexpr absl::Duration kWaitSlack = absl::Seconds(5);
+// `logs -f` blocks this long on WaitJob when it has caught up with the log.
+constexpr absl::Duration kFollowPoll = absl::Seconds(1);
+// Width of a truncated cell when the terminal width is unknown.
+constexpr int kDefaultTruncateWidth = 60;
+constexpr int kMinTruncateWidth = 20;
+
+// ------------------------------------------------------------ formatting
+
+// "JOB_STATE_RUNNING" -> "running": the user-facing name of an enum value.
+std::string ShortEnumName(const std::string& full, absl::string_view prefix) {
+  return absl::AsciiStrToLower(absl::StripPrefix(full, prefix));
+}
+std::string StateName(v1::JobState s) {
+  return ShortEnumName(v1::JobState_Name(s), "JOB_STATE_");
+}
+std::string KindName(v1::JobKind k) {
+  return ShortEnumName(v1::JobKind_Name(k), "JOB_KIND_");
+}
+std::string TaskStateName(v1::TaskState s) {
+  return ShortEnumName(v1::TaskState_Name(s), "TASK_STATE_");
+}
+std::string NodeStateName(v1::NodeState s) {
+  return ShortEnumName(v1::NodeState_Name(s), "NODE_STATE_");
+}
+
+// "45s", "12m5s", "3h4m", "2d3h": coarse, like kubectl's AGE.
+std::string FormatAge(absl::Duration d) {
+  int64_t s = std::max<int64_t>(0, absl::ToInt64Seconds(d));
+  if (s < 60) return absl::StrFormat("%ds", s);
+  if (s < 3600) return absl::StrFormat("%dm%ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%dm", s / 3600, s % 3600 / 60);
+  return absl::StrFormat("%dd%dh", s / 86400, s % 86400 / 3600);
+}
+
+absl::Time FromMs(int64_t ms) { return absl::FromUnixMillis(ms); }
+
+// The resource shape of a spec, compactly: "0.25", "10GiB", "1", "8", "2x4".
+std::string FormatGpus(const v1::JobSpec& spec) {
+  if (spec.nodes() > 0) {
+    return absl::StrFormat("%dx%d", spec.nodes(), spec.gpus_per_node());
+  }
+  if (spec.gpu_fraction() > 0)
+    return absl::StrFormat("%g", spec.gpu_fraction());
+  if (spec.gpu_memory_bytes() > 0) {
+    return absl::StrReplaceAll(FormatBytes(spec.gpu_memory_bytes()),
+                               {{" ", ""}});
+  }
+  return absl::StrCat(std::max(1, spec.gpus()));
+}
+
+// The resources in words, for `describe`.
+std::string DescribeResources(const v1::JobSpec& spec) {
+  std::string shape;
+  if (spec.nodes() > 0) {
+    shape = absl::StrFormat("%d node(s) x %d GPU(s)", spec.nodes(),
+                            spec.gpus_per_node());
+  } else if (spec.gpu_fraction() > 0) {
+    shape = absl::StrFormat("%g of a GPU", spec.gpu_fraction());
+  } else if (spec.gpu_memory_bytes() > 0) {
+    shape =
+        absl::StrCat(FormatBytes(spec.gpu_memory_bytes()), " of GPU memory");
+  } else {
+    shape = absl::StrFormat("%d GPU(s)", std::max(1, spec.gpus()));
+  }
+  if (spec.tasks_per_node() > 0) {
+    absl::StrAppend(&shape, ", ", spec.tasks_per_node(), " task(s) per node");
+  }
+  return shape;
+}
+
+// Quotes an argv element for display when a shell would split or expand it.
+std::string ShellQuote(const std::string& arg) {
+  bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return absl::ascii_isalnum(c) ||
+           absl::string_view("-_./=:,+@%").find(c) != absl::string_view::npos;
+  });
+  if (plain) return arg;
+  return absl::StrCat("'", absl::StrReplaceAll(arg, {{"'", "'\\''"}}), "'");
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev)
+                           : absl::StrCat("signal ", sig);
+}
+
+// EXIT cell of a task: its code, its signal's name, or "-" while it runs.
+std::string FormatExit(const v1::Task& t) {
+  if (t.signal() != 0) return SignalName(t.signal());
+  if (t.state() == v1::TASK_STATE_EXITED) return absl::StrCat(t.exit_code());
+  return "-";
+}
+
+std::string Truncate(const std::string& s, int width) {
+  if (width <= 0 || static_cast<int>(s.size()) <= width) return s;
+  if (width <= 3) return s.substr(0, width);
+  return s.substr(0, width - 3) + "...";
+}
+
+// Rows of left-aligned cells, each column as wide as its widest cell,
+// separated by two spaces; the first row is the header.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) {
+    rows_.push_back(std::move(header));
+  }
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+  // Prints the table; the last column is truncated so that lines fit
+  // `terminal_width` (0: unknown, cap the last column at 60 columns).
+  void Print(std::ostream& out, int terminal_width) const {
+    const size_t n = rows_[0].size();
+    std::vector<int> widths(n, 0);
+    for (const auto& row : rows_) {
+      for (size_t i = 0; i < n; ++i) {
+        widths[i] = std::max<int>(widths[i], row[i].size());
+      }
+    }
+    int last_width = kDefaultTruncateWidth;
+    if (terminal_width > 0) {
+      int used = 0;
+      for (size_t i = 0; i + 1 < n; ++i) used += widths[i] + 2;
+      last_width = std::max(kMinTruncateWidth, terminal_width - used);
+    }
+    for (const auto& row : rows_) {
+      std::string line;
+      for (size_t i = 0; i + 1 < n; ++i) {
+        absl::StrAppendFormat(&line, "%-*s  ", widths[i], row[i]);
+      }
+      absl::StrAppend(&line, Truncate(row[n - 1], last_width));
+      out << absl::StripTrailingAsciiWhitespace(line) << "\n";
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// The protobuf JSON of `message` (proto field names, defaults included).
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  auto status =
+      google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok())
+    return absl::StrCat("{\"error\": \"", status.ToString(), "\"}\n");
+  return json;
+}
+
+// Valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
+bool IsEnvName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
+}
+
+// "30s", "5m", "1h30m", or a bare number of seconds.
+std::optional<absl::Duration> ParseTimeout(const std::string& text) {
+  double seconds;
+  if (absl::SimpleAtod(text, &seconds) && seconds >= 0) {
+    return absl::Seconds(seconds);
+  }
+  absl::Duration d;
+  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) return d;
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------ one command run
+
+// What one Run needs once argv is parsed: the stub, where it points, the
+// output streams and the clock.
+class Session {
+ public:
+  Session(Stub* stub, std::string address, std::ostream& out, std::ostream& err,
+          const Clock& clock, int terminal_width)
+      : stub_(stub),
+        address_(std::move(address)),
+        out_(out),
+        err_(err),
+        clock_(clock),
+        terminal_width_(terminal_width) {}
+
+  template <typename Req, typename Resp>
+  using Method = grpc::Status (Stub::*)(grpc::ClientContext*, const Req&,
+                                        Resp*);
+
+  // Calls `method` with a deadline; on failure returns a status whose
+  // message is what the user should read.
+  template <typename Req, typename Resp>
+  absl::Status Call(Method<Req, Resp> method, const Req& request,
+                    Resp* response, absl::Duration deadline = kRpcDeadline) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    grpc::Status status = (stub_->*method)(&context, request, response);
+    if (status.ok()) return absl::OkStatus();
+    // A call that reached the coordinator has a peer; an UNAVAILABLE from
+    // the coordinator itself (e.g. "node X is not connected") is its message.
+    return ToUserStatus(status, deadline, /*reached=*/!context.peer().empty());
+  }
+
+  // Prints "trainctl: error: ..." and returns kExitRpcError.
+  int Fail(const absl::Status& status) {
+    err_ << "trainctl: error: " << status.message() << "\n";
+    return kExitRpcError;
+  }
+  int UsageError(absl::string_view message) {
+    err_ << "trainctl: error: " << message << "\n";
+    return kExitUsage;
+  }
+
+  int Submit(v1::SubmitJobRequest request, bool wait);
+  int List(const std::vector<std::string>& states, bool json);
+  int Describe(int64_t job_id, bool json);
+  int Logs(int64_t job_id, int rank, bool follow);
+  int Cancel(int64_t job_id);
+  int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
+  int Nodes(bool json);
+
+ private:
+  // `reached`: the call got to the coordinator, so an UNAVAILABLE is its own
+  // (e.g. "node X is not connected"), not a connection failure.
+  absl::Status ToUserStatus(const grpc::Status& status, absl::Duration deadline,
+                            bool reached) const {
+    const auto code = static_cast<absl::StatusCode>(status.error_code());
+    const std::string& msg = status.error_message();
+    if (code == absl::StatusCode::kUnavailable && !reached) {
+      return absl::Status(
+          code, absl::StrFormat("cannot reach the coordinator at %s: %s (is "
+                                "trainctl-coordinator running? set "
+                                "--coordinator or TRAINCTL_COORDINATOR)",
+                                address_, msg));
+    }
+    // gRPC's own message when our deadline passed; the coordinator's
+    // DEADLINE_EXCEEDED errors say more.
+    if (code == absl::StatusCode::kDeadlineExceeded &&
+        msg == "Deadline Exceeded") {
+      return absl::Status(
+          code,
+          absl::StrFormat("the coordinator at %s did not answer within %s",
+                          address_, absl::FormatDuration(deadline)));
+    }
+    return absl::Status(code,
+                        msg.empty() ? absl::StatusCodeToString(code) : msg);
+  }
+
+  // Prints the one-line outcome of a final job to stderr.
+  void PrintSummary(const v1::Job& job);
+  std::string Ago(int64_t ms) const {
+    return FormatAge(clock_.Now() - FromMs(ms));
+  }
+
+  Stub* stub_;
+  std::string address_;
+  std::ostream& out_;
+  std::ostream& err_;
+  const Clock& clock_;
+  int terminal_width_;
+};
+
+int Session::Submit(v1::SubmitJobRequest request, bool wait) {
+  v1::SubmitJobResponse response;
+  if (absl::Status s = Call(&Stub::SubmitJob, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  out_ << response.job_id() << "\n";
+  out_.flush();
+  if (!wait) return kExitOk;
+  return Wait(response.job_id(), std::nullopt);
+}
+
+int Session::List(const std::vector<std::string>& states, bool json) {
+  v1::ListJobsRequest request;
+  for (const std::string& name : states) {
+    v1::JobState state;
+    // Validated by CLI11 against the same names.
+    if (v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(name),
+                           &state)) {
+      request.add_states(state);
+    }
+  }
+  v1::ListJobsResponse response;
+  if (absl::Status s = Call(&Stub::ListJobs, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  for (v1::Job& job : *response.mutable_jobs()) job.clear_attempt_token();
+  if (json) {
+    out_ << ToJson(response);
+    return kExitOk;
+  }
+  std::vector<const v1::Job*> jobs;
+  for (const v1::Job& job : response.jobs()) jobs.push_back(&job);
+  std::stable_sort(jobs.begin(), jobs.end(), [](const auto* a, const auto* b) {
+    return std::make_pair(a->submit_time_ms(), a->id()) >
+           std::make_pair(b->submit_time_ms(), b->id());
+  });
+  Table table({"ID", "NAME", "KIND", "STATE", "GPUS", "ATTEMPT", "AGE",
+               "RUNTIME", "REASON"});
+  for (const v1::Job* job : jobs) {
+    std::string runtime = "-";
+    if (job->start_time_ms() > 0) {
+      absl::Time end =
+          job->end_time_ms() > 0 ? FromMs(job->end_time_ms()) : clock_.Now();
+      runtime = FormatAge(end - FromMs(job->start_time_ms()));
+    }
+    table.AddRow({absl::StrCat(job->id()),
+                  job->spec().name().empty() ? "-" : job->spec().name(),
+                  KindName(job->kind()), StateName(job->state()),
+                  FormatGpus(job->spec()), absl::StrCat(job->attempt()),
+                  Ago(job->submit_time_ms()), runtime, job->reason()});
+  }
+  table.Print(out_, terminal_width_);
+  return kExitOk;
+}
+
+int Session::Describe(int64_t job_id, bool json) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::GetJobResponse response;
+  if (absl::Status s = Call(&Stub::GetJob, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  response.mutable_job()->clear_attempt_token();
+  if (json) {
+    out_ << ToJson(response);
+    return kExitOk;
+  }
+  const v1::Job& job = response.job();
+  const v1::JobSpec& spec = job.spec();
+  auto field = [this](absl::string_view key, absl::string_view value) {
+    if (!value.empty()) out_ << absl::StrFormat("%-12s %s\n", key, value);
+  };
+  auto when = [this](int64_t ms) -> std::string {
+    if (ms <= 0) return "";
+    return absl::StrFormat("%s (%s ago)",
+                           absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", FromMs(ms),
+                                            absl::LocalTimeZone()),
+                           Ago(ms));
+  };
+  std::vector<std::string> command;
+  for (const std::string& arg : spec.command())
+    command.push_back(ShellQuote(arg));
+  // Sorted, so that the output does not depend on map order.
+  std::map<std::string, std::string> env(spec.env().begin(), spec.env().end());
+
+  field("Job:",
+        absl::StrCat(job.id(),
+                     spec.name().empty() ? "" : " (" + spec.name() + ")"));
+  field("State:", StateName(job.state()));
+  field("Reason:", job.reason());
+  field("Kind:", KindName(job.kind()));
+  field("Attempt:", absl::StrFormat("%d (restarts allowed: %d)", job.attempt(),
+                                    spec.max_restarts()));
+  field("Command:", absl::StrJoin(command, " "));
+  field("Workdir:", spec.workdir());
+  field("Env:", absl::StrJoin(env, " ", absl::PairFormatter("=")));
+  field("Resources:", DescribeResources(spec));
+  field("Priority:", absl::StrCat(spec.priority()));
+  field("Request id:", job.request_id());
+  field("Submitted:", when(job.submit_time_ms()));
+  field("Started:", when(job.start_time_ms()));
+  field("Ended:", when(job.end_time_ms()));
+  if (!job.master_addr().empty()) {
+    field("Master:", absl::StrCat(job.master_addr(), ":", job.master_port()));
+  }
+  if (job.world_size() > 0)
+    field("World size:", absl::StrCat(job.world_size()));
+  if (job.tasks_size() == 0) return kExitOk;
+
+  out_ << "\n";
+  Table table({"RANK", "NODE", "GPUS", "STATE", "PID", "EXIT", "LOG PATH"});
+  std::vector<std::string> messages;
+  for (const v1::Task& t : job.tasks()) {
+    table.AddRow({absl::StrCat(t.rank()), t.node(),
+                  absl::StrJoin(t.gpu_indices(), ","), TaskStateName(t.state()),
+                  t.pid() > 0 ? absl::StrCat(t.pid()) : "-", FormatExit(t),
+                  t.log_path()});
+    if (!t.message().empty()) {
+      messages.push_back(absl::StrFormat("rank %d: %s", t.rank(), t.message()));
+    }
+  }
+  // The log path is what users copy: never truncate it.
+  table.Print(out_, /*terminal_width=*/1 << 20);
+  for (const std::string& m : messages) out_ << m << "\n";
+  return kExitOk;
+}
+
+int Session::Logs(int64_t job_id, int rank, bool follow) {
+  int64_t offset = 0;
+  // What the last WaitJob said (only when following).
+  bool job_final = false;
+  bool job_placed = false;
+  int attempt = -1;
+  while (true) {
+    v1::GetLogsRequest request;
+    request.set_job_id(job_id);
+    request.set_rank(rank);
+    request.set_offset(offset);
+    v1::GetLogsResponse response;
+    absl::Status s = Call(&Stub::GetLogs, request, &response);
+    if (s.ok()) {
+      out_.write(response.data().data(), response.data().size());
+      out_.flush();
+      offset = response.next_offset();
+      if (response.eof()) return kExitOk;
+      if (!response.data().empty()) continue;
+      // Caught up with the log.
+      if (!follow || job_final) return kExitOk;
+    } else if (!(follow && !job_final && !job_placed &&
+                 s.code() == absl::StatusCode::kNotFound)) {
+      // NOT_FOUND while following a job not placed yet: it has no log yet;
+      // wait for it like for new data. (An unknown job fails in WaitJob.)
+      return Fail(s);
+    }
+    v1::WaitJobRequest wait;
+    wait.set_job_id(job_id);
+    wait.set_timeout_ms(absl::ToInt64Milliseconds(kFollowPoll));
+    v1::WaitJobResponse waited;
+    if (absl::Status w =
+            Call(&Stub::WaitJob, wait, &waited, kFollowPoll + kWaitSlack);
+        !w.ok()) {
+      return Fail(w);
+    }
+    // One more read after the job is final collects the rest of the log.
+    job_final = waited.done();
+    job_placed = waited.job().tasks_size() > 0;
+    if (attempt >= 0 && waited.job().attempt() != attempt) {
+      // A restart: offsets are per attempt.
+      err_ << absl::StrFormat(
+          "trainctl: job %d restarted (attempt %d); following its new log\n",
+          job_id, waited.job().attempt());
+      offset = 0;
+    }
+    attempt = waited.job().attempt();
+  }
+}
+
+int Session::Cancel(int64_t job_id) {
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::CancelJobResponse response;
+  if (absl::Status s = Call(&Stub::CancelJob, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  out_ << "cancelled job " << job_id << "\n";
+  return kExitOk;
+}
+
+int Session::Wait(int64_t job_id, std::optional<absl::Duration> timeout) {
+  const absl::Time deadline =
+      timeout ? clock_.Now() + *timeout : absl::InfiniteFuture();
+  v1::WaitJobResponse response;
+  while (true) {
+    absl::Duration poll = std::min(kWaitPoll, deadline - clock_.Now());
+    v1::WaitJobRequest request;
+    request.set_job_id(job_id);
+    // 0 would mean the server's default of 30 s.
+    request.set_timeout_ms(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(poll)));
+    if (absl::Status s =
+            Call(&Stub::WaitJob, request, &response,
+                 std::max(poll, absl::ZeroDuration()) + kWaitSlack);
+        !s.ok()) {
+      return Fail(s);
+    }
+    if (response.done()) break;
+    if (clock_.Now() >= deadline) {
+      err_ << absl::StrFormat(
+          "trainctl: error: job %d is still %s after %s; wait again with "
+          "`trainctl wait %d`\n",
+          job_id, StateName(response.job().state()),
+          absl::FormatDuration(*timeout), job_id);
+      return kExitWaitTimeout;
+    }
+  }
+  PrintSummary(response.job());
+  return Cli::WaitExitStatus(response.job());
+}
+
+void Session::PrintSummary(const v1::Job& job) {
+  std::string line =
+      absl::StrFormat("job %d %s", job.id(), StateName(job.state()));
+  if (job.start_time_ms() > 0 && job.end_time_ms() > 0) {
+    absl::StrAppend(
+        &line, " after ",
+        FormatAge(FromMs(job.end_time_ms()) - FromMs(job.start_time_ms())));
+  }
+  if (job.attempt() > 0)
+    absl::StrAppend(&line, " (attempt ", job.attempt(), ")");
+  if (!job.reason().empty()) absl::StrAppend(&line, ": ", job.reason());
+  if (job.state() == v1::JOB_STATE_FAILED && job.tasks_size() > 0) {
+    absl::StrAppendFormat(&line, "; see `trainctl describe %d`", job.id());
+  }
+  err_ << line << "\n";
+}
+
+int Session::Nodes(bool json) {
+  v1::ListNodesResponse response;
+  if (absl::Status s =
+          Call(&Stub::ListNodes, v1::ListNodesRequest(), &response);
+      !s.ok()) {
+    return Fail(s);
+  }
+  if (json) {
+    out_ << ToJson(response);
+    return kExitOk;
+  }
+  // A job seen on more than one GPU is a gang: show its ranks.
+  absl::flat_hash_map<int64_t, int> gpus_per_job;
+  for (const v1::NodeView& view : response.nodes()) {
+    for (const v1::GpuTasks& gpu : view.gpu_tasks()) {
+      for (const v1::GpuTaskRef& ref : gpu.tasks())
+        ++gpus_per_job[ref.job_id()];
+    }
+  }
+  Table table({"NODE", "STATE", "GPU", "MODEL", "MEMORY", "UTIL", "TEMP",
+               "POWER", "JOBS"});
+  bool any_fake = false;
+  for (const v1::NodeView& view : response.nodes()) {
+    const v1::Node& node = view.node();
+    std::string name = node.name() + (node.fake_gpus() ? "*" : "");
+    any_fake |= node.fake_gpus();
+    if (node.gpus_size() == 0) {
+      table.AddRow({name, NodeStateName(node.state()), "-", "(no GPUs)", "-",
+                    "-", "-", "-", "-"});
+    }
+    for (int i = 0; i < node.gpus_size(); ++i) {
+      const v1::Gpu& gpu = node.gpus(i);
+      std::vector<std::string> jobs;
+      if (i < view.gpu_tasks_size()) {
+        for (const v1::GpuTaskRef& ref : view.gpu_tasks(i).tasks()) {
+          bool gang = ref.rank() > 0 || gpus_per_job[ref.job_id()] > 1;
+          jobs.push_back(gang ? absl::StrCat(ref.job_id(), "/", ref.rank())
+                              : absl::StrCat(ref.job_id()));
+        }
+      }
+      table.AddRow({name, NodeStateName(node.state()),
+                    absl::StrCat(gpu.index()),
+                    gpu.name() + (gpu.mig_enabled() ? " (MIG)" : ""),
+                    absl::StrCat(FormatBytes(gpu.memory_used_bytes()), " / ",
+                                 FormatBytes(gpu.memory_total_bytes())),
+                    absl::StrCat(gpu.utilization_pct(), "%"),
+                    absl::StrCat(gpu.temperature_c(), "C"),
+                    absl::StrFormat("%.0fW", gpu.power_w()),
+                    jobs.empty() ? "-" : absl::StrJoin(jobs, ",")});
+    }
+  }
+  table.Print(out_, terminal_width_);
+  if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
+  return kExitOk;
+}
+
+// ------------------------------------------------------------ command line
+
+constexpr char kWaitExitHelp[] =
+    "Exit status:\n"
+    "  0        the job succeeded\n"
+    "  1..125   the job failed: the exit code of the rank that failed first\n"
+    "           (capped to 125)\n"
+    "  1        the job failed otherwise (signal, lost node, infeasible), or\n"
+    "           the coordinator could not be reached\n"
+    "  2        the job was cancelled (also: bad command line)\n"
+    "  124      --timeout reached before the job ended\n";
+
+struct Flags {
+  std::string coordinator;
+  std::string output;
+  // submit
+  v1::SubmitJobRequest submit;
+  int gpus = 0;
+  double gpu_fraction = 0;
+  std::string gpu_mem;
+  int nodes = 0;
+  int gpus_per_node = 0;
+  int tasks_per_node = 0;
+  int priority = 0;
+  int max_restarts = 0;
+  std::vector<std::string> env;
+  std::string workdir;
+  bool wait = false;
+  std::vector<std::string> command;
+  // list
+  std::vector<std::string> states;
+  // describe, logs, cancel, wait
+  int64_t job_id = 0;
+  int rank = 0;
+  bool follow = false;
+  std::string timeout;
+};
+
+// Fills flags->submit from the submit flags; returns a usage error message
+// naming the flag, or "" when they are fine.
+std::string BuildSpec(Flags* flags) {
+  v1::JobSpec* spec = flags->submit.mutable_spec();
+  if (flags->command.empty()) {
+    return "submit: no command to run; give it after --, e.g. "
+           "`trainctl submit --gpus 1 -- python train.py`";
+  }
+  spec->mutable_command()->Assign(flags->command.begin(), flags->command.end());
+  spec->set_gpus(flags->gpus);
+  spec->set_nodes(flags->nodes);
+  spec->set_gpus_per_node(flags->gpus_per_node);
+  spec->set_tasks_per_node(flags->tasks_per_node);
+  spec->set_priority(flags->priority);
+  spec->set_max_restarts(flags->max_restarts);
+  spec->set_gpu_fraction(flags->gpu_fraction);
+  if (!flags->gpu_mem.empty()) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(flags->gpu_mem);
+    if (!bytes.ok())
+      return absl::StrCat("--gpu-mem: ", bytes.status().message());
+    spec->set_gpu_memory_bytes(*bytes);
+  }
+  for (const std::string& kv : flags->env) {
+    std::pair<std::string, std::string> p =
+        absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (kv.find('=') == std::string::npos || !IsEnvName(p.first)) {
+      return absl::StrFormat(
+          "--env %s: expected KEY=VALUE with KEY a variable name "
+          "([A-Za-z_][A-Za-z0-9_]*)",
+          kv);
+    }
+    if (!spec->mutable_env()->insert({p.first, p.second}).second) {
+      return absl::StrFormat("--env %s: %s is given twice", kv, p.first);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::path workdir =
+      flags->workdir.empty() ? std::filesystem::current_path(ec)
+                             : std::filesystem::absolute(flags->workdir, ec);
+  if (ec)
+    return absl::StrFormat("--workdir %s: %s", flags->workdir, ec.message());
+  spec->set_workdir(workdir.lexically_normal().string());
+  return "";
+}
+
+std::vector<std::string> JobStateNames() {
+  std::vector<std::string> names;
+  const auto* descriptor = v1::JobState_descriptor();
+  for (int i = 0; i < descriptor->value_count(); ++i) {
+    if (descriptor->value(i)->number() == v1::JOB_STATE_UNSPECIFIED) continue;
+    names.push_back(ShortEnumName(descriptor->value(i)->name(), "JOB_STATE_"));
+  }
+  return names;
+}
+
+std::string Example(absl::string_view text) {
+  return absl::StrCat("Example:\n", text);
+}
+
+}  // namespace
+
+Cli::Cli(StubFactory make_stub, std::ostream& out, std::ostream& err,
+         CliOptions options)
+    : make_stub_(std::move(make_stub)),
+      out_(out),
+      err_(err),
+      options_(options) {}
+
+Cli::Cli(v1::Coordinator::StubInterface* stub, std::ostream& out,
+         std::ostream& err, CliOptions options)
+    : Cli([stub](const std::string&) { return stub; }, out, err, options) {}
+
+int Cli::WaitExitStatus(const v1::Job& job) {
+  switch (job.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return kExitOk;
+    case v1::JOB_STATE_CANCELLED:
+      return kExitCancelled;
+    case v1::JOB_STATE_FAILED: {
+      const v1::Task* first = nullptr;
+      for (const v1::Task& t : job.tasks()) {
+        if (t.exit_code() == 0) continue;
+        if (first == nullptr ||
+            std::make_pair(t.end_time_ms(), t.rank()) <
+                std::make_pair(first->end_time_ms(), first->rank())) {
+          first = &t;
+        }
+      }
+      if (first == nullptr) return 1;
+      return std::clamp(first->exit_code(), 1, 125);
+    }
+    default:
+      return 1;
+  }
+}
+
+int Cli::Run(int argc, char** argv) {
+  // CLI11's PositiveNumber prints DBL_MAX in its message.
+  const CLI::Range kPositive(1, 1'000'000);
+  const CLI::Range kNonNegative(0, 1'000'000);
+  Flags f;
+  CLI::App app("trainctl: submit and watch jobs on a trainctl GPU cluster.",
+               "trainctl");
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_option("--coordinator", f.coordinator,
+                 "Coordinator address, host:port")
+      ->envname("TRAINCTL_COORDINATOR")
+      ->default_str(kDefaultCoordinator);
+  app.footer(
+      Example("  trainctl --coordinator head-node:50051 list\n"
+              "  trainctl submit --gpus 1 -- python train.py"));
+
+  // submit
+  CLI::App* submit =
+      app.add_subcommand("submit", "Submit a job; prints its id");
+  submit->add_option("--name", *f.submit.mutable_spec()->mutable_name(),
+                     "Job name shown in listings");
+  auto* gpus = submit
+                   ->add_option("--gpus", f.gpus,
+                                "Whole GPUs; more than 1 makes a gang job")
+                   ->check(kPositive);
+  auto* fraction = submit
+                       ->add_option("--gpu-fraction", f.gpu_fraction,
+                                    "Share of one GPU, in (0, 1]")
+                       ->check(CLI::Range(0.0, 1.0));
+  auto* mem = submit->add_option("--gpu-mem", f.gpu_mem,
+                                 "GPU memory to reserve on one shared GPU, "
+                                 "e.g. 10GiB");
+  gpus->excludes(fraction)->excludes(mem);
+  fraction->excludes(mem);
+  auto* nodes_opt =
+      submit->add_option("--nodes", f.nodes, "Nodes of a gang job")
+          ->check(kPositive);
+  auto* gpn_opt = submit
+                      ->add_option("--gpus-per-node", f.gpus_per_node,
+                                   "GPUs on each node of a gang job")
+                      ->check(kPositive);
+  nodes_opt->needs(gpn_opt)->excludes(gpus)->excludes(fraction)->excludes(mem);
+  gpn_opt->needs(nodes_opt);
+  submit
+      ->add_option("--tasks-per-node", f.tasks_per_node,
+                   "Processes per node (default: one per GPU)")
+      ->check(kPositive);
+  submit->add_option("--priority", f.priority, "Higher runs first (default 0)");
+  submit
+      ->add_option("--max-restarts", f.max_restarts,
+                   "Retries of a failed attempt (default 0)")
+      ->check(kNonNegative);
+  submit->add_option("--env", f.env, "KEY=VALUE for the task (repeatable)")
+      ->allow_extra_args(false);
+  submit->add_option("--workdir", f.workdir,
+                     "Working directory of the task (default: this one)");
+  submit->add_option("--request-id", *f.submit.mutable_request_id(),
+                     "Makes retried submits idempotent");
+  submit->add_flag("--wait", f.wait,
+                   "Then wait for the job like `trainctl wait`");
+  submit->add_option("command", f.command, "The command to run, after --");
+  submit->footer(absl::StrCat(
+      Example("  trainctl submit --name sweep-lr3 --gpu-fraction 0.25 "
+              "--env LR=3e-4 -- python train.py\n"
+              "  trainctl submit --nodes 2 --gpus-per-node 8 --wait -- "
+              "python ddp.py"),
+      "\n\nWith --wait, the exit status is that of `trainctl wait` (see "
+      "trainctl wait --help)."));
+
+  // list
+  CLI::App* list = app.add_subcommand("list", "List jobs, newest first");
+  list->add_option("--state", f.states, "Only jobs in this state (repeatable)")
+      ->check(CLI::IsMember(JobStateNames(), CLI::ignore_case))
+      ->allow_extra_args(false);
+  // describe
+  CLI::App* describe =
+      app.add_subcommand("describe", "Show a job's spec, state and ranks");
+  describe->add_option("JOB", f.job_id, "Job id")->required();
+  for (CLI::App* sub : {list, describe}) {
+    sub->add_option("-o,--output", f.output, "Output format: table or json")
+        ->check(CLI::IsMember({"table", "json"}));
+  }
+  list->footer(
+      Example("  trainctl list --state running --state pending\n"
+              "  trainctl list -o json"));
+  describe->footer(
+      Example("  trainctl describe 42\n"
+              "  trainctl describe 42 -o json"));
+
+  // logs
+  CLI::App* logs = app.add_subcommand("logs", "Print a rank's log");
+  logs->add_option("JOB", f.job_id, "Job id")->required();
+  logs->add_option("--rank", f.rank, "Rank (default 0)")->check(kNonNegative);
+  logs->add_flag("-f,--follow", f.follow,
+                 "Keep printing new output until the job ends");
+  logs->footer(Example("  trainctl logs 42 --rank 3 -f"));
+
+  // cancel
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
+  cancel->add_option("JOB", f.job_id, "Job id")->required();
+  cancel->footer(Example("  trainctl cancel 42"));
+
+  // wait
+  CLI::App* wait = app.add_subcommand(
+      "wait", "Wait for a job to end; its exit status tells how it ended");
+  wait->add_option("JOB", f.job_id, "Job id")->required();
+  wait->add_option("--timeout", f.timeout,
+                   "Give up after this long, e.g. 90s, 2h (default: never)");
+  wait->footer(absl::StrCat(kWaitExitHelp, "\n",
+                            Example("  trainctl wait 42 --timeout 2h && "
+                                    "echo done")));
+
+  // nodes
+  CLI::App* nodes_cmd =
+      app.add_subcommand("nodes", "Show every GPU of the cluster");
+  nodes_cmd->add_option("-o,--output", f.output, "Output format: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  nodes_cmd->footer(Example("  trainctl nodes\n  trainctl nodes -o json"));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      return app.exit(e, out_, err_);  // --help
+    }
+    std::string command = "trainctl";
+    for (const CLI::App* sub : app.get_subcommands()) {
+      absl::StrAppend(&command, " ", sub->get_name());
+    }
+    std::string hint;
+    if (submit->parsed() && dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      hint = "; put the command to run after --";
+    }
+    err_ << "trainctl: error: " << e.what() << hint << " (see " << command
+         << " --help)\n";
+    return kExitUsage;
+  }
+
+  std::optional<absl::Duration> timeout;
+  if (wait->parsed() && !f.timeout.empty()) {
+    timeout = ParseTimeout(f.timeout);
+    if (!timeout) {
+      err_ << "trainctl: error: --timeout " << f.timeout
+           << ": expected a duration such as 90s, 30m or 2h\n";
+      return kExitUsage;
+    }
+  }
+  if (submit->parsed()) {
+    if (std::string error = BuildSpec(&f); !error.empty()) {
+      err_ << "trainctl: error: " << error << "\n";
+      return kExitUsage;
+    }
+  }
+
+  const std::string address =
+      f.coordinator.empty() ? kDefaultCoordinator : f.coordinator;
+  RealClock real_clock;
+  Session session(make_stub_(address), address, out_, err_,
+                  options_.clock != nullptr ? *options_.clock : real_clock,
+                  options_.terminal_width);
+  const bool json = f.output == "json";
+  if (submit->parsed()) return session.Submit(f.submit, f.wait);
+  if (list->parsed()) return session.List(f.states, json);
+  if (describe->parsed()) return session.Describe(f.job_id, json);
+  if (logs->parsed()) return session.Logs(f.job_id, f.rank, f.follow);
+  if (cancel->parsed()) return session.Cancel(f.job_id);
+  if (wait->parsed()) return session.Wait(f.job_id, timeout);
+  if (nodes_cmd->parsed()) return session.Nodes(json);
+  return kExitUsage;  // unreachable: require_subcommand(1)
+}
+
+}  // namespace trainctl::cli

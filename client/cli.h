@@ -1,0 +1,84 @@
+#ifndef TRAINCTL_CLIENT_CLI_H_
+#define TRAINCTL_CLIENT_CLI_H_
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "common/clock.h"
+#include "trainctl/v1/service.grpc.pb.h"
+#include "trainctl/v1/types.pb.h"
+
+namespace trainctl::cli {
+
+// Exit statuses of `trainctl` (besides those of `trainctl wait`, see
+// WaitExitStatus).
+inline constexpr int kExitOk = 0;
+// An RPC failed (coordinator unreachable, unknown job, invalid spec...).
+inline constexpr int kExitRpcError = 1;
+// Bad command line: unknown flag, conflicting flags, malformed value.
+inline constexpr int kExitUsage = 2;
+// `trainctl wait`: the job was cancelled.
+inline constexpr int kExitCancelled = 2;
+// `trainctl wait --timeout`: the job was still running at the timeout (as
+// GNU timeout(1)).
+inline constexpr int kExitWaitTimeout = 124;
+
+// The address used when neither --coordinator nor TRAINCTL_COORDINATOR is set.
+inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
+
+// Returns the stub to talk to the coordinator at `address` (host:port). The
+// pointer is not owned by the caller and must outlive the Cli::Run call.
+using StubFactory =
+    std::function<v1::Coordinator::StubInterface*(const std::string& address)>;
+
+// How the CLI renders its output; everything has a usable default.
+struct CliOptions {
+  // Width of the terminal in columns, used to truncate long cells (REASON);
+  // 0 means unknown (not a terminal): such cells are capped at 60 columns.
+  int terminal_width = 0;
+  // Source of "now" for ages, runtimes and `wait --timeout`; null means the
+  // system clock. Not owned.
+  const Clock* clock = nullptr;
+};
+
+// The `trainctl` command line: parses argv with CLI11, calls the Coordinator
+// service through a stub and prints for people (tables) or programs (-o json).
+// Holds no gRPC channel itself: main.cc supplies a StubFactory, tests a mock
+// stub. Single-threaded; one Cli may Run several command lines in turn.
+class Cli {
+ public:
+  // `make_stub` is called once per Run, after parsing, with the coordinator
+  // address (--coordinator, else $TRAINCTL_COORDINATOR, else
+  // kDefaultCoordinator). Standard output goes to `out`, messages to `err`.
+  Cli(StubFactory make_stub, std::ostream& out, std::ostream& err,
+      CliOptions options = {});
+  // Same, with one stub whatever the address (tests).
+  Cli(v1::Coordinator::StubInterface* stub, std::ostream& out,
+      std::ostream& err, CliOptions options = {});
+
+  // Runs one command line (argv[0] is the program name) and returns the
+  // process exit status: kExitOk, kExitRpcError, kExitUsage, or for `wait`
+  // and `submit --wait` the job's WaitExitStatus. Never throws.
+  int Run(int argc, char** argv);
+
+  // The exit status of `trainctl wait` for `job` in a final state:
+  //   SUCCEEDED -> 0;
+  //   FAILED    -> the exit code of the rank that failed first (earliest end
+  //                time among ranks with a non-zero exit code), capped to
+  //                1..125; 1 when no rank exited non-zero (killed by a
+  //                signal, lost node, infeasible, failed to start);
+  //   CANCELLED -> 2 (kExitCancelled);
+  //   anything else -> 1.
+  static int WaitExitStatus(const v1::Job& job);
+
+ private:
+  StubFactory make_stub_;
+  std::ostream& out_;
+  std::ostream& err_;
+  CliOptions options_;
+};
+
+}  // namespace trainctl::cli
+
+#endif  // TRAINCTL_CLIENT_CLI_H_

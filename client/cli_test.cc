@@ -1,0 +1,801 @@
+#include "client/cli.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "trainctl/v1/service_mock.grpc.pb.h"
+
+namespace trainctl::cli {
+namespace {
+
+namespace v1 = ::trainctl::v1;
+using ::testing::_;
+using ::testing::AllOf;
+using ::testing::DoAll;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Invoke;
+using ::testing::Not;
+using ::testing::Return;
+using ::testing::SaveArg;
+using ::testing::SetArgPointee;
+using ::testing::StartsWith;
+using ::testing::StrictMock;
+
+template <typename T>
+T Proto(const std::string& text) {
+  T message;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message))
+      << text;
+  return message;
+}
+
+MATCHER_P(EqualsProto, expected, "") {
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.ReportDifferencesToString(&diff);
+  bool equal = differencer.Compare(expected, arg);
+  *result_listener << diff;
+  return equal;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// Runs command lines against a strict mock stub: any RPC a test does not
+// expect fails it. Time is a FakeClock at 1'700'000'000 s.
+class CliTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kNowMs = 1'700'000'000'000;
+
+  void SetUp() override { unsetenv("TRAINCTL_COORDINATOR"); }
+
+  int Run(std::vector<std::string> args) {
+    args.insert(args.begin(), "trainctl");
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    out_.str("");
+    err_.str("");
+    CliOptions options;
+    options.clock = &clock_;
+    Cli cli(
+        [this](const std::string& address) {
+          address_ = address;
+          return &stub_;
+        },
+        out_, err_, options);
+    return cli.Run(static_cast<int>(argv.size()), argv.data());
+  }
+
+  // Expects one SubmitJob, answers job id 42, and returns what was sent.
+  v1::SubmitJobRequest* ExpectSubmit() {
+    v1::SubmitJobResponse response;
+    response.set_job_id(42);
+    EXPECT_CALL(stub_, SubmitJob(_, _, _))
+        .WillOnce(DoAll(SaveArg<1>(&submitted_), SetArgPointee<2>(response),
+                        Return(grpc::Status::OK)));
+    return &submitted_;
+  }
+
+  StrictMock<v1::MockCoordinatorStub> stub_;
+  FakeClock clock_{absl::FromUnixMillis(kNowMs)};
+  std::ostringstream out_;
+  std::ostringstream err_;
+  std::string address_;
+  v1::SubmitJobRequest submitted_;
+};
+
+// ------------------------------------------------------------------ submit
+
+TEST_F(CliTest, Submit_WholeGpusEnvAndCommand_MapsToSpecAndPrintsId) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit",   "--name",     "lr-sweep",  "--gpus",
+                 "2",        "--priority", "5",         "--max-restarts",
+                 "3",        "--env",      "LR=3e-4",   "--env",
+                 "ARGS=a=b", "--workdir",  "/data/run", "--request-id",
+                 "r-1",      "--",         "python",    "train.py",
+                 "--lr",     "3"}),
+            0);
+  EXPECT_THAT(submitted_, EqualsProto(Proto<v1::SubmitJobRequest>(R"pb(
+                spec {
+                  name: "lr-sweep"
+                  command: [ "python", "train.py", "--lr", "3" ]
+                  env { key: "LR" value: "3e-4" }
+                  env { key: "ARGS" value: "a=b" }
+                  workdir: "/data/run"
+                  priority: 5
+                  gpus: 2
+                  max_restarts: 3
+                }
+                request_id: "r-1"
+              )pb")));
+  // The id alone, so that `id=$(trainctl submit ...)` works.
+  EXPECT_EQ(out_.str(), "42\n");
+  EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(CliTest, Submit_GpuFraction_SetsFraction) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--gpu-fraction", "0.25", "--", "python", "a.py"}),
+            0);
+  EXPECT_DOUBLE_EQ(submitted_.spec().gpu_fraction(), 0.25);
+  EXPECT_EQ(submitted_.spec().gpus(), 0);
+}
+
+TEST_F(CliTest, Submit_GpuMem_SetsBytes) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--gpu-mem", "10GiB", "--", "python", "a.py"}), 0);
+  EXPECT_EQ(submitted_.spec().gpu_memory_bytes(), int64_t{10} << 30);
+}
+
+TEST_F(CliTest, Submit_NodesGpusPerNodeTasksPerNode_MakesGangSpec) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--nodes", "2", "--gpus-per-node", "4",
+                 "--tasks-per-node", "1", "--", "torchrun", "ddp.py"}),
+            0);
+  EXPECT_EQ(submitted_.spec().nodes(), 2);
+  EXPECT_EQ(submitted_.spec().gpus_per_node(), 4);
+  EXPECT_EQ(submitted_.spec().tasks_per_node(), 1);
+  EXPECT_THAT(submitted_.spec().command(), ElementsAre("torchrun", "ddp.py"));
+}
+
+TEST_F(CliTest, Submit_NoWorkdir_UsesCurrentDirectory) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--", "true"}), 0);
+  EXPECT_EQ(submitted_.spec().workdir(),
+            std::filesystem::current_path().lexically_normal().string());
+}
+
+TEST_F(CliTest, Submit_GpusAndGpuFraction_UsageErrorNamingBoth) {
+  // StrictMock: no RPC may be made.
+  EXPECT_EQ(Run({"submit", "--gpus", "1", "--gpu-fraction", "0.5", "--", "x"}),
+            2);
+  EXPECT_THAT(err_.str(),
+              AllOf(StartsWith("trainctl: error: "), HasSubstr("--gpus"),
+                    HasSubstr("--gpu-fraction")));
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(CliTest, Submit_GpuFractionAndGpuMem_UsageError) {
+  EXPECT_EQ(
+      Run({"submit", "--gpu-fraction", "0.5", "--gpu-mem", "1GiB", "--", "x"}),
+      2);
+  EXPECT_THAT(err_.str(),
+              AllOf(HasSubstr("--gpu-fraction"), HasSubstr("--gpu-mem")));
+}
+
+TEST_F(CliTest, Submit_EnvWithoutEquals_ErrorNamesTheFlag) {
+  EXPECT_EQ(Run({"submit", "--env", "LR", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), AllOf(StartsWith("trainctl: error: --env LR:"),
+                                HasSubstr("KEY=VALUE")));
+}
+
+TEST_F(CliTest, Submit_EnvWithBadName_ErrorNamesTheFlag) {
+  EXPECT_EQ(Run({"submit", "--env", "1X=2", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), StartsWith("trainctl: error: --env 1X=2:"));
+}
+
+TEST_F(CliTest, Submit_BadGpuMem_ErrorNamesTheFlag) {
+  EXPECT_EQ(Run({"submit", "--gpu-mem", "lots", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), StartsWith("trainctl: error: --gpu-mem: "));
+}
+
+TEST_F(CliTest, Submit_NoCommand_ExplainsTheDoubleDash) {
+  EXPECT_EQ(Run({"submit", "--gpus", "1"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("give it after --"));
+}
+
+TEST_F(CliTest, Submit_CommandFlagsWithoutDoubleDash_HintsDoubleDash) {
+  EXPECT_EQ(Run({"submit", "python", "train.py", "--lr", "3"}), 2);
+  EXPECT_THAT(err_.str(), AllOf(HasSubstr("--lr"),
+                                HasSubstr("put the command to run after --")));
+}
+
+TEST_F(CliTest, Submit_NodesWithoutGpusPerNode_UsageError) {
+  EXPECT_EQ(Run({"submit", "--nodes", "2", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--gpus-per-node"));
+}
+
+TEST_F(CliTest, Submit_CoordinatorUnavailable_SaysCannotReachAndExits1) {
+  EXPECT_CALL(stub_, SubmitJob(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                    "failed to connect to all addresses")));
+  EXPECT_EQ(Run({"--coordinator", "head:7000", "submit", "--", "x"}), 1);
+  EXPECT_EQ(err_.str(),
+            "trainctl: error: cannot reach the coordinator at head:7000: "
+            "failed to connect to all addresses (is trainctl-coordinator "
+            "running? set --coordinator or TRAINCTL_COORDINATOR)\n");
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(CliTest, List_CoordinatorTooSlow_SaysItDidNotAnswer) {
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                    "Deadline Exceeded")));
+  EXPECT_EQ(Run({"list"}), 1);
+  EXPECT_EQ(err_.str(),
+            "trainctl: error: the coordinator at 127.0.0.1:50051 did not "
+            "answer within 10s\n");
+}
+
+TEST_F(CliTest, Submit_ServerRejectsSpec_PrintsServerMessage) {
+  EXPECT_CALL(stub_, SubmitJob(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "spec.gpus: 64 GPUs exceed the cluster")));
+  EXPECT_EQ(Run({"submit", "--gpus", "64", "--", "x"}), 1);
+  EXPECT_EQ(err_.str(),
+            "trainctl: error: spec.gpus: 64 GPUs exceed the cluster\n");
+}
+
+TEST_F(CliTest, Submit_Wait_PrintsIdThenExitsWithJobStatus) {
+  ExpectSubmit();
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(
+          DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                    "job { id: 42 state: JOB_STATE_SUCCEEDED } done: true")),
+                Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"submit", "--wait", "--", "x"}), 0);
+  EXPECT_EQ(out_.str(), "42\n");
+  EXPECT_THAT(err_.str(), HasSubstr("job 42 succeeded"));
+}
+
+TEST_F(CliTest, Submit_Help_ShowsExampleAndExits0) {
+  EXPECT_EQ(Run({"submit", "--help"}), 0);
+  EXPECT_THAT(out_.str(),
+              AllOf(HasSubstr("--gpu-fraction"), HasSubstr("Example:"),
+                    HasSubstr("trainctl submit --")));
+}
+
+// ------------------------------------------------------------------ address
+
+TEST_F(CliTest, Run_NoFlagNoEnv_UsesDefaultAddress) {
+  EXPECT_CALL(stub_, ListJobs(_, _, _)).WillOnce(Return(grpc::Status::OK));
+  EXPECT_EQ(Run({"list"}), 0);
+  EXPECT_EQ(address_, "127.0.0.1:50051");
+}
+
+TEST_F(CliTest, Run_EnvSet_UsesEnvAddress) {
+  setenv("TRAINCTL_COORDINATOR", "env-host:1", 1);
+  EXPECT_CALL(stub_, ListJobs(_, _, _)).WillOnce(Return(grpc::Status::OK));
+  EXPECT_EQ(Run({"list"}), 0);
+  EXPECT_EQ(address_, "env-host:1");
+}
+
+TEST_F(CliTest, Run_FlagAfterSubcommand_OverridesEnv) {
+  setenv("TRAINCTL_COORDINATOR", "env-host:1", 1);
+  EXPECT_CALL(stub_, ListJobs(_, _, _)).WillOnce(Return(grpc::Status::OK));
+  EXPECT_EQ(Run({"list", "--coordinator", "flag-host:2"}), 0);
+  EXPECT_EQ(address_, "flag-host:2");
+}
+
+TEST_F(CliTest, Run_UnknownSubcommand_Exits2) {
+  EXPECT_EQ(Run({"frobnicate"}), 2);
+  EXPECT_THAT(err_.str(), StartsWith("trainctl: error: "));
+}
+
+// ------------------------------------------------------------------ list
+
+TEST_F(CliTest, List_Jobs_TableNewestFirst) {
+  // Submitted 5 min ago (running for 3 min) and 1 h ago (finished).
+  auto response = Proto<v1::ListJobsResponse>(absl::StrFormat(
+      R"pb(
+        jobs {
+          id: 7
+          spec { name: "old" gpu_fraction: 0.25 }
+          kind: JOB_KIND_EXPERIMENT
+          state: JOB_STATE_FAILED
+          attempt: 1
+          reason: "rank 0 exited with code 3"
+          submit_time_ms: %d
+          start_time_ms: %d
+          end_time_ms: %d
+        }
+        jobs {
+          id: 9
+          spec { name: "ddp" nodes: 2 gpus_per_node: 4 }
+          kind: JOB_KIND_GANG
+          state: JOB_STATE_RUNNING
+          submit_time_ms: %d
+          start_time_ms: %d
+        }
+      )pb",
+      kNowMs - 3600'000, kNowMs - 3000'000, kNowMs - 2940'000, kNowMs - 300'000,
+      kNowMs - 180'000));
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"list"}), 0);
+  EXPECT_THAT(
+      Lines(out_.str()),
+      ElementsAre(
+          "ID  NAME  KIND        STATE    GPUS  ATTEMPT  AGE   RUNTIME  REASON",
+          "9   ddp   gang        running  2x4   0        5m0s  3m0s",
+          "7   old   experiment  failed   0.25  1        1h0m  1m0s     rank 0 "
+          "exited with code 3"));
+}
+
+TEST_F(CliTest, List_StateFlags_SentAsFilter) {
+  v1::ListJobsRequest request;
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&request), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"list", "--state", "running", "--state", "PENDING"}), 0);
+  EXPECT_THAT(request.states(),
+              ElementsAre(v1::JOB_STATE_RUNNING, v1::JOB_STATE_PENDING));
+}
+
+TEST_F(CliTest, List_UnknownState_UsageError) {
+  EXPECT_EQ(Run({"list", "--state", "sleeping"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--state"));
+}
+
+TEST_F(CliTest, List_Json_ParsesBackWithProtoFieldNames) {
+  auto response = Proto<v1::ListJobsResponse>(R"pb(
+    jobs {
+      id: 9
+      spec { name: "ddp" command: "python" }
+      state: JOB_STATE_RUNNING
+      attempt_token: "secret"
+    }
+  )pb");
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"list", "-o", "json"}), 0);
+  const std::string json = out_.str();
+  EXPECT_THAT(json, AllOf(HasSubstr("\"submit_time_ms\""),
+                          HasSubstr("\"JOB_STATE_RUNNING\""),
+                          Not(HasSubstr("secret"))));
+  v1::ListJobsResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok())
+      << json;
+  response.mutable_jobs(0)->clear_attempt_token();
+  EXPECT_THAT(parsed, EqualsProto(response));
+}
+
+// ------------------------------------------------------------------ describe
+
+TEST_F(CliTest, Describe_UnknownJob_PrintsServerMessage) {
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(Return(
+          grpc::Status(grpc::StatusCode::NOT_FOUND, "job 404 not found")));
+  EXPECT_EQ(Run({"describe", "404"}), 1);
+  EXPECT_EQ(err_.str(), "trainctl: error: job 404 not found\n");
+}
+
+TEST_F(CliTest, Describe_FailedGang_ShowsSpecAndRanks) {
+  auto response = Proto<v1::GetJobResponse>(R"pb(
+    job {
+      id: 9
+      spec {
+        name: "ddp"
+        command: [ "python", "train.py", "--note", "two words" ]
+        env { key: "LR" value: "3" }
+        workdir: "/data"
+        nodes: 1
+        gpus_per_node: 2
+      }
+      kind: JOB_KIND_GANG
+      state: JOB_STATE_FAILED
+      attempt: 1
+      reason: "rank 1 exited with code 3"
+      master_addr: "10.0.0.5"
+      master_port: 29500
+      world_size: 2
+      tasks {
+        rank: 0
+        node: "gpu-a"
+        gpu_indices: [ 0, 1 ]
+        state: TASK_STATE_EXITED
+        pid: 100
+        signal: 15
+        log_path: "/var/log/trainctl/9/0/rank0.log"
+      }
+      tasks {
+        rank: 1
+        node: "gpu-a"
+        gpu_indices: [ 0, 1 ]
+        state: TASK_STATE_EXITED
+        pid: 101
+        exit_code: 3
+        log_path: "/var/log/trainctl/9/0/rank1.log"
+      }
+    }
+  )pb");
+  v1::GetJobRequest request;
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&request), SetArgPointee<2>(response),
+                      Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"describe", "9"}), 0);
+  EXPECT_EQ(request.job_id(), 9);
+  const std::string out = out_.str();
+  EXPECT_THAT(out,
+              HasSubstr("Command:     python train.py --note 'two words'\n"));
+  EXPECT_THAT(out, HasSubstr("Env:         LR=3\n"));
+  EXPECT_THAT(out, HasSubstr("State:       failed\n"));
+  EXPECT_THAT(out, HasSubstr("Reason:      rank 1 exited with code 3\n"));
+  EXPECT_THAT(out, HasSubstr("Resources:   1 node(s) x 2 GPU(s)\n"));
+  EXPECT_THAT(out, HasSubstr("Master:      10.0.0.5:29500\n"));
+  EXPECT_THAT(out,
+              HasSubstr("RANK  NODE   GPUS  STATE   PID  EXIT     LOG PATH\n"
+                        "0     gpu-a  0,1   exited  100  SIGTERM  "
+                        "/var/log/trainctl/9/0/rank0.log\n"
+                        "1     gpu-a  0,1   exited  101  3        "
+                        "/var/log/trainctl/9/0/rank1.log\n"));
+}
+
+TEST_F(CliTest, Describe_Json_ParsesBack) {
+  auto response = Proto<v1::GetJobResponse>(R"pb(job {
+                                                   id: 9
+                                                   tasks { rank: 0 pid: 5 }
+                                                 })pb");
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"describe", "9", "-o", "json"}), 0);
+  v1::GetJobResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok());
+  EXPECT_THAT(parsed, EqualsProto(response));
+  EXPECT_THAT(out_.str(), HasSubstr("\"log_path\""));
+}
+
+TEST_F(CliTest, Describe_NotANumber_UsageError) {
+  EXPECT_EQ(Run({"describe", "abc"}), 2);
+}
+
+// ------------------------------------------------------------------ wait
+
+v1::WaitJobResponse Done(const std::string& job_text) {
+  auto response = Proto<v1::WaitJobResponse>("job {" + job_text + "}");
+  response.set_done(true);
+  return response;
+}
+
+TEST_F(CliTest, Wait_Succeeded_Exits0WithSummary) {
+  v1::WaitJobRequest request;
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(
+          DoAll(SaveArg<1>(&request),
+                SetArgPointee<2>(
+                    Done("id: 5 state: JOB_STATE_SUCCEEDED start_time_ms: 1000 "
+                         "end_time_ms: 61000")),
+                Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"wait", "5"}), 0);
+  EXPECT_EQ(request.job_id(), 5);
+  EXPECT_EQ(request.timeout_ms(), 30000);
+  EXPECT_EQ(err_.str(), "job 5 succeeded after 1m0s\n");
+}
+
+TEST_F(CliTest, Wait_FailedRankExit3_Exits3) {
+  // Rank 1 exited with 3 first; rank 0 was then killed by the teardown.
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Done(R"pb(
+                        id: 5
+                        state: JOB_STATE_FAILED
+                        reason: "rank 1 exited with code 3"
+                        tasks { rank: 0 exit_code: 143 end_time_ms: 2000 }
+                        tasks { rank: 1 exit_code: 3 end_time_ms: 1000 }
+                      )pb")),
+                      Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"wait", "5"}), 3);
+  EXPECT_THAT(err_.str(), HasSubstr("job 5 failed: rank 1 exited with code 3"));
+}
+
+TEST_F(CliTest, Wait_Cancelled_Exits2) {
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(
+          SetArgPointee<2>(
+              Done("id: 5 state: JOB_STATE_CANCELLED reason: \"by alice\"")),
+          Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"wait", "5"}), 2);
+  EXPECT_EQ(err_.str(), "job 5 cancelled: by alice\n");
+}
+
+TEST_F(CliTest, Wait_NotDoneYet_PollsAgain) {
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                          "job { id: 5 state: JOB_STATE_RUNNING }")),
+                      Return(grpc::Status::OK)))
+      .WillOnce(
+          DoAll(SetArgPointee<2>(Done("id: 5 state: JOB_STATE_SUCCEEDED")),
+                Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"wait", "5"}), 0);
+}
+
+TEST_F(CliTest, Wait_Timeout_Exits124) {
+  // Each long-poll "takes" what it asked for: 30 s, then the 15 s left.
+  std::vector<int64_t> polls;
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .Times(2)
+      .WillRepeatedly(
+          Invoke([&](grpc::ClientContext*, const v1::WaitJobRequest& request,
+                     v1::WaitJobResponse* response) {
+            polls.push_back(request.timeout_ms());
+            clock_.Advance(absl::Milliseconds(request.timeout_ms()));
+            response->mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+            return grpc::Status::OK;
+          }));
+  EXPECT_EQ(Run({"wait", "5", "--timeout", "45s"}), 124);
+  EXPECT_THAT(polls, ElementsAre(30000, 15000));
+  EXPECT_THAT(err_.str(), HasSubstr("job 5 is still running after 45s"));
+}
+
+TEST_F(CliTest, Wait_BadTimeout_UsageError) {
+  EXPECT_EQ(Run({"wait", "5", "--timeout", "soon"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--timeout soon"));
+}
+
+TEST_F(CliTest, Wait_Help_DocumentsExitStatus) {
+  EXPECT_EQ(Run({"wait", "--help"}), 0);
+  EXPECT_THAT(out_.str(), AllOf(HasSubstr("Exit status:"), HasSubstr("124"),
+                                HasSubstr("cancelled")));
+}
+
+TEST(WaitExitStatusTest, WaitExitStatus_RankExit200_CappedTo125) {
+  auto job = Proto<v1::Job>(
+      "state: JOB_STATE_FAILED tasks { rank: 0 exit_code: 200 }");
+  EXPECT_EQ(Cli::WaitExitStatus(job), 125);
+}
+
+TEST(WaitExitStatusTest, WaitExitStatus_FailedBySignalOnly_Is1) {
+  auto job =
+      Proto<v1::Job>("state: JOB_STATE_FAILED tasks { rank: 0 signal: 9 }");
+  EXPECT_EQ(Cli::WaitExitStatus(job), 1);
+}
+
+// ------------------------------------------------------------------ logs
+
+TEST_F(CliTest, Logs_UntilEof_WritesRawBytesInOrder) {
+  std::vector<int64_t> offsets;
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(Invoke([&](grpc::ClientContext*, const v1::GetLogsRequest& r,
+                           v1::GetLogsResponse* response) {
+        offsets.push_back(r.offset());
+        EXPECT_EQ(r.rank(), 3);
+        response->set_data(std::string("epoch 1\n\0", 9));
+        response->set_next_offset(9);
+        return grpc::Status::OK;
+      }))
+      .WillOnce(Invoke([&](grpc::ClientContext*, const v1::GetLogsRequest& r,
+                           v1::GetLogsResponse* response) {
+        offsets.push_back(r.offset());
+        response->set_data("done\n");
+        response->set_next_offset(14);
+        response->set_eof(true);
+        return grpc::Status::OK;
+      }));
+  EXPECT_EQ(Run({"logs", "7", "--rank", "3"}), 0);
+  EXPECT_THAT(offsets, ElementsAre(0, 9));
+  EXPECT_EQ(out_.str(), std::string("epoch 1\n\0done\n", 14));
+}
+
+TEST_F(CliTest, Logs_NoFollowCaughtUp_Stops) {
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>(
+                          "data: 'a' next_offset: 1")),
+                      Return(grpc::Status::OK)))
+      .WillOnce(
+          DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>("next_offset: 1")),
+                Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"logs", "7"}), 0);
+  EXPECT_EQ(out_.str(), "a");
+}
+
+TEST_F(CliTest, Logs_FollowCaughtUp_BlocksOnWaitJobThenReadsToEof) {
+  ::testing::InSequence seq;
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>(
+                          "data: 'a' next_offset: 1")),
+                      Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(
+          DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>("next_offset: 1")),
+                Return(grpc::Status::OK)));
+  // Caught up: block up to 1 s on the job instead of polling the log.
+  v1::WaitJobRequest wait;
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&wait), SetArgPointee<2>(Done("id: 7")),
+                      Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>(
+                          "data: 'b' next_offset: 2 eof: true")),
+                      Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
+  EXPECT_EQ(wait.timeout_ms(), 1000);
+  EXPECT_EQ(out_.str(), "ab");
+}
+
+TEST_F(CliTest, Logs_FollowJobNotPlacedYet_WaitsForItsLog) {
+  ::testing::InSequence seq;
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                    "job 7 has no logs yet: it is PENDING")));
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                          "job { id: 7 state: JOB_STATE_PENDING }")),
+                      Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>(
+                          "data: 'hi' next_offset: 2 eof: true")),
+                      Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
+  EXPECT_EQ(out_.str(), "hi");
+}
+
+TEST_F(CliTest, Logs_NoFollowJobNotPlacedYet_PrintsServerMessage) {
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                    "job 7 has no logs yet: it is PENDING")));
+  EXPECT_EQ(Run({"logs", "7"}), 1);
+  EXPECT_EQ(err_.str(),
+            "trainctl: error: job 7 has no logs yet: it is PENDING\n");
+}
+
+TEST_F(CliTest, Logs_FollowAcrossRestart_StartsNewAttemptAtOffset0) {
+  std::vector<int64_t> offsets;
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillRepeatedly(
+          Invoke([&](grpc::ClientContext*, const v1::GetLogsRequest& r,
+                     v1::GetLogsResponse* response) {
+            offsets.push_back(r.offset());
+            // 1st read: attempt 0's log; then caught up; after the restart,
+            // attempt 1's log to its end.
+            if (offsets.size() == 1) response->set_data("a0");
+            if (offsets.size() == 4) {
+              response->set_data("a1");
+              response->set_eof(true);
+            }
+            response->set_next_offset(r.offset() + response->data().size());
+            return grpc::Status::OK;
+          }));
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                          "job { id: 7 attempt: 0 tasks {} }")),
+                      Return(grpc::Status::OK)))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                          "job { id: 7 attempt: 1 tasks {} }")),
+                      Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
+  EXPECT_THAT(offsets, ElementsAre(0, 2, 2, 0));
+  EXPECT_EQ(out_.str(), "a0a1");
+  EXPECT_THAT(err_.str(), HasSubstr("restarted (attempt 1)"));
+}
+
+// ------------------------------------------------------------------ cancel
+
+TEST_F(CliTest, Cancel_Job_PrintsCancelled) {
+  v1::CancelJobRequest request;
+  EXPECT_CALL(stub_, CancelJob(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&request), Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"cancel", "12"}), 0);
+  EXPECT_EQ(request.job_id(), 12);
+  EXPECT_EQ(out_.str(), "cancelled job 12\n");
+}
+
+// ------------------------------------------------------------------ nodes
+
+TEST_F(CliTest, Nodes_Table_ShowsModelMemoryUtilAndJobs) {
+  // gpu-a GPU 0 runs two experiments (5, 6); job 9 is a gang on GPU 1 of
+  // gpu-a and GPU 0 of gpu-b (fake GPUs).
+  auto response = Proto<v1::ListNodesResponse>(R"pb(
+    nodes {
+      node {
+        name: "gpu-a"
+        state: NODE_STATE_READY
+        gpus {
+          index: 0
+          name: "NVIDIA H100 80GB HBM3"
+          memory_total_bytes: 85899345920
+          memory_used_bytes: 10737418240
+          utilization_pct: 87
+          temperature_c: 61
+          power_w: 412.4
+        }
+        gpus {
+          index: 1
+          name: "NVIDIA H100 80GB HBM3"
+          memory_total_bytes: 85899345920
+        }
+      }
+      gpu_tasks {
+        tasks { job_id: 5 }
+        tasks { job_id: 6 }
+      }
+      gpu_tasks { tasks { job_id: 9 rank: 0 } }
+    }
+    nodes {
+      node {
+        name: "gpu-b"
+        state: NODE_STATE_LOST
+        fake_gpus: true
+        gpus { index: 0 name: "Fake GPU" memory_total_bytes: 1073741824 }
+      }
+      gpu_tasks { tasks { job_id: 9 rank: 1 } }
+    }
+  )pb");
+  EXPECT_CALL(stub_, ListNodes(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"nodes"}), 0);
+  std::vector<std::string> lines = Lines(out_.str());
+  ASSERT_EQ(lines.size(), 5u) << out_.str();
+  EXPECT_THAT(lines[0],
+              AllOf(StartsWith("NODE "), HasSubstr("MODEL"),
+                    HasSubstr("MEMORY"), HasSubstr("UTIL"), HasSubstr("JOBS")));
+  EXPECT_THAT(lines[1],
+              AllOf(StartsWith("gpu-a "), HasSubstr("ready"),
+                    HasSubstr("NVIDIA H100 80GB HBM3"),
+                    HasSubstr("10 GiB / 80 GiB"), HasSubstr("87%"),
+                    HasSubstr("61C"), HasSubstr("412W"), HasSubstr("5,6")));
+  EXPECT_THAT(lines[2], AllOf(HasSubstr("0%"), HasSubstr("9/0")));
+  EXPECT_THAT(lines[3], AllOf(StartsWith("gpu-b* "), HasSubstr("lost"),
+                              HasSubstr("9/1")));
+  EXPECT_THAT(lines[4], HasSubstr("fake GPUs"));
+}
+
+TEST_F(CliTest, Nodes_Json_ParsesBack) {
+  auto response = Proto<v1::ListNodesResponse>(R"pb(
+    nodes {
+      node {
+        name: "gpu-a"
+        gpus { index: 0 name: "H100" }
+      }
+      gpu_tasks {}
+    }
+  )pb");
+  EXPECT_CALL(stub_, ListNodes(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"nodes", "-o", "json"}), 0);
+  v1::ListNodesResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok());
+  EXPECT_THAT(parsed, EqualsProto(response));
+  EXPECT_THAT(out_.str(), HasSubstr("\"fake_gpus\": false"));
+}
+
+// ------------------------------------------------------------------ real gRPC
+
+// A coordinator whose every node is disconnected, served in-process: the CLI
+// over a real channel, deadlines and all.
+class DisconnectedCoordinator : public v1::Coordinator::Service {
+  grpc::Status GetLogs(grpc::ServerContext*, const v1::GetLogsRequest*,
+                       v1::GetLogsResponse*) override {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "node gpu-b is not connected; rank 0's log is at "
+                        "/var/log/trainctl/7/0/rank0.log on that host");
+  }
+};
+
+TEST(CliGrpcTest, Logs_CoordinatorSaysUnavailable_PrintsItsMessage) {
+  DisconnectedCoordinator service;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  auto stub = v1::Coordinator::NewStub(
+      server->InProcessChannel(grpc::ChannelArguments()));
+  std::ostringstream out, err;
+  Cli cli(stub.get(), out, err);
+  std::vector<std::string> args = {"trainctl", "logs", "7"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+
+  EXPECT_EQ(cli.Run(static_cast<int>(argv.size()), argv.data()), 1);
+  // Not "cannot reach the coordinator": it answered.
+  EXPECT_EQ(err.str(),
+            "trainctl: error: node gpu-b is not connected; rank 0's log is at "
+            "/var/log/trainctl/7/0/rank0.log on that host\n");
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace trainctl::cli

@@ -1,0 +1,32 @@
+// trainctl: the command-line client of trainctl-coordinator. All logic lives
+// in cli.{h,cc}; this file only opens the channel and finds the terminal.
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "client/cli.h"
+#include "grpcpp/grpcpp.h"
+#include "trainctl/v1/service.grpc.pb.h"
+
+int main(int argc, char** argv) {
+  trainctl::cli::CliOptions options;
+  winsize ws{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
+    options.terminal_width = ws.ws_col;
+  }
+  // Created by the CLI once it knows the address; outlives Run.
+  std::unique_ptr<trainctl::v1::Coordinator::Stub> stub;
+  trainctl::cli::Cli cli(
+      [&stub](const std::string& address) {
+        // TODO(security): TLS and bearer tokens (DESIGN.md section 6).
+        stub = trainctl::v1::Coordinator::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+        return stub.get();
+      },
+      std::cout, std::cerr, options);
+  return cli.Run(argc, argv);
+}
