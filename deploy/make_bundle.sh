@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Makes a relocatable trainctl bundle from a build tree, for hosts that have
+# no gRPC/protobuf/Abseil installed (e.g. a GPU host with only the NVIDIA
+# driver, CUDA and NCCL):
+#
+#   OUT/bin/    trainctl, trainctl-coordinator, trainctl-agent,
+#               trainctl-nccl-allreduce and any other non-test tool of BUILD/bin
+#   OUT/lib/    libtrainctl_nccl.so and every shared library ldd lists for the
+#               above, except the host's own: glibc, libgcc_s, libstdc++ (the
+#               target's are at least as new) and NVIDIA's (libnccl, libcuda,
+#               libcudart, libnvidia-*: they must match the host's driver)
+#   OUT/share/  tests/gpu/*.py and *.sh
+#
+# RUNPATH is $ORIGIN/../lib on binaries and $ORIGIN on libraries (patchelf),
+# so the bundle works from any directory. Binaries are stripped.
+#
+# Usage: deploy/make_bundle.sh BUILD_DIR OUT_DIR
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 BUILD_DIR OUT_DIR" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+out=$2
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+if ! command -v patchelf >/dev/null; then
+  echo "patchelf not found; installing it with apt-get" >&2
+  apt-get install -y patchelf >&2
+fi
+
+# Libraries the target host provides itself (matched on the file name).
+skip_re='^(ld-linux.*|libc|libm|libpthread|libdl|librt|libresolv|libutil|libanl|libgcc_s|libstdc\+\+|libnccl|libcuda|libcudart|libnvidia-.*)\.so'
+
+is_test() {
+  # Test binaries: *_test names, or anything carrying GoogleTest's flags.
+  local f=$1
+  case "$(basename "$f")" in
+    *_test | *_tests | *-test | *-tests) return 0 ;;
+  esac
+  grep -qa -- 'gtest_filter' "$f"
+}
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/share"
+
+elves=()
+for f in "$build"/bin/*; do
+  [[ -f "$f" && -x "$f" ]] || continue
+  if is_test "$f"; then continue; fi
+  cp -L "$f" "$out/bin/"
+  elves+=("$f")
+  echo "bin: $(basename "$f")"
+done
+if [[ -f "$build/lib/libtrainctl_nccl.so" ]]; then
+  cp -L "$build/lib/libtrainctl_nccl.so" "$out/lib/"
+  elves+=("$build/lib/libtrainctl_nccl.so")
+  echo "lib: libtrainctl_nccl.so"
+else
+  echo "note: $build/lib/libtrainctl_nccl.so not built (no NCCL); skipped" >&2
+fi
+if [[ ${#elves[@]} -eq 0 ]]; then
+  echo "no executables in $build/bin" >&2
+  exit 1
+fi
+
+# ldd prints the whole closure: "libfoo.so.1 => /path/libfoo.so.1 (0x...)".
+declare -A seen=()
+for f in "${elves[@]}"; do
+  while read -r name arrow path _; do
+    [[ "$arrow" == "=>" ]] || continue
+    if [[ "$path" == "not" ]]; then
+      if [[ ! "$name" =~ $skip_re ]]; then
+        echo "warning: $(basename "$f") needs $name, which ldd cannot find" >&2
+      fi
+      continue
+    fi
+    [[ "$name" =~ $skip_re ]] && continue
+    [[ -n "${seen[$name]:-}" ]] && continue
+    seen[$name]=1
+    cp -L "$path" "$out/lib/$name"
+  done < <(ldd "$f")
+done
+echo "libs: ${#seen[@]} shared libraries copied"
+
+chmod u+w "$out"/bin/* "$out"/lib/*
+strip --strip-unneeded "$out"/bin/* "$out"/lib/libtrainctl_nccl.so 2>/dev/null || true
+# shellcheck disable=SC2016  # $ORIGIN is for the dynamic loader, not bash.
+for f in "$out"/bin/*; do
+  patchelf --set-rpath '$ORIGIN/../lib' "$f"
+done
+# shellcheck disable=SC2016
+for f in "$out"/lib/*; do
+  patchelf --set-rpath '$ORIGIN' "$f"
+done
+
+shopt -s nullglob
+for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh; do
+  cp "$f" "$out/share/"
+done
+chmod +x "$out"/share/*.sh 2>/dev/null || true
+
+# Every binary must resolve all its non-host libraries from the bundle.
+for f in "$out"/bin/* "$out"/lib/libtrainctl_nccl.so; do
+  [[ -e "$f" ]] || continue
+  missing=$(ldd "$f" | awk '$3 == "not" {print $1}' | grep -Ev "$skip_re" || true)
+  if [[ -n "$missing" ]]; then
+    echo "error: $(basename "$f") cannot find: $missing" >&2
+    exit 1
+  fi
+done
+
+echo "bundle: $out ($(du -sh "$out" | cut -f1), $(du -sb "$out" | cut -f1) bytes)"
