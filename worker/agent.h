@@ -57,7 +57,9 @@ class Agent {
   // it must only queue or write, never call back into the Agent.
   using Outbox = absl::AnyInvocable<void(const v1::AgentMessage&)>;
 
-  // `inventory` and `launcher` are not owned and must outlive the Agent.
+  // `inventory` and `launcher` are not owned and must outlive the Agent; the
+  // launcher must have made its last exit callback (e.g. been destroyed)
+  // before the Agent is destroyed.
   Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launcher);
 
   // Checks the offered GPUs exist. Errors: INVALID_ARGUMENT naming a GPU

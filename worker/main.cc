@@ -133,8 +133,8 @@ int main(int argc, char** argv) {
   }
 
   // Members in dependency order: hardware, then the agent, then the session.
-  trainctl::worker::PosixProcessLauncher launcher;
-  trainctl::worker::Agent agent(config, inventory.get(), &launcher);
+  auto launcher = std::make_unique<trainctl::worker::PosixProcessLauncher>();
+  trainctl::worker::Agent agent(config, inventory.get(), launcher.get());
   if (absl::Status s = agent.Validate(); !s.ok()) return Fail(s.ToString());
   trainctl::worker::GrpcAgentSession session(&agent, coordinator);
 
@@ -147,5 +147,8 @@ int main(int argc, char** argv) {
   TC_LOG_INFO("shutting down: stopping tasks");
   session.Shutdown();
   session_thread.join();
-  return 0;  // ~PosixProcessLauncher kills what still runs.
+  // Kills what still runs; its exit callbacks reach the agent, so the
+  // launcher goes before the agent.
+  launcher.reset();
+  return 0;
 }

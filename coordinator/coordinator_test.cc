@@ -1,0 +1,485 @@
+// Tier 1 tests of the coordinator core: a FakeClock, a MemoryStateStore and
+// fake agent connections that record what the coordinator sends. No network,
+// no threads, no sleeps.
+
+#include "coordinator/coordinator.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::trainctl::testing::StatusIs;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// Records what the coordinator sends to one agent.
+class FakeConnection : public AgentConnection {
+ public:
+  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
+  void Close(const absl::Status& status) override { closed = status; }
+
+  std::vector<v1::StartTask> Starts() const {
+    std::vector<v1::StartTask> out;
+    for (const auto& m : sent) {
+      if (m.has_start_task()) out.push_back(m.start_task());
+    }
+    return out;
+  }
+  std::vector<v1::StopTask> Stops() const {
+    std::vector<v1::StopTask> out;
+    for (const auto& m : sent) {
+      if (m.has_stop_task()) out.push_back(m.stop_task());
+    }
+    return out;
+  }
+
+  std::vector<v1::CoordinatorMessage> sent;
+  absl::Status closed;
+};
+
+v1::RegisterNode NodeReg(const std::string& name, int gpus, int64_t mem = 80 * kGiB) {
+  v1::RegisterNode reg;
+  v1::Node* n = reg.mutable_node();
+  n->set_name(name);
+  n->set_address(absl::StrCat(name, ".example"));
+  n->set_cpu_count(32);
+  n->set_port_min(29500);
+  n->set_port_max(29509);
+  for (int i = 0; i < gpus; ++i) {
+    v1::Gpu* g = n->add_gpus();
+    g->set_index(i);
+    g->set_uuid(absl::StrCat("GPU-", name, "-", i));
+    g->set_name("Fake H200");
+    g->set_memory_total_bytes(mem);
+  }
+  return reg;
+}
+
+v1::JobSpec Spec(std::vector<std::string> cmd = {"python", "train.py"}) {
+  v1::JobSpec spec;
+  for (auto& c : cmd) spec.add_command(c);
+  return spec;
+}
+
+v1::AgentMessage Status(const v1::StartTask& start, v1::TaskState state,
+                        int exit_code = 0, int pid = 100) {
+  v1::AgentMessage msg;
+  v1::TaskStatus* st = msg.mutable_task_status();
+  *st->mutable_task() = start.task();
+  st->mutable_task()->set_pid(pid);
+  st->set_state(state);
+  st->set_exit_code(exit_code);
+  return msg;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Restart(); }
+
+  // A new coordinator over the same store (as after a crash).
+  void Restart() {
+    core_.reset();
+    CoordinatorConfig config;
+    config.advertise_address = "coord.example:50051";
+    auto core = Coordinator::Create(config, &store_, &clock_);
+    ASSERT_THAT(core, ::trainctl::testing::IsOk());
+    core_ = std::move(*core);
+  }
+
+  FakeConnection& Connect(const std::string& name, int gpus) {
+    auto& conn = conns_[name];
+    conn = std::make_unique<FakeConnection>();
+    EXPECT_THAT(core_->RegisterAgent(NodeReg(name, gpus), conn.get()),
+                ::trainctl::testing::IsOk());
+    return *conn;
+  }
+
+  void Report(const std::string& node, const v1::AgentMessage& msg) {
+    TC_ASSERT_OK(core_->HandleAgentMessage(node, conns_[node].get(), msg));
+  }
+
+  v1::Job Job(int64_t id) { return *core_->GetJob(id); }
+
+  FakeClock clock_;
+  MemoryStateStore store_;
+  std::unique_ptr<Coordinator> core_;
+  std::map<std::string, std::unique_ptr<FakeConnection>> conns_;
+};
+
+TEST_F(CoordinatorTest, SubmitJob_Experiment_StartsWithLaunchEnvironment) {
+  FakeConnection& a = Connect("a", 2);
+  auto id = core_->SubmitJob(Spec(), "");
+  TC_ASSERT_OK(id);
+
+  ASSERT_THAT(a.Starts(), SizeIs(1));
+  const v1::StartTask start = a.Starts()[0];
+  const auto& env = start.env();
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "GPU-a-0");
+  EXPECT_EQ(env.at("RANK"), "0");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "1");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "a.example");
+  EXPECT_EQ(env.at("MASTER_PORT"), "29500");
+  EXPECT_EQ(env.at("TRAINCTL_COORDINATOR"), "coord.example:50051");
+  EXPECT_EQ(env.at("TRAINCTL_JOB_ID"), absl::StrCat(*id));
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "32");
+  EXPECT_EQ(env.at("TRAINCTL_TOKEN").size(), 32u);
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SCHEDULED);
+  // The token is a secret of the ranks: users never see it.
+  EXPECT_EQ(Job(*id).attempt_token(), "");
+
+  Report("a", Status(start, v1::TASK_STATE_RUNNING));
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
+  Report("a", Status(start, v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(CoordinatorTest, SubmitJob_BadSpec_InvalidArgumentNamingField) {
+  v1::JobSpec spec = Spec();
+  spec.set_gpu_fraction(1.5);
+  EXPECT_THAT(core_->SubmitJob(spec, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gpu_fraction")));
+  EXPECT_THAT(core_->SubmitJob(Spec({}), ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("spec.command")));
+  // Nothing was accepted.
+  EXPECT_THAT(core_->ListJobs({}, 0), SizeIs(0));
+}
+
+TEST_F(CoordinatorTest, SubmitJob_SameRequestId_ReturnsSameJob) {
+  auto first = core_->SubmitJob(Spec(), "req-1");
+  auto again = core_->SubmitJob(Spec(), "req-1");
+  TC_ASSERT_OK(first);
+  EXPECT_EQ(*again, *first);
+  EXPECT_THAT(core_->ListJobs({}, 0), SizeIs(1));
+}
+
+TEST_F(CoordinatorTest, SubmitJob_StoreFails_NotAccepted) {
+  store_.SetFailing(true);
+  EXPECT_THAT(core_->SubmitJob(Spec(), ""),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("not accepted")));
+  EXPECT_THAT(core_->ListJobs({}, 0), SizeIs(0));
+}
+
+TEST_F(CoordinatorTest, SubmitJob_QuarterGpus_FourShareOneGpu) {
+  FakeConnection& a = Connect("a", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_gpu_fraction(0.25);
+  for (int i = 0; i < 4; ++i) TC_ASSERT_OK(core_->SubmitJob(spec, ""));
+  // 4 x 0.25 = one GPU: all four on GPU 0, GPU 1 stays whole for a gang.
+  ASSERT_THAT(a.Starts(), SizeIs(4));
+  for (const auto& s : a.Starts()) EXPECT_EQ(s.env().at("CUDA_VISIBLE_DEVICES"), "GPU-a-0");
+  // Four jobs, four distinct MASTER_PORTs on the same host.
+  std::set<std::string> ports;
+  for (const auto& s : a.Starts()) ports.insert(s.env().at("MASTER_PORT"));
+  EXPECT_THAT(ports, SizeIs(4));
+}
+
+TEST_F(CoordinatorTest, SubmitJob_GangOverTwoNodes_RanksAndSharedMaster) {
+  FakeConnection& a = Connect("a", 2);
+  FakeConnection& b = Connect("b", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(2);
+  spec.set_gpus_per_node(2);
+  auto id = core_->SubmitJob(spec, "");
+  TC_ASSERT_OK(id);
+
+  std::vector<v1::StartTask> starts = a.Starts();
+  for (auto& s : b.Starts()) starts.push_back(s);
+  ASSERT_THAT(starts, SizeIs(4));
+  std::set<std::string> ranks;
+  for (const auto& s : starts) {
+    ranks.insert(s.env().at("RANK"));
+    EXPECT_EQ(s.env().at("WORLD_SIZE"), "4");
+    EXPECT_EQ(s.env().at("LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(s.env().at("GROUP_WORLD_SIZE"), "2");
+    EXPECT_EQ(s.env().at("MASTER_ADDR"), starts[0].env().at("MASTER_ADDR"));
+    EXPECT_EQ(s.env().at("MASTER_PORT"), starts[0].env().at("MASTER_PORT"));
+    EXPECT_EQ(s.env().at("TRAINCTL_TOKEN"), starts[0].env().at("TRAINCTL_TOKEN"));
+    // Every local rank sees all of the job's GPUs of its node, in local-rank
+    // order (DESIGN.md section 4).
+    const std::string node = s.env().at("NODE_RANK") == "0" ? "a" : "b";
+    EXPECT_EQ(s.env().at("CUDA_VISIBLE_DEVICES"),
+              absl::StrCat("GPU-", node, "-0,GPU-", node, "-1"));
+    EXPECT_EQ(s.env().at("RANK"),
+              absl::StrCat(std::stoi(s.env().at("NODE_RANK")) * 2 +
+                           std::stoi(s.env().at("LOCAL_RANK"))));
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"}));
+
+  // RUNNING only once all four ranks started.
+  for (size_t i = 0; i < starts.size(); ++i) {
+    EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SCHEDULED);
+    Report(i < 2 ? "a" : "b", Status(starts[i], v1::TASK_STATE_RUNNING));
+  }
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(CoordinatorTest, Gang_OneRankFails_OthersStoppedAndJobFails) {
+  FakeConnection& a = Connect("a", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(2);
+  auto id = core_->SubmitJob(spec, "");
+  TC_ASSERT_OK(id);
+  auto starts = a.Starts();
+  ASSERT_THAT(starts, SizeIs(2));
+  Report("a", Status(starts[0], v1::TASK_STATE_RUNNING));
+  Report("a", Status(starts[1], v1::TASK_STATE_RUNNING));
+  Report("a", Status(starts[1], v1::TASK_STATE_EXITED, 3));
+
+  v1::Job job = Job(*id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.reason(), HasSubstr("rank 1 on a exited with code 3"));
+  // Rank 0 is torn down with the gang.
+  ASSERT_THAT(a.Stops(), SizeIs(1));
+  EXPECT_EQ(a.Stops()[0].task().rank(), 0);
+  EXPECT_EQ(a.Stops()[0].grace_ms(), 10000);
+}
+
+TEST_F(CoordinatorTest, Gang_RestartsLeft_NewAttemptAfterOldRanksExit) {
+  FakeConnection& a = Connect("a", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(2);
+  spec.set_max_restarts(1);
+  auto id = core_->SubmitJob(spec, "");
+  auto starts = a.Starts();
+  Report("a", Status(starts[0], v1::TASK_STATE_RUNNING));
+  Report("a", Status(starts[1], v1::TASK_STATE_EXITED, 1));
+  // Attempt 0 failed; rank 0 still holds GPU 0 while it stops, so attempt 1
+  // (2 whole GPUs) waits.
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(Job(*id).attempt(), 1);
+  EXPECT_THAT(a.Starts(), SizeIs(2));
+
+  Report("a", Status(starts[0], v1::TASK_STATE_EXITED, 143));
+  auto all = a.Starts();
+  ASSERT_THAT(all, SizeIs(4));
+  EXPECT_EQ(all[2].env().at("TORCHELASTIC_RESTART_COUNT"), "1");
+  EXPECT_EQ(all[2].task().attempt(), 1);
+  // A new attempt gets a new token: attempt 0's ranks cannot read its id.
+  EXPECT_NE(all[2].env().at("TRAINCTL_TOKEN"), starts[0].env().at("TRAINCTL_TOKEN"));
+}
+
+TEST_F(CoordinatorTest, SubmitJob_LargerThanCluster_FailsAtOnceWithReason) {
+  Connect("a", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(3);
+  auto id = core_->SubmitJob(spec, "");
+  v1::Job job = Job(*id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.reason(), HasSubstr("cannot run on this cluster"));
+
+  v1::JobSpec big = Spec();
+  big.set_gpu_memory_bytes(100 * kGiB);
+  EXPECT_EQ(Job(*core_->SubmitJob(big, "")).state(), v1::JOB_STATE_FAILED);
+}
+
+TEST_F(CoordinatorTest, SubmitJob_BusyCluster_WaitsThenRuns) {
+  FakeConnection& a = Connect("a", 1);
+  auto first = core_->SubmitJob(Spec(), "");
+  auto second = core_->SubmitJob(Spec(), "");
+  EXPECT_EQ(Job(*second).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Job(*second).reason(), HasSubstr("waiting"));
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(*first).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Job(*second).state(), v1::JOB_STATE_SCHEDULED);
+}
+
+TEST_F(CoordinatorTest, CancelJob_Running_StopsTasksAndHoldsGpuUntilExit) {
+  FakeConnection& a = Connect("a", 1);
+  auto id = core_->SubmitJob(Spec(), "");
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  auto next = core_->SubmitJob(Spec(), "");
+
+  auto cancelled = core_->CancelJob(*id);
+  TC_ASSERT_OK(cancelled);
+  EXPECT_EQ(cancelled->state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_THAT(a.Stops(), SizeIs(1));
+  // The process may still run: the GPU is not given to the next job yet.
+  EXPECT_EQ(Job(*next).state(), v1::JOB_STATE_PENDING);
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 143));
+  EXPECT_EQ(Job(*next).state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_CANCELLED);
+}
+
+TEST_F(CoordinatorTest, CancelJob_Unknown_NotFound) {
+  EXPECT_THAT(core_->CancelJob(42),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("job 42")));
+}
+
+TEST_F(CoordinatorTest, Tick_NodeMissesHeartbeats_LostAndGangFails) {
+  FakeConnection& a = Connect("a", 1);
+  FakeConnection& b = Connect("b", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(2);
+  spec.set_gpus_per_node(1);
+  auto id = core_->SubmitJob(spec, "");
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  Report("b", Status(b.Starts()[0], v1::TASK_STATE_RUNNING));
+
+  // a keeps heartbeating; b goes silent. 9 s: nothing happens yet.
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  clock_.Advance(absl::Seconds(9));
+  Report("a", hb);
+  core_->Tick();
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
+  // 11 s after b's last heartbeat (10 s timeout): b is lost, the gang fails
+  // and a's rank is stopped.
+  clock_.Advance(absl::Seconds(2));
+  Report("a", hb);
+  core_->Tick();
+  v1::Job job = Job(*id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.reason(), HasSubstr("lost with node b"));
+  EXPECT_THAT(a.Stops(), SizeIs(1));
+  EXPECT_FALSE(b.closed.ok());
+  auto nodes = core_->ListNodes();
+  EXPECT_EQ(nodes[1].node().state(), v1::NODE_STATE_LOST);
+}
+
+TEST_F(CoordinatorTest, Heartbeat_Samples_ShownInListNodes) {
+  FakeConnection& a = Connect("a", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_gpu_fraction(0.5);
+  spec.set_name("sweep-1");
+  auto id = core_->SubmitJob(spec, "");
+  v1::AgentMessage hb;
+  v1::GpuSample* s = hb.mutable_heartbeat()->add_gpus();
+  s->set_index(0);
+  s->set_utilization_pct(87);
+  s->set_memory_used_bytes(12 * kGiB);
+  s->set_temperature_c(61);
+  s->set_power_w(410.5);
+  Report("a", hb);
+  auto nodes = core_->ListNodes();
+  ASSERT_THAT(nodes, SizeIs(1));
+  const v1::Gpu& gpu = nodes[0].node().gpus(0);
+  EXPECT_EQ(gpu.utilization_pct(), 87);
+  EXPECT_EQ(gpu.memory_used_bytes(), 12 * kGiB);
+  EXPECT_EQ(gpu.temperature_c(), 61);
+  ASSERT_THAT(nodes[0].gpu_tasks(0).tasks(), SizeIs(1));
+  EXPECT_EQ(nodes[0].gpu_tasks(0).tasks(0).job_id(), *id);
+  EXPECT_EQ(nodes[0].gpu_tasks(0).tasks(0).job_name(), "sweep-1");
+  EXPECT_EQ(nodes[0].gpu_tasks(0).tasks(0).reserved_bytes(), 40 * kGiB);
+  (void)a;
+}
+
+TEST_F(CoordinatorTest, Restart_JobsSurviveAndAgentReconciles) {
+  FakeConnection& a = Connect("a", 2);
+  auto running = core_->SubmitJob(Spec(), "");
+  auto vanished = core_->SubmitJob(Spec(), "");
+  auto starts = a.Starts();
+  Report("a", Status(starts[0], v1::TASK_STATE_RUNNING, 0, 111));
+  Report("a", Status(starts[1], v1::TASK_STATE_RUNNING, 0, 222));
+
+  // The coordinator crashes and comes back over the same store.
+  conns_.clear();
+  Restart();
+  EXPECT_EQ(Job(*running).state(), v1::JOB_STATE_RUNNING);
+
+  // The agent reconnects: it still runs the first task and a task the
+  // coordinator never heard of; the second task is gone.
+  v1::RegisterNode reg = NodeReg("a", 2);
+  v1::TaskRef* kept = reg.add_running_tasks();
+  *kept = starts[0].task();
+  kept->set_pid(111);
+  v1::TaskRef* stranger = reg.add_running_tasks();
+  stranger->set_job_id(999);
+  stranger->set_rank(0);
+  stranger->set_pid(333);
+  auto conn = std::make_unique<FakeConnection>();
+  TC_ASSERT_OK(core_->RegisterAgent(reg, conn.get()));
+
+  EXPECT_EQ(Job(*running).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Job(*vanished).state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(Job(*vanished).reason(), HasSubstr("was not running"));
+  // The unknown task is stopped; nothing runs twice.
+  ASSERT_THAT(conn->Stops(), SizeIs(1));
+  EXPECT_EQ(conn->Stops()[0].task().job_id(), 999);
+  EXPECT_THAT(conn->Starts(), SizeIs(0));
+  // New job ids continue after the old ones.
+  EXPECT_GT(*core_->SubmitJob(Spec(), ""), *vanished);
+}
+
+TEST_F(CoordinatorTest, WaitJobAsync_NotFinal_ReturnsAtTimeoutThenAtEnd) {
+  FakeConnection& a = Connect("a", 1);
+  auto id = core_->SubmitJob(Spec(), "");
+  std::vector<v1::JobState> seen;
+  auto record = [&](absl::StatusOr<v1::Job> j) { seen.push_back(j->state()); };
+  core_->WaitJobAsync(*id, absl::Seconds(30), record);
+  core_->WaitJobAsync(*id, absl::Seconds(5), record);
+  clock_.Advance(absl::Seconds(6));
+  core_->Tick();
+  // The 5 s wait returned with the job still running; the 30 s one waits on.
+  EXPECT_EQ(seen, std::vector<v1::JobState>{v1::JOB_STATE_SCHEDULED});
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(seen, (std::vector<v1::JobState>{v1::JOB_STATE_SCHEDULED,
+                                             v1::JOB_STATE_SUCCEEDED}));
+}
+
+TEST_F(CoordinatorTest, Rendezvous_RanksOfAttempt_GetPublishedId) {
+  FakeConnection& a = Connect("a", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(2);
+  auto id = core_->SubmitJob(spec, "");
+  const std::string token = a.Starts()[0].env().at("TRAINCTL_TOKEN");
+
+  v1::FetchUniqueIdRequest fetch;
+  fetch.set_job_id(*id);
+  fetch.set_rank(1);
+  fetch.set_token(token);
+  absl::StatusOr<std::string> got = absl::UnknownError("not called");
+  core_->FetchUniqueIdAsync(fetch, [&](absl::StatusOr<std::string> r) { got = r; });
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kUnknown, HasSubstr("not called")));
+
+  v1::PublishUniqueIdRequest pub;
+  pub.set_job_id(*id);
+  pub.set_rank(0);
+  pub.set_token(token);
+  pub.set_unique_id(std::string(128, 'x'));
+  TC_ASSERT_OK(core_->PublishUniqueId(pub));
+  ASSERT_THAT(got, ::trainctl::testing::IsOk());
+  EXPECT_EQ(*got, std::string(128, 'x'));
+
+  // Another job's token cannot read it.
+  fetch.set_token("not-the-token");
+  core_->FetchUniqueIdAsync(fetch, [&](absl::StatusOr<std::string> r) { got = r; });
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("TRAINCTL_TOKEN")));
+}
+
+TEST_F(CoordinatorTest, RegisterAgent_BadInventory_InvalidArgument) {
+  FakeConnection conn;
+  v1::RegisterNode reg = NodeReg("a", 2);
+  reg.mutable_node()->mutable_gpus(1)->set_index(0);
+  EXPECT_THAT(core_->RegisterAgent(reg, &conn),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("appears twice")));
+  reg = NodeReg("", 1);
+  EXPECT_THAT(core_->RegisterAgent(reg, &conn),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("node.name")));
+}
+
+TEST_F(CoordinatorTest, RegisterAgent_SameNameAgain_OldStreamClosed) {
+  FakeConnection& old_conn = Connect("a", 1);
+  FakeConnection fresh;
+  TC_ASSERT_OK(core_->RegisterAgent(NodeReg("a", 1), &fresh));
+  EXPECT_THAT(old_conn.closed, StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("")));
+  // Messages from the replaced stream are refused.
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  EXPECT_THAT(core_->HandleAgentMessage("a", &old_conn, hb),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("a")));
+}
+
+}  // namespace
+}  // namespace trainctl::coord

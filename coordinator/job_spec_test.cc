@@ -1,0 +1,154 @@
+#include "coordinator/job_spec.h"
+
+#include "common/testing/status_matchers.h"
+#include "coordinator/launch_env.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+using ::testing::HasSubstr;
+using ::trainctl::testing::StatusIs;
+
+v1::JobSpec Spec() {
+  v1::JobSpec spec;
+  spec.add_command("python");
+  spec.add_command("train.py");
+  return spec;
+}
+
+// Each bad spec must be refused with the field it is about.
+TEST(ValidateJobSpecTest, ValidateJobSpec_BadFields_NameTheField) {
+  struct Case {
+    std::function<void(v1::JobSpec&)> mutate;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::JobSpec& s) { s.clear_command(); }, "spec.command"},
+      {[](v1::JobSpec& s) { s.set_command(0, ""); }, "spec.command[0]"},
+      {[](v1::JobSpec& s) { s.set_gpus(-1); }, "spec.gpus"},
+      {[](v1::JobSpec& s) { s.set_gpu_fraction(1.5); }, "spec.gpu_fraction"},
+      {[](v1::JobSpec& s) { s.set_gpu_fraction(std::nan("")); }, "spec.gpu_fraction"},
+      {[](v1::JobSpec& s) {
+         s.set_gpu_fraction(0.5);
+         s.set_gpu_memory_bytes(1);
+       },
+       "spec.gpu_fraction"},
+      {[](v1::JobSpec& s) {
+         s.set_gpu_fraction(0.5);
+         s.set_gpus(2);
+       },
+       "spec.gpus"},
+      {[](v1::JobSpec& s) { s.set_gpu_memory_bytes(-5); }, "spec.gpu_memory_bytes"},
+      {[](v1::JobSpec& s) { s.set_nodes(2); }, "spec.gpus_per_node"},
+      {[](v1::JobSpec& s) { s.set_gpus_per_node(2); }, "spec.nodes"},
+      {[](v1::JobSpec& s) {
+         s.set_nodes(2);
+         s.set_gpus_per_node(2);
+         s.set_gpus(3);
+       },
+       "spec.gpus"},
+      {[](v1::JobSpec& s) {
+         s.set_nodes(1);
+         s.set_gpus_per_node(4);
+         s.set_tasks_per_node(2);
+       },
+       "spec.tasks_per_node"},
+      {[](v1::JobSpec& s) { (*s.mutable_env())["RANK"] = "3"; }, "spec.env[RANK]"},
+      {[](v1::JobSpec& s) { (*s.mutable_env())["1BAD"] = "x"; }, "spec.env[1BAD]"},
+      {[](v1::JobSpec& s) { s.set_workdir("relative/dir"); }, "spec.workdir"},
+      {[](v1::JobSpec& s) { s.set_priority(5000); }, "spec.priority"},
+      {[](v1::JobSpec& s) { s.set_max_restarts(-1); }, "spec.max_restarts"},
+      {[](v1::JobSpec& s) { s.set_name(std::string(200, 'n')); }, "spec.name"},
+      {[](v1::JobSpec& s) { s.set_command(1, std::string(5000, 'x')); },
+       "spec.command[1]"},
+  };
+  for (const Case& c : cases) {
+    v1::JobSpec spec = Spec();
+    c.mutate(spec);
+    EXPECT_THAT(ValidateJobSpec(spec),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.field + ":")))
+        << spec.ShortDebugString();
+  }
+}
+
+TEST(ValidateJobSpecTest, ValidateJobSpec_GoodShapes_Ok) {
+  v1::JobSpec spec = Spec();
+  TC_EXPECT_OK(ValidateJobSpec(spec));
+  spec.set_gpu_fraction(0.25);
+  TC_EXPECT_OK(ValidateJobSpec(spec));
+  spec = Spec();
+  spec.set_nodes(2);
+  spec.set_gpus_per_node(8);
+  spec.set_tasks_per_node(1);
+  TC_EXPECT_OK(ValidateJobSpec(spec));
+  spec.set_tasks_per_node(8);
+  TC_EXPECT_OK(ValidateJobSpec(spec));
+}
+
+TEST(JobSpecTest, KindOf_GpusAndNodes_ExperimentOrGang) {
+  v1::JobSpec spec = Spec();
+  EXPECT_EQ(KindOf(spec), v1::JOB_KIND_EXPERIMENT);
+  spec.set_gpus(1);
+  EXPECT_EQ(KindOf(spec), v1::JOB_KIND_EXPERIMENT);
+  spec.set_gpus(2);
+  EXPECT_EQ(KindOf(spec), v1::JOB_KIND_GANG);
+  spec = Spec();
+  spec.set_nodes(1);
+  spec.set_gpus_per_node(1);
+  EXPECT_EQ(KindOf(spec), v1::JOB_KIND_GANG);
+}
+
+TEST(JobSpecTest, TasksPerNode_OneProcessMode_AllGpusInOneTask) {
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(8);
+  EXPECT_EQ(TasksPerNode(spec, 8), 8);
+  spec.set_tasks_per_node(1);
+  EXPECT_EQ(TasksPerNode(spec, 8), 1);
+}
+
+TEST(LaunchEnvTest, BuildLaunchEnv_SecondNodeRank_TorchrunCompatible) {
+  v1::Job job;
+  job.set_id(7);
+  job.set_attempt(2);
+  job.set_world_size(8);
+  job.set_master_addr("10.0.0.1");
+  job.set_master_port(29501);
+  job.set_attempt_token("tok");
+  job.mutable_spec()->set_max_restarts(3);
+  (*job.mutable_spec()->mutable_env())["WANDB_MODE"] = "offline";
+  v1::Task task;
+  task.set_rank(5);
+  task.set_local_rank(1);
+  task.set_node_rank(1);
+  task.add_gpu_uuids("GPU-a");
+  task.add_gpu_uuids("GPU-b");
+  task.add_gpu_uuids("GPU-c");
+  task.add_gpu_uuids("GPU-d");
+  LaunchContext ctx{"coord:50051", 2, 4, 64};
+  auto env = BuildLaunchEnv(job, task, ctx);
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "GPU-a,GPU-b,GPU-c,GPU-d");
+  EXPECT_EQ(env["RANK"], "5");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["NODE_RANK"], "1");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["ROLE_RANK"], "5");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "8");
+  EXPECT_EQ(env["ROLE_NAME"], "default");
+  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "7");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "16");  // 64 cores / 4 local ranks
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "29501");
+  EXPECT_EQ(env["TRAINCTL_TOKEN"], "tok");
+  EXPECT_EQ(env["TRAINCTL_ATTEMPT"], "2");
+  EXPECT_EQ(env["WANDB_MODE"], "offline");
+}
+
+}  // namespace
+}  // namespace trainctl::coord

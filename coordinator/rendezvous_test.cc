@@ -1,0 +1,95 @@
+#include "coordinator/rendezvous.h"
+
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::trainctl::testing::StatusIs;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+const std::string kId(kNcclUniqueIdBytes, '\x07');
+
+class RendezvousTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    table_.Open(1, 0, "tok", {"node-a", "node-a", "node-b", "node-b"});
+  }
+  // Starts a fetch of `rank`; the result lands in results_[rank].
+  void Fetch(int rank, absl::Duration timeout = absl::Seconds(120)) {
+    table_.FetchAsync(1, 0, rank, "tok", kT0, timeout,
+                      [this, rank](absl::StatusOr<std::string> r) {
+                        results_[rank] = std::move(r);
+                      });
+  }
+  RendezvousTable table_;
+  std::map<int, absl::StatusOr<std::string>> results_;
+};
+
+TEST_F(RendezvousTest, FetchAsync_BeforePublish_ReturnsWhenPublished) {
+  Fetch(1);
+  Fetch(2);
+  EXPECT_TRUE(results_.empty());
+  TC_ASSERT_OK(table_.Publish(1, 0, 0, "tok", kId));
+  EXPECT_EQ(*results_[1], kId);
+  EXPECT_EQ(*results_[2], kId);
+  // A late rank gets it at once.
+  Fetch(3);
+  EXPECT_EQ(*results_[3], kId);
+}
+
+TEST_F(RendezvousTest, Expire_RanksMissing_DeadlineExceededNamesThem) {
+  Fetch(1, absl::Seconds(120));
+  table_.Expire(kT0 + absl::Seconds(119));
+  EXPECT_TRUE(results_.empty());
+  table_.Expire(kT0 + absl::Seconds(120));
+  // Rank 1 arrived; ranks 0, 2 and 3 never did.
+  EXPECT_THAT(results_[1],
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       AllOf(HasSubstr("rank 0 (node-a) did not publish"),
+                             HasSubstr("within 2m"),
+                             HasSubstr("never arrived: 0 (node-a), 2 (node-b), 3 (node-b)"),
+                             Not(HasSubstr("1 (node-a)")))));
+}
+
+TEST_F(RendezvousTest, Publish_WrongRankSizeOrToken_Refused) {
+  EXPECT_THAT(table_.Publish(1, 0, 1, "tok", kId),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("only rank 0")));
+  EXPECT_THAT(table_.Publish(1, 0, 0, "tok", "short"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("128 bytes")));
+  EXPECT_THAT(table_.Publish(1, 0, 0, "other", kId),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("TRAINCTL_TOKEN")));
+  EXPECT_THAT(table_.Publish(2, 0, 0, "tok", kId),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not running")));
+  TC_ASSERT_OK(table_.Publish(1, 0, 0, "tok", kId));
+  TC_EXPECT_OK(table_.Publish(1, 0, 0, "tok", kId));  // Idempotent.
+  EXPECT_THAT(table_.Publish(1, 0, 0, "tok", std::string(128, 'z')),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("one communicator")));
+}
+
+TEST_F(RendezvousTest, Close_Waiting_AbortedAndGroupGone) {
+  Fetch(2);
+  table_.Close(1, 0, "cancelled by user");
+  EXPECT_THAT(results_[2], StatusIs(absl::StatusCode::kAborted,
+                                    HasSubstr("cancelled by user")));
+  EXPECT_EQ(table_.OpenGroups(), 0);
+  Fetch(3);
+  EXPECT_THAT(results_[3], StatusIs(absl::StatusCode::kNotFound, HasSubstr("job 1")));
+}
+
+TEST_F(RendezvousTest, FetchAsync_RankOutOfRange_InvalidArgument) {
+  Fetch(4);
+  EXPECT_THAT(results_[4], StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("rank: must be in [0, 4)")));
+}
+
+}  // namespace
+}  // namespace trainctl::coord

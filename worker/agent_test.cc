@@ -1,0 +1,222 @@
+// Tier 2 tests of the agent core: a fake GPU inventory and a fake process
+// launcher whose processes end when the test says so. No network, no sleeps.
+
+#include "worker/agent.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/hw/fake_gpu_inventory.h"
+
+namespace trainctl::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::trainctl::testing::StatusIs;
+
+// Records launches; Exit(pid) plays a process ending.
+class FakeLauncher : public ProcessLauncher {
+ public:
+  absl::StatusOr<int> Launch(const LaunchSpec& spec,
+                             absl::AnyInvocable<void(ExitInfo)> on_exit) override {
+    if (fail_next) {
+      fail_next = false;
+      return absl::NotFoundError("program \"nope\" not found in PATH");
+    }
+    const int pid = next_pid++;
+    launched[pid] = spec;
+    exits[pid] = std::move(on_exit);
+    return pid;
+  }
+  absl::Status Stop(int pid, absl::Duration grace) override {
+    stopped.push_back({pid, grace});
+    return absl::OkStatus();
+  }
+  void Exit(int pid, ExitInfo info) { exits[pid](info); }
+
+  bool fail_next = false;
+  int next_pid = 1000;
+  std::map<int, LaunchSpec> launched;
+  std::map<int, absl::AnyInvocable<void(ExitInfo)>> exits;
+  std::vector<std::pair<int, absl::Duration>> stopped;
+};
+
+v1::CoordinatorMessage Start(int64_t job, int rank) {
+  v1::CoordinatorMessage msg;
+  v1::StartTask* s = msg.mutable_start_task();
+  s->mutable_task()->set_job_id(job);
+  s->mutable_task()->set_rank(rank);
+  s->add_argv("python");
+  s->add_argv("train.py");
+  (*s->mutable_env())["RANK"] = std::to_string(rank);
+  (*s->mutable_env())["PATH"] = "/task/bin";
+  return msg;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  AgentTest()
+      : inventory_(FakeGpuSpec{4, "Fake H200", int64_t{141} << 30}, "n1") {
+    log_dir_ = ::testing::TempDir() + "/agent-test-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(log_dir_);
+    config_.node_name = "n1";
+    config_.log_dir = log_dir_;
+    config_.cpu_count = 16;
+    config_.base_env = {{"PATH", "/usr/bin"}, {"NCCL_NVLS_ENABLE", "0"}};
+  }
+  void Make() {
+    agent_ = std::make_unique<Agent>(config_, &inventory_, &launcher_);
+  }
+  void Connect() {
+    agent_->Connected([this](const v1::AgentMessage& m) { sent_.push_back(m); });
+  }
+
+  std::string log_dir_;
+  AgentConfig config_;
+  FakeGpuInventory inventory_;
+  FakeLauncher launcher_;
+  std::unique_ptr<Agent> agent_;
+  std::vector<v1::AgentMessage> sent_;
+};
+
+TEST_F(AgentTest, Handle_StartTask_LaunchesWithMergedEnvAndReportsRunning) {
+  Make();
+  Connect();
+  agent_->Handle(Start(7, 1));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const LaunchSpec& spec = launcher_.launched.begin()->second;
+  EXPECT_THAT(spec.argv, ElementsAre("python", "train.py"));
+  // The agent's environment passes through; the launch environment wins.
+  EXPECT_EQ(spec.env.at("NCCL_NVLS_ENABLE"), "0");
+  EXPECT_EQ(spec.env.at("PATH"), "/task/bin");
+  EXPECT_EQ(spec.env.at("RANK"), "1");
+  EXPECT_EQ(spec.log_path, log_dir_ + "/job-7/attempt-0/rank-1.log");
+  // No workdir given: the task runs in its log directory.
+  EXPECT_EQ(spec.workdir, log_dir_ + "/job-7/attempt-0");
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(sent_[0].task_status().task().pid(), 1000);
+  EXPECT_EQ(agent_->RunningTasks(), 1);
+
+  // A repeated StartTask does not launch twice.
+  agent_->Handle(Start(7, 1));
+  EXPECT_THAT(launcher_.launched, SizeIs(1));
+
+  launcher_.Exit(1000, ExitInfo{3, 0});
+  ASSERT_THAT(sent_, SizeIs(2));
+  EXPECT_EQ(sent_[1].task_status().state(), v1::TASK_STATE_EXITED);
+  EXPECT_EQ(sent_[1].task_status().exit_code(), 3);
+  EXPECT_EQ(agent_->RunningTasks(), 0);
+}
+
+TEST_F(AgentTest, Handle_StartTaskSpawnFails_ReportsStartFailedWithReason) {
+  Make();
+  Connect();
+  launcher_.fail_next = true;
+  agent_->Handle(Start(7, 0));
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_START_FAILED);
+  EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("not found"));
+}
+
+TEST_F(AgentTest, Exit_WhileDisconnected_ListedAtRegistrationThenReported) {
+  Make();
+  Connect();
+  agent_->Handle(Start(7, 0));
+  agent_->Handle(Start(8, 0));
+  agent_->Disconnected();
+  launcher_.Exit(1000, ExitInfo{0, 0});
+  sent_.clear();
+
+  // Both tasks are listed at the next registration: job 8 still runs, job 7's
+  // exit is not reported yet, so the coordinator must not count it as lost.
+  auto reg = agent_->Registration();
+  TC_ASSERT_OK(reg);
+  ASSERT_THAT(reg->running_tasks(), SizeIs(2));
+  Connect();
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().task().job_id(), 7);
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_EXITED);
+  // Once reported, it is forgotten.
+  EXPECT_THAT(agent_->Registration()->running_tasks(), SizeIs(1));
+}
+
+TEST_F(AgentTest, Registration_OfferedGpus_OnlyThoseAndTheirPeers) {
+  config_.offered_gpus = {1, 3};
+  Make();
+  auto reg = agent_->Registration();
+  TC_ASSERT_OK(reg);
+  const v1::Node& node = reg->node();
+  EXPECT_EQ(node.name(), "n1");
+  EXPECT_TRUE(node.fake_gpus() == false);
+  ASSERT_THAT(node.gpus(), SizeIs(2));
+  EXPECT_EQ(node.gpus(0).index(), 1);
+  EXPECT_EQ(node.gpus(0).memory_total_bytes(), int64_t{141} << 30);
+  // The fake node is one NVLink island; peers are cut to what is offered.
+  EXPECT_THAT(node.gpus(0).nvlink_peers(), ElementsAre(3));
+  EXPECT_EQ(node.cpu_count(), 16);
+}
+
+TEST_F(AgentTest, Validate_GpuNotOnHost_InvalidArgument) {
+  config_.offered_gpus = {0, 9};
+  Make();
+  EXPECT_THAT(agent_->Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("no GPU 9")));
+}
+
+TEST_F(AgentTest, Heartbeat_ScriptedSamples_Reported) {
+  config_.offered_gpus = {2};
+  Make();
+  inventory_.SetSample(GpuSample{2, 5 << 20, 55, 48, 300.5});
+  auto hb = agent_->Heartbeat();
+  TC_ASSERT_OK(hb);
+  ASSERT_THAT(hb->gpus(), SizeIs(1));
+  EXPECT_EQ(hb->gpus(0).utilization_pct(), 55);
+  inventory_.SetFailing(true);
+  EXPECT_THAT(agent_->Heartbeat(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("")));
+}
+
+TEST_F(AgentTest, Handle_StopTask_StopsWithGrace) {
+  Make();
+  Connect();
+  agent_->Handle(Start(7, 0));
+  v1::CoordinatorMessage stop;
+  stop.mutable_stop_task()->mutable_task()->set_job_id(7);
+  stop.mutable_stop_task()->set_grace_ms(2500);
+  agent_->Handle(stop);
+  ASSERT_THAT(launcher_.stopped, SizeIs(1));
+  EXPECT_EQ(launcher_.stopped[0].first, 1000);
+  EXPECT_EQ(launcher_.stopped[0].second, absl::Milliseconds(2500));
+}
+
+TEST_F(AgentTest, Handle_ReadLog_ReturnsBytesFromOffset) {
+  Make();
+  Connect();
+  std::filesystem::create_directories(log_dir_ + "/job-7/attempt-0");
+  std::ofstream(log_dir_ + "/job-7/attempt-0/rank-0.log") << "hello world\n";
+  v1::CoordinatorMessage read;
+  read.mutable_read_log()->set_request_id(5);
+  read.mutable_read_log()->mutable_task()->set_job_id(7);
+  read.mutable_read_log()->set_offset(6);
+  read.mutable_read_log()->set_max_bytes(100);
+  agent_->Handle(read);
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].log_chunk().request_id(), 5);
+  EXPECT_EQ(sent_[0].log_chunk().data(), "world\n");
+  EXPECT_EQ(sent_[0].log_chunk().next_offset(), 12);
+
+  read.mutable_read_log()->mutable_task()->set_rank(3);
+  agent_->Handle(read);
+  EXPECT_THAT(sent_[1].log_chunk().error(), HasSubstr("no log at"));
+}
+
+}  // namespace
+}  // namespace trainctl::worker
