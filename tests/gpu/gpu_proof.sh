@@ -46,6 +46,7 @@ T0=$SECONDS
 BUDGET_S=440   # leaves ~40 s for cleanup and the report within 8 minutes
 
 ADDR=""
+CLUSTER=""       # tag of the current cluster; job ids restart with each
 PIDS=()          # coordinator and agents of the current cluster
 OTHER_PIDS=()    # hand-launched ranks, torchrun
 CUR_PID=""       # the bounded command run_bounded waits on
@@ -136,20 +137,33 @@ start_cluster() {
   shift
   stop_cluster
   ADDR="127.0.0.1:$(free_port)"
+  CLUSTER=$tag
   mkdir -p "$WORK/state-$tag"
+  # Flags as given in the design (--state-dir) or as Abseil spells them
+  # (--state_dir), whichever the binaries accept.
+  local cs=- as=- help
+  help=$(timeout 5 "$BIN/trainctl-coordinator" --helpfull 2>&1 || true)
+  [[ "$help" == *state_dir* ]] && cs=_
+  help=$(timeout 5 "$BIN/trainctl-agent" --helpfull 2>&1 || true)
+  [[ "$help" == *node_name* ]] && as=_
   log "cluster $tag: coordinator at $ADDR, agents: $*"
-  setsid "$BIN/trainctl-coordinator" --listen "$ADDR" --state-dir "$WORK/state-$tag" \
+  setsid "$BIN/trainctl-coordinator" --listen "$ADDR" "--state${cs}dir" "$WORK/state-$tag" \
     >>"$WORK/coordinator-$tag.log" 2>&1 &
   PIDS+=("$!")
   for i in $(seq 1 40); do
     tc nodes >/dev/null 2>&1 && break
+    if ! kill -0 "${PIDS[0]}" 2>/dev/null; then
+      log "ERROR: the coordinator exited: $(tail -n 3 "$WORK/coordinator-$tag.log" | tr '\n' ' ')"
+      rec kind=error scenario="$tag" message="coordinator exited at start"
+      return 1
+    fi
     sleep 0.5
   done
   for spec in "$@"; do
     IFS=: read -r name gpus ports <<<"$spec"
     mkdir -p "$WORK/logs-$tag-$name"
-    setsid "$BIN/trainctl-agent" --coordinator "$ADDR" --node-name "$name" \
-      --gpus "$gpus" --log-dir "$WORK/logs-$tag-$name" --port-range "$ports" \
+    setsid "$BIN/trainctl-agent" --coordinator "$ADDR" "--node${as}name" "$name" \
+      --gpus "$gpus" "--log${as}dir" "$WORK/logs-$tag-$name" "--port${as}range" "$ports" \
       --address 127.0.0.1 >>"$WORK/agent-$tag-$name.log" 2>&1 &
     PIDS+=("$!")
   done
@@ -175,14 +189,15 @@ start_cluster() {
 # and records the run.
 collect_job() {
   local scen=$1 mode=$2 job=$3 rc=$4 wall=$5 n=$6 r
-  tc describe "$job" -o json >"$WORK/job-$job.json" 2>>"$WORK/cli.log"
-  append_file "describe job $job ($scen/$mode)" "$WORK/job-$job.json"
+  local base="$WORK/job-$CLUSTER-$job"
+  tc describe "$job" -o json >"$base.json" 2>>"$WORK/cli.log"
+  append_file "describe job $job of cluster $CLUSTER ($scen/$mode)" "$base.json"
   for ((r = 0; r < n; r++)); do
-    tc logs "$job" --rank "$r" >"$WORK/job-$job-rank$r.log" 2>&1
-    append_file "job $job rank $r log ($scen/$mode)" "$WORK/job-$job-rank$r.log"
+    tc logs "$job" --rank "$r" >"$base-rank$r.log" 2>&1
+    append_file "job $job of cluster $CLUSTER, rank $r log ($scen/$mode)" "$base-rank$r.log"
   done
-  rec kind=run scenario="$scen" mode="$mode" job="$job" rc="$rc" wall_s="$wall" \
-    describe="$WORK/job-$job.json" log="$WORK/job-$job-rank0.log"
+  rec kind=run scenario="$scen" mode="$mode" job="$job" cluster="$CLUSTER" rc="$rc" \
+    wall_s="$wall" describe="$base.json" log="$base-rank0.log"
 }
 
 # submit_job NAME SUBMIT_ARGS... -- CMD...: prints the job id.
@@ -343,6 +358,7 @@ for r in records:
     run = {"mode": r["mode"], "rc": as_int(r.get("rc")), "wall_s": float(r["wall_s"])}
     if r.get("job"):
         run["job_id"] = as_int(r["job"])
+        run["cluster"] = r.get("cluster")
         job = job_of(load_json(r.get("describe", "")))
         if job is not None:
             run["state"] = field(job, "state")
@@ -542,6 +558,7 @@ if start_cluster b "node-ab:0,1:29500-29599"; then
   # ---------------------------- (d) four 0.25-GPU experiments sharing one GPU
   if ((have_torch == 1)) && (($(left_s) > 60)); then
     djobs=()
+    td=$(now_s)
     for i in 1 2 3 4; do
       j=$(submit_job "d-exp-$i" --gpu-fraction 0.25 -- "$PY" "$SHARE/gpu_experiment.py" \
         --seconds 20 --mem-mib 512) && djobs+=("$j")
@@ -557,17 +574,20 @@ if start_cluster b "node-ab:0,1:29500-29599"; then
       ((running == ${#djobs[@]})) && break
       sleep 0.5
     done
-    log "d: $running of ${#djobs[@]} running together"
+    log "d: $running of ${#djobs[@]} running together; looking again in 10 s, once they compute"
+    sleep 10
+    for j in "${djobs[@]}"; do
+      tc describe "$j" -o json >"$WORK/d-running-job-$j.json" 2>>"$WORK/cli.log"
+    done
     tc nodes >"$WORK/d-nodes.txt" 2>&1
     tc nodes -o json >"$WORK/d-nodes.json" 2>>"$WORK/cli.log"
     nvidia-smi >"$WORK/d-nvidia-smi.txt" 2>&1
     append_file "d: trainctl nodes while running" "$WORK/d-nodes.txt"
     append_file "d: nvidia-smi while running" "$WORK/d-nvidia-smi.txt"
     for j in "${djobs[@]}"; do
-      t1=$(now_s)
       run_bounded timeout "$(cap_s 90)" "$BIN/trainctl" --coordinator "$ADDR" \
         wait "$j" >>"$WORK/cli.log" 2>&1
-      collect_job d experiment "$j" "$?" "$(elapsed_s "$t1" "$(now_s)")" 1
+      collect_job d experiment "$j" "$?" "$(elapsed_s "$td" "$(now_s)")" 1
     done
   else
     rec kind=error scenario=d message="skipped: no torch or out of time budget"
