@@ -239,9 +239,7 @@ class Session {
     context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     grpc::Status status = (stub_->*method)(&context, request, response);
     if (status.ok()) return absl::OkStatus();
-    // A call that reached the coordinator has a peer; an UNAVAILABLE from
-    // the coordinator itself (e.g. "node X is not connected") is its message.
-    return ToUserStatus(status, deadline, /*reached=*/!context.peer().empty());
+    return ToUserStatus(status, deadline);
   }
 
   // Prints "trainctl: error: ..." and returns kExitRpcError.
@@ -263,13 +261,14 @@ class Session {
   int Nodes(bool json);
 
  private:
-  // `reached`: the call got to the coordinator, so an UNAVAILABLE is its own
-  // (e.g. "node X is not connected"), not a connection failure.
-  absl::Status ToUserStatus(const grpc::Status& status, absl::Duration deadline,
-                            bool reached) const {
+  // UNAVAILABLE always means the coordinator could not be reached: the
+  // coordinator itself never answers UNAVAILABLE to the user API (a
+  // disconnected node is FAILED_PRECONDITION).
+  absl::Status ToUserStatus(const grpc::Status& status,
+                            absl::Duration deadline) const {
     const auto code = static_cast<absl::StatusCode>(status.error_code());
     const std::string& msg = status.error_message();
-    if (code == absl::StatusCode::kUnavailable && !reached) {
+    if (code == absl::StatusCode::kUnavailable) {
       return absl::Status(
           code, absl::StrFormat("cannot reach the coordinator at %s: %s (is "
                                 "trainctl-coordinator running? set "

@@ -770,13 +770,13 @@ TEST_F(CliTest, Nodes_Json_ParsesBack) {
 class DisconnectedCoordinator : public v1::Coordinator::Service {
   grpc::Status GetLogs(grpc::ServerContext*, const v1::GetLogsRequest*,
                        v1::GetLogsResponse*) override {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "node gpu-b is not connected; rank 0's log is at "
                         "/var/log/trainctl/7/0/rank0.log on that host");
   }
 };
 
-TEST(CliGrpcTest, Logs_CoordinatorSaysUnavailable_PrintsItsMessage) {
+TEST(CliGrpcTest, Logs_NodeDisconnected_PrintsCoordinatorsMessage) {
   DisconnectedCoordinator service;
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);

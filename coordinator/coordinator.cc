@@ -377,7 +377,7 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
                                " (world size ", job.world_size(), ")"));
       } else if (node == nodes_.end() || node->second.conn == nullptr ||
                  node->second.node.state() != v1::NODE_STATE_READY) {
-        error = absl::UnavailableError(absl::StrCat(
+        error = absl::FailedPreconditionError(absl::StrCat(
             "node ", task->node(), " is not connected; rank ", rank,
             "'s log is at ", task->log_path().empty() ? "?" : task->log_path(),
             " on that host"));
@@ -619,8 +619,8 @@ void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
 
 // ---------------------------------------------------------------- agents
 
-absl::StatusOr<v1::RegisterAck> Coordinator::RegisterAgent(
-    const v1::RegisterNode& reg, AgentConnection* conn) {
+absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
+                                       AgentConnection* conn) {
   const v1::Node& n = reg.node();
   if (n.name().empty() || n.name().size() > kMaxNodeNameBytes) {
     return absl::InvalidArgumentError(
@@ -671,6 +671,11 @@ absl::StatusOr<v1::RegisterAck> Coordinator::RegisterAgent(
     TC_LOG_INFO("node {} registered ({} GPUs, {} running tasks{})", n.name(),
                 n.gpus_size(), reg.running_tasks_size(),
                 was_lost ? ", was lost" : "");
+    // The ack goes first: the agent reads it before anything else.
+    v1::CoordinatorMessage ack;
+    ack.mutable_register_ack()->set_heartbeat_interval_ms(
+        absl::ToInt64Milliseconds(config_.heartbeat_interval));
+    conn->Send(ack);
 
     // Reconcile what the agent runs with what we expect there.
     absl::flat_hash_set<std::tuple<int64_t, int, int>> reported;
@@ -727,9 +732,7 @@ absl::StatusOr<v1::RegisterAck> Coordinator::RegisterAgent(
     ScheduleLocked(deferred);
   }
   RunDeferred(deferred);
-  v1::RegisterAck ack;
-  ack.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(config_.heartbeat_interval));
-  return ack;
+  return absl::OkStatus();
 }
 
 void Coordinator::AgentDisconnected(const std::string& node, AgentConnection* conn) {

@@ -122,8 +122,8 @@ class Coordinator {
   std::vector<v1::NodeView> ListNodes() const;
 
   // Reads a rank's log of the job's current attempt from its agent.
-  // Errors: NOT_FOUND (job, or rank not placed); UNAVAILABLE when the node is
-  // not connected (the message names the path on that host);
+  // Errors: NOT_FOUND (job, or rank not placed); FAILED_PRECONDITION when the
+  // node is not connected (the message names the path on that host);
   // DEADLINE_EXCEEDED when the agent does not answer in log_read_timeout.
   void GetLogsAsync(int64_t job_id, int rank, int64_t offset, int max_bytes,
                     LogsDone done);
@@ -134,11 +134,12 @@ class Coordinator {
   // address), marks it READY and reconciles its running tasks: a task the
   // coordinator does not expect there is stopped; a task it expects but the
   // agent does not report is lost. An older connection of the same node is
-  // closed. Returns the ack to send.
+  // closed. On success the first message sent on `conn` is the RegisterAck,
+  // before any StartTask or StopTask.
   // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
-  // index, bad port range); UNAVAILABLE when the store failed.
-  absl::StatusOr<v1::RegisterAck> RegisterAgent(const v1::RegisterNode& reg,
-                                                AgentConnection* conn);
+  // index, bad port range); UNAVAILABLE when the store failed. Nothing is sent
+  // on `conn` then.
+  absl::Status RegisterAgent(const v1::RegisterNode& reg, AgentConnection* conn);
 
   // The stream of `conn` ended. The node stays READY until its heartbeats
   // time out (the agent may reconnect).

@@ -400,6 +400,10 @@ TEST_F(CoordinatorTest, Restart_JobsSurviveAndAgentReconciles) {
   stranger->set_pid(333);
   auto conn = std::make_unique<FakeConnection>();
   TC_ASSERT_OK(core_->RegisterAgent(reg, conn.get()));
+  // The ack is the first message on the new stream.
+  ASSERT_FALSE(conn->sent.empty());
+  EXPECT_TRUE(conn->sent[0].has_register_ack());
+  EXPECT_EQ(conn->sent[0].register_ack().heartbeat_interval_ms(), 1000);
 
   EXPECT_EQ(Job(*running).state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(Job(*vanished).state(), v1::JOB_STATE_FAILED);

@@ -193,15 +193,14 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
                                 "the first message must be `register`"));
         return;
       }
-      absl::StatusOr<v1::RegisterAck> ack = core_->RegisterAgent(in_.register_(), this);
-      if (!ack.ok()) {
-        FinishOnce(ToGrpcStatus(ack.status()));
+      // Set before registering: once registered, messages may arrive.
+      node_ = in_.register_().node().name();
+      absl::Status registered = core_->RegisterAgent(in_.register_(), this);
+      if (!registered.ok()) {
+        node_.clear();
+        FinishOnce(ToGrpcStatus(registered));
         return;
       }
-      node_ = in_.register_().node().name();
-      v1::CoordinatorMessage msg;
-      *msg.mutable_register_ack() = *ack;
-      Send(msg);
     } else {
       absl::Status s = core_->HandleAgentMessage(node_, this, in_);
       if (absl::IsFailedPrecondition(s)) {

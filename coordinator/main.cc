@@ -7,9 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
@@ -18,21 +16,6 @@
 #include "coordinator/grpc_service.h"
 #include "coordinator/state_store.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
-          "address:port to serve agents, users and ranks on");
-ABSL_FLAG(std::string, advertise, "",
-          "address:port task processes use to reach this coordinator "
-          "(TRAINCTL_COORDINATOR); default: the --listen address");
-ABSL_FLAG(std::string, state_dir, "",
-          "directory of the SQLite state file; default "
-          "$XDG_DATA_HOME/trainctl or ~/.local/share/trainctl");
-ABSL_FLAG(absl::Duration, node_timeout, absl::Seconds(10),
-          "a node without a heartbeat for this long is lost and its tasks fail");
-ABSL_FLAG(absl::Duration, heartbeat, absl::Seconds(1),
-          "heartbeat period agents are told to use");
-ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
-          "SIGTERM-to-SIGKILL grace period when tasks are stopped");
-ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error");
 
 namespace {
 
@@ -50,16 +33,55 @@ std::string DefaultStateDir() {
 
 }  // namespace
 
+// Parses a duration flag ("10s", "1500ms", "1m") with absl::ParseDuration.
+CLI::Validator DurationCheck() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::Duration d;
+        if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration()) {
+          return "expected a positive duration such as 10s, 1500ms or 1m";
+        }
+        return "";
+      },
+      "DURATION");
+}
+
+absl::Duration ToDuration(const std::string& text) {
+  absl::Duration d;
+  absl::ParseDuration(text, &d);
+  return d;
+}
+
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "trainctl-coordinator --listen 0.0.0.0:50051 --state-dir /var/lib/trainctl");
-  absl::ParseCommandLine(argc, argv);
-  trainctl::InitLogging("coordinator", absl::GetFlag(FLAGS_log_level));
+  CLI::App app{"trainctl-coordinator: keeps the cluster state, queues and "
+               "schedules jobs, serves agents, users and the NCCL rendezvous.\n"
+               "Example: trainctl-coordinator --listen 0.0.0.0:50051 --state-dir /var/lib/trainctl"};
+  std::string listen = "127.0.0.1:50051", advertise, state_dir, log_level = "info";
+  std::string node_timeout = "10s", heartbeat = "1s", stop_grace = "10s";
+  app.add_option("--listen", listen, "address:port to serve agents, users and ranks on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--advertise", advertise,
+                 "address:port task processes use to reach this coordinator "
+                 "(TRAINCTL_COORDINATOR); default: the --listen address");
+  app.add_option("--state-dir", state_dir,
+                 "directory of the SQLite state file; default "
+                 "$XDG_DATA_HOME/trainctl or ~/.local/share/trainctl");
+  app.add_option("--node-timeout", node_timeout,
+                 "a node without a heartbeat for this long is lost and its tasks fail")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--heartbeat", heartbeat, "heartbeat period agents are told to use")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--stop-grace", stop_grace,
+                 "SIGTERM-to-SIGKILL grace period when tasks are stopped")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--log-level", log_level, "debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  trainctl::InitLogging("coordinator", log_level);
 
   // Members in dependency order: clock and store before the core, the core
   // before the services, the services before the server.
   trainctl::RealClock clock;
-  std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   if (state_dir.empty()) state_dir = DefaultStateDir();
   std::error_code ec;
   std::filesystem::create_directories(state_dir, ec);
@@ -74,11 +96,10 @@ int main(int argc, char** argv) {
   }
 
   trainctl::coord::CoordinatorConfig config;
-  config.node_timeout = absl::GetFlag(FLAGS_node_timeout);
-  config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat);
-  config.stop_grace = absl::GetFlag(FLAGS_stop_grace);
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  config.advertise_address = absl::GetFlag(FLAGS_advertise);
+  config.node_timeout = ToDuration(node_timeout);
+  config.heartbeat_interval = ToDuration(heartbeat);
+  config.stop_grace = ToDuration(stop_grace);
+  config.advertise_address = advertise;
   auto core = trainctl::coord::Coordinator::Create(config, store->get(), &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());

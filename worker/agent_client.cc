@@ -21,6 +21,8 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
   args.SetMaxReceiveMessageSize(16 << 20);
   args.SetMaxSendMessageSize(16 << 20);
   // Reconnect quickly after a coordinator restart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(),
                                        args);
@@ -59,6 +61,9 @@ bool GrpcAgentSession::WaitRegistered(absl::Duration timeout) {
 void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   if (shutdown_.HasBeenNotified()) return;
   auto stub = v1::AgentService::NewStub(channel_);
+  // Wait for the coordinator to come up rather than fail fast while the
+  // channel reconnects; Shutdown() cancels the wait.
+  ctx.set_wait_for_ready(true);
   std::shared_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>>
       stream = stub->Connect(&ctx);
 
@@ -73,6 +78,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   *first.mutable_register_() = *reg;
   v1::CoordinatorMessage ack;
   if (!stream->Write(first) || !stream->Read(&ack) || !ack.has_register_ack()) {
+    ctx.TryCancel();
     grpc::Status s = stream->Finish();
     TC_LOG_WARN("cannot register with the coordinator at {}: {}", address_,
                 s.ok() ? "stream closed" : s.error_message());
@@ -89,7 +95,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
     stream->Write(msg);
   };
   agent_->Connected(write);
-  registered_.Notify();
+  if (!registered_.HasBeenNotified()) registered_.Notify();
 
   absl::Notification stream_done;
   std::thread heartbeats([&] {

@@ -11,9 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -27,23 +25,6 @@
 
 extern char** environ;
 
-ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051", "coordinator address:port");
-ABSL_FLAG(std::string, node_name, "", "this node's name (default: the hostname)");
-ABSL_FLAG(std::string, address, "",
-          "address other hosts reach this node at, used as MASTER_ADDR when "
-          "rank 0 runs here (default: 127.0.0.1 when the coordinator is on "
-          "loopback, else the hostname)");
-ABSL_FLAG(std::string, gpus, "",
-          "comma-separated GPU indices this agent offers (default: all)");
-ABSL_FLAG(std::string, fake_gpus, "",
-          "N[:MODEL[:MEMORY]]: offer N fake GPUs instead of reading NVML, for "
-          "machines without GPUs (e.g. 8:H100:80GiB). Never chosen silently.");
-ABSL_FLAG(std::string, log_dir, "",
-          "directory of task logs (default: $XDG_DATA_HOME or "
-          "~/.local/share, then trainctl/agent-<node>/logs)");
-ABSL_FLAG(std::string, port_range, "29500-29999",
-          "MASTER_PORT range LO-HI offered to jobs whose rank 0 runs here");
-ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error");
 
 namespace {
 
@@ -64,16 +45,37 @@ int Fail(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "trainctl-agent --coordinator HOST:50051 [--gpus 0,1] [--fake-gpus 8]");
-  absl::ParseCommandLine(argc, argv);
-  trainctl::InitLogging("agent", absl::GetFlag(FLAGS_log_level));
+  CLI::App app{"trainctl-agent: one per GPU host; offers its GPUs to the "
+               "coordinator, launches and supervises task processes.\n"
+               "Example: trainctl-agent --coordinator head:50051 --gpus 0,1\n"
+               "Without GPUs: trainctl-agent --fake-gpus 8:H100:80GiB"};
+  std::string coordinator = "127.0.0.1:50051", node_name, address, gpus, fake,
+              log_dir, port_range = "29500-29999", log_level = "info";
+  app.add_option("--coordinator", coordinator, "coordinator address:port")
+      ->capture_default_str();
+  app.add_option("--node-name", node_name, "this node's name (default: the hostname)");
+  app.add_option("--address", address,
+                 "address other hosts reach this node at, used as MASTER_ADDR "
+                 "when rank 0 runs here (default: 127.0.0.1 when the "
+                 "coordinator is on loopback, else the hostname)");
+  app.add_option("--gpus", gpus, "comma-separated GPU indices this agent offers (default: all)");
+  app.add_option("--fake-gpus", fake,
+                 "N[:MODEL[:MEMORY]]: offer N fake GPUs instead of reading NVML, "
+                 "for machines without GPUs (e.g. 8:H100:80GiB); never chosen silently");
+  app.add_option("--log-dir", log_dir,
+                 "directory of task logs (default: $XDG_DATA_HOME or "
+                 "~/.local/share, then trainctl/agent-<node>/logs)");
+  app.add_option("--port-range", port_range,
+                 "MASTER_PORT range LO-HI offered to jobs whose rank 0 runs here")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  trainctl::InitLogging("agent", log_level);
 
   trainctl::worker::AgentConfig config;
-  config.node_name = absl::GetFlag(FLAGS_node_name);
-  if (config.node_name.empty()) config.node_name = Hostname();
-  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
-  config.address = absl::GetFlag(FLAGS_address);
+  config.node_name = node_name.empty() ? Hostname() : node_name;
+  config.address = address;
   if (config.address.empty()) {
     const bool loopback = coordinator.rfind("127.", 0) == 0 ||
                           coordinator.rfind("localhost", 0) == 0 ||
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
     config.address = loopback ? "127.0.0.1" : Hostname();
   }
   for (absl::string_view part :
-       absl::StrSplit(absl::GetFlag(FLAGS_gpus), ',', absl::SkipEmpty())) {
+       absl::StrSplit(gpus, ',', absl::SkipEmpty())) {
     int index;
     if (!absl::SimpleAtoi(part, &index) || index < 0) {
       return Fail(absl::StrCat("--gpus: \"", part, "\" is not a GPU index"));
@@ -89,13 +91,13 @@ int main(int argc, char** argv) {
     config.offered_gpus.push_back(index);
   }
   std::vector<std::string> range =
-      absl::StrSplit(absl::GetFlag(FLAGS_port_range), '-');
+      absl::StrSplit(port_range, '-');
   if (range.size() != 2 || !absl::SimpleAtoi(range[0], &config.port_min) ||
       !absl::SimpleAtoi(range[1], &config.port_max) || config.port_min <= 0 ||
       config.port_max > 65535 || config.port_min > config.port_max) {
     return Fail("--port-range: expected LO-HI with 0 < LO <= HI <= 65535");
   }
-  config.log_dir = absl::GetFlag(FLAGS_log_dir);
+  config.log_dir = log_dir;
   if (config.log_dir.empty()) {
     const char* xdg = std::getenv("XDG_DATA_HOME");
     const char* home = std::getenv("HOME");
@@ -112,7 +114,6 @@ int main(int argc, char** argv) {
   // Hardware: NVML unless --fake-gpus is given.
   std::unique_ptr<trainctl::worker::GpuInventory> inventory;
   auto nvml = trainctl::worker::NvmlGpuInventory::Create();
-  const std::string fake = absl::GetFlag(FLAGS_fake_gpus);
   if (!fake.empty()) {
     auto spec = trainctl::worker::ParseFakeGpuSpec(fake);
     if (!spec.ok()) return Fail(absl::StrCat("--fake-gpus: ", spec.status().message()));
