@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   std::string coordinator = "127.0.0.1:50051", node_name, address, gpus, fake,
               log_dir, port_range = "29500-29999", log_level = "info";
   app.add_option("--coordinator", coordinator, "coordinator address:port")
+      ->envname("TRAINCTL_COORDINATOR")
       ->capture_default_str();
   app.add_option("--node-name", node_name, "this node's name (default: the hostname)");
   app.add_option("--address", address,

@@ -139,15 +139,9 @@ start_cluster() {
   ADDR="127.0.0.1:$(free_port)"
   CLUSTER=$tag
   mkdir -p "$WORK/state-$tag"
-  # Flags as given in the design (--state-dir) or as Abseil spells them
-  # (--state_dir), whichever the binaries accept.
-  local cs=- as=- help
-  help=$(timeout 5 "$BIN/trainctl-coordinator" --helpfull 2>&1 || true)
-  [[ "$help" == *state_dir* ]] && cs=_
-  help=$(timeout 5 "$BIN/trainctl-agent" --helpfull 2>&1 || true)
-  [[ "$help" == *node_name* ]] && as=_
+
   log "cluster $tag: coordinator at $ADDR, agents: $*"
-  setsid "$BIN/trainctl-coordinator" --listen "$ADDR" "--state${cs}dir" "$WORK/state-$tag" \
+  setsid "$BIN/trainctl-coordinator" --listen "$ADDR" --state-dir "$WORK/state-$tag" \
     >>"$WORK/coordinator-$tag.log" 2>&1 &
   PIDS+=("$!")
   for i in $(seq 1 40); do
@@ -162,8 +156,8 @@ start_cluster() {
   for spec in "$@"; do
     IFS=: read -r name gpus ports <<<"$spec"
     mkdir -p "$WORK/logs-$tag-$name"
-    setsid "$BIN/trainctl-agent" --coordinator "$ADDR" "--node${as}name" "$name" \
-      --gpus "$gpus" "--log${as}dir" "$WORK/logs-$tag-$name" "--port${as}range" "$ports" \
+    setsid "$BIN/trainctl-agent" --coordinator "$ADDR" --node-name "$name" \
+      --gpus "$gpus" --log-dir "$WORK/logs-$tag-$name" --port-range "$ports" \
       --address 127.0.0.1 >>"$WORK/agent-$tag-$name.log" 2>&1 &
     PIDS+=("$!")
   done

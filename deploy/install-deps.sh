@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what trainctl needs to build and test, from Debian 12's packages
+# (versions in ../shared/RECIPES.md). Quick when everything is there already.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git python3 procps
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libsqlite3-dev libcli11-dev libspdlog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev patchelf
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+SUDO=
+if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
