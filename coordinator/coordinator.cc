@@ -120,6 +120,7 @@ absl::Status Coordinator::LoadLocked() {
                        std::move(hosts));
     }
     const int64_t id = job.id();
+    TrackLocked(job);
     jobs_.emplace(id, std::move(job));
   }
   for (v1::Node& node : state.nodes) {
@@ -144,7 +145,22 @@ void Coordinator::RunDeferred(Deferred& deferred) {
   deferred.clear();
 }
 
+void Coordinator::TrackLocked(const v1::Job& job) {
+  bool active = !IsFinal(job.state());
+  for (const v1::Task& t : job.tasks()) active = active || IsLive(t.state());
+  if (active) {
+    active_.insert(job.id());
+  } else {
+    active_.erase(job.id());
+  }
+}
+
+std::vector<int64_t> Coordinator::ActiveIdsLocked() const {
+  return {active_.begin(), active_.end()};
+}
+
 void Coordinator::PersistLocked(const v1::Job& job) {
+  TrackLocked(job);
   absl::Status s = store_->PutJob(job);
   if (!s.ok()) {
     TC_LOG_ERROR("could not store job {}: {}", job.id(), s.ToString());
@@ -232,6 +248,7 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
     }
     ++next_job_id_;
     if (!request_id.empty()) request_ids_[request_id] = id;
+    TrackLocked(job);
     jobs_.emplace(id, std::move(job));
     TC_LOG_INFO("job {} submitted", id);
     ScheduleLocked(deferred);
@@ -279,6 +296,7 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
       }
       TC_RETURN_IF_ERROR(
           TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred));
+      TrackLocked(job);
       absl::Status stored = store_->PutJob(job);
       if (!stored.ok()) {
         TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
@@ -336,7 +354,8 @@ std::vector<v1::NodeView> Coordinator::ListNodes() const {
       }
     }
   };
-  for (const auto& [id, job] : jobs_) {
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
     for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) add(job, t);
     }
@@ -428,8 +447,8 @@ sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
       }
     }
   };
-  for (const auto& [id, job] : jobs_) {
-    for (const v1::Task& t : job.tasks()) {
+  for (int64_t id : active_) {
+    for (const v1::Task& t : jobs_.at(id).tasks()) {
       if (IsLive(t.state())) reserve(t);
     }
   }
@@ -439,7 +458,8 @@ sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
 
 void Coordinator::ScheduleLocked(Deferred& deferred) {
   std::vector<sched::JobRequest> queue;
-  for (const auto& [id, job] : jobs_) {
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
     if (job.state() == v1::JOB_STATE_PENDING) queue.push_back(ToJobRequest(job));
   }
   if (queue.empty()) return;
@@ -472,7 +492,8 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
   const int lo = node.node.port_min();
   const int hi = node.node.port_max();
   absl::flat_hash_set<int> used;
-  for (const auto& [id, job] : jobs_) {
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
     if (job.tasks().empty() || job.tasks(0).node() != node.node.name()) continue;
     for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) {
@@ -711,7 +732,8 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
                                 !reported.contains({d.job_id, d.attempt, d.task.rank()});
                        }),
         draining_.end());
-    for (auto& [id, job] : jobs_) {
+    for (int64_t id : ActiveIdsLocked()) {
+      v1::Job& job = jobs_.at(id);
       bool changed = false;
       for (v1::Task& t : *job.mutable_tasks()) {
         if (t.node() != n.name() || !IsLive(t.state()) ||
@@ -879,7 +901,8 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
                                  }),
                   draining_.end());
   const int64_t now_ms = ToUnixMs(clock_->Now());
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIdsLocked()) {
+    v1::Job& job = jobs_.at(id);
     bool changed = false;
     for (v1::Task& t : *job.mutable_tasks()) {
       if (t.node() != name || !IsLive(t.state())) continue;
@@ -924,9 +947,11 @@ void Coordinator::Tick() {
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
+    bool lost = false;
     for (auto& [name, e] : nodes_) {
       if (e.node.state() == v1::NODE_STATE_LOST) continue;
       if (now - e.last_heartbeat > config_.node_timeout) {
+        lost = true;
         MarkNodeLostLocked(
             e,
             absl::StrCat("no heartbeat for ",
@@ -962,7 +987,9 @@ void Coordinator::Tick() {
       });
       log_reads_.erase(it++);
     }
-    ScheduleLocked(deferred);
+    // Only a lost node changes what can be placed here; every other change
+    // schedules where it happens.
+    if (lost) ScheduleLocked(deferred);
   }
   RunDeferred(deferred);
 }

@@ -34,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/random/random.h"
@@ -208,6 +209,10 @@ class Coordinator {
   // Persists `job`; logs (does not return) a store failure after the fact
   // (only submit and cancel can refuse the user).
   void PersistLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps active_ in step with `job` (called on every job change).
+  void TrackLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ids of active_ (a copy, for loops that change jobs).
+  std::vector<int64_t> ActiveIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   sched::ClusterSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttemptLocked(v1::Job& job, const sched::Placement& placement)
@@ -243,6 +248,10 @@ class Coordinator {
 
   mutable absl::Mutex mu_;
   absl::btree_map<int64_t, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
+  // Jobs that are not final or still have live tasks: the only ones
+  // scheduling, placement and reconciliation look at, so a long history of
+  // finished jobs costs nothing per event.
+  absl::btree_set<int64_t> active_ ABSL_GUARDED_BY(mu_);
   int64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, int64_t> request_ids_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
