@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/paths.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/state_store.h"
@@ -22,14 +23,6 @@ namespace {
 absl::Notification g_shutdown;
 
 void OnSignal(int) { g_shutdown.Notify(); }
-
-std::string DefaultStateDir() {
-  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
-    return absl::StrCat(xdg, "/trainctl");
-  }
-  const char* home = std::getenv("HOME");
-  return absl::StrCat(home ? home : "/tmp", "/.local/share/trainctl");
-}
 
 }  // namespace
 
@@ -82,7 +75,7 @@ int main(int argc, char** argv) {
   // Members in dependency order: clock and store before the core, the core
   // before the services, the services before the server.
   trainctl::RealClock clock;
-  if (state_dir.empty()) state_dir = DefaultStateDir();
+  if (state_dir.empty()) state_dir = trainctl::DefaultDataDir();
   std::error_code ec;
   std::filesystem::create_directories(state_dir, ec);
   if (ec) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging.h"
+#include "common/paths.h"
 #include "worker/agent.h"
 #include "worker/agent_client.h"
 #include "worker/hw/fake_gpu_inventory.h"
@@ -100,11 +101,8 @@ int main(int argc, char** argv) {
   }
   config.log_dir = log_dir;
   if (config.log_dir.empty()) {
-    const char* xdg = std::getenv("XDG_DATA_HOME");
-    const char* home = std::getenv("HOME");
-    std::string base = (xdg && *xdg) ? std::string(xdg)
-                                     : absl::StrCat(home ? home : "/tmp", "/.local/share");
-    config.log_dir = absl::StrCat(base, "/trainctl/agent-", config.node_name, "/logs");
+    config.log_dir =
+        absl::StrCat(trainctl::DefaultDataDir(), "/agent-", config.node_name, "/logs");
   }
   config.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
   for (char** e = environ; *e != nullptr; ++e) {
