@@ -111,8 +111,10 @@ class Coordinator {
                                 int limit) const;
 
   // Cancels a job that is not final: its live tasks get SIGTERM, then SIGKILL
-  // after the grace period. Cancelling a final job returns it unchanged.
-  // Errors: NOT_FOUND; UNAVAILABLE when the store failed.
+  // after the grace period. Cancelling a final job returns it unchanged. The
+  // cancel is written to the store before the reply; a failed write is
+  // logged (the cancel still holds in memory).
+  // Errors: NOT_FOUND.
   absl::StatusOr<v1::Job> CancelJob(int64_t job_id);
 
   // Calls `done` with the job once it is final, or at `timeout` from now with
