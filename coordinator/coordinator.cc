@@ -64,6 +64,12 @@ bool ValidEdge(v1::JobState from, v1::JobState to) {
   }
 }
 
+// The slot of `state` in a per-state count (UNSPECIFIED for a value this
+// build does not know).
+size_t StateSlot(int state) {
+  return v1::JobState_IsValid(state) ? static_cast<size_t>(state) : 0;
+}
+
 v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
   v1::TaskRef ref;
   ref.set_job_id(job.id());
@@ -121,7 +127,9 @@ absl::Status Coordinator::LoadLocked() {
     }
     const int64_t id = job.id();
     TrackLocked(job);
-    jobs_.emplace(id, std::move(job));
+    if (jobs_.emplace(id, std::move(job)).second) {
+      ++jobs_by_state_[StateSlot(jobs_.at(id).state())];
+    }
   }
   for (v1::Node& node : state.nodes) {
     NodeEntry& e = nodes_[node.name()];
@@ -177,12 +185,15 @@ absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
   }
   const v1::JobState from = job.state();
   const int64_t now_ms = ToUnixMs(clock_->Now());
+  --jobs_by_state_[StateSlot(from)];
+  ++jobs_by_state_[StateSlot(to)];
   job.set_state(to);
   job.set_reason(std::string(reason));
   if (to == v1::JOB_STATE_RUNNING) job.set_start_time_ms(now_ms);
   if ((from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
       to != v1::JOB_STATE_RUNNING) {
     rendezvous_.Close(job.id(), job.attempt(), reason);
+    rendezvous_opened_.erase({job.id(), job.attempt()});
   }
   if (to == v1::JOB_STATE_PENDING) {
     // A new attempt: tasks of the old one that still run keep their GPUs
@@ -250,6 +261,7 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
     if (!request_id.empty()) request_ids_[request_id] = id;
     TrackLocked(job);
     jobs_.emplace(id, std::move(job));
+    ++jobs_by_state_[v1::JOB_STATE_PENDING];
     TC_LOG_INFO("job {} submitted", id);
     ScheduleLocked(deferred);
   }
@@ -463,6 +475,7 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
     if (job.state() == v1::JOB_STATE_PENDING) queue.push_back(ToJobRequest(job));
   }
   if (queue.empty()) return;
+  const absl::Time pass_start = clock_->Now();
   const std::vector<sched::Decision> decisions =
       scheduler_.Schedule(SnapshotLocked(), queue);
   for (const sched::Decision& d : decisions) {
@@ -485,6 +498,11 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         job.set_reason(d.reason);
         break;
     }
+  }
+  if (config_.on_schedule_pass) {
+    deferred.push_back([this, took = clock_->Now() - pass_start]() {
+      config_.on_schedule_pass(took);
+    });
   }
 }
 
@@ -553,6 +571,7 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", unused).IgnoreError();
   rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(),
                    std::move(rank_hosts));
+  rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
   PersistLocked(job);
 
   for (const v1::Task& t : job.tasks()) {
@@ -921,8 +940,19 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
 // ---------------------------------------------------------------- rendezvous
 
 absl::Status Coordinator::PublishUniqueId(const v1::PublishUniqueIdRequest& req) {
-  return rendezvous_.Publish(req.job_id(), req.attempt(), req.rank(), req.token(),
-                             req.unique_id());
+  TC_RETURN_IF_ERROR(rendezvous_.Publish(req.job_id(), req.attempt(), req.rank(),
+                                         req.token(), req.unique_id()));
+  absl::Duration took;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = rendezvous_opened_.find({req.job_id(), req.attempt()});
+    // Absent: published before (a repeat), or a group restored at start-up.
+    if (it == rendezvous_opened_.end()) return absl::OkStatus();
+    took = clock_->Now() - it->second;
+    rendezvous_opened_.erase(it);
+  }
+  if (config_.on_rendezvous_published) config_.on_rendezvous_published(took);
+  return absl::OkStatus();
 }
 
 void Coordinator::FetchUniqueIdAsync(const v1::FetchUniqueIdRequest& req,
@@ -937,6 +967,59 @@ void Coordinator::FetchUniqueIdAsync(const v1::FetchUniqueIdRequest& req,
                                           kMaxFetchTimeout);
   rendezvous_.FetchAsync(req.job_id(), req.attempt(), req.rank(), req.token(),
                          clock_->Now(), timeout, std::move(done));
+}
+
+// ---------------------------------------------------------------- metrics
+
+CoordinatorStats Coordinator::Stats() const {
+  CoordinatorStats stats;
+  absl::MutexLock lock(&mu_);
+  stats.jobs_by_state = jobs_by_state_;
+  stats.pending_jobs = jobs_by_state_[v1::JOB_STATE_PENDING];
+  for (const auto& [name, e] : nodes_) {
+    const bool ready = e.node.state() == v1::NODE_STATE_READY;
+    if (ready) ++stats.nodes_ready;
+    if (e.node.state() == v1::NODE_STATE_LOST) ++stats.nodes_lost;
+    for (const v1::Gpu& g : e.node.gpus()) {
+      GpuStats& gs = stats.gpus.emplace_back();
+      gs.node = name;
+      gs.node_ready = ready;
+      gs.index = g.index();
+      gs.uuid = g.uuid();
+      gs.model = g.name();
+      gs.memory_used_bytes = g.memory_used_bytes();
+      gs.memory_total_bytes = g.memory_total_bytes();
+      gs.utilization_pct = g.utilization_pct();
+      gs.power_w = g.power_w();
+      gs.temperature_c = g.temperature_c();
+    }
+  }
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    // Distinct GPUs of the live tasks: packed experiments share a GPU, and a
+    // task with all of its node's GPUs owns several.
+    absl::flat_hash_set<std::pair<std::string, int>> owned;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int gpu : OwnedGpus(t)) owned.insert({t.node(), gpu});
+    }
+    if (owned.empty()) continue;
+    JobGpuStats& js = stats.jobs.emplace_back();
+    js.job_id = id;
+    js.job_name = job.spec().name();
+    int64_t sum = 0;
+    for (const auto& [node, index] : owned) {
+      auto it = nodes_.find(node);
+      if (it == nodes_.end()) continue;
+      for (const v1::Gpu& g : it->second.node.gpus()) {
+        if (g.index() != index) continue;
+        sum += g.utilization_pct();
+        ++js.gpus;
+      }
+    }
+    if (js.gpus > 0) js.utilization_pct = static_cast<double>(sum) / js.gpus;
+  }
+  return stats;
 }
 
 // ---------------------------------------------------------------- time

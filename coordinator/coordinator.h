@@ -26,7 +26,9 @@
 // after its job has ended or moved to a new attempt, so GPUs are never given
 // out twice while a process may still run on them.
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -77,6 +79,60 @@ struct CoordinatorConfig {
   // Address tasks use to reach the coordinator (TRAINCTL_COORDINATOR).
   std::string advertise_address = "127.0.0.1:50051";
   sched::SchedulerConfig scheduler;
+  // Optional observers for metrics (empty: not called). They run outside the
+  // coordinator's lock, on the thread of the call that caused them, so they
+  // must be thread-safe and must not call back into the Coordinator.
+  // Durations are measured with the injected Clock.
+  //
+  // Called after each scheduling pass that had pending jobs, with the time
+  // the pass took (the scheduler's decisions and starting placed attempts).
+  std::function<void(absl::Duration)> on_schedule_pass;
+  // Called once per rendezvous group when rank 0 first publishes its id,
+  // with the time from the group's opening (the attempt was placed) to the
+  // publish. Groups restored from the store at start-up are not measured.
+  std::function<void(absl::Duration)> on_rendezvous_published;
+};
+
+// One GPU as last reported by its node's heartbeat (Coordinator::Stats()).
+struct GpuStats {
+  std::string node;
+  // True when the node is READY; a lost node's samples are stale.
+  bool node_ready = false;
+  int index = 0;
+  std::string uuid;
+  // Product name, e.g. "NVIDIA H200".
+  std::string model;
+  int64_t memory_used_bytes = 0;
+  int64_t memory_total_bytes = 0;
+  // 0-100.
+  int utilization_pct = 0;
+  double power_w = 0;
+  int temperature_c = 0;
+};
+
+// GPU use of one job that has live tasks in its current attempt.
+struct JobGpuStats {
+  int64_t job_id = 0;
+  std::string job_name;
+  // Mean utilization_pct (0-100) of the distinct GPUs its live tasks own.
+  double utilization_pct = 0;
+  // How many GPUs that mean is over.
+  int gpus = 0;
+};
+
+// A read-only snapshot of the coordinator for metrics (Coordinator::Stats()).
+struct CoordinatorStats {
+  // Jobs per state, indexed by v1::JobState (UNSPECIFIED stays 0); counts
+  // every job the coordinator knows, finished history included.
+  std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state{};
+  // Jobs waiting to be scheduled (PENDING). There is one queue for now.
+  int64_t pending_jobs = 0;
+  int nodes_ready = 0;
+  int nodes_lost = 0;
+  // Every GPU of every known node, ordered by node name then as registered.
+  std::vector<GpuStats> gpus;
+  // Jobs whose current attempt has live tasks, by job id.
+  std::vector<JobGpuStats> jobs;
 };
 
 // Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
@@ -174,6 +230,13 @@ class Coordinator {
   // about every 100 ms; tests call it after advancing a FakeClock.
   void Tick();
 
+  // ------------------------------------------------------------ metrics
+
+  // A snapshot for metrics. Cost: O(states + nodes + GPUs + active jobs'
+  // tasks); the finished history is not scanned (the per-state job counts
+  // are kept up to date as jobs change). No errors.
+  CoordinatorStats Stats() const;
+
  private:
   struct Waiter {
     absl::Time deadline;
@@ -262,6 +325,14 @@ class Coordinator {
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
   int64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes
+  // state.
+  std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state_ ABSL_GUARDED_BY(mu_){};
+  // When each rendezvous group opened at placement (for
+  // on_rendezvous_published); an entry goes at the first publish or when the
+  // group closes.
+  absl::flat_hash_map<std::pair<int64_t, int>, absl::Time> rendezvous_opened_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // True for SUCCEEDED, FAILED and CANCELLED.

@@ -485,5 +485,160 @@ TEST_F(CoordinatorTest, RegisterAgent_SameNameAgain_OldStreamClosed) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("a")));
 }
 
+// Jobs per state counted the slow way, over every job the user API lists.
+std::array<int64_t, v1::JobState_ARRAYSIZE> CountByState(const Coordinator& core) {
+  std::array<int64_t, v1::JobState_ARRAYSIZE> out{};
+  for (const v1::Job& j : core.ListJobs({}, 1'000'000)) ++out[j.state()];
+  return out;
+}
+
+TEST_F(CoordinatorTest, Stats_JobsThroughEveryEdge_CountsMatchJobList) {
+  FakeConnection& a = Connect("a", 1);
+  auto expect_consistent = [&](const std::string& step) {
+    SCOPED_TRACE(step);
+    const CoordinatorStats stats = core_->Stats();
+    EXPECT_EQ(stats.jobs_by_state, CountByState(*core_));
+    EXPECT_EQ(stats.pending_jobs, stats.jobs_by_state[v1::JOB_STATE_PENDING]);
+  };
+  expect_consistent("empty");
+  // 1 GPU: the first job is placed (SCHEDULED), the second waits (PENDING).
+  v1::JobSpec retried = Spec();
+  retried.set_max_restarts(1);
+  auto first = core_->SubmitJob(retried, "");
+  auto second = core_->SubmitJob(Spec(), "");
+  EXPECT_EQ(core_->Stats().jobs_by_state[v1::JOB_STATE_SCHEDULED], 1);
+  EXPECT_EQ(core_->Stats().pending_jobs, 1);
+  expect_consistent("one scheduled, one pending");
+  // A repeated request id adds nothing.
+  auto third = core_->SubmitJob(Spec(), "req-1");
+  TC_ASSERT_OK(core_->SubmitJob(Spec(), "req-1"));
+  EXPECT_EQ(core_->Stats().pending_jobs, 2);
+  // Too large for the cluster: PENDING -> FAILED at once.
+  v1::JobSpec huge = Spec();
+  huge.set_gpus(8);
+  TC_ASSERT_OK(core_->SubmitJob(huge, ""));
+  expect_consistent("infeasible failed");
+  // RUNNING, then its rank fails with a restart left: RUNNING -> PENDING
+  // (attempt 1), which is placed again at once: PENDING -> SCHEDULED.
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  expect_consistent("running");
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 1));
+  EXPECT_EQ(Job(*first).attempt(), 1);
+  expect_consistent("restarted");
+  // Whichever job holds the GPU now succeeds; the next one is placed.
+  const int64_t placed = a.Starts().back().task().job_id();
+  Report("a", Status(a.Starts().back(), v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(placed).state(), v1::JOB_STATE_SUCCEEDED);
+  expect_consistent("succeeded");
+  // Cancel the two left: one SCHEDULED, one PENDING.
+  for (int64_t id : {*first, *second, *third}) {
+    if (!IsFinal(Job(id).state())) {
+      TC_ASSERT_OK(core_->CancelJob(id));
+    }
+  }
+  expect_consistent("cancelled");
+  const CoordinatorStats before = core_->Stats();
+  EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_SUCCEEDED], 1);
+  EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_FAILED], 1);
+  EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_CANCELLED], 2);
+  // After a restart the counts come back from the store.
+  conns_.clear();
+  Restart();
+  EXPECT_EQ(core_->Stats().jobs_by_state, before.jobs_by_state);
+  expect_consistent("after restart");
+}
+
+TEST_F(CoordinatorTest, Stats_GpusAndRunningGang_SamplesAndMeanJobUtil) {
+  FakeConnection& a = Connect("a", 2);
+  Connect("b", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(2);
+  spec.set_name("llama");
+  auto id = core_->SubmitJob(spec, "");
+  ASSERT_THAT(a.Starts(), SizeIs(2));
+  // a's GPUs at 90 % and 70 %: the gang on both averages 80 %.
+  v1::AgentMessage hb;
+  for (int i = 0; i < 2; ++i) {
+    v1::GpuSample* s = hb.mutable_heartbeat()->add_gpus();
+    s->set_index(i);
+    s->set_utilization_pct(i == 0 ? 90 : 70);
+    s->set_memory_used_bytes((i + 1) * kGiB);
+    s->set_power_w(400 + i);
+    s->set_temperature_c(60 + i);
+  }
+  Report("a", hb);
+  CoordinatorStats stats = core_->Stats();
+  EXPECT_EQ(stats.nodes_ready, 2);
+  EXPECT_EQ(stats.nodes_lost, 0);
+  ASSERT_THAT(stats.gpus, SizeIs(3));
+  const GpuStats& a1 = stats.gpus[1];
+  EXPECT_EQ(a1.node, "a");
+  EXPECT_TRUE(a1.node_ready);
+  EXPECT_EQ(a1.index, 1);
+  EXPECT_EQ(a1.uuid, "GPU-a-1");
+  EXPECT_EQ(a1.model, "Fake H200");
+  EXPECT_EQ(a1.utilization_pct, 70);
+  EXPECT_EQ(a1.memory_used_bytes, 2 * kGiB);
+  EXPECT_EQ(a1.memory_total_bytes, 80 * kGiB);
+  EXPECT_EQ(a1.power_w, 401);
+  EXPECT_EQ(a1.temperature_c, 61);
+  EXPECT_EQ(stats.gpus[2].node, "b");
+  ASSERT_THAT(stats.jobs, SizeIs(1));
+  EXPECT_EQ(stats.jobs[0].job_id, *id);
+  EXPECT_EQ(stats.jobs[0].job_name, "llama");
+  EXPECT_EQ(stats.jobs[0].gpus, 2);
+  EXPECT_DOUBLE_EQ(stats.jobs[0].utilization_pct, 80);
+
+  // b goes silent for 11 s (timeout 10 s) and is lost; a heartbeats on.
+  clock_.Advance(absl::Seconds(11));
+  hb.mutable_heartbeat()->clear_gpus();
+  Report("a", hb);
+  core_->Tick();
+  stats = core_->Stats();
+  EXPECT_EQ(stats.nodes_ready, 1);
+  EXPECT_EQ(stats.nodes_lost, 1);
+  EXPECT_FALSE(stats.gpus[2].node_ready);
+  // Both ranks exit 0: the job has no live task and leaves the job list.
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 0));
+  Report("a", Status(a.Starts()[1], v1::TASK_STATE_EXITED, 0));
+  EXPECT_THAT(core_->Stats().jobs, SizeIs(0));
+}
+
+TEST_F(CoordinatorTest, Observers_SchedulePassAndRendezvous_TimedWithClock) {
+  std::vector<absl::Duration> passes, rendezvous;
+  MemoryStateStore store;
+  CoordinatorConfig config;
+  config.on_schedule_pass = [&](absl::Duration d) { passes.push_back(d); };
+  config.on_rendezvous_published = [&](absl::Duration d) { rendezvous.push_back(d); };
+  auto core = Coordinator::Create(config, &store, &clock_);
+  TC_ASSERT_OK(core);
+  FakeConnection a;
+  TC_ASSERT_OK((*core)->RegisterAgent(NodeReg("a", 2), &a));
+  // No pending job: registering schedules nothing.
+  EXPECT_THAT(passes, SizeIs(0));
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(2);
+  auto id = (*core)->SubmitJob(spec, "");
+  // One pass; the FakeClock did not move during it.
+  ASSERT_THAT(passes, SizeIs(1));
+  EXPECT_EQ(passes[0], absl::ZeroDuration());
+
+  // Rank 0 publishes 3.5 s after placement.
+  clock_.Advance(absl::Milliseconds(3500));
+  v1::PublishUniqueIdRequest pub;
+  pub.set_job_id(*id);
+  pub.set_rank(0);
+  pub.set_token(a.Starts()[0].env().at("TRAINCTL_TOKEN"));
+  pub.set_unique_id(std::string(128, 'x'));
+  TC_ASSERT_OK((*core)->PublishUniqueId(pub));
+  EXPECT_EQ(rendezvous, std::vector<absl::Duration>{absl::Milliseconds(3500)});
+  // Publishing again is OK and is not counted again; a refused publish
+  // (wrong token) is not counted.
+  TC_ASSERT_OK((*core)->PublishUniqueId(pub));
+  pub.set_token("wrong");
+  EXPECT_FALSE((*core)->PublishUniqueId(pub).ok());
+  EXPECT_THAT(rendezvous, SizeIs(1));
+}
+
 }  // namespace
 }  // namespace trainctl::coord

@@ -15,6 +15,7 @@
 #include "common/paths.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/prometheus_metrics.h"
 #include "coordinator/state_store.h"
 
 
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
                "Example: trainctl-coordinator --listen 0.0.0.0:50051 --state-dir /var/lib/trainctl"};
   std::string listen = "127.0.0.1:50051", advertise, state_dir, log_level = "info";
   std::string node_timeout = "10s", heartbeat = "1s", stop_grace = "10s";
+  std::string metrics_listen;
   app.add_option("--listen", listen, "address:port to serve agents, users and ranks on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--advertise", advertise,
@@ -67,6 +69,9 @@ int main(int argc, char** argv) {
   app.add_option("--stop-grace", stop_grace,
                  "SIGTERM-to-SIGKILL grace period when tasks are stopped")
       ->check(DurationCheck())->capture_default_str();
+  app.add_option("--metrics-listen", metrics_listen,
+                 "address:port to serve Prometheus metrics on at /metrics, e.g. "
+                 "127.0.0.1:9464 (port 0: any free port); default: no metrics");
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -88,7 +93,28 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // The metrics endpoint before the core, which reports to it.
+  std::unique_ptr<trainctl::coord::PrometheusMetrics> metrics;
+  if (!metrics_listen.empty()) {
+    auto created = trainctl::coord::PrometheusMetrics::Create(metrics_listen);
+    if (!created.ok()) {
+      TC_LOG_ERROR("{}", created.status().ToString());
+      return 1;
+    }
+    metrics = std::move(*created);
+    TC_LOG_INFO("serving Prometheus metrics at http://{}:{}/metrics",
+                metrics_listen.substr(0, metrics_listen.rfind(':')),
+                metrics->port());
+  }
+
   trainctl::coord::CoordinatorConfig config;
+  if (metrics != nullptr) {
+    trainctl::coord::PrometheusMetrics* m = metrics.get();
+    config.on_schedule_pass = [m](absl::Duration d) { m->ObserveSchedulePass(d); };
+    config.on_rendezvous_published = [m](absl::Duration d) {
+      m->ObserveRendezvousPublish(d);
+    };
+  }
   config.node_timeout = ToDuration(node_timeout);
   config.heartbeat_interval = ToDuration(heartbeat);
   config.stop_grace = ToDuration(stop_grace);
@@ -116,13 +142,22 @@ int main(int argc, char** argv) {
               port, state_dir);
   // Machine-readable line for scripts that start us with --listen ...:0.
   std::printf("trainctl-coordinator listening on port %d\n", port);
+  if (metrics != nullptr) {
+    std::printf("trainctl-coordinator metrics on port %d\n", metrics->port());
+  }
   std::fflush(stdout);
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  // The clock of the core: timeouts are applied every 100 ms.
+  // The clock of the core: timeouts are applied every 100 ms; the metrics'
+  // gauges are refreshed about once a second.
+  absl::Time next_refresh = absl::InfinitePast();
   while (!g_shutdown.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     (*core)->Tick();
+    if (metrics != nullptr && clock.Now() >= next_refresh) {
+      metrics->Refresh((*core)->Stats());
+      next_refresh = clock.Now() + absl::Seconds(1);
+    }
   }
   TC_LOG_INFO("shutting down");
   (*server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));

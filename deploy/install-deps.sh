@@ -7,6 +7,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev patchelf
+  prometheus-cpp-dev curl
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,112 @@
+#ifndef TRAINCTL_COORDINATOR_PROMETHEUS_METRICS_H_
+#define TRAINCTL_COORDINATOR_PROMETHEUS_METRICS_H_
+
+// The coordinator's Prometheus metrics: gauges refreshed from a
+// CoordinatorStats snapshot and two latency histograms fed by the core's
+// observers (CoordinatorConfig::on_schedule_pass, on_rendezvous_published),
+// served as text at http://ADDR:PORT/metrics by prometheus-cpp's Exposer.
+//
+// Series (labels in braces):
+//   trainctl_jobs{state}                        jobs per state (pending ... cancelled)
+//   trainctl_queue_length{queue}                pending jobs; one queue, "default"
+//   trainctl_nodes{state}                       nodes per state (ready, lost)
+//   trainctl_gpu_utilization_ratio{node,gpu,uuid,model}     0-1
+//   trainctl_gpu_memory_used_bytes{node,gpu,uuid,model}
+//   trainctl_gpu_memory_total_bytes{node,gpu,uuid,model}
+//   trainctl_gpu_power_watts{node,gpu,uuid,model}
+//   trainctl_gpu_temperature_celsius{node,gpu,uuid,model}
+//   trainctl_job_gpu_utilization_ratio{job_id,job_name}     0-1, mean over its GPUs
+//   trainctl_schedule_pass_seconds              histogram
+//   trainctl_rendezvous_publish_seconds         histogram: placement to rank 0's publish
+// GPU series exist for GPUs of READY nodes only (a lost node's last samples
+// are stale); job series for jobs whose current attempt has live tasks. A
+// series whose GPU or job is gone is removed at the next Refresh().
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/coordinator.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/labels.h"
+#include "prometheus/registry.h"
+
+namespace trainctl::coord {
+
+// Owns the registry and, when given an address, the HTTP endpoint serving it
+// (its own civetweb threads). Thread-safe: Refresh() and the Observe*
+// methods may be called from any thread, concurrently with scrapes.
+class PrometheusMetrics {
+ public:
+  // Registers every family. `listen` is "ADDR:PORT" for the HTTP endpoint
+  // (port 0: any free port, see port()); empty: no endpoint (tests read the
+  // registry through TextExposition()).
+  // Errors: UNAVAILABLE when the endpoint cannot listen on `listen` (address
+  // in use, bad address); INTERNAL for a metric prometheus-cpp refuses.
+  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Create(
+      const std::string& listen);
+
+  ~PrometheusMetrics();
+  PrometheusMetrics(const PrometheusMetrics&) = delete;
+  PrometheusMetrics& operator=(const PrometheusMetrics&) = delete;
+
+  // Sets every gauge from `stats`; adds series for new GPUs and jobs and
+  // removes those of GPUs and jobs no longer in `stats` (or whose node is not
+  // READY). No errors.
+  void Refresh(const CoordinatorStats& stats);
+
+  // Records one scheduling pass that took `took` (seconds in the histogram).
+  void ObserveSchedulePass(absl::Duration took);
+  // Records one rendezvous from placement to rank 0's publish.
+  void ObserveRendezvousPublish(absl::Duration took);
+
+  // The TCP port the endpoint listens on; 0 without an endpoint.
+  int port() const { return port_; }
+
+  // Everything in the registry in Prometheus' text format (what a scrape of
+  // /metrics returns).
+  std::string TextExposition() const;
+
+ private:
+  struct GpuGauges {
+    prometheus::Gauge* utilization;
+    prometheus::Gauge* memory_used;
+    prometheus::Gauge* memory_total;
+    prometheus::Gauge* power;
+    prometheus::Gauge* temperature;
+  };
+
+  PrometheusMetrics();
+
+  // Declared first so that it is destroyed last: the endpoint (destroyed
+  // before it) may be serving a scrape of it.
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Gauge>* jobs_;
+  prometheus::Family<prometheus::Gauge>* queue_length_;
+  prometheus::Family<prometheus::Gauge>* nodes_;
+  prometheus::Family<prometheus::Gauge>* gpu_utilization_;
+  prometheus::Family<prometheus::Gauge>* gpu_memory_used_;
+  prometheus::Family<prometheus::Gauge>* gpu_memory_total_;
+  prometheus::Family<prometheus::Gauge>* gpu_power_;
+  prometheus::Family<prometheus::Gauge>* gpu_temperature_;
+  prometheus::Family<prometheus::Gauge>* job_gpu_utilization_;
+  prometheus::Histogram* schedule_pass_;
+  prometheus::Histogram* rendezvous_publish_;
+
+  std::mutex mu_;  // Guards the two maps (Refresh() against itself).
+  std::map<prometheus::Labels, GpuGauges> gpu_series_;
+  std::map<prometheus::Labels, prometheus::Gauge*> job_series_;
+
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace trainctl::coord
+
+#endif  // TRAINCTL_COORDINATOR_PROMETHEUS_METRICS_H_
