@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# End-to-end test of the REST gateway: a real coordinator, an agent with fake
+# GPUs and trainctl-gateway on free loopback ports, driven with curl.
+# Usage: gateway_e2e.sh BUILD_BIN_DIR
+# Every wait is on a condition (the :wait endpoint long-polls) with a deadline.
+set -euo pipefail
+BIN=$(cd "${1:?usage: gateway_e2e.sh BIN_DIR}" && pwd)
+WORK=$(mktemp -d /tmp/trainctl-gw-e2e.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- last response ($CODE): $(cat "$WORK/body" 2>/dev/null)" >&2
+  for f in coord.log agent.log gateway.log; do echo "--- $f" >&2; tail -20 "$WORK/$f" >&2 || true; done
+  exit 1
+}
+pass=0
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+
+# Waits until FILE has a line matching REGEX (deadline 30 s); prints it.
+wait_line() {
+  local file=$1 regex=$2 end=$((SECONDS + 30))
+  while ((SECONDS < end)); do
+    if grep -qE "$regex" "$file" 2>/dev/null; then grep -E "$regex" "$file" | tail -1; return 0; fi
+    read -rt 0.05 <> <(:) || true
+  done
+  return 1
+}
+
+"$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state" \
+  --node-timeout 5s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
+COORD=127.0.0.1:${line##* }
+"$BIN/trainctl-agent" --coordinator "$COORD" --node-name gw-node \
+  --fake-gpus 2:H200-fake:141GiB --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
+PIDS+=($!)
+wait_line "$WORK/agent.log" "registered with the coordinator" >/dev/null || fail "agent did not register"
+"$BIN/trainctl-gateway" -listen 127.0.0.1:0 -coordinator "$COORD" \
+  >"$WORK/gateway.out" 2>"$WORK/gateway.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/gateway.out" "listening on port") || fail "gateway did not start"
+URL=http://127.0.0.1:${line##* }
+
+# req METHOD PATH [JSON_BODY]: sets CODE (HTTP status); the body is in $WORK/body.
+# Every request carries a bearer token (forwarded as gRPC metadata).
+CODE=
+req() {
+  local args=(-sS -o "$WORK/body" -w '%{http_code}' --max-time 60 -X "$1"
+              -H 'Authorization: Bearer gw-e2e-token')
+  if (($# > 2)); then args+=(-H 'Content-Type: application/json' --data "$3"); fi
+  CODE=$(curl "${args[@]}" "$URL$2") || fail "curl $1 $2"
+}
+# js EXPR: evaluates a Python expression over the JSON body bound to j.
+js() { python3 -c 'import json, sys, base64; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$WORK/body" "$1"; }
+# wait_final ID: long-polls GET /v1/jobs/ID:wait until done (deadline 60 s).
+wait_final() {
+  local end=$((SECONDS + 60))
+  while ((SECONDS < end)); do
+    req GET "/v1/jobs/$1:wait?timeout_ms=10000"
+    [[ $CODE == 200 ]] || fail "wait $1: HTTP $CODE"
+    [[ $(js 'j["done"]') == True ]] && return 0
+  done
+  fail "job $1 not final after 60 s"
+}
+
+# 1. Submit a job, wait for it, read it back.
+req POST /v1/jobs '{"spec": {"name": "rest-hello", "command": ["sh", "-c", "echo hello over REST from rank $RANK"]}}'
+[[ $CODE == 200 ]] || fail "submit: HTTP $CODE"
+id=$(js 'j["job_id"]')
+[[ $id =~ ^[0-9]+$ ]] || fail "submit returned job_id '$id'"
+wait_final "$id"
+[[ $(js 'j["job"]["state"]') == JOB_STATE_SUCCEEDED ]] || fail "job $id did not succeed"
+req GET "/v1/jobs/$id"
+[[ $CODE == 200 && $(js 'j["job"]["state"]') == JOB_STATE_SUCCEEDED && $(js 'j["job"]["spec"]["name"]') == rest-hello ]] \
+  || fail "GET /v1/jobs/$id"
+ok "POST /v1/jobs -> job $id, GET /v1/jobs/$id:wait -> JOB_STATE_SUCCEEDED, GET /v1/jobs/$id"
+
+# 2. The list, filtered by state (query parameters).
+req GET "/v1/jobs?states=JOB_STATE_SUCCEEDED&limit=10"
+[[ $CODE == 200 && $(js '[x["id"] for x in j["jobs"]]') == *"'$id'"* ]] || fail "GET /v1/jobs?states=..."
+req GET "/v1/jobs?states=JOB_STATE_RUNNING"
+[[ $CODE == 200 && $(js 'len(j["jobs"])') == 0 ]] || fail "GET /v1/jobs?states=JOB_STATE_RUNNING"
+ok "GET /v1/jobs?states=&limit="
+
+# 3. Logs: bytes come back base64-encoded in `data`.
+req GET "/v1/jobs/$id/logs?rank=0&offset=0"
+[[ $CODE == 200 ]] || fail "logs: HTTP $CODE"
+out=$(js 'base64.b64decode(j["data"]).decode()')
+[[ $out == *"hello over REST from rank 0"* ]] || fail "logs: '$out'"
+next=$(js 'j["next_offset"]')
+[[ $next == $(printf '%s\n' "$out" | wc -c) ]] || fail "logs: next_offset $next"
+req GET "/v1/jobs/$id/logs?rank=0&offset=$next"
+[[ $CODE == 200 && $(js 'not j["data"]') == True && $(js 'j["eof"]') == True ]] || fail "logs at offset $next: no eof"
+ok "GET /v1/jobs/$id/logs: '$out'"
+
+# 4. Nodes: the agent's 2 fake GPUs.
+req GET /v1/nodes
+[[ $CODE == 200 && $(js 'len(j["nodes"][0]["node"]["gpus"])') == 2 \
+   && $(js 'j["nodes"][0]["node"]["gpus"][0]["name"]') == H200-fake ]] || fail "GET /v1/nodes"
+ok "GET /v1/nodes: 2 GPUs"
+
+# 5. Errors: HTTP codes with JSON bodies.
+req POST /v1/jobs '{"spec": {"command": ["true"], "gpu_fraction": 1.5}}'
+[[ $CODE == 400 && $(js 'j["code"]') == 3 && $(js 'j["message"]') == *"spec.gpu_fraction"* ]] \
+  || fail "bad spec: HTTP $CODE"
+msg=$(js 'j["message"]')
+req GET /v1/jobs/999999
+[[ $CODE == 404 && $(js 'j["code"]') == 5 && $(js 'j["message"]') == *999999* ]] || fail "unknown job: HTTP $CODE"
+req GET /v1/nothing-here
+[[ $CODE == 404 ]] && js 'j["message"]' >/dev/null || fail "unknown path: HTTP $CODE"
+req GET /metrics
+[[ $CODE == 404 ]] && js 'j["message"]' >/dev/null || fail "path outside /v1/: HTTP $CODE"
+req DELETE /v1/nodes
+[[ $CODE == 405 ]] && js 'j["message"]' >/dev/null || fail "wrong method: HTTP $CODE"
+# A second gateway in front of no coordinator: 503.
+"$BIN/trainctl-gateway" -listen 127.0.0.1:0 -coordinator 127.0.0.1:1 \
+  >"$WORK/gateway2.out" 2>"$WORK/gateway2.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/gateway2.out" "listening on port") || fail "second gateway did not start"
+URL1=$URL URL=http://127.0.0.1:${line##* }
+req GET /v1/nodes
+URL=$URL1
+[[ $CODE == 503 && $(js 'j["code"]') == 14 ]] || fail "no coordinator: HTTP $CODE"
+ok "errors: bad spec -> 400 ($msg), unknown job/path -> 404, wrong method -> 405, no coordinator -> 503, JSON bodies"
+
+# 6. Cancel a running job.
+req POST /v1/jobs '{"spec": {"name": "rest-sleep", "command": ["sleep", "1000"]}}'
+[[ $CODE == 200 ]] || fail "submit sleep: HTTP $CODE"
+cid=$(js 'j["job_id"]')
+end=$((SECONDS + 30))
+while :; do
+  req GET "/v1/jobs/$cid"
+  [[ $(js 'j["job"]["state"]') == JOB_STATE_RUNNING ]] && break
+  ((SECONDS < end)) || fail "job $cid not running after 30 s"
+  req GET "/v1/jobs/$cid:wait?timeout_ms=200"   # a short long-poll as the pause
+done
+req POST "/v1/jobs/$cid:cancel"
+[[ $CODE == 200 ]] || fail "cancel: HTTP $CODE"
+wait_final "$cid"
+[[ $(js 'j["job"]["state"]') == JOB_STATE_CANCELLED ]] || fail "job $cid not cancelled"
+req POST "/v1/jobs/424242:cancel"
+[[ $CODE == 404 ]] || fail "cancel of an unknown job: HTTP $CODE"
+ok "POST /v1/jobs/$cid:cancel -> JOB_STATE_CANCELLED"
+
+echo "$pass passed, 0 failed"
