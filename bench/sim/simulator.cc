@@ -1,0 +1,476 @@
+#include "bench/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace trainctl::sim {
+namespace {
+
+namespace muri = ::trainctl::sched::muri;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The artifact's iteration-time inflation (jobs.py itertime_overhead_list[0]).
+constexpr double kIterTimeFactor = 1.015;
+
+enum class Status { kAdded, kPending, kRunning, kEnd };
+
+// One job's simulated state. Field names follow upstream's job dict where
+// the arithmetic must match it (SEMANTICS.md rule 6).
+struct Job {
+  int64_t job_id = 0;
+  int num_gpu = 0;
+  std::string model;
+  double submit_s = 0;
+  double iteration_time_s = 0;
+  double overhead_s = 0;
+
+  Status status = Status::kAdded;
+  double remaining_iteration = 0;
+  double remaining_time = 0;
+  double remaining_gputime = 0;
+  double last_check = 0;
+  double total_executed = 0;
+  // Attained service for Tiresias, wall seconds.
+  double executed = 0;
+  double pending_time = 0;
+  std::optional<double> start_time;
+  int preempt = 0;
+  int queue = 0;
+  muri::GpuPlacement placement;
+  // kOurs: restart overhead still to pay before progress resumes.
+  double overhead_left = 0;
+};
+
+struct StartEvent {
+  double time = 0;
+  std::vector<int> jobs;
+};
+
+// Python's math.isclose(a, b, rel_tol=1e-9), which upstream uses to file
+// events under an existing time (util.py search_dict_list).
+bool IsClose(double a, double b) {
+  return a == b ||
+         std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
+}
+
+}  // namespace
+
+absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
+  if (name == "srtf") return Policy::kSrtf;
+  if (name == "srsf") return Policy::kSrsf;
+  if (name == "tiresias") return Policy::kTiresias;
+  if (name == "fifo") return Policy::kFifo;
+  if (name == "fifo-backfill") return Policy::kFifoBackfill;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown policy '", name,
+      "'; expected one of srtf, srsf, tiresias, fifo, fifo-backfill"));
+}
+
+double RestartOverheadS(int num_gpu, const std::string& model) {
+  // run_sim.py overhead_dict: columns vgg16, vgg19, resnet18,
+  // shufflenet_v2_x1_0, bert, gpt2, a2c, dqn.
+  static const auto* kTable = new absl::flat_hash_map<int, std::vector<int>>{
+      {1, {7, 7, 4, 4, 10, 10, 38, 5}},   {2, {7, 7, 5, 4, 10, 10, 39, 5}},
+      {4, {8, 8, 5, 5, 10, 10, 39, 6}},   {8, {9, 9, 7, 5, 10, 10, 46, 6}},
+      {16, {9, 10, 7, 7, 10, 10, 46, 8}}, {32, {10, 10, 7, 8, 10, 10, 46, 8}}};
+  static const std::vector<std::string> kModels = {
+      "vgg16", "vgg19", "resnet18", "shufflenet_v2_x1_0",
+      "bert",  "gpt2",  "a2c",      "dqn"};
+  auto row = kTable->find(num_gpu);
+  auto col = std::find(kModels.begin(), kModels.end(), model);
+  if (row == kTable->end() || col == kModels.end()) return 10;
+  return row->second[col - kModels.begin()];
+}
+
+SimMetrics ComputeMetrics(const std::vector<JobRecord>& jobs) {
+  SimMetrics m;
+  m.jobs = static_cast<int64_t>(jobs.size());
+  if (jobs.empty()) return m;
+  std::vector<double> jct;
+  jct.reserve(jobs.size());
+  double sum = 0;
+  for (const JobRecord& r : jobs) {
+    jct.push_back(r.jct_s);
+    sum += r.jct_s;
+    m.makespan_s = std::max(m.makespan_s, r.end_time_s);
+  }
+  m.avg_jct_s = sum / static_cast<double>(jobs.size());
+  std::sort(jct.begin(), jct.end());
+  size_t idx = static_cast<size_t>(0.99 * static_cast<double>(jct.size()));
+  m.p99_jct_s = jct[std::min(idx, jct.size() - 1)];
+  return m;
+}
+
+absl::StatusOr<SimResult> Simulate(const SimConfig& config,
+                                   const std::vector<TraceJob>& trace) {
+  const muri::GpuCluster& cluster = config.cluster;
+  const int total_gpus = cluster.total_gpus();
+  if (total_gpus <= 0) {
+    return absl::InvalidArgumentError("the cluster has no GPUs");
+  }
+  const bool compat = config.cost_model == CostModel::kMuri;
+  const Policy policy = config.policy;
+  const bool tiresias = policy == Policy::kTiresias;
+
+  // Jobs in upstream's order: stable by submit time (jobs.py sort_all_jobs).
+  std::vector<Job> jobs;
+  jobs.reserve(trace.size());
+  for (const TraceJob& t : trace) {
+    if (t.num_gpu > total_gpus) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job ", t.job_id, " needs ", t.num_gpu, " GPUs but the cluster has ",
+          total_gpus, "; it could never run"));
+    }
+    if (t.num_gpu > cluster.gpus_per_node &&
+        t.num_gpu / cluster.gpus_per_node > cluster.num_nodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job ", t.job_id, " needs more whole nodes than exist"));
+    }
+    Job j;
+    j.job_id = t.job_id;
+    j.num_gpu = t.num_gpu;
+    j.model = t.model_name;
+    j.submit_s = t.submit_time_ms / 1000;
+    j.iteration_time_s = t.iteration_time_ms * kIterTimeFactor / 1000;
+    j.remaining_iteration = t.iterations;
+    j.overhead_s = RestartOverheadS(t.num_gpu, t.model_name);
+    jobs.push_back(std::move(j));
+  }
+  std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+    return a.submit_s < b.submit_s;
+  });
+  // Arrival events. Upstream (jobs.py prepare_job_start_events) files a job
+  // under the first existing event whose time is math.isclose (rel 1e-9) to
+  // its submit time, so near-simultaneous arrivals share the earliest one's
+  // instant; our own model groups equal times only.
+  std::vector<StartEvent> starts;
+  for (int i = 0; i < static_cast<int>(jobs.size()); ++i) {
+    StartEvent* event = nullptr;
+    if (compat) {
+      for (StartEvent& e : starts) {
+        if (IsClose(e.time, jobs[i].submit_s)) {
+          event = &e;
+          break;
+        }
+      }
+    } else if (!starts.empty() && starts.back().time == jobs[i].submit_s) {
+      event = &starts.back();
+    }
+    if (event == nullptr) {
+      starts.push_back({jobs[i].submit_s, {}});
+      event = &starts.back();
+    }
+    event->jobs.push_back(i);
+  }
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const StartEvent& a, const StartEvent& b) {
+                     return a.time < b.time;
+                   });
+
+  const int n = static_cast<int>(jobs.size());
+  SimResult result;
+  result.jobs.reserve(jobs.size());
+  std::vector<int> runnable;
+  muri::TiresiasQueues queues = muri::MakeTiresiasQueues(config.tiresias);
+  std::vector<muri::TiresiasJob> las_table(jobs.size());
+  for (int i = 0; i < n; ++i) las_table[i].num_gpu = jobs[i].num_gpu;
+
+  size_t next_start = 0;
+  bool have_end = false;
+  double end_time = kInf;
+  std::vector<int> end_jobs;
+  double next_jump = kInf;
+
+  double prev_time = starts.empty() ? 0 : starts.front().time;
+  const double first_submit = prev_time;
+  int running_gpus = 0;
+  double gpu_seconds = 0;
+  int64_t same_time_events = 0;
+  double last_event_time = -kInf;
+
+  auto set_running = [&](int j, bool run) {
+    Job& job = jobs[j];
+    if (run) {
+      job.status = Status::kRunning;
+      running_gpus += job.num_gpu;
+    } else {
+      job.status = Status::kPending;
+      running_gpus -= job.num_gpu;
+    }
+    las_table[j].running = run;
+  };
+
+  while (next_start < starts.size() || !runnable.empty()) {
+    if (next_start == starts.size() && !have_end) {
+      return absl::InternalError(absl::StrCat(
+          runnable.size(),
+          " jobs are runnable but none runs and none arrives: the cluster "
+          "cannot place them"));
+    }
+    // Next event: an arrival, a completion (arrivals first on a tie, both
+    // handled), or for Tiresias a demotion instant if earlier.
+    const double start_time =
+        next_start < starts.size() ? starts[next_start].time : kInf;
+    const double e_time = have_end ? end_time : kInf;
+    bool take_start = false;
+    bool take_end = false;
+    double t;
+    if (e_time < start_time) {
+      t = e_time;
+      take_end = true;
+    } else if (e_time > start_time) {
+      t = start_time;
+      take_start = true;
+    } else {
+      t = start_time;
+      take_start = take_end = true;
+    }
+    if (tiresias && t > next_jump) {
+      t = next_jump;
+      take_start = take_end = false;
+    }
+    ++result.metrics.events;
+    if (t == last_event_time) {
+      if (++same_time_events > config.max_events_at_one_time) {
+        return absl::InternalError(
+            absl::StrCat("simulated time stopped advancing at t=", t));
+      }
+    } else {
+      same_time_events = 0;
+      last_event_time = t;
+    }
+    gpu_seconds += running_gpus * (t - prev_time);
+    prev_time = t;
+
+    if (take_end) {
+      for (int j : end_jobs) {
+        Job& job = jobs[j];
+        job.total_executed = job.total_executed + (t - job.last_check);
+        running_gpus -= job.num_gpu;
+        job.status = Status::kEnd;
+        runnable.erase(std::find(runnable.begin(), runnable.end(), j));
+        if (tiresias) {
+          auto& q = queues.queues[job.queue];
+          q.erase(std::find(q.begin(), q.end(), j));
+        }
+        JobRecord r;
+        r.job_id = job.job_id;
+        r.num_gpu = job.num_gpu;
+        r.submit_time_s = job.submit_s;
+        r.start_time_s = job.start_time.value_or(t);
+        r.end_time_s = t;
+        r.jct_s = t - job.submit_s;
+        r.pending_time_s = job.pending_time;
+        r.preempt = job.preempt;
+        result.jobs.push_back(r);
+      }
+    }
+    if (take_start) {
+      for (int j : starts[next_start].jobs) {
+        Job& job = jobs[j];
+        job.status = Status::kPending;
+        job.last_check = job.submit_s;
+        job.remaining_time = job.remaining_iteration * job.iteration_time_s;
+        job.remaining_gputime = job.remaining_time * job.num_gpu;
+        runnable.push_back(j);
+        if (tiresias) {
+          job.queue = 0;
+          queues.queues[0].push_back(j);
+        }
+      }
+      ++next_start;
+    }
+
+    // Credit progress since the last check (SEMANTICS.md rule 3).
+    for (int j : runnable) {
+      Job& job = jobs[j];
+      if (job.status == Status::kRunning) {
+        double progress_s;
+        if (compat) {
+          progress_s = std::max(t - job.last_check - job.overhead_s, 0.0);
+        } else {
+          const double dt = t - job.last_check;
+          const double paid = std::min(dt, job.overhead_left);
+          job.overhead_left -= paid;
+          progress_s = dt - paid;
+        }
+        job.remaining_iteration -= progress_s / job.iteration_time_s;
+        job.total_executed = job.total_executed + t - job.last_check;
+        if (tiresias) {
+          job.executed = job.executed + t - job.last_check;
+        }
+        job.last_check = t;
+        if (tiresias) {
+          const double attained_gpu_s = job.executed * job.num_gpu;
+          const int q = muri::TiresiasQueueAfter(config.tiresias, job.queue,
+                                                 attained_gpu_s);
+          if (q != job.queue) {
+            muri::TiresiasMove(queues, j, job.queue, q);
+            job.queue = q;
+          }
+        } else {
+          job.remaining_time = job.remaining_iteration * job.iteration_time_s;
+          if (policy == Policy::kSrsf) {
+            job.remaining_gputime = job.remaining_time * job.num_gpu;
+          }
+        }
+      } else if (job.status == Status::kPending) {
+        job.pending_time = job.pending_time + (t - job.last_check);
+        job.last_check = t;
+      }
+    }
+
+    // Ask the policy.
+    muri::Decision decision;
+    switch (policy) {
+      case Policy::kSrtf:
+      case Policy::kSrsf: {
+        std::vector<muri::ShortestFirstJob> list;
+        list.reserve(runnable.size());
+        for (int j : runnable) {
+          list.push_back({j, jobs[j].num_gpu, jobs[j].remaining_time,
+                          jobs[j].remaining_gputime});
+        }
+        decision = muri::ScheduleShortestFirst(
+            cluster,
+            policy == Policy::kSrtf ? muri::ShortestKey::kRemainingTime
+                                    : muri::ShortestKey::kRemainingGpuTime,
+            list, n);
+        for (size_t i = 0; i < list.size(); ++i) runnable[i] = list[i].job;
+        break;
+      }
+      case Policy::kTiresias:
+        decision = muri::ScheduleTiresias(total_gpus, queues, las_table);
+        break;
+      case Policy::kFifo:
+      case Policy::kFifoBackfill: {
+        std::vector<muri::FifoJob> list;
+        list.reserve(runnable.size());
+        for (int j : runnable) {
+          muri::FifoJob f;
+          f.job = j;
+          f.num_gpu = jobs[j].num_gpu;
+          if (jobs[j].status == Status::kRunning) f.placement = jobs[j].placement;
+          list.push_back(std::move(f));
+        }
+        decision = muri::ScheduleFifo(cluster, list,
+                                      policy == Policy::kFifoBackfill, n);
+        break;
+      }
+    }
+
+    // Apply it: preempt, start, migrate.
+    for (int j : runnable) {
+      Job& job = jobs[j];
+      const bool run = decision.run[j];
+      if (job.status == Status::kRunning && !run) {
+        set_running(j, false);
+        ++job.preempt;
+        ++result.metrics.preemptions;
+        job.placement.clear();
+      } else if (job.status == Status::kPending && run) {
+        set_running(j, true);
+        if (!job.start_time.has_value()) job.start_time = t;
+        job.overhead_left = job.overhead_s;
+        job.placement = decision.placement[j];
+      } else if (run) {
+        const muri::GpuPlacement& p = decision.placement[j];
+        const bool moved =
+            p.size() != job.placement.size() ||
+            !std::equal(p.begin(), p.end(), job.placement.begin(),
+                        [](const muri::NodeShare& a, const muri::NodeShare& b) {
+                          return a.node == b.node && a.gpus == b.gpus;
+                        });
+        if (moved && !p.empty()) job.overhead_left = job.overhead_s;
+        job.placement = p;
+      }
+    }
+
+    // Next completion: the earliest, all jobs tied at it.
+    have_end = false;
+    end_time = kInf;
+    end_jobs.clear();
+    if (compat && !tiresias) {
+      // Upstream shortest_first_sim_jobs: each running job, in list order,
+      // joins the first end event whose time isclose() to its own end time
+      // (or opens one); the earliest event ends all its jobs at its time.
+      std::vector<StartEvent> groups;
+      for (int j : runnable) {
+        const Job& job = jobs[j];
+        if (job.status != Status::kRunning) continue;
+        const double e = t + job.remaining_iteration * job.iteration_time_s;
+        auto g = std::find_if(groups.begin(), groups.end(),
+                              [&](const StartEvent& x) {
+                                return IsClose(x.time, e);
+                              });
+        if (g == groups.end()) {
+          groups.push_back({e, {j}});
+        } else {
+          g->jobs.push_back(j);
+        }
+      }
+      // The first group of least time (stable sort, then [0]).
+      auto best = std::min_element(groups.begin(), groups.end(),
+                                   [](const StartEvent& a,
+                                      const StartEvent& b) {
+                                     return a.time < b.time;
+                                   });
+      if (best != groups.end()) {
+        have_end = true;
+        end_time = best->time;
+        end_jobs = best->jobs;
+      }
+    } else {
+      for (int j : runnable) {
+        const Job& job = jobs[j];
+        if (job.status != Status::kRunning) continue;
+        double e;
+        if (compat) {
+          e = t + job.remaining_iteration * job.iteration_time_s;
+        } else {
+          e = t + (job.overhead_left +
+                   job.remaining_iteration * job.iteration_time_s);
+        }
+        if (e < end_time) {
+          end_time = e;
+          end_jobs.assign(1, j);
+          have_end = true;
+        } else if (e == end_time) {
+          end_jobs.push_back(j);
+        }
+      }
+    }
+    // Next demotion instant (Tiresias).
+    next_jump = kInf;
+    if (tiresias) {
+      for (int j : runnable) {
+        const Job& job = jobs[j];
+        if (job.status != Status::kRunning) continue;
+        std::optional<double> jump = muri::TiresiasNextDemotion(
+            config.tiresias, job.queue, job.num_gpu, job.executed, t);
+        if (jump.has_value() && *jump < next_jump) next_jump = *jump;
+      }
+    }
+  }
+
+  SimMetrics m = ComputeMetrics(result.jobs);
+  m.events = result.metrics.events;
+  m.preemptions = result.metrics.preemptions;
+  const double span = m.makespan_s - first_submit;
+  m.gpu_allocation = span > 0 ? gpu_seconds / (total_gpus * span) : 0;
+  result.metrics = m;
+  return result;
+}
+
+}  // namespace trainctl::sim

@@ -1,0 +1,85 @@
+#ifndef TRAINCTL_BENCH_SIM_SIMULATOR_H_
+#define TRAINCTL_BENCH_SIM_SIMULATOR_H_
+
+// Discrete-event replay of a job trace on simulated nodes: a simulated clock,
+// no network, no threads. Scheduling decisions come from the coordinator's
+// scheduler library (coordinator/sched/muri_policy.h); this file holds only
+// the event loop and the cost model (how much work a job gets done between
+// two events).
+//
+// Cost models:
+// - kMuri (`--compat muri`): the Muri artifact's (SEMANTICS.md rules 1-7).
+//   iteration time = trace ms * 1.015 / 1000; at every event each running
+//   job is credited max(dt - oh, 0) s of progress, oh being the restart
+//   overhead of its (num_gpu, model); upstream's order of floating-point
+//   operations is mirrored so thresholds and event times compare the same.
+// - kOurs (default): the same units, but the restart overhead is paid once
+//   per (re)start or migration, not at every event.
+//
+// Single-threaded; Simulate() is a pure function of its arguments.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/sim/trace_io.h"
+#include "coordinator/sched/muri_policy.h"
+
+namespace trainctl::sim {
+
+enum class Policy { kSrtf, kSrsf, kTiresias, kFifo, kFifoBackfill };
+enum class CostModel { kOurs, kMuri };
+
+// Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill".
+absl::StatusOr<Policy> ParsePolicy(const std::string& name);
+
+struct SimConfig {
+  Policy policy = Policy::kSrtf;
+  CostModel cost_model = CostModel::kOurs;
+  sched::muri::GpuCluster cluster;
+  sched::muri::TiresiasConfig tiresias;
+  // Guard against an event loop that stops advancing (upstream can stall on
+  // floating-point ties): give up after this many events in a row at one
+  // simulated time.
+  int64_t max_events_at_one_time = 1000000;
+};
+
+// Restart overhead in seconds of a job of `num_gpu` GPUs running `model`
+// (the artifact's profiled table, run_sim.py overhead_dict; 10 s for a model
+// or GPU count not in it). A property of the models, not of a trace.
+double RestartOverheadS(int num_gpu, const std::string& model);
+
+struct SimMetrics {
+  int64_t jobs = 0;
+  // Mean of end - submit over all jobs, s.
+  double avg_jct_s = 0;
+  // Latest end time, s.
+  double makespan_s = 0;
+  // sorted(JCT)[int(0.99 * n)], as Muri calc.py.
+  double p99_jct_s = 0;
+  // GPU-seconds held by running jobs / (total GPUs x (makespan - first
+  // submit)), in [0, 1].
+  double gpu_allocation = 0;
+  int64_t events = 0;
+  int64_t preemptions = 0;
+};
+
+struct SimResult {
+  std::vector<JobRecord> jobs;  // in completion order
+  SimMetrics metrics;
+};
+
+// Replays `trace` under `config`. Errors: InvalidArgument when a job needs
+// more GPUs than the cluster has (it could never run) or the cluster is
+// empty; Internal when the event loop stops advancing.
+absl::StatusOr<SimResult> Simulate(const SimConfig& config,
+                                   const std::vector<TraceJob>& trace);
+
+// Metrics of finished jobs (Muri calc.py). gpu_allocation and events are
+// left 0.
+SimMetrics ComputeMetrics(const std::vector<JobRecord>& jobs);
+
+}  // namespace trainctl::sim
+
+#endif  // TRAINCTL_BENCH_SIM_SIMULATOR_H_
