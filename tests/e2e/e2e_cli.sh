@@ -3,29 +3,8 @@
 # with fake GPUs, and the trainctl CLI. Usage: e2e_cli.sh BUILD_BIN_DIR
 # Every wait is on a condition (trainctl wait long-polls) with a deadline.
 set -euo pipefail
-BIN=$(cd "${1:?usage: e2e_cli.sh BIN_DIR}" && pwd)
-WORK=$(mktemp -d /tmp/trainctl-e2e.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; echo "--- coordinator log" >&2; tail -30 "$WORK/coord.log" >&2 || true; echo "--- agent log" >&2; tail -30 "$WORK/agent.log" >&2 || true; exit 1; }
-pass=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-
-# Waits until FILE has a line matching REGEX (deadline 30 s); prints it.
-wait_line() {
-  local file=$1 regex=$2 end=$((SECONDS + 30))
-  while ((SECONDS < end)); do
-    if grep -qE "$regex" "$file" 2>/dev/null; then grep -E "$regex" "$file" | tail -1; return 0; fi
-    read -rt 0.05 <> <(:) || true
-  done
-  return 1
-}
-
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init e2e "${1:-}"
 # Starts the coordinator on 127.0.0.1:${1:-0} (0: a free port); sets PORT.
 start_coordinator() {
   "$BIN/trainctl-coordinator" --listen "127.0.0.1:${1:-0}" --state-dir "$WORK/state" \
@@ -115,4 +94,4 @@ rid=$("$T" submit -- echo after-restart)
 "$T" logs "$rid" | grep -q after-restart || fail "log after restart"
 ok "coordinator SIGKILL + restart: 4 jobs kept, agent reconnected, job $rid ran"
 
-echo "$pass passed, 0 failed"
+e2e_done

@@ -4,32 +4,13 @@
 # Usage: gateway_e2e.sh BUILD_BIN_DIR
 # Every wait is on a condition (the :wait endpoint long-polls) with a deadline.
 set -euo pipefail
-BIN=$(cd "${1:?usage: gateway_e2e.sh BIN_DIR}" && pwd)
-WORK=$(mktemp -d /tmp/trainctl-gw-e2e.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init gw-e2e "${1:-}"
 fail() {
   echo "FAIL: $*" >&2
   echo "--- last response ($CODE): $(cat "$WORK/body" 2>/dev/null)" >&2
   for f in coord.log agent.log gateway.log; do echo "--- $f" >&2; tail -20 "$WORK/$f" >&2 || true; done
   exit 1
-}
-pass=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-
-# Waits until FILE has a line matching REGEX (deadline 30 s); prints it.
-wait_line() {
-  local file=$1 regex=$2 end=$((SECONDS + 30))
-  while ((SECONDS < end)); do
-    if grep -qE "$regex" "$file" 2>/dev/null; then grep -E "$regex" "$file" | tail -1; return 0; fi
-    read -rt 0.05 <> <(:) || true
-  done
-  return 1
 }
 
 "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state" \
@@ -148,4 +129,4 @@ req POST "/v1/jobs/424242:cancel"
 [[ $CODE == 404 ]] || fail "cancel of an unknown job: HTTP $CODE"
 ok "POST /v1/jobs/$cid:cancel -> JOB_STATE_CANCELLED"
 
-echo "$pass passed, 0 failed"
+e2e_done

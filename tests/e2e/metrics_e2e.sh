@@ -4,33 +4,14 @@
 # scrapes of /metrics. Usage: metrics_e2e.sh BUILD_BIN_DIR
 # Every wait is on a condition with a deadline; no fixed sleeps.
 set -euo pipefail
-BIN=$(cd "${1:?usage: metrics_e2e.sh BIN_DIR}" && pwd)
-WORK=$(mktemp -d /tmp/trainctl-metrics-e2e.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init metrics-e2e "${1:-}"
 fail() {
   echo "FAIL: $*" >&2
   echo "--- coordinator log" >&2; tail -30 "$WORK/coord.log" >&2 || true
   echo "--- agent log" >&2; tail -30 "$WORK/agent.log" >&2 || true
   echo "--- last scrape" >&2; grep '^trainctl_' "$WORK/metrics.txt" >&2 || true
   exit 1
-}
-pass=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-
-# Waits until FILE has a line matching REGEX (deadline 30 s); prints it.
-wait_line() {
-  local file=$1 regex=$2 end=$((SECONDS + 30))
-  while ((SECONDS < end)); do
-    if grep -qE "$regex" "$file" 2>/dev/null; then grep -E "$regex" "$file" | tail -1; return 0; fi
-    read -rt 0.05 <> <(:) || true
-  done
-  return 1
 }
 
 # Scrapes /metrics into $WORK/metrics.txt until it has a line matching
@@ -108,4 +89,4 @@ while grep -q "trainctl_job_gpu_utilization_ratio{job_id=\"$id\"" "$WORK/metrics
 done
 ok "per-job series removed after the job ended"
 
-echo "$pass passed, 0 failed"
+e2e_done

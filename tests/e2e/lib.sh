@@ -1,0 +1,48 @@
+# Shared pieces of the end-to-end scripts (sourced, not run).
+#   e2e_init NAME BIN_DIR   sets BIN (absolute), WORK (a fresh temp dir), PIDS,
+#                           and a trap that kills every started process and
+#                           removes WORK (kept when KEEP is set)
+#   ok MESSAGE              counts and prints a passed check
+#   e2e_done                prints "N passed, 0 failed"
+#   wait_line FILE REGEX    waits (deadline 30 s) for a line, prints it
+#   fail MESSAGE            prints MESSAGE and the tail of every $WORK/*.log,
+#                           exits 1 (scripts may define their own fail)
+
+e2e_init() {
+  local name=$1
+  BIN=$(cd "${2:?usage: $name BIN_DIR}" && pwd)
+  WORK=$(mktemp -d "/tmp/trainctl-$name.XXXXXX")
+  PIDS=()
+  pass=0
+  trap e2e_cleanup EXIT
+}
+
+e2e_cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
+}
+
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+
+e2e_done() { echo "$pass passed, 0 failed"; }
+
+fail() {
+  echo "FAIL: $*" >&2
+  local f
+  for f in "$WORK"/*.log; do
+    [[ -f $f ]] || continue
+    echo "--- $(basename "$f")" >&2
+    tail -30 "$f" >&2
+  done
+  exit 1
+}
+
+wait_line() {
+  local file=$1 regex=$2 end=$((SECONDS + 30))
+  while ((SECONDS < end)); do
+    if grep -qE "$regex" "$file" 2>/dev/null; then grep -E "$regex" "$file" | tail -1; return 0; fi
+    read -rt 0.05 <> <(:) || true
+  done
+  return 1
+}
