@@ -7,13 +7,17 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -25,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "client/sweep.h"
 #include "common/units.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -259,8 +264,20 @@ class Session {
   int Cancel(int64_t job_id);
   int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
   int Nodes(bool json);
+  // Submits every trial of a sweep as a job of `base` with the trial's
+  // command and params, spec.sweep_id, name "<name>-<i>" and request id
+  // "<sweep_id>-<i>" (so running it again submits nothing twice).
+  int Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
+            const std::string& sweep_id, const std::string& name);
+  int SweepList();
+  int SweepDescribe(const std::string& sweep_id, bool json);
+  int SweepCancel(const std::string& sweep_id);
 
  private:
+  // The trials of `sweep_id`, oldest first. Errors: those of ListJobs;
+  // NOT_FOUND when the sweep has no trial.
+  absl::StatusOr<v1::ListJobsResponse> SweepJobs(const std::string& sweep_id);
+
   // UNAVAILABLE always means the coordinator could not be reached: the
   // coordinator itself never answers UNAVAILABLE to the user API (a
   // disconnected node is FAILED_PRECONDITION).
@@ -594,6 +611,181 @@ int Session::Nodes(bool json) {
   return kExitOk;
 }
 
+bool IsFinal(v1::JobState s) {
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
+         s == v1::JOB_STATE_CANCELLED;
+}
+
+int Session::Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
+                   const std::string& sweep_id, const std::string& name) {
+  int64_t first_id = 0, last_id = 0;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    v1::SubmitJobRequest request;
+    v1::JobSpec* spec = request.mutable_spec();
+    *spec = base;
+    spec->mutable_command()->Assign(trials[i].command.begin(),
+                                    trials[i].command.end());
+    spec->set_sweep_id(sweep_id);
+    spec->mutable_params()->insert(trials[i].params.begin(),
+                                   trials[i].params.end());
+    spec->set_name(absl::StrCat(name, "-", i));
+    request.set_request_id(absl::StrCat(sweep_id, "-", i));
+    v1::SubmitJobResponse response;
+    if (absl::Status s = Call(&Stub::SubmitJob, request, &response); !s.ok()) {
+      err_ << absl::StrFormat("trainctl: error: trial %d of sweep %s: %s\n", i,
+                              sweep_id, s.message());
+      if (i > 0) {
+        err_ << absl::StrFormat(
+            "trainctl: %d of %d trials were submitted; run the same command "
+            "with --sweep-id %s to submit the rest (trials already submitted "
+            "are not submitted twice)\n",
+            i, trials.size(), sweep_id);
+      }
+      return kExitRpcError;
+    }
+    if (i == 0) first_id = response.job_id();
+    last_id = response.job_id();
+  }
+  out_ << sweep_id << "\n";
+  err_ << absl::StrFormat(
+      "sweep %s: %d trial(s) submitted (jobs %d..%d); see `trainctl sweep "
+      "describe %s`\n",
+      sweep_id, trials.size(), first_id, last_id, sweep_id);
+  return kExitOk;
+}
+
+absl::StatusOr<v1::ListJobsResponse> Session::SweepJobs(
+    const std::string& sweep_id) {
+  v1::ListJobsRequest request;
+  request.set_sweep_id(sweep_id);
+  request.set_limit(static_cast<int>(kMaxSweepTrials));
+  v1::ListJobsResponse response;
+  if (absl::Status s = Call(&Stub::ListJobs, request, &response); !s.ok()) {
+    return s;
+  }
+  if (response.jobs().empty()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "sweep %s has no trials (see `trainctl sweep list`)", sweep_id));
+  }
+  for (v1::Job& job : *response.mutable_jobs()) job.clear_attempt_token();
+  std::sort(response.mutable_jobs()->begin(), response.mutable_jobs()->end(),
+            [](const v1::Job& a, const v1::Job& b) { return a.id() < b.id(); });
+  return response;
+}
+
+int Session::SweepList() {
+  v1::ListJobsResponse response;
+  if (absl::Status s = Call(&Stub::ListJobs, v1::ListJobsRequest(), &response);
+      !s.ok()) {
+    return Fail(s);
+  }
+  struct Row {
+    int trials = 0;
+    int64_t first_submit_ms = 0;
+    absl::flat_hash_map<int, int> by_state;
+  };
+  // Newest sweep first: jobs come newest first.
+  std::vector<std::string> order;
+  absl::flat_hash_map<std::string, Row> rows;
+  for (const v1::Job& job : response.jobs()) {
+    const std::string& id = job.spec().sweep_id();
+    if (id.empty()) continue;
+    auto [it, inserted] = rows.try_emplace(id);
+    if (inserted) order.push_back(id);
+    Row& row = it->second;
+    ++row.trials;
+    ++row.by_state[job.state()];
+    if (row.first_submit_ms == 0 || job.submit_time_ms() < row.first_submit_ms) {
+      row.first_submit_ms = job.submit_time_ms();
+    }
+  }
+  Table table({"SWEEP", "TRIALS", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
+               "CANCELLED", "AGE"});
+  for (const std::string& id : order) {
+    Row& row = rows[id];
+    table.AddRow({id, absl::StrCat(row.trials),
+                  absl::StrCat(row.by_state[v1::JOB_STATE_PENDING] +
+                               row.by_state[v1::JOB_STATE_SCHEDULED]),
+                  absl::StrCat(row.by_state[v1::JOB_STATE_RUNNING]),
+                  absl::StrCat(row.by_state[v1::JOB_STATE_SUCCEEDED]),
+                  absl::StrCat(row.by_state[v1::JOB_STATE_FAILED]),
+                  absl::StrCat(row.by_state[v1::JOB_STATE_CANCELLED]),
+                  Ago(row.first_submit_ms)});
+  }
+  table.Print(out_, terminal_width_);
+  return kExitOk;
+}
+
+int Session::SweepDescribe(const std::string& sweep_id, bool json) {
+  absl::StatusOr<v1::ListJobsResponse> response = SweepJobs(sweep_id);
+  if (!response.ok()) return Fail(response.status());
+  if (json) {
+    out_ << ToJson(*response);
+    return kExitOk;
+  }
+  std::set<std::string> names;
+  for (const v1::Job& job : response->jobs()) {
+    for (const auto& [name, value] : job.spec().params()) names.insert(name);
+  }
+  std::vector<std::string> header = {"JOB", "STATE"};
+  header.insert(header.end(), names.begin(), names.end());
+  header.push_back("EXIT");
+  Table table(std::move(header));
+  for (const v1::Job& job : response->jobs()) {
+    std::vector<std::string> row = {absl::StrCat(job.id()),
+                                    StateName(job.state())};
+    for (const std::string& name : names) {
+      auto it = job.spec().params().find(name);
+      row.push_back(it == job.spec().params().end() ? "-" : it->second);
+    }
+    // The first rank that failed, else rank 0.
+    const v1::Task* shown = nullptr;
+    for (const v1::Task& t : job.tasks()) {
+      if (shown == nullptr || (FormatExit(*shown) == "0" &&
+                               FormatExit(t) != "0" && FormatExit(t) != "-")) {
+        shown = &t;
+      }
+    }
+    row.push_back(shown == nullptr ? "-" : FormatExit(*shown));
+    table.AddRow(std::move(row));
+  }
+  table.Print(out_, terminal_width_);
+  return kExitOk;
+}
+
+int Session::SweepCancel(const std::string& sweep_id) {
+  absl::StatusOr<v1::ListJobsResponse> response = SweepJobs(sweep_id);
+  if (!response.ok()) return Fail(response.status());
+  int cancelled = 0, ended = 0, failed = 0;
+  for (const v1::Job& job : response->jobs()) {
+    if (IsFinal(job.state())) {
+      ++ended;
+      continue;
+    }
+    v1::CancelJobRequest request;
+    request.set_job_id(job.id());
+    v1::CancelJobResponse cancel;
+    if (absl::Status s = Call(&Stub::CancelJob, request, &cancel); !s.ok()) {
+      err_ << absl::StrFormat("trainctl: error: job %d: %s\n", job.id(),
+                              s.message());
+      ++failed;
+      continue;
+    }
+    ++cancelled;
+  }
+  out_ << absl::StrFormat(
+      "sweep %s: cancelled %d trial(s); %d had already ended\n", sweep_id,
+      cancelled, ended);
+  if (failed > 0) {
+    err_ << absl::StrFormat(
+        "trainctl: error: %d trial(s) of sweep %s could not be cancelled; "
+        "run `trainctl sweep cancel %s` again\n",
+        failed, sweep_id, sweep_id);
+    return kExitRpcError;
+  }
+  return kExitOk;
+}
+
 // ------------------------------------------------------------ command line
 
 constexpr char kWaitExitHelp[] =
@@ -630,15 +822,82 @@ struct Flags {
   int rank = 0;
   bool follow = false;
   std::string timeout;
+  // sweep (the job flags above are shared with submit)
+  std::vector<std::string> grid;
+  std::vector<std::string> params;
+  int64_t random_count = 0;
+  uint64_t seed = 0;
+  // Also the SWEEP argument of sweep describe/cancel.
+  std::string sweep_id;
 };
 
-// Fills flags->submit from the submit flags; returns a usage error message
-// naming the flag, or "" when they are fine.
-std::string BuildSpec(Flags* flags) {
+// A sweep id like "sw-1f2e3d4c": 32 random bits.
+std::string NewSweepId() {
+  absl::BitGen gen;
+  return absl::StrFormat("sw-%08x", absl::Uniform<uint32_t>(gen));
+}
+
+// "" when `id` is a usable sweep id, else why not (the coordinator checks the
+// same: at most 64 bytes of [A-Za-z0-9._-]).
+std::string CheckSweepId(const std::string& id) {
+  if (id.empty() || id.size() > 64 ||
+      !std::all_of(id.begin(), id.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+      })) {
+    return absl::StrFormat(
+        "--sweep-id %s: expected 1 to 64 characters of [A-Za-z0-9._-]", id);
+  }
+  return "";
+}
+
+// The flags a job spec is made of, shared by `submit` and `sweep`: resource
+// shape, priority, restarts, env, workdir. They fill `f`; BuildSpec reads
+// them back.
+void AddJobSpecOptions(CLI::App* sub, Flags& f) {
+  // CLI11's PositiveNumber prints DBL_MAX in its message.
+  const CLI::Range kPositive(1, 1'000'000);
+  const CLI::Range kNonNegative(0, 1'000'000);
+  auto* gpus = sub->add_option("--gpus", f.gpus,
+                               "Whole GPUs; more than 1 makes a gang job")
+                   ->check(kPositive);
+  auto* fraction = sub->add_option("--gpu-fraction", f.gpu_fraction,
+                                   "Share of one GPU, in (0, 1]")
+                       ->check(CLI::Range(0.0, 1.0));
+  auto* mem = sub->add_option("--gpu-mem", f.gpu_mem,
+                              "GPU memory to reserve on one shared GPU, "
+                              "e.g. 10GiB");
+  gpus->excludes(fraction)->excludes(mem);
+  fraction->excludes(mem);
+  auto* nodes_opt =
+      sub->add_option("--nodes", f.nodes, "Nodes of a gang job")
+          ->check(kPositive);
+  auto* gpn_opt = sub->add_option("--gpus-per-node", f.gpus_per_node,
+                                  "GPUs on each node of a gang job")
+                      ->check(kPositive);
+  nodes_opt->needs(gpn_opt)->excludes(gpus)->excludes(fraction)->excludes(mem);
+  gpn_opt->needs(nodes_opt);
+  sub->add_option("--tasks-per-node", f.tasks_per_node,
+                  "Processes per node (default: one per GPU)")
+      ->check(kPositive);
+  sub->add_option("--priority", f.priority, "Higher runs first (default 0)");
+  sub->add_option("--max-restarts", f.max_restarts,
+                  "Retries of a failed attempt (default 0)")
+      ->check(kNonNegative);
+  sub->add_option("--env", f.env, "KEY=VALUE for the task (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_option("--workdir", f.workdir,
+                  "Working directory of the task (default: this one)");
+}
+
+// Fills flags->submit from the job spec flags (AddJobSpecOptions) and the
+// command; returns a usage error message naming the flag, or "" when they
+// are fine. `example` is the command line shown when the command is missing.
+std::string BuildSpec(Flags* flags, absl::string_view verb,
+                      absl::string_view example) {
   v1::JobSpec* spec = flags->submit.mutable_spec();
   if (flags->command.empty()) {
-    return "submit: no command to run; give it after --, e.g. "
-           "`trainctl submit --gpus 1 -- python train.py`";
+    return absl::StrCat(verb, ": no command to run; give it after --, e.g. `",
+                        example, "`");
   }
   spec->mutable_command()->Assign(flags->command.begin(), flags->command.end());
   spec->set_gpus(flags->gpus);
@@ -687,6 +946,11 @@ std::vector<std::string> JobStateNames() {
   return names;
 }
 
+int UsageError(std::ostream& err, absl::string_view message) {
+  err << "trainctl: error: " << message << "\n";
+  return kExitUsage;
+}
+
 std::string Example(absl::string_view text) {
   return absl::StrCat("Example:\n", text);
 }
@@ -729,8 +993,6 @@ int Cli::WaitExitStatus(const v1::Job& job) {
 }
 
 int Cli::Run(int argc, char** argv) {
-  // CLI11's PositiveNumber prints DBL_MAX in its message.
-  const CLI::Range kPositive(1, 1'000'000);
   const CLI::Range kNonNegative(0, 1'000'000);
   Flags f;
   CLI::App app("trainctl: submit and watch jobs on a trainctl GPU cluster.",
@@ -750,41 +1012,7 @@ int Cli::Run(int argc, char** argv) {
       app.add_subcommand("submit", "Submit a job; prints its id");
   submit->add_option("--name", *f.submit.mutable_spec()->mutable_name(),
                      "Job name shown in listings");
-  auto* gpus = submit
-                   ->add_option("--gpus", f.gpus,
-                                "Whole GPUs; more than 1 makes a gang job")
-                   ->check(kPositive);
-  auto* fraction = submit
-                       ->add_option("--gpu-fraction", f.gpu_fraction,
-                                    "Share of one GPU, in (0, 1]")
-                       ->check(CLI::Range(0.0, 1.0));
-  auto* mem = submit->add_option("--gpu-mem", f.gpu_mem,
-                                 "GPU memory to reserve on one shared GPU, "
-                                 "e.g. 10GiB");
-  gpus->excludes(fraction)->excludes(mem);
-  fraction->excludes(mem);
-  auto* nodes_opt =
-      submit->add_option("--nodes", f.nodes, "Nodes of a gang job")
-          ->check(kPositive);
-  auto* gpn_opt = submit
-                      ->add_option("--gpus-per-node", f.gpus_per_node,
-                                   "GPUs on each node of a gang job")
-                      ->check(kPositive);
-  nodes_opt->needs(gpn_opt)->excludes(gpus)->excludes(fraction)->excludes(mem);
-  gpn_opt->needs(nodes_opt);
-  submit
-      ->add_option("--tasks-per-node", f.tasks_per_node,
-                   "Processes per node (default: one per GPU)")
-      ->check(kPositive);
-  submit->add_option("--priority", f.priority, "Higher runs first (default 0)");
-  submit
-      ->add_option("--max-restarts", f.max_restarts,
-                   "Retries of a failed attempt (default 0)")
-      ->check(kNonNegative);
-  submit->add_option("--env", f.env, "KEY=VALUE for the task (repeatable)")
-      ->allow_extra_args(false);
-  submit->add_option("--workdir", f.workdir,
-                     "Working directory of the task (default: this one)");
+  AddJobSpecOptions(submit, f);
   submit->add_option("--request-id", *f.submit.mutable_request_id(),
                      "Makes retried submits idempotent");
   submit->add_flag("--wait", f.wait,
@@ -797,6 +1025,56 @@ int Cli::Run(int argc, char** argv) {
               "python ddp.py"),
       "\n\nWith --wait, the exit status is that of `trainctl wait` (see "
       "trainctl wait --help)."));
+
+  // sweep, and its list/describe/cancel
+  CLI::App* sweep = app.add_subcommand(
+      "sweep",
+      "Run a hyper-parameter sweep: one job per trial, sharing a sweep id; "
+      "prints the sweep id");
+  sweep->require_subcommand(0, 1);
+  sweep->add_option("--name", *f.submit.mutable_spec()->mutable_name(),
+                    "Trials are named NAME-0, NAME-1, ... (default: the "
+                    "sweep id)");
+  sweep->add_option("--grid", f.grid,
+                    "NAME=V1,V2,...: every value is tried (repeatable; the "
+                    "trials are the cartesian product)")
+      ->allow_extra_args(false);
+  sweep->add_option("--random", f.random_count,
+                    "Samples of the --param parameters per grid point")
+      ->check(CLI::Range(int64_t{1}, kMaxSweepTrials));
+  sweep->add_option("--param", f.params,
+                    "NAME=DIST, DIST one of uniform:LOW:HIGH, "
+                    "loguniform:LOW:HIGH, int:LOW:HIGH (inclusive), "
+                    "choice:A|B|... (repeatable)")
+      ->allow_extra_args(false);
+  sweep->add_option("--seed", f.seed,
+                    "Seed of the sampler (default 0): the same seed gives "
+                    "the same trials");
+  sweep->add_option("--sweep-id", f.sweep_id,
+                    "Sweep id (default: sw- and 8 random hex digits); giving "
+                    "that of an earlier run resubmits only missing trials");
+  AddJobSpecOptions(sweep, f);
+  sweep->add_option("command", f.command,
+                    "The command to run, after --; {NAME} is replaced by the "
+                    "trial's value of NAME ({{ and }} are literal braces)");
+  sweep->footer(Example(
+      "  trainctl sweep --gpu-fraction 0.25 --grid lr=1e-3,3e-4 --grid "
+      "bs=64,128 -- python train.py --lr {lr} --bs {bs}\n"
+      "  trainctl sweep --grid bs=64,128 --random 8 --param "
+      "lr=loguniform:1e-5:1e-2 --seed 1 -- python train.py --lr {lr} --bs "
+      "{bs}\n"
+      "  trainctl sweep list | describe SWEEP [-o json] | cancel SWEEP"));
+  CLI::App* sweep_list = sweep->add_subcommand(
+      "list", "One row per sweep (among the newest 1000 jobs): trials by state");
+  CLI::App* sweep_describe = sweep->add_subcommand(
+      "describe", "A sweep's trials: job, state, parameters, exit code");
+  sweep_describe->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
+  sweep_describe
+      ->add_option("-o,--output", f.output, "Output format: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  CLI::App* sweep_cancel = sweep->add_subcommand(
+      "cancel", "Cancel every trial of a sweep that has not ended");
+  sweep_cancel->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
 
   // list
   CLI::App* list = app.add_subcommand("list", "List jobs, newest first");
@@ -877,9 +1155,50 @@ int Cli::Run(int argc, char** argv) {
     }
   }
   if (submit->parsed()) {
-    if (std::string error = BuildSpec(&f); !error.empty()) {
+    if (std::string error = BuildSpec(&f, "submit",
+                                      "trainctl submit --gpus 1 -- python train.py");
+        !error.empty()) {
       err_ << "trainctl: error: " << error << "\n";
       return kExitUsage;
+    }
+  }
+  // A sweep to submit: expanded (and every usage error found) before any RPC.
+  const bool sweep_run = sweep->parsed() && !sweep_list->parsed() &&
+                         !sweep_describe->parsed() && !sweep_cancel->parsed();
+  std::vector<Trial> trials;
+  if (sweep_run) {
+    SweepSpec spec;
+    spec.random_count = f.random_count;
+    spec.seed = f.seed;
+    for (const std::string& text : f.grid) {
+      absl::StatusOr<GridParam> p = ParseGridFlag(text);
+      if (!p.ok()) return UsageError(err_, p.status().message());
+      spec.grid.push_back(*std::move(p));
+    }
+    for (const std::string& text : f.params) {
+      absl::StatusOr<RandomParam> p = ParseParamFlag(text);
+      if (!p.ok()) return UsageError(err_, p.status().message());
+      spec.random.push_back(*std::move(p));
+    }
+    if (f.sweep_id.empty()) f.sweep_id = NewSweepId();
+    if (std::string e = CheckSweepId(f.sweep_id); !e.empty()) {
+      return UsageError(err_, e);
+    }
+    if (std::string e = BuildSpec(
+            &f, "sweep",
+            "trainctl sweep --grid lr=1e-3,3e-4 -- python train.py --lr {lr}");
+        !e.empty()) {
+      return UsageError(err_, e);
+    }
+    absl::StatusOr<std::vector<Trial>> expanded = ExpandSweep(spec, f.command);
+    if (!expanded.ok()) return UsageError(err_, expanded.status().message());
+    trials = *std::move(expanded);
+    std::vector<std::string> unused = UnusedSweepParams(spec, f.command);
+    if (!unused.empty()) {
+      err_ << absl::StrFormat(
+          "trainctl: warning: no {placeholder} in the command uses %s; the "
+          "trials still get it in their params\n",
+          absl::StrJoin(unused, ", "));
     }
   }
 
@@ -891,6 +1210,14 @@ int Cli::Run(int argc, char** argv) {
                   options_.terminal_width);
   const bool json = f.output == "json";
   if (submit->parsed()) return session.Submit(f.submit, f.wait);
+  if (sweep_list->parsed()) return session.SweepList();
+  if (sweep_describe->parsed()) return session.SweepDescribe(f.sweep_id, json);
+  if (sweep_cancel->parsed()) return session.SweepCancel(f.sweep_id);
+  if (sweep_run) {
+    const std::string& name = f.submit.spec().name();
+    return session.Sweep(f.submit.spec(), trials, f.sweep_id,
+                         name.empty() ? f.sweep_id : name);
+  }
   if (list->parsed()) return session.List(f.states, json);
   if (describe->parsed()) return session.Describe(f.job_id, json);
   if (logs->parsed()) return session.Logs(f.job_id, f.rank, f.follow);

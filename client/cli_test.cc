@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "client/sweep.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -795,6 +797,244 @@ TEST(CliGrpcTest, Logs_NodeDisconnected_PrintsCoordinatorsMessage) {
             "trainctl: error: node gpu-b is not connected; rank 0's log is at "
             "/var/log/trainctl/7/0/rank0.log on that host\n");
   server->Shutdown();
+}
+
+// ------------------------------------------------------------------ sweep
+
+// Expects `n` SubmitJob calls, answers ids 10, 11, ... and keeps the requests.
+class SweepCliTest : public CliTest {
+ protected:
+  void ExpectSubmits(int n) {
+    EXPECT_CALL(stub_, SubmitJob(_, _, _))
+        .Times(n)
+        .WillRepeatedly(Invoke([this](grpc::ClientContext*,
+                                      const v1::SubmitJobRequest& request,
+                                      v1::SubmitJobResponse* response) {
+          requests_.push_back(request);
+          response->set_job_id(10 + static_cast<int64_t>(requests_.size()) - 1);
+          return grpc::Status::OK;
+        }));
+  }
+
+  // Four trials of sweep sw-test (newest first, as the coordinator lists):
+  // 13 pending, 12 running, 11 failed with exit 3, 10 succeeded.
+  v1::ListJobsResponse FourTrials() {
+    return Proto<v1::ListJobsResponse>(absl::StrFormat(
+        R"pb(
+          jobs {
+            id: 13
+            spec { sweep_id: "sw-test" params { key: "lr" value: "3e-4" } params { key: "bs" value: "128" } }
+            state: JOB_STATE_PENDING
+            submit_time_ms: %d
+          }
+          jobs {
+            id: 12
+            spec { sweep_id: "sw-test" params { key: "lr" value: "3e-4" } params { key: "bs" value: "64" } }
+            state: JOB_STATE_RUNNING
+            submit_time_ms: %d
+            tasks { state: TASK_STATE_RUNNING }
+          }
+          jobs {
+            id: 11
+            spec { sweep_id: "sw-test" params { key: "lr" value: "1e-3" } params { key: "bs" value: "128" } }
+            state: JOB_STATE_FAILED
+            submit_time_ms: %d
+            tasks { state: TASK_STATE_EXITED exit_code: 3 }
+          }
+          jobs {
+            id: 10
+            spec { sweep_id: "sw-test" params { key: "lr" value: "1e-3" } params { key: "bs" value: "64" } }
+            state: JOB_STATE_SUCCEEDED
+            submit_time_ms: %d
+            tasks { state: TASK_STATE_EXITED exit_code: 0 }
+          }
+        )pb",
+        kNowMs - 60'000, kNowMs - 60'000, kNowMs - 60'000, kNowMs - 120'000));
+  }
+
+  // Expects one ListJobs for sweep sw-test and answers `response`.
+  void ExpectListSweep(const v1::ListJobsResponse& response) {
+    EXPECT_CALL(stub_, ListJobs(_, _, _))
+        .WillOnce(DoAll(SaveArg<1>(&listed_), SetArgPointee<2>(response),
+                        Return(grpc::Status::OK)));
+  }
+
+  std::vector<v1::SubmitJobRequest> requests_;
+  v1::ListJobsRequest listed_;
+};
+
+TEST_F(SweepCliTest, Sweep_TwoByTwoGrid_SubmitsFourTrialsWithParamsAndRequestIds) {
+  ExpectSubmits(4);
+  ASSERT_EQ(Run({"sweep", "--name", "lrs", "--sweep-id", "sw-test",
+                 "--gpu-fraction", "0.5", "--workdir", "/data", "--env", "A=1",
+                 "--grid", "lr=1e-3,3e-4", "--grid", "bs=64,128", "--",
+                 "python", "train.py", "--lr", "{lr}", "--bs", "{bs}"}),
+            0)
+      << err_.str();
+  ASSERT_EQ(requests_.size(), 4u);
+  // Trial 3: the last grid point; the spec flags as for submit.
+  EXPECT_THAT(requests_[3], EqualsProto(Proto<v1::SubmitJobRequest>(R"pb(
+                spec {
+                  name: "lrs-3"
+                  command: [ "python", "train.py", "--lr", "3e-4", "--bs", "128" ]
+                  env { key: "A" value: "1" }
+                  workdir: "/data"
+                  gpu_fraction: 0.5
+                  sweep_id: "sw-test"
+                  params { key: "lr" value: "3e-4" }
+                  params { key: "bs" value: "128" }
+                }
+                request_id: "sw-test-3"
+              )pb")));
+  const std::vector<std::vector<std::string>> argv = {
+      {"1e-3", "64"}, {"1e-3", "128"}, {"3e-4", "64"}, {"3e-4", "128"}};
+  for (int i = 0; i < 4; ++i) {
+    const v1::SubmitJobRequest& r = requests_[i];
+    EXPECT_EQ(r.request_id(), absl::StrCat("sw-test-", i));
+    EXPECT_EQ(r.spec().name(), absl::StrCat("lrs-", i));
+    EXPECT_EQ(r.spec().sweep_id(), "sw-test");
+    EXPECT_EQ(r.spec().params().at("lr"), argv[i][0]);
+    EXPECT_EQ(r.spec().params().at("bs"), argv[i][1]);
+    EXPECT_THAT(r.spec().command(),
+                ElementsAre("python", "train.py", "--lr", argv[i][0], "--bs",
+                            argv[i][1]));
+  }
+  // The sweep id alone on stdout, so that `sw=$(trainctl sweep ...)` works.
+  EXPECT_EQ(out_.str(), "sw-test\n");
+  EXPECT_THAT(err_.str(), HasSubstr("sweep sw-test: 4 trial(s) submitted (jobs 10..13)"));
+}
+
+TEST_F(SweepCliTest, Sweep_RandomNoSweepId_GeneratedIdAndSeededSamples) {
+  ExpectSubmits(3);
+  ASSERT_EQ(Run({"sweep", "--random", "3", "--param", "lr=loguniform:1e-5:1e-2",
+                 "--seed", "5", "--", "python", "train.py", "--lr={lr}"}),
+            0)
+      << err_.str();
+  ASSERT_EQ(requests_.size(), 3u);
+  const std::string id = requests_[0].spec().sweep_id();
+  EXPECT_THAT(id, ::testing::MatchesRegex("sw-[0-9a-f]{8}"));
+  EXPECT_EQ(out_.str(), id + "\n");
+  std::vector<std::string> lrs;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(requests_[i].spec().sweep_id(), id);
+    // No --name: trials are named after the sweep.
+    EXPECT_EQ(requests_[i].spec().name(), absl::StrCat(id, "-", i));
+    EXPECT_EQ(requests_[i].request_id(), absl::StrCat(id, "-", i));
+    lrs.push_back(requests_[i].spec().params().at("lr"));
+    EXPECT_EQ(requests_[i].spec().command(2), "--lr=" + lrs.back());
+  }
+  // The same seed gives the same values (what makes a retried sweep with
+  // --sweep-id idempotent).
+  SweepSpec spec;
+  spec.random = {*ParseParamFlag("lr=loguniform:1e-5:1e-2")};
+  spec.random_count = 3;
+  spec.seed = 5;
+  auto trials = ExpandSweep(spec, {"x", "{lr}"});
+  ASSERT_TRUE(trials.ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*trials)[i].params.at("lr"), lrs[i]);
+}
+
+TEST_F(SweepCliTest, Sweep_UnknownPlaceholder_UsageErrorBeforeAnyRpc) {
+  // StrictMock: no RPC may be made.
+  EXPECT_EQ(Run({"sweep", "--grid", "lr=1,2", "--", "python", "--bs", "{bs}"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("placeholder {bs} is not a parameter"));
+  EXPECT_EQ(Run({"sweep", "--grid", "lr=", "--", "python"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--grid lr=: empty value"));
+  EXPECT_EQ(Run({"sweep", "--random", "2", "--param", "lr=normal:0:1", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown distribution"));
+  EXPECT_EQ(Run({"sweep", "--grid", "lr=1"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("sweep: no command to run"));
+  EXPECT_EQ(Run({"sweep", "--sweep-id", "a/b", "--grid", "lr=1", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--sweep-id a/b"));
+}
+
+TEST_F(SweepCliTest, Sweep_ParamNotInCommand_WarnsAndSubmits) {
+  ExpectSubmits(2);
+  EXPECT_EQ(Run({"sweep", "--sweep-id", "s", "--grid", "seed=1,2", "--", "python",
+                 "train.py"}),
+            0);
+  EXPECT_THAT(err_.str(), HasSubstr("warning: no {placeholder} in the command uses seed"));
+  EXPECT_EQ(requests_[1].spec().params().at("seed"), "2");
+}
+
+TEST_F(SweepCliTest, Sweep_SubmitFailsMidway_SaysHowToResume) {
+  v1::SubmitJobResponse ok;
+  ok.set_job_id(10);
+  EXPECT_CALL(stub_, SubmitJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(ok), Return(grpc::Status::OK)))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
+  EXPECT_EQ(Run({"sweep", "--sweep-id", "sw-x", "--grid", "a=1,2,3", "--", "run",
+                 "{a}"}),
+            1);
+  EXPECT_THAT(err_.str(), HasSubstr("trial 1 of sweep sw-x: cannot reach"));
+  EXPECT_THAT(err_.str(), HasSubstr("1 of 3 trials were submitted; run the same "
+                                    "command with --sweep-id sw-x"));
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(SweepCliTest, SweepDescribe_FourTrials_TableOldestFirstWithParamColumns) {
+  ExpectListSweep(FourTrials());
+  ASSERT_EQ(Run({"sweep", "describe", "sw-test"}), 0) << err_.str();
+  EXPECT_EQ(listed_.sweep_id(), "sw-test");
+  EXPECT_EQ(listed_.limit(), 10000);
+  // Parameters in name order (bs, lr); EXIT of the trial's process.
+  EXPECT_THAT(Lines(out_.str()),
+              ElementsAre("JOB  STATE      bs   lr    EXIT",
+                          "10   succeeded  64   1e-3  0",
+                          "11   failed     128  1e-3  3",
+                          "12   running    64   3e-4  -",
+                          "13   pending    128  3e-4  -"));
+}
+
+TEST_F(SweepCliTest, SweepDescribe_Json_ParsesBack) {
+  ExpectListSweep(FourTrials());
+  ASSERT_EQ(Run({"sweep", "describe", "sw-test", "-o", "json"}), 0);
+  v1::ListJobsResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok());
+  ASSERT_EQ(parsed.jobs_size(), 4);
+  EXPECT_EQ(parsed.jobs(0).id(), 10);
+  EXPECT_EQ(parsed.jobs(0).spec().params().at("lr"), "1e-3");
+}
+
+TEST_F(SweepCliTest, SweepDescribe_UnknownSweep_NotFoundExits1) {
+  ExpectListSweep(v1::ListJobsResponse());
+  EXPECT_EQ(Run({"sweep", "describe", "sw-nope"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("sweep sw-nope has no trials"));
+}
+
+TEST_F(SweepCliTest, SweepCancel_MixedStates_CancelsOnlyNonFinalTrials) {
+  ExpectListSweep(FourTrials());
+  std::vector<int64_t> cancelled;
+  EXPECT_CALL(stub_, CancelJob(_, _, _))
+      .Times(2)
+      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::CancelJobRequest& r,
+                                 v1::CancelJobResponse*) {
+        cancelled.push_back(r.job_id());
+        return grpc::Status::OK;
+      }));
+  EXPECT_EQ(Run({"sweep", "cancel", "sw-test"}), 0) << err_.str();
+  // 12 (running) and 13 (pending); 10 and 11 had ended.
+  EXPECT_THAT(cancelled, ElementsAre(12, 13));
+  EXPECT_EQ(out_.str(), "sweep sw-test: cancelled 2 trial(s); 2 had already ended\n");
+}
+
+TEST_F(SweepCliTest, SweepList_TrialsOfTwoSweepsAndPlainJobs_OneRowPerSweep) {
+  v1::ListJobsResponse response = FourTrials();
+  v1::Job* other = response.add_jobs();
+  other->set_id(5);
+  other->mutable_spec()->set_sweep_id("sw-old");
+  other->set_state(v1::JOB_STATE_CANCELLED);
+  other->set_submit_time_ms(kNowMs - 3600'000);
+  response.add_jobs()->set_id(4);  // not a sweep trial
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"sweep", "list"}), 0);
+  EXPECT_THAT(
+      Lines(out_.str()),
+      ElementsAre(
+          "SWEEP    TRIALS  PENDING  RUNNING  SUCCEEDED  FAILED  CANCELLED  AGE",
+          "sw-test  4       1        1        1          1       0          2m0s",
+          "sw-old   1       0        0        0          0       1          1h0m"));
 }
 
 }  // namespace

@@ -118,6 +118,9 @@ absl::Status Coordinator::LoadLocked() {
   for (v1::Job& job : state.jobs) {
     next_job_id_ = std::max(next_job_id_, job.id() + 1);
     if (!job.request_id().empty()) request_ids_[job.request_id()] = job.id();
+    if (!job.spec().sweep_id().empty()) {
+      sweep_jobs_[job.spec().sweep_id()].push_back(job.id());
+    }
     if (job.state() == v1::JOB_STATE_SCHEDULED ||
         job.state() == v1::JOB_STATE_RUNNING) {
       std::vector<std::string> hosts;
@@ -130,6 +133,10 @@ absl::Status Coordinator::LoadLocked() {
     if (jobs_.emplace(id, std::move(job)).second) {
       ++jobs_by_state_[StateSlot(jobs_.at(id).state())];
     }
+  }
+  for (auto& [sweep, ids] : sweep_jobs_) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   }
   for (v1::Node& node : state.nodes) {
     NodeEntry& e = nodes_[node.name()];
@@ -259,6 +266,7 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
     }
     ++next_job_id_;
     if (!request_id.empty()) request_ids_[request_id] = id;
+    if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
     TrackLocked(job);
     jobs_.emplace(id, std::move(job));
     ++jobs_by_state_[v1::JOB_STATE_PENDING];
@@ -279,11 +287,24 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
 }
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
-                                           int limit) const {
+                                           int limit,
+                                           const std::string& sweep_id) const {
   if (limit <= 0) limit = kDefaultListLimit;
   absl::flat_hash_set<int> wanted(states.begin(), states.end());
   std::vector<v1::Job> out;
   absl::MutexLock lock(&mu_);
+  if (!sweep_id.empty()) {
+    auto sweep = sweep_jobs_.find(sweep_id);
+    if (sweep == sweep_jobs_.end()) return out;
+    for (auto id = sweep->second.rbegin(); id != sweep->second.rend(); ++id) {
+      if (static_cast<int>(out.size()) >= limit) break;
+      auto it = jobs_.find(*id);
+      if (it == jobs_.end()) continue;
+      if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+      out.push_back(Redacted(it->second));
+    }
+    return out;
+  }
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
     if (static_cast<int>(out.size()) >= limit) break;
     if (!wanted.empty() && !wanted.contains(it->second.state())) continue;

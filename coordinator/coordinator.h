@@ -163,8 +163,12 @@ class Coordinator {
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
 
   // Newest first; `states` empty means all; at most `limit` (0: 1000).
+  // A non-empty `sweep_id` keeps only that sweep's trials (looked up in an
+  // index, so a long history of other jobs costs nothing); an unknown sweep
+  // gives an empty list.
   std::vector<v1::Job> ListJobs(const std::vector<v1::JobState>& states,
-                                int limit) const;
+                                int limit,
+                                const std::string& sweep_id = "") const;
 
   // Cancels a job that is not final: its live tasks get SIGTERM, then SIGKILL
   // after the grace period. Cancelling a final job returns it unchanged. The
@@ -319,6 +323,9 @@ class Coordinator {
   absl::btree_set<int64_t> active_ ABSL_GUARDED_BY(mu_);
   int64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, int64_t> request_ids_ ABSL_GUARDED_BY(mu_);
+  // Sweep id -> ids of its trials, ascending (ListJobs' sweep filter).
+  absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
+      ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<DrainingTask> draining_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);

@@ -640,5 +640,52 @@ TEST_F(CoordinatorTest, Observers_SchedulePassAndRendezvous_TimedWithClock) {
   EXPECT_THAT(rendezvous, SizeIs(1));
 }
 
+TEST_F(CoordinatorTest, ListJobs_SweepFilter_OnlyThatSweepsTrialsAndSurvivesRestart) {
+  // No agent: every job stays PENDING. Jobs 1 and 4 are plain, 2 and 5 are
+  // trials of sweep "sw-a", 3 of "sw-b".
+  auto submit = [&](const std::string& sweep) {
+    v1::JobSpec spec = Spec();
+    spec.set_sweep_id(sweep);
+    if (!sweep.empty()) (*spec.mutable_params())["lr"] = "0.1";
+    auto id = core_->SubmitJob(spec, "");
+    EXPECT_THAT(id, ::trainctl::testing::IsOk());
+    return id.value_or(0);
+  };
+  submit("");
+  const int64_t a1 = submit("sw-a");
+  const int64_t b1 = submit("sw-b");
+  submit("");
+  const int64_t a2 = submit("sw-a");
+
+  auto ids = [&](const std::vector<v1::JobState>& states, int limit,
+                 const std::string& sweep) {
+    std::vector<int64_t> out;
+    for (const v1::Job& job : core_->ListJobs(states, limit, sweep)) {
+      out.push_back(job.id());
+    }
+    return out;
+  };
+  // Newest first, only that sweep's trials, with their params.
+  EXPECT_EQ(ids({}, 0, "sw-a"), (std::vector<int64_t>{a2, a1}));
+  EXPECT_EQ(ids({}, 0, "sw-b"), (std::vector<int64_t>{b1}));
+  EXPECT_EQ(core_->ListJobs({}, 0, "sw-a")[0].spec().params().at("lr"), "0.1");
+  EXPECT_THAT(ids({}, 0, "sw-none"), SizeIs(0));
+  // The limit and the state filter apply within the sweep.
+  EXPECT_EQ(ids({}, 1, "sw-a"), (std::vector<int64_t>{a2}));
+  TC_ASSERT_OK(core_->CancelJob(a1));
+  EXPECT_EQ(ids({v1::JOB_STATE_PENDING}, 0, "sw-a"), (std::vector<int64_t>{a2}));
+  EXPECT_EQ(ids({v1::JOB_STATE_CANCELLED}, 0, "sw-a"), (std::vector<int64_t>{a1}));
+  // No sweep id: every job, as before.
+  EXPECT_THAT(core_->ListJobs({}, 0), SizeIs(5));
+
+  // The index is rebuilt from the store.
+  Restart();
+  EXPECT_EQ(ids({}, 0, "sw-a"), (std::vector<int64_t>{a2, a1}));
+  EXPECT_EQ(ids({}, 0, "sw-b"), (std::vector<int64_t>{b1}));
+  // A trial submitted after the restart joins its sweep.
+  const int64_t a3 = submit("sw-a");
+  EXPECT_EQ(ids({}, 0, "sw-a"), (std::vector<int64_t>{a3, a2, a1}));
+}
+
 }  // namespace
 }  // namespace trainctl::coord

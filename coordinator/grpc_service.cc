@@ -62,7 +62,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     }
     std::vector<v1::JobState> states;
     for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
-    for (v1::Job& job : core_->ListJobs(states, req->limit())) {
+    for (v1::Job& job : core_->ListJobs(states, req->limit(), req->sweep_id())) {
       *resp->add_jobs() = std::move(job);
     }
     reactor->Finish(grpc::Status::OK);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +19,13 @@ bool IsEnvName(absl::string_view s) {
   if (s.empty() || absl::ascii_isdigit(s[0])) return false;
   for (char c : s) {
     if (!absl::ascii_isalnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
+bool IsSweepId(absl::string_view s) {
+  for (char c : s) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
   }
   return true;
 }
@@ -106,6 +114,33 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.max_restarts() < 0 || spec.max_restarts() > kMaxRestarts) {
     return Invalid("max_restarts", absl::StrCat("must be in [0, ", kMaxRestarts,
                                                 "], got ", spec.max_restarts()));
+  }
+  if (spec.sweep_id().size() > kMaxSweepIdBytes) {
+    return Invalid("sweep_id", absl::StrCat("at most ", kMaxSweepIdBytes,
+                                            " bytes, got ", spec.sweep_id().size()));
+  }
+  if (!IsSweepId(spec.sweep_id())) {
+    return Invalid("sweep_id", absl::StrCat("only [A-Za-z0-9._-] allowed, got \"",
+                                            absl::CHexEscape(spec.sweep_id()), "\""));
+  }
+  if (spec.params_size() > kMaxParams) {
+    return Invalid("params", absl::StrCat("at most ", kMaxParams,
+                                          " parameters, got ", spec.params_size()));
+  }
+  for (const auto& [key, value] : spec.params()) {
+    if (key.size() > kMaxParamNameBytes || !IsEnvName(key)) {
+      return Invalid(absl::StrCat("params[", absl::CHexEscape(key.substr(0, 64)), "]"),
+                     absl::StrCat("not a valid parameter name ([A-Za-z_][A-Za-z0-9_]*, "
+                                  "at most ", kMaxParamNameBytes, " bytes)"));
+    }
+    if (value.size() > kMaxParamValueBytes) {
+      return Invalid(absl::StrCat("params[", key, "]"),
+                     absl::StrCat("value must be at most ", kMaxParamValueBytes,
+                                  " bytes, got ", value.size()));
+    }
+    if (value.find('\0') != std::string::npos) {
+      return Invalid(absl::StrCat("params[", key, "]"), "value contains a NUL byte");
+    }
   }
 
   // Resource shape.

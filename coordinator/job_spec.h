@@ -24,10 +24,17 @@ inline constexpr int kMaxGpus = 4096;
 inline constexpr int kMaxNodes = 1024;
 inline constexpr int kMaxPriority = 1000;
 inline constexpr int kMaxRestarts = 100;
+inline constexpr int kMaxSweepIdBytes = 64;
+inline constexpr int kMaxParams = 64;
+inline constexpr int kMaxParamNameBytes = 64;
+inline constexpr int kMaxParamValueBytes = 1024;
 
 // Checks every field of `spec`.
 // Errors: INVALID_ARGUMENT whose message starts with the field path
-// ("spec.gpu_fraction: must be in (0, 1], got 1.5").
+// ("spec.gpu_fraction: must be in (0, 1], got 1.5"; "spec.params[lr]: ...").
+// A sweep trial's sweep_id is at most kMaxSweepIdBytes of [A-Za-z0-9._-];
+// its params at most kMaxParams entries, names identifiers of at most
+// kMaxParamNameBytes, values at most kMaxParamValueBytes without NUL.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
 // Experiment (one process, whole or part of one GPU) or gang, from a valid

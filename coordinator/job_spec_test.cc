@@ -1,5 +1,10 @@
 #include "coordinator/job_spec.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/launch_env.h"
 #include "gmock/gmock.h"
@@ -148,6 +153,62 @@ TEST(LaunchEnvTest, BuildLaunchEnv_SecondNodeRank_TorchrunCompatible) {
   EXPECT_EQ(env["TRAINCTL_TOKEN"], "tok");
   EXPECT_EQ(env["TRAINCTL_ATTEMPT"], "2");
   EXPECT_EQ(env["WANDB_MODE"], "offline");
+}
+
+TEST(ValidateJobSpecTest, ValidateJobSpec_SweepTrial_Accepted) {
+  v1::JobSpec spec = Spec();
+  spec.set_sweep_id("sw-0123abcd.v2_x");
+  (*spec.mutable_params())["lr"] = "0.001";
+  (*spec.mutable_params())["batch_size"] = "64";
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  // Exactly at the limits.
+  spec.set_sweep_id(std::string(kMaxSweepIdBytes, 'a'));
+  (*spec.mutable_params())[std::string(kMaxParamNameBytes, 'p')] =
+      std::string(kMaxParamValueBytes, 'v');
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+}
+
+TEST(ValidateJobSpecTest, ValidateJobSpec_BadSweepFields_NameTheField) {
+  struct Case {
+    std::function<void(v1::JobSpec&)> mutate;
+    std::string prefix;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::JobSpec& s) { s.set_sweep_id(std::string(kMaxSweepIdBytes + 1, 'a')); },
+       "spec.sweep_id: at most 64 bytes"},
+      {[](v1::JobSpec& s) { s.set_sweep_id("sw 1"); }, "spec.sweep_id: only"},
+      {[](v1::JobSpec& s) { s.set_sweep_id("sw/1"); }, "spec.sweep_id: only"},
+      {[](v1::JobSpec& s) {
+         for (int i = 0; i <= kMaxParams; ++i) {
+           (*s.mutable_params())[absl::StrCat("p", i)] = "1";
+         }
+       },
+       "spec.params: at most 64"},
+      {[](v1::JobSpec& s) { (*s.mutable_params())["1lr"] = "1"; },
+       "spec.params[1lr]: not a valid parameter name"},
+      {[](v1::JobSpec& s) { (*s.mutable_params())["l-r"] = "1"; },
+       "spec.params[l-r]: not a valid parameter name"},
+      {[](v1::JobSpec& s) { (*s.mutable_params())[""] = "1"; },
+       "spec.params[]: not a valid parameter name"},
+      {[](v1::JobSpec& s) {
+         (*s.mutable_params())[std::string(kMaxParamNameBytes + 1, 'p')] = "1";
+       },
+       "spec.params["},
+      {[](v1::JobSpec& s) {
+         (*s.mutable_params())["lr"] = std::string(kMaxParamValueBytes + 1, 'v');
+       },
+       "spec.params[lr]: value must be at most 1024 bytes"},
+      {[](v1::JobSpec& s) { (*s.mutable_params())["lr"] = std::string("a\0b", 3); },
+       "spec.params[lr]: value contains a NUL byte"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    v1::JobSpec spec = Spec();
+    cases[i].mutate(spec);
+    absl::Status status = ValidateJobSpec(spec);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << "case " << i;
+    EXPECT_THAT(std::string(status.message()), ::testing::StartsWith(cases[i].prefix))
+        << "case " << i << ": " << status;
+  }
 }
 
 }  // namespace

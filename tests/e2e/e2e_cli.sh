@@ -83,15 +83,27 @@ ok "bad input and errors: one line, non-zero exit"
 "$T" nodes -o json | python3 -c 'import json,sys; n=json.load(sys.stdin)["nodes"]; assert len(n[0]["node"]["gpus"])==2' || fail "nodes -o json"
 ok "nodes"
 
-# 8. The coordinator dies (SIGKILL) and comes back: every job is still there,
+# 8. A 2x2 grid sweep: 4 trials sharing a sweep id, each with its values.
+sw=$("$T" sweep --name grid --grid lr=1e-3,3e-4 --grid bs=64,128 -- sh -c 'echo lr={lr} bs={bs}' 2>/dev/null)
+[[ $sw =~ ^sw-[0-9a-f]{8}$ ]] || fail "sweep printed '$sw', not a sweep id"
+trials=$("$T" sweep describe "$sw" -o json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin)["jobs"]))')
+for j in $trials; do "$T" wait "$j" 2>/dev/null || fail "trial $j of sweep $sw"; done
+"$T" logs "${trials##* }" | grep -q "lr=3e-4 bs=128" || fail "last trial's log: $("$T" logs "${trials##* }")"
+out=$("$T" sweep describe "$sw")
+[[ $(grep -c " succeeded " <<<"$out") == 4 && $out == *"bs"*"lr"*"EXIT"* ]] || fail "sweep describe: '$out'"
+"$T" sweep list | grep -Eq "^$sw +4 +0 +0 +4 " || fail "sweep list: '$("$T" sweep list)'"
+ok "sweep $sw: 4 trials succeeded"
+
+# 9. The coordinator dies (SIGKILL) and comes back: every job is still there,
 #    the agent reconnects and new work runs.
 kill -9 "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
 start_coordinator "$PORT"
 n=$("$T" list -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("jobs", [])))')
-[[ $n == 4 ]] || fail "after restart: $n jobs listed, want 4"
+[[ $n == 8 ]] || fail "after restart: $n jobs listed, want 8"
+[[ $("$T" sweep describe "$sw" | grep -c " succeeded ") == 4 ]] || fail "sweep $sw after restart"
 rid=$("$T" submit -- echo after-restart)
 "$T" wait "$rid" || fail "job after restart"
 "$T" logs "$rid" | grep -q after-restart || fail "log after restart"
-ok "coordinator SIGKILL + restart: 4 jobs kept, agent reconnected, job $rid ran"
+ok "coordinator SIGKILL + restart: 8 jobs kept, agent reconnected, job $rid ran"
 
 e2e_done
