@@ -1,0 +1,229 @@
+// The request fuzzer's short deterministic run for CI (the long run is
+// trainctl-fuzz-requests, tests/fuzz/README.md): 20 000 random requests over
+// the validation, the coordinator core and the scheduler, with the invariants
+// checked after each. A crash fails the test binary; a violation fails the
+// test and names the episode seed and step to replay.
+
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/sched/scheduler.h"
+#include "coordinator/state_store.h"
+#include "gtest/gtest.h"
+#include "tests/fuzz/request_fuzzer.h"
+
+namespace trainctl::fuzz {
+namespace {
+
+Seeds LoadTestSeeds() {
+  std::string error;
+  Seeds seeds = LoadSeeds(TRAINCTL_FUZZ_SEEDS_DIR, &error);
+  EXPECT_EQ(error, "");
+  return seeds;
+}
+
+TEST(RequestFuzzTest, SeedsParse) {
+  const Seeds seeds = LoadTestSeeds();
+  EXPECT_GE(seeds.specs.size(), 4u);
+  EXPECT_GE(seeds.nodes.size(), 2u);
+  EXPECT_GE(seeds.agent_messages.size(), 2u);
+}
+
+TEST(RequestFuzzTest, ShortRun_NoViolations) {
+  const Seeds seeds = LoadTestSeeds();
+  constexpr int64_t kRequests = 20'000;
+  const FuzzStats stats = fuzz::Run(/*run_seed=*/20261122, seeds, kRequests);
+  EXPECT_EQ(stats.requests, kRequests);
+  EXPECT_EQ(stats.violations, 0);
+  for (const std::string& v : stats.violation_samples) ADD_FAILURE() << v;
+  // Known core bugs end an episode without failing the run; each has a
+  // DISABLED_KnownIssue_ reproducer below.
+  for (const auto& [issue, n] : stats.known_issues) {
+    std::cout << "known issue " << issue << ": " << n << " episodes (first: "
+              << stats.known_issue_first.at(issue) << ")\n";
+  }
+  // Every kind of request was tried.
+  for (const char* op : {"SubmitJob", "RegisterAgent", "HandleAgentMessage/reply",
+                         "HandleAgentMessage/random", "CancelJob", "WaitJobAsync",
+                         "PublishUniqueId", "FetchUniqueIdAsync", "Tick",
+                         "Schedule", "ValidateJobSpec"}) {
+    EXPECT_GT(stats.ops.count(op) ? stats.ops.at(op) : 0, 0) << op;
+  }
+}
+
+TEST(RequestFuzzTest, EpisodesAreDeterministic) {
+  const Seeds seeds = LoadTestSeeds();
+  FuzzStats a, b;
+  RunEpisode(EpisodeSeed(7, 3), seeds, 300, a);
+  RunEpisode(EpisodeSeed(7, 3), seeds, 300, b);
+  EXPECT_EQ(a.requests, b.requests);
+  EXPECT_EQ(a.ops, b.ops);
+}
+
+// ------------------------------------------------------------ known issues
+
+class RecordingConnection : public coord::AgentConnection {
+ public:
+  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
+  void Close(const absl::Status&) override {}
+  std::vector<v1::CoordinatorMessage> sent;
+};
+
+v1::RegisterNode OneGpuNode(int64_t memory_bytes) {
+  v1::RegisterNode reg;
+  v1::Node* n = reg.mutable_node();
+  n->set_name("n0");
+  n->set_address("n0.example");
+  n->set_cpu_count(8);
+  n->set_port_min(29500);
+  n->set_port_max(29500);
+  v1::Gpu* g = n->add_gpus();
+  g->set_index(0);
+  g->set_uuid("GPU-n0-0");
+  g->set_memory_total_bytes(memory_bytes);
+  return reg;
+}
+
+// KNOWN ISSUE 1, found by the fuzzer in its first 20 000 requests
+// (reregister_shrinks_gpu_memory_below_reservations; the run prints the
+// episode seed where it first showed: replay with `trainctl-fuzz-requests
+// --episode-seed X`, TRAINCTL_FUZZ_TRACE=1 prints the requests). RegisterAgent
+// (coordinator/coordinator.cc, Coordinator::RegisterAgent) accepts a new
+// inventory for a node that has live tasks and keeps their reservations as
+// they were: when a GPU comes back with less memory (agent restarted with
+// another --fake-gpus, MIG turned on, a swapped card) while the agent reports
+// the task still running, the GPU's reservations exceed its memory
+// (ListNodes: 80 GiB reserved on a 40 GiB GPU), and the scheduler's snapshot
+// carries reserved_bytes > memory_total_bytes. Disabled until the core
+// decides (refuse the inventory, or stop/lose the tasks that no longer fit).
+TEST(RequestFuzzKnownIssueTest,
+     DISABLED_KnownIssue_ReregisterWithLessGpuMemoryKeepsLargerReservation) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  FakeClock clock;
+  coord::MemoryStateStore store;
+  auto core = coord::Coordinator::Create({}, &store, &clock);
+  ASSERT_TRUE(core.ok());
+  RecordingConnection first, second;
+  ASSERT_TRUE((*core)->RegisterAgent(OneGpuNode(80 * kGiB), &first).ok());
+  v1::JobSpec spec;
+  spec.add_command("python");  // a whole-GPU experiment: reserves 80 GiB
+  auto id = (*core)->SubmitJob(spec, "");
+  ASSERT_TRUE(id.ok());
+  v1::RegisterNode again = OneGpuNode(40 * kGiB);
+  v1::TaskRef* running = again.add_running_tasks();
+  running->set_job_id(*id);
+  running->set_attempt(0);
+  running->set_rank(0);
+  running->set_pid(100);
+  ASSERT_TRUE((*core)->RegisterAgent(again, &second).ok());
+
+  for (const v1::NodeView& v : (*core)->ListNodes()) {
+    for (int i = 0; i < v.gpu_tasks_size(); ++i) {
+      int64_t reserved = 0;
+      for (const auto& t : v.gpu_tasks(i).tasks()) reserved += t.reserved_bytes();
+      EXPECT_LE(reserved, v.node().gpus(i).memory_total_bytes())
+          << v.node().name() << "/GPU " << v.node().gpus(i).index();
+    }
+  }
+}
+
+// KNOWN ISSUE 2, found by the fuzzer (classified as
+// failed_register_still_applies_inventory). Coordinator::RegisterAgent
+// (coordinator/coordinator.cc, the block after the argument checks) replaces
+// the node's inventory in memory (e.node = n), marks it READY and closes the
+// older connection before store_->PutNode(); when PutNode fails it returns
+// UNAVAILABLE but keeps the new inventory (and skips the reconciliation of the
+// running tasks). The caller is told the registration failed, yet ListNodes
+// and the scheduler use the inventory it carried.
+TEST(RequestFuzzKnownIssueTest,
+     DISABLED_KnownIssue_FailedRegisterStillAppliesInventory) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  FakeClock clock;
+  coord::MemoryStateStore store;
+  auto core = coord::Coordinator::Create({}, &store, &clock);
+  ASSERT_TRUE(core.ok());
+  RecordingConnection first, second;
+  ASSERT_TRUE((*core)->RegisterAgent(OneGpuNode(80 * kGiB), &first).ok());
+  store.SetFailing(true);
+  EXPECT_EQ((*core)->RegisterAgent(OneGpuNode(40 * kGiB), &second).code(),
+            absl::StatusCode::kUnavailable);
+  const std::vector<v1::NodeView> nodes = (*core)->ListNodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  ASSERT_EQ(nodes[0].node().gpus_size(), 1);
+  EXPECT_EQ(nodes[0].node().gpus(0).memory_total_bytes(), 80 * kGiB)
+      << "the failed registration's inventory was applied";
+}
+
+// KNOWN ISSUE 3, found by the fuzzer (classified as
+// tiny_gpu_fraction_reserves_zero_bytes). ValidateJobSpec accepts any
+// gpu_fraction in (0, 1]; sched::ReservationBytes
+// (coordinator/sched/scheduler.cc, the kTolerance rounding) rounds
+// fraction x memory to the nearest whole byte when within 1e-3 of it, so
+// gpu_fraction 1e-15 on an 80 GiB GPU (8.6e-5 bytes) reserves 0 bytes, where
+// scheduler.h promises ceil(gpu_fraction * T) (>= 1). The experiment is placed
+// with reserved_bytes_per_gpu 0. No overlap follows today (IsWholeFree also
+// needs task_count == 0, so the gang below waits), but the job's memory is not
+// accounted and scheduler.h's "reserved_bytes == 0 is whole and free" no
+// longer holds. (A floor of 1 byte, or a minimum fraction in ValidateJobSpec.)
+TEST(RequestFuzzKnownIssueTest, DISABLED_KnownIssue_TinyGpuFractionReservesZeroBytes) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  sched::ClusterSnapshot cluster;
+  sched::NodeState node;
+  node.name = "n0";
+  sched::GpuState gpu;
+  gpu.index = 0;
+  gpu.uuid = "GPU-n0-0";
+  gpu.memory_total_bytes = 80 * kGiB;
+  node.gpus.push_back(gpu);
+  cluster.nodes.push_back(node);
+
+  v1::JobSpec tiny;
+  tiny.add_command("python");
+  tiny.set_gpu_fraction(1e-15);
+  ASSERT_TRUE(coord::ValidateJobSpec(tiny).ok());
+  v1::JobSpec gang;
+  gang.add_command("python");
+  gang.set_nodes(1);
+  gang.set_gpus_per_node(1);
+  ASSERT_TRUE(coord::ValidateJobSpec(gang).ok());
+  std::vector<sched::JobRequest> queue;
+  for (const auto& [id, spec] : {std::pair{1, tiny}, std::pair{2, gang}}) {
+    v1::Job job;
+    job.set_id(id);
+    *job.mutable_spec() = spec;
+    job.set_kind(coord::KindOf(spec));
+    queue.push_back(coord::ToJobRequest(job));
+  }
+  EXPECT_GT(sched::ReservationBytes(queue[0], 80 * kGiB), 0);
+  const auto decisions = sched::Scheduler().Schedule(cluster, queue);
+  ASSERT_EQ(decisions.size(), 2u);
+  EXPECT_EQ(decisions[0].job_id, 1);
+  ASSERT_EQ(decisions[0].outcome, sched::Outcome::kPlaced);
+  EXPECT_GT(decisions[0].placement.reserved_bytes_per_gpu, 0);
+  EXPECT_NE(decisions[1].outcome, sched::Outcome::kPlaced);  // holds today
+}
+
+// KNOWN ISSUE 4, found by the fuzzer under UBSan (build with
+// -fsanitize=address,undefined; "coordinator/job_spec.cc: runtime error:
+// negation of -2147483648 cannot be represented in type 'int'"), classified
+// as priority_int32_min_passes_validation. ValidateJobSpec checks
+// `std::abs(spec.priority()) > kMaxPriority`; std::abs(INT32_MIN) is undefined
+// and returns INT32_MIN in practice, so priority -2147483648 is accepted
+// (the queue then orders on it). Compare in int64, or check both bounds.
+TEST(RequestFuzzKnownIssueTest, DISABLED_KnownIssue_PriorityInt32MinPassesValidation) {
+  v1::JobSpec spec;
+  spec.add_command("python");
+  spec.set_priority(std::numeric_limits<int32_t>::min());
+  const absl::Status s = coord::ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+}  // namespace
+}  // namespace trainctl::fuzz
