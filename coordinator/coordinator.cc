@@ -710,24 +710,25 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
+    // Stored first: a registration that cannot be stored changes nothing.
+    v1::Node updated = n;
+    updated.set_state(v1::NODE_STATE_READY);
+    absl::Status stored = store_->PutNode(updated);
+    if (!stored.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("could not store node ", n.name(), ": ", stored.message()));
+    }
     NodeEntry& e = nodes_[n.name()];
     if (e.conn != nullptr && e.conn != conn) {
       e.conn->Close(
           absl::AlreadyExistsError("another agent registered with this node name"));
     }
     const bool was_lost = e.node.state() == v1::NODE_STATE_LOST;
-    e.node = n;
-    e.node.set_state(v1::NODE_STATE_READY);
+    e.node = std::move(updated);
     e.conn = conn;
     e.last_heartbeat = clock_->Now();
     if (e.next_port < n.port_min() || e.next_port > n.port_max()) {
       e.next_port = n.port_min();
-    }
-    absl::Status stored = store_->PutNode(e.node);
-    if (!stored.ok()) {
-      e.conn = nullptr;
-      return absl::UnavailableError(
-          absl::StrCat("could not store node ", n.name(), ": ", stored.message()));
     }
     TC_LOG_INFO("node {} registered ({} GPUs, {} running tasks{})", n.name(),
                 n.gpus_size(), reg.running_tasks_size(),
@@ -791,10 +792,77 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
         PersistLocked(job);
       }
     }
+    StopTasksThatNoLongerFitLocked(e, deferred);
     ScheduleLocked(deferred);
   }
   RunDeferred(deferred);
   return absl::OkStatus();
+}
+
+void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferred) {
+  const std::string& name = e.node.name();
+  absl::flat_hash_map<int, int64_t> capacity;
+  for (const v1::Gpu& g : e.node.gpus()) capacity[g.index()] = g.memory_total_bytes();
+  absl::flat_hash_map<int, int64_t> reserved;
+  auto add = [&](const v1::Task& t) {
+    for (int gpu : OwnedGpus(t)) reserved[gpu] += t.reserved_bytes_per_gpu();
+  };
+  for (int64_t id : active_) {
+    for (const v1::Task& t : jobs_.at(id).tasks()) {
+      if (t.node() == name && IsLive(t.state())) add(t);
+    }
+  }
+  for (const DrainingTask& d : draining_) {
+    if (d.task.node() == name) add(d.task);
+  }
+  absl::flat_hash_set<int> bad;
+  for (const auto& [gpu, bytes] : reserved) {
+    auto it = capacity.find(gpu);
+    if (it == capacity.end() || bytes > it->second) bad.insert(gpu);
+  }
+  if (bad.empty()) return;
+  auto on_bad_gpu = [&](const v1::Task& t) {
+    for (int gpu : OwnedGpus(t)) {
+      if (bad.contains(gpu)) return true;
+    }
+    return false;
+  };
+  auto stop = [&](int64_t job_id, int attempt, const v1::Task& t) {
+    v1::CoordinatorMessage msg;
+    v1::TaskRef* ref = msg.mutable_stop_task()->mutable_task();
+    ref->set_job_id(job_id);
+    ref->set_attempt(attempt);
+    ref->set_rank(t.rank());
+    ref->set_pid(t.pid());
+    msg.mutable_stop_task()->set_grace_ms(absl::ToInt64Milliseconds(config_.stop_grace));
+    SendLocked(name, msg);
+  };
+  draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
+                                 [&](const DrainingTask& d) {
+                                   if (d.task.node() != name || !on_bad_gpu(d.task)) {
+                                     return false;
+                                   }
+                                   stop(d.job_id, d.attempt, d.task);
+                                   return true;
+                                 }),
+                  draining_.end());
+  for (int64_t id : ActiveIdsLocked()) {
+    v1::Job& job = jobs_.at(id);
+    bool changed = false;
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (t.node() != name || !IsLive(t.state()) || !on_bad_gpu(t)) continue;
+      stop(job.id(), job.attempt(), t);
+      t.set_state(v1::TASK_STATE_LOST);
+      t.set_message(absl::StrCat("no longer fits its GPU: node ", name,
+                                 " re-registered with a GPU missing or smaller"));
+      t.set_end_time_ms(ToUnixMs(clock_->Now()));
+      changed = true;
+    }
+    if (changed) {
+      OnTaskEndedLocked(job, deferred);
+      PersistLocked(job);
+    }
+  }
 }
 
 void Coordinator::AgentDisconnected(const std::string& node, AgentConnection* conn) {

@@ -199,9 +199,11 @@ class Coordinator {
   // agent does not report is lost. An older connection of the same node is
   // closed. On success the first message sent on `conn` is the RegisterAck,
   // before any StartTask or StopTask.
+  // A task reported running on a GPU that is now gone or smaller than what is
+  // reserved on it is stopped and counts as lost.
   // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
   // index, bad port range); UNAVAILABLE when the store failed. Nothing is sent
-  // on `conn` then.
+  // on `conn` and nothing changes then.
   absl::Status RegisterAgent(const v1::RegisterNode& reg, AgentConnection* conn);
 
   // The stream of `conn` ended. The node stays READY until its heartbeats
@@ -297,6 +299,11 @@ class Coordinator {
   void StopTaskLocked(const v1::Job& job, v1::Task& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendLocked(const std::string& node, const v1::CoordinatorMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a re-registration: tasks on a GPU that is gone or now smaller than
+  // what is reserved on it are stopped and count as lost, so reservations
+  // never exceed a GPU's memory.
+  void StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkNodeLostLocked(NodeEntry& node, const std::string& why,
                           Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -107,7 +107,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("workdir", absl::StrCat("must be an absolute path, got \"",
                                            spec.workdir().substr(0, 64), "\""));
   }
-  if (std::abs(spec.priority()) > kMaxPriority) {
+  if (spec.priority() < -kMaxPriority || spec.priority() > kMaxPriority) {
     return Invalid("priority", absl::StrCat("must be in [-", kMaxPriority, ", ",
                                             kMaxPriority, "], got ", spec.priority()));
   }
@@ -149,9 +149,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                         spec.gpus()));
   }
   const double f = spec.gpu_fraction();
-  if (std::isnan(f) || f < 0 || f > 1) {
-    return Invalid("gpu_fraction",
-                   absl::StrFormat("must be in (0, 1], got %g", f));
+  if (std::isnan(f) || f < 0 || f > 1 || (f > 0 && f < kMinGpuFraction)) {
+    return Invalid("gpu_fraction", absl::StrFormat("must be in [%g, 1], got %g",
+                                                   kMinGpuFraction, f));
   }
   if (spec.gpu_memory_bytes() < 0) {
     return Invalid("gpu_memory_bytes", "must not be negative");

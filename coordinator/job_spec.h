@@ -24,6 +24,8 @@ inline constexpr int kMaxGpus = 4096;
 inline constexpr int kMaxNodes = 1024;
 inline constexpr int kMaxPriority = 1000;
 inline constexpr int kMaxRestarts = 100;
+// The smallest GPU share a job may ask for (a thousandth of a GPU).
+inline constexpr double kMinGpuFraction = 0.001;
 inline constexpr int kMaxSweepIdBytes = 64;
 inline constexpr int kMaxParams = 64;
 inline constexpr int kMaxParamNameBytes = 64;

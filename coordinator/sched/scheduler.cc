@@ -655,7 +655,9 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes) {
   const long double nearest = std::round(bytes);
   const long double rounded =
       std::fabs(bytes - nearest) < kTolerance ? nearest : std::ceil(bytes);
-  return std::min<int64_t>(static_cast<int64_t>(rounded), gpu_total_bytes);
+  // At least one byte: a share of a GPU is never free of charge, and a GPU
+  // with reserved_bytes == 0 must mean whole and free.
+  return std::clamp<int64_t>(static_cast<int64_t>(rounded), 1, gpu_total_bytes);
 }
 
 Scheduler::Scheduler(SchedulerConfig config) : config_(config) {}

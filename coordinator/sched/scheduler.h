@@ -54,7 +54,8 @@ struct JobRequest {
   // Experiment: a share of one GPU. gpu_fraction in (0, 1] (1 = the whole
   // GPU, exclusive); gpu_memory_bytes > 0 asks for that many bytes instead.
   // On a GPU of total T the reservation is gpu_memory_bytes if > 0, else
-  // ceil(gpu_fraction * T); whole-GPU experiments reserve T.
+  // ceil(gpu_fraction * T) and at least 1 byte; whole-GPU experiments
+  // reserve T.
   double gpu_fraction = 1.0;
   int64_t gpu_memory_bytes = 0;
 

@@ -91,7 +91,7 @@ v1::RegisterNode OneGpuNode(int64_t memory_bytes) {
   return reg;
 }
 
-// KNOWN ISSUE 1, found by the fuzzer in its first 20 000 requests
+// FIXED ISSUE 1 (a regression test now), found by the fuzzer in its first 20 000 requests
 // (reregister_shrinks_gpu_memory_below_reservations; the run prints the
 // episode seed where it first showed: replay with `trainctl-fuzz-requests
 // --episode-seed X`, TRAINCTL_FUZZ_TRACE=1 prints the requests). RegisterAgent
@@ -101,10 +101,10 @@ v1::RegisterNode OneGpuNode(int64_t memory_bytes) {
 // another --fake-gpus, MIG turned on, a swapped card) while the agent reports
 // the task still running, the GPU's reservations exceed its memory
 // (ListNodes: 80 GiB reserved on a 40 GiB GPU), and the scheduler's snapshot
-// carries reserved_bytes > memory_total_bytes. Disabled until the core
-// decides (refuse the inventory, or stop/lose the tasks that no longer fit).
+// carries reserved_bytes > memory_total_bytes. Fixed: the core
+// stops the tasks that no longer fit and counts them as lost.
 TEST(RequestFuzzKnownIssueTest,
-     DISABLED_KnownIssue_ReregisterWithLessGpuMemoryKeepsLargerReservation) {
+     FixedIssue_ReregisterWithLessGpuMemory_TasksThatNoLongerFitAreStopped) {
   constexpr int64_t kGiB = int64_t{1} << 30;
   FakeClock clock;
   coord::MemoryStateStore store;
@@ -132,9 +132,17 @@ TEST(RequestFuzzKnownIssueTest,
           << v.node().name() << "/GPU " << v.node().gpus(i).index();
     }
   }
+  // The task that no longer fits is stopped, and its job fails saying why.
+  bool stopped = false;
+  for (const auto& m : second.sent) stopped = stopped || m.has_stop_task();
+  EXPECT_TRUE(stopped);
+  auto job = (*core)->GetJob(*id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+  EXPECT_NE(job->reason().find("no longer fits"), std::string::npos) << job->reason();
 }
 
-// KNOWN ISSUE 2, found by the fuzzer (classified as
+// FIXED ISSUE 2 (a regression test now), found by the fuzzer (classified as
 // failed_register_still_applies_inventory). Coordinator::RegisterAgent
 // (coordinator/coordinator.cc, the block after the argument checks) replaces
 // the node's inventory in memory (e.node = n), marks it READY and closes the
@@ -143,7 +151,7 @@ TEST(RequestFuzzKnownIssueTest,
 // running tasks). The caller is told the registration failed, yet ListNodes
 // and the scheduler use the inventory it carried.
 TEST(RequestFuzzKnownIssueTest,
-     DISABLED_KnownIssue_FailedRegisterStillAppliesInventory) {
+     FixedIssue_FailedRegister_ChangesNothing) {
   constexpr int64_t kGiB = int64_t{1} << 30;
   FakeClock clock;
   coord::MemoryStateStore store;
@@ -161,7 +169,7 @@ TEST(RequestFuzzKnownIssueTest,
       << "the failed registration's inventory was applied";
 }
 
-// KNOWN ISSUE 3, found by the fuzzer (classified as
+// FIXED ISSUE 3 (a regression test now), found by the fuzzer (classified as
 // tiny_gpu_fraction_reserves_zero_bytes). ValidateJobSpec accepts any
 // gpu_fraction in (0, 1]; sched::ReservationBytes
 // (coordinator/sched/scheduler.cc, the kTolerance rounding) rounds
@@ -172,52 +180,31 @@ TEST(RequestFuzzKnownIssueTest,
 // needs task_count == 0, so the gang below waits), but the job's memory is not
 // accounted and scheduler.h's "reserved_bytes == 0 is whole and free" no
 // longer holds. (A floor of 1 byte, or a minimum fraction in ValidateJobSpec.)
-TEST(RequestFuzzKnownIssueTest, DISABLED_KnownIssue_TinyGpuFractionReservesZeroBytes) {
+TEST(RequestFuzzKnownIssueTest, FixedIssue_TinyGpuFraction_RejectedAndNeverZeroBytes) {
   constexpr int64_t kGiB = int64_t{1} << 30;
-  sched::ClusterSnapshot cluster;
-  sched::NodeState node;
-  node.name = "n0";
-  sched::GpuState gpu;
-  gpu.index = 0;
-  gpu.uuid = "GPU-n0-0";
-  gpu.memory_total_bytes = 80 * kGiB;
-  node.gpus.push_back(gpu);
-  cluster.nodes.push_back(node);
-
   v1::JobSpec tiny;
   tiny.add_command("python");
   tiny.set_gpu_fraction(1e-15);
-  ASSERT_TRUE(coord::ValidateJobSpec(tiny).ok());
-  v1::JobSpec gang;
-  gang.add_command("python");
-  gang.set_nodes(1);
-  gang.set_gpus_per_node(1);
-  ASSERT_TRUE(coord::ValidateJobSpec(gang).ok());
-  std::vector<sched::JobRequest> queue;
-  for (const auto& [id, spec] : {std::pair{1, tiny}, std::pair{2, gang}}) {
-    v1::Job job;
-    job.set_id(id);
-    *job.mutable_spec() = spec;
-    job.set_kind(coord::KindOf(spec));
-    queue.push_back(coord::ToJobRequest(job));
-  }
-  EXPECT_GT(sched::ReservationBytes(queue[0], 80 * kGiB), 0);
-  const auto decisions = sched::Scheduler().Schedule(cluster, queue);
-  ASSERT_EQ(decisions.size(), 2u);
-  EXPECT_EQ(decisions[0].job_id, 1);
-  ASSERT_EQ(decisions[0].outcome, sched::Outcome::kPlaced);
-  EXPECT_GT(decisions[0].placement.reserved_bytes_per_gpu, 0);
-  EXPECT_NE(decisions[1].outcome, sched::Outcome::kPlaced);  // holds today
+  const absl::Status s = coord::ValidateJobSpec(tiny);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("spec.gpu_fraction"), absl::string_view::npos) << s;
+  tiny.set_gpu_fraction(coord::kMinGpuFraction);
+  EXPECT_TRUE(coord::ValidateJobSpec(tiny).ok());
+  // The scheduler charges at least one byte for any share, whatever it is
+  // given.
+  sched::JobRequest req;
+  req.gpu_fraction = 1e-15;
+  EXPECT_EQ(sched::ReservationBytes(req, 80 * kGiB), 1);
 }
 
-// KNOWN ISSUE 4, found by the fuzzer under UBSan (build with
+// FIXED ISSUE 4 (a regression test now), found by the fuzzer under UBSan (build with
 // -fsanitize=address,undefined; "coordinator/job_spec.cc: runtime error:
 // negation of -2147483648 cannot be represented in type 'int'"), classified
 // as priority_int32_min_passes_validation. ValidateJobSpec checks
 // `std::abs(spec.priority()) > kMaxPriority`; std::abs(INT32_MIN) is undefined
 // and returns INT32_MIN in practice, so priority -2147483648 is accepted
 // (the queue then orders on it). Compare in int64, or check both bounds.
-TEST(RequestFuzzKnownIssueTest, DISABLED_KnownIssue_PriorityInt32MinPassesValidation) {
+TEST(RequestFuzzKnownIssueTest, FixedIssue_PriorityInt32Min_Rejected) {
   v1::JobSpec spec;
   spec.add_command("python");
   spec.set_priority(std::numeric_limits<int32_t>::min());
