@@ -726,6 +726,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     const bool was_lost = e.node.state() == v1::NODE_STATE_LOST;
     e.node = std::move(updated);
     e.conn = conn;
+    e.fences = reg.fences();
     e.last_heartbeat = clock_->Now();
     if (e.next_port < n.port_min() || e.next_port > n.port_max()) {
       e.next_port = n.port_min();
@@ -737,6 +738,8 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     v1::CoordinatorMessage ack;
     ack.mutable_register_ack()->set_heartbeat_interval_ms(
         absl::ToInt64Milliseconds(config_.heartbeat_interval));
+    ack.mutable_register_ack()->set_lease_ms(
+        absl::ToInt64Milliseconds(config_.node_timeout));
     conn->Send(ack);
 
     // Reconcile what the agent runs with what we expect there.
@@ -889,6 +892,12 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
     switch (msg.msg_case()) {
       case v1::AgentMessage::kHeartbeat:
         e.last_heartbeat = clock_->Now();
+        if (e.fences) {
+          v1::CoordinatorMessage grant;
+          grant.mutable_lease_grant()->set_lease_ms(
+              absl::ToInt64Milliseconds(config_.node_timeout));
+          conn->Send(grant);
+        }
         for (const v1::GpuSample& s : msg.heartbeat().gpus()) {
           for (v1::Gpu& g : *e.node.mutable_gpus()) {
             if (g.index() != s.index()) continue;

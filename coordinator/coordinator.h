@@ -197,8 +197,8 @@ class Coordinator {
   // address), marks it READY and reconciles its running tasks: a task the
   // coordinator does not expect there is stopped; a task it expects but the
   // agent does not report is lost. An older connection of the same node is
-  // closed. On success the first message sent on `conn` is the RegisterAck,
-  // before any StartTask or StopTask.
+  // closed. On success the first message sent on `conn` is the RegisterAck
+  // (lease_ms = node_timeout), before any StartTask or StopTask.
   // A task reported running on a GPU that is now gone or smaller than what is
   // reserved on it is stopped and counts as lost.
   // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
@@ -210,7 +210,10 @@ class Coordinator {
   // time out (the agent may reconnect).
   void AgentDisconnected(const std::string& node, AgentConnection* conn);
 
-  // A heartbeat, task status or log chunk from a registered agent.
+  // A heartbeat, task status or log chunk from a registered agent. A
+  // heartbeat of an agent that registered with `fences` is answered with a
+  // LeaseGrant of node_timeout (the agent kills its tasks when its lease ends
+  // unrenewed, so a cut-off host keeps no rank that was restarted elsewhere).
   // Errors: FAILED_PRECONDITION when `conn` is not the node's current
   // connection; INVALID_ARGUMENT for a malformed message.
   absl::Status HandleAgentMessage(const std::string& node, AgentConnection* conn,
@@ -260,6 +263,9 @@ class Coordinator {
     absl::Time last_heartbeat;
     // Round-robin cursor in the node's MASTER_PORT range.
     int next_port = 0;
+    // The agent fences itself (RegisterNode.fences): each heartbeat is
+    // answered with a LeaseGrant.
+    bool fences = false;
   };
   // A task of an earlier attempt of a job that still holds GPUs.
   struct DrainingTask {

@@ -8,6 +8,7 @@ PACKAGES=(
   libabsl-dev libsqlite3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev patchelf
   prometheus-cpp-dev curl
+  iproute2
   golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev
 )

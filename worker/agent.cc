@@ -47,6 +47,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   node->set_port_max(config_.port_max);
   node->set_fake_gpus(config_.fake_gpus);
   node->set_agent_version("0.1.0");
+  reg.set_fences(config_.fences);
   for (const GpuInfo& g : gpus) {
     if (!offered.empty() && !offered.contains(g.index)) continue;
     v1::Gpu* gpu = node->add_gpus();
@@ -61,6 +62,14 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   }
   absl::MutexLock lock(&mu_);
   for (const auto& [key, entry] : tasks_) *reg.add_running_tasks() = entry.ref;
+  // Exits already sent, listed as running: their reports follow at once
+  // (Connected()), so the coordinator ends them with their real status.
+  for (const v1::AgentMessage& m : recent_exits_) {
+    const v1::TaskRef& r = m.task_status().task();
+    if (!tasks_.contains(Key{r.job_id(), r.attempt(), r.rank()})) {
+      *reg.add_running_tasks() = r;
+    }
+  }
   return reg;
 }
 
@@ -85,6 +94,7 @@ void Agent::Connected(Outbox outbox) {
   absl::MutexLock lock(&mu_);
   outbox_ = std::move(outbox);
   connected_ = true;
+  for (const v1::AgentMessage& m : recent_exits_) outbox_(m);
   while (!queued_.empty()) {
     v1::AgentMessage msg = std::move(queued_.front());
     queued_.pop_front();
@@ -96,6 +106,29 @@ void Agent::Disconnected() {
   absl::MutexLock lock(&mu_);
   connected_ = false;
   outbox_ = nullptr;
+}
+
+int Agent::Fence(const std::string& why) {
+  std::vector<int> pids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, entry] : tasks_) {
+      if (!entry.exited && entry.ref.pid() != 0) pids.push_back(entry.ref.pid());
+    }
+  }
+  if (pids.empty()) return 0;
+  TC_LOG_ERROR("FENCING: {}; killing all {} tasks of this node (pids {})", why,
+               pids.size(), absl::StrJoin(pids, ","));
+  int killed = 0;
+  for (int pid : pids) {
+    absl::Status s = launcher_->Stop(pid, absl::ZeroDuration());
+    if (s.ok()) {
+      ++killed;
+    } else {
+      TC_LOG_WARN("fence: stop pid {}: {}", pid, s.ToString());
+    }
+  }
+  return killed;
 }
 
 int Agent::RunningTasks() const {
@@ -120,6 +153,10 @@ void Agent::EmitLocked(v1::AgentMessage msg) {
   if (msg.has_task_status() && msg.task_status().state() != v1::TASK_STATE_RUNNING) {
     const v1::TaskRef& r = msg.task_status().task();
     tasks_.erase(Key{r.job_id(), r.attempt(), r.rank()});
+    outbox_(msg);
+    if (recent_exits_.size() >= kRecentExits) recent_exits_.pop_front();
+    recent_exits_.push_back(std::move(msg));
+    return;
   }
   outbox_(msg);
 }

@@ -11,7 +11,10 @@
 // reported START_FAILED at once. Reports made while no coordinator is
 // connected wait in a queue and go out after the next registration, which
 // lists every task not yet reported as ended, so the coordinator sees real
-// exit codes across reconnects.
+// exit codes across reconnects. The last kRecentExits exits already sent are
+// kept too: a registration lists them as running and the stream then repeats
+// their exit reports, so an exit the coordinator received but had not yet
+// stored when it was killed (kill -9) is not mistaken for a lost task.
 
 #include <cstdint>
 #include <deque>
@@ -47,6 +50,10 @@ struct AgentConfig {
   // The agent's own environment; a task gets it with the launch environment
   // on top (so site settings such as NCCL_* or PATH pass through).
   std::map<std::string, std::string> base_env;
+  // Fence (kill every task) when the lease with the coordinator ends
+  // (lease.h): registrations say so (RegisterNode.fences) and the
+  // coordinator then answers heartbeats with lease grants.
+  bool fences = false;
 };
 
 // Thread-safe: Handle() runs on the transport's reader thread, exit callbacks
@@ -82,8 +89,18 @@ class Agent {
   // Handles StartTask, StopTask and ReadLog.
   void Handle(const v1::CoordinatorMessage& msg);
 
+  // Fencing: kills (SIGKILL to the process group, no grace) every task
+  // whose process runs now, because the coordinator has stopped hearing
+  // from this host and has failed them; `why` goes to the log. Their exits
+  // are reported as usual (queued until the next registration). Returns how
+  // many tasks were killed. No errors (a failed kill is logged).
+  int Fence(const std::string& why);
+
   // Tasks whose process runs now.
   int RunningTasks() const;
+
+  // How many sent exit reports are kept to repeat after a reconnect.
+  static constexpr size_t kRecentExits = 4096;
 
   // Log file of a task (also for tasks already forgotten).
   std::string LogPath(const v1::TaskRef& ref) const;
@@ -109,6 +126,8 @@ class Agent {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   Outbox outbox_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AgentMessage> queued_ ABSL_GUARDED_BY(mu_);
+  // Exit reports already sent, newest last (at most kRecentExits).
+  std::deque<v1::AgentMessage> recent_exits_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainctl::worker

@@ -145,8 +145,62 @@ TEST_F(AgentTest, Exit_WhileDisconnected_ListedAtRegistrationThenReported) {
   ASSERT_THAT(sent_, SizeIs(1));
   EXPECT_EQ(sent_[0].task_status().task().job_id(), 7);
   EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_EXITED);
-  // Once reported, it is forgotten.
-  EXPECT_THAT(agent_->Registration()->running_tasks(), SizeIs(1));
+  // Reported: job 7 no longer runs (RunningTasks), but as a recent exit it
+  // is still listed, and its report repeated, at the next registration.
+  EXPECT_EQ(agent_->RunningTasks(), 1);
+}
+
+TEST_F(AgentTest, Registration_ExitAlreadySent_ListedAndReportRepeated) {
+  // The coordinator got job 7's exit report but was killed (kill -9) before
+  // storing it: after its restart it still expects job 7 here. Without the
+  // repeat it would count the task as lost and run the job again.
+  Make();
+  Connect();
+  agent_->Handle(Start(7, 0));
+  launcher_.Exit(1000, ExitInfo{0, 0});
+  ASSERT_THAT(sent_, SizeIs(2));  // RUNNING, EXITED
+  agent_->Disconnected();
+  sent_.clear();
+
+  auto reg = agent_->Registration();
+  TC_ASSERT_OK(reg);
+  ASSERT_THAT(reg->running_tasks(), SizeIs(1));
+  EXPECT_EQ(reg->running_tasks(0).job_id(), 7);
+  Connect();
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_EXITED);
+  EXPECT_EQ(sent_[0].task_status().exit_code(), 0);
+  // A StopTask for it (the coordinator knew it had ended) stops nothing.
+  v1::CoordinatorMessage stop;
+  stop.mutable_stop_task()->mutable_task()->set_job_id(7);
+  agent_->Handle(stop);
+  EXPECT_THAT(launcher_.stopped, SizeIs(0));
+}
+
+TEST_F(AgentTest, Fence_RunningTasks_KilledWithoutGraceAndExitsQueued) {
+  config_.fences = true;
+  Make();
+  EXPECT_TRUE(agent_->Registration()->fences());
+  Connect();
+  agent_->Handle(Start(7, 0));
+  agent_->Handle(Start(8, 1));
+  launcher_.Exit(1000, ExitInfo{0, 0});  // job 7 already ended
+  agent_->Disconnected();
+  sent_.clear();
+
+  // Only job 8 still runs: it is killed at once (no grace).
+  EXPECT_EQ(agent_->Fence("lease ended"), 1);
+  ASSERT_THAT(launcher_.stopped, SizeIs(1));
+  EXPECT_EQ(launcher_.stopped[0].first, 1001);
+  EXPECT_EQ(launcher_.stopped[0].second, absl::ZeroDuration());
+  launcher_.Exit(1001, ExitInfo{137, 9});
+  // The kill is reported after the next registration.
+  EXPECT_THAT(sent_, SizeIs(0));
+  Connect();
+  ASSERT_THAT(sent_, SizeIs(2));  // job 7's exit repeated, job 8's kill
+  EXPECT_EQ(sent_[1].task_status().task().job_id(), 8);
+  EXPECT_EQ(sent_[1].task_status().signal(), 9);
+  EXPECT_EQ(agent_->Fence("again"), 0);
 }
 
 TEST_F(AgentTest, Registration_OfferedGpus_OnlyThoseAndTheirPeers) {
