@@ -272,12 +272,21 @@ class Coordinator {
     int64_t job_id;
     int attempt;
     v1::Task task;
+    // The placement_seq of its attempt.
+    int64_t placement_seq = 0;
   };
   // Callbacks collected under the lock, run after it is released.
   using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
 
   Coordinator(CoordinatorConfig config, StateStore* store, const Clock* clock);
   absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After loading: while the stored records reserve more of a GPU than it
+  // has (records left stale by failed store writes), the task of the
+  // earliest placement there is taken as ended (LOST, "its end was not
+  // stored") and its job goes on as after any lost task. Returns how many
+  // tasks were resolved so.
+  int ResolveStaleReservationsLocked(Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The one place a job changes state; rejects illegal edges (INTERNAL).
   absl::Status TransitionLocked(v1::Job& job, v1::JobState to,
@@ -335,6 +344,8 @@ class Coordinator {
   // finished jobs costs nothing per event.
   absl::btree_set<int64_t> active_ ABSL_GUARDED_BY(mu_);
   int64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Job.placement_seq of the next placement.
+  int64_t next_placement_seq_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, int64_t> request_ids_ ABSL_GUARDED_BY(mu_);
   // Sweep id -> ids of its trials, ascending (ListJobs' sweep filter).
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
