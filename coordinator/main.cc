@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
+  std::string sync = "full";
+  app.add_option("--sync", sync,
+                 "durability of each acknowledged write: full (fsync at every "
+                 "commit; survives power loss) or normal (survives a crash or "
+                 "kill -9 of the coordinator, not of the OS; several times the "
+                 "write rate on slow disks)")
+      ->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -87,7 +94,10 @@ int main(int argc, char** argv) {
     TC_LOG_ERROR("cannot create --state-dir {}: {}", state_dir, ec.message());
     return 1;
   }
-  auto store = trainctl::coord::SqliteStateStore::Open(state_dir + "/trainctl.db");
+  auto store = trainctl::coord::SqliteStateStore::Open(
+      state_dir + "/trainctl.db",
+      sync == "normal" ? trainctl::coord::SqliteStateStore::Sync::kNormal
+                       : trainctl::coord::SqliteStateStore::Sync::kFull);
   if (!store.ok()) {
     TC_LOG_ERROR("{}", store.status().ToString());
     return 1;
