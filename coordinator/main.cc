@@ -206,6 +206,9 @@ int main(int argc, char** argv) {
     }
   }
   TC_LOG_INFO("shutting down");
+  // Hand over first: resigning lets a standby take over now rather than
+  // after the lease; our later writes (if any) are fenced off.
+  if (ha.has_value() && exit_code == 0) ha->election.reset();
   (*server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   return exit_code;
 }

@@ -98,9 +98,10 @@ ok "task of job $long kept running across the failover (pid $pid_before, attempt
 start_coordinator a "$PA"
 wait_line "$WORK/coord-a.log" "standby" >/dev/null || fail "restarted a is not a standby"
 t0=$(now)
-kill -TERM "$PID_b"; wait "$PID_b" 2>/dev/null || true
+kill -TERM "$PID_b"
 wait_line "$WORK/coord-a.out" "listening on port" >/dev/null || fail "a did not take over from b"
 t1=$(now)
+wait "$PID_b" 2>/dev/null || true
 handover=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
 id=$("$T" submit -- echo after-handover)
 "$T" wait "$id" || fail "job after the handover"
