@@ -26,7 +26,7 @@
 // run; every latency is also given as a multiple of its p50.
 //
 // Example:
-//   trainctl-swarm --coordinator 127.0.0.1:50051 --coordinator-pid 1234 \
+//   trainctl-swarm --coordinator 127.0.0.1:50051 --coordinator-pid 1234
 //       --agents 1000 --duration-s 10 --rate 2000 --out swarm_1000.json
 
 #include <sys/resource.h>
