@@ -168,10 +168,13 @@ for mode in ("cli", "batch"):
     t, s = rows.get("trainctl_" + mode), rows.get("slurm_" + mode)
     if t and s:
         r = {"jobs_per_s": round(t["jobs_per_s"] / s["jobs_per_s"], 1)}
+        # Ratios only of positive latencies: a trainctl job often starts
+        # before its CLI has exited (ack_to_start < 0).
         for key in ("ack_to_start", "issue_to_start"):
-            if t[key].get("p99_ms") and s[key].get("p99_ms"):
-                r[key + "_p99_lower_by"] = round(s[key]["p99_ms"] / t[key]["p99_ms"], 1)
-                r[key + "_p50_lower_by"] = round(s[key]["p50_ms"] / t[key]["p50_ms"], 1)
+            for q in ("p50_ms", "p99_ms"):
+                a, b = t[key].get(q), s[key].get(q)
+                if a and b and a > 0 and b > 0:
+                    r["%s_%s_lower_by" % (key, q[:3])] = round(b / a, 1)
         ratios[mode] = r
 doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
        "slurm": slurm == "yes", "rows": rows, "ratios_trainctl_over_slurm": ratios,
