@@ -47,12 +47,28 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trainctl-slurm-compare.XXXXXX")
 PIDS=()
+MUNGE_STARTED=
 cleanup() {
-  if [[ -f $WORK/slurm/slurmd.pid ]]; then kill "$(cat "$WORK/slurm/slurmd.pid")" 2>/dev/null || true; fi
-  if [[ -f $WORK/slurm/slurmctld.pid ]]; then kill "$(cat "$WORK/slurm/slurmctld.pid")" 2>/dev/null || true; fi
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  local daemons=() f p
+  for f in "$WORK/slurm/slurmd.pid" "$WORK/slurm/slurmctld.pid"; do
+    if [[ -f $f ]]; then daemons+=("$(cat "$f")"); fi
+  done
+  if [[ -n $MUNGE_STARTED && -f /run/munge/munged.pid ]]; then
+    daemons+=("$(cat /run/munge/munged.pid)")
+  fi
+  for p in "${daemons[@]}" "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
+  # The daemons are not our children: give them 5 s to write their state
+  # and exit before their directory goes.
+  for _ in $(seq 1 50); do
+    local alive=0
+    for p in "${daemons[@]}"; do
+      if [[ -d /proc/$p && $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]]; then alive=1; fi
+    done
+    ((alive)) || break
+    sleep 0.1
+  done
+  [[ -n ${KEEP:-} ]] || rm -rf "$WORK" 2>/dev/null || true
 }
 trap cleanup EXIT
 load_start=$(cut -d' ' -f1 /proc/loadavg)
@@ -139,6 +155,7 @@ CONF
   if ! pgrep -x munged >/dev/null; then
     mkdir -p /run/munge && chown munge:munge /run/munge
     su -s /bin/sh munge -c /usr/sbin/munged
+    MUNGE_STARTED=1
   fi
   slurmctld -f "$S/slurm.conf"
   slurmd -f "$S/slurm.conf"
