@@ -25,6 +25,7 @@ while (($#)); do
   esac
 done
 HERE=$(cd "$(dirname "$0")" && pwd)
+PYTHON=${PYTHON:-python3}  # one with torch
 mkdir -p "$OUT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
@@ -33,7 +34,7 @@ for r in $(seq 1 "$REPEATS"); do
   "$BUNDLE/bin/trainctl-bench-rendezvous" --ranks "$RANKS" \
     --note "gpu_host_compare.sh repeat $r" --out "$OUT/trainctl_$r.json" >&2
   echo "== repeat $r: torch TCPStore" >&2
-  python3 "$HERE/tcpstore_fanout.py" --ranks "$RANKS" --out "$OUT/tcpstore_$r.json"
+  "$PYTHON" "$HERE/tcpstore_fanout.py" --ranks "$RANKS" --out "$OUT/tcpstore_$r.json"
 done
 
 python3 - "$OUT" "$REPEATS" <<'PY'
