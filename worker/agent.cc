@@ -15,6 +15,8 @@ namespace trainctl::worker {
 namespace {
 
 constexpr int kMaxLogRead = 2 << 20;
+// Exits re-sent in a registration (RegisterNode.finished_tasks).
+constexpr size_t kRecentExits = 256;
 
 }  // namespace
 
@@ -62,14 +64,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   }
   absl::MutexLock lock(&mu_);
   for (const auto& [key, entry] : tasks_) *reg.add_running_tasks() = entry.ref;
-  // Exits already sent, listed as running: their reports follow at once
-  // (Connected()), so the coordinator ends them with their real status.
-  for (const v1::AgentMessage& m : recent_exits_) {
-    const v1::TaskRef& r = m.task_status().task();
-    if (!tasks_.contains(Key{r.job_id(), r.attempt(), r.rank()})) {
-      *reg.add_running_tasks() = r;
-    }
-  }
+  for (const v1::TaskStatus& st : recent_exits_) *reg.add_finished_tasks() = st;
   return reg;
 }
 
@@ -94,7 +89,6 @@ void Agent::Connected(Outbox outbox) {
   absl::MutexLock lock(&mu_);
   outbox_ = std::move(outbox);
   connected_ = true;
-  for (const v1::AgentMessage& m : recent_exits_) outbox_(m);
   while (!queued_.empty()) {
     v1::AgentMessage msg = std::move(queued_.front());
     queued_.pop_front();
@@ -153,10 +147,9 @@ void Agent::EmitLocked(v1::AgentMessage msg) {
   if (msg.has_task_status() && msg.task_status().state() != v1::TASK_STATE_RUNNING) {
     const v1::TaskRef& r = msg.task_status().task();
     tasks_.erase(Key{r.job_id(), r.attempt(), r.rank()});
-    outbox_(msg);
-    if (recent_exits_.size() >= kRecentExits) recent_exits_.pop_front();
-    recent_exits_.push_back(std::move(msg));
-    return;
+    // Sent is not stored: the coordinator may die before it stores this.
+    recent_exits_.push_back(msg.task_status());
+    if (recent_exits_.size() > kRecentExits) recent_exits_.pop_front();
   }
   outbox_(msg);
 }

@@ -11,10 +11,7 @@
 // reported START_FAILED at once. Reports made while no coordinator is
 // connected wait in a queue and go out after the next registration, which
 // lists every task not yet reported as ended, so the coordinator sees real
-// exit codes across reconnects. The last kRecentExits exits already sent are
-// kept too: a registration lists them as running and the stream then repeats
-// their exit reports, so an exit the coordinator received but had not yet
-// stored when it was killed (kill -9) is not mistaken for a lost task.
+// exit codes across reconnects.
 
 #include <cstdint>
 #include <deque>
@@ -99,9 +96,6 @@ class Agent {
   // Tasks whose process runs now.
   int RunningTasks() const;
 
-  // How many sent exit reports are kept to repeat after a reconnect.
-  static constexpr size_t kRecentExits = 4096;
-
   // Log file of a task (also for tasks already forgotten).
   std::string LogPath(const v1::TaskRef& ref) const;
 
@@ -126,8 +120,9 @@ class Agent {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   Outbox outbox_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AgentMessage> queued_ ABSL_GUARDED_BY(mu_);
-  // Exit reports already sent, newest last (at most kRecentExits).
-  std::deque<v1::AgentMessage> recent_exits_ ABSL_GUARDED_BY(mu_);
+  // Exits already sent, newest last, re-sent in the next registration
+  // (RegisterNode.finished_tasks); at most kRecentExits.
+  std::deque<v1::TaskStatus> recent_exits_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainctl::worker

@@ -145,36 +145,26 @@ TEST_F(AgentTest, Exit_WhileDisconnected_ListedAtRegistrationThenReported) {
   ASSERT_THAT(sent_, SizeIs(1));
   EXPECT_EQ(sent_[0].task_status().task().job_id(), 7);
   EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_EXITED);
-  // Reported: job 7 no longer runs (RunningTasks), but as a recent exit it
-  // is still listed, and its report repeated, at the next registration.
-  EXPECT_EQ(agent_->RunningTasks(), 1);
+  // Once reported, it is no longer running, but its exit is re-sent at the
+  // next registration in case the coordinator died before storing it.
+  auto again = agent_->Registration();
+  EXPECT_THAT(again->running_tasks(), SizeIs(1));
+  ASSERT_THAT(again->finished_tasks(), SizeIs(1));
+  EXPECT_EQ(again->finished_tasks(0).task().job_id(), 7);
+  EXPECT_EQ(again->finished_tasks(0).state(), v1::TASK_STATE_EXITED);
 }
 
-TEST_F(AgentTest, Registration_ExitAlreadySent_ListedAndReportRepeated) {
-  // The coordinator got job 7's exit report but was killed (kill -9) before
-  // storing it: after its restart it still expects job 7 here. Without the
-  // repeat it would count the task as lost and run the job again.
+TEST_F(AgentTest, Registration_FinishedTasks_BoundedToTheNewest256) {
   Make();
   Connect();
-  agent_->Handle(Start(7, 0));
-  launcher_.Exit(1000, ExitInfo{0, 0});
-  ASSERT_THAT(sent_, SizeIs(2));  // RUNNING, EXITED
-  agent_->Disconnected();
-  sent_.clear();
-
+  for (int job = 1; job <= 300; ++job) {
+    agent_->Handle(Start(job, 0));
+    launcher_.Exit(launcher_.launched.rbegin()->first, ExitInfo{0, 0});
+  }
   auto reg = agent_->Registration();
-  TC_ASSERT_OK(reg);
-  ASSERT_THAT(reg->running_tasks(), SizeIs(1));
-  EXPECT_EQ(reg->running_tasks(0).job_id(), 7);
-  Connect();
-  ASSERT_THAT(sent_, SizeIs(1));
-  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_EXITED);
-  EXPECT_EQ(sent_[0].task_status().exit_code(), 0);
-  // A StopTask for it (the coordinator knew it had ended) stops nothing.
-  v1::CoordinatorMessage stop;
-  stop.mutable_stop_task()->mutable_task()->set_job_id(7);
-  agent_->Handle(stop);
-  EXPECT_THAT(launcher_.stopped, SizeIs(0));
+  ASSERT_THAT(reg->finished_tasks(), SizeIs(256));
+  EXPECT_EQ(reg->finished_tasks(0).task().job_id(), 45);
+  EXPECT_EQ(reg->finished_tasks(255).task().job_id(), 300);
 }
 
 TEST_F(AgentTest, Fence_RunningTasks_KilledWithoutGraceAndExitsQueued) {
@@ -197,9 +187,9 @@ TEST_F(AgentTest, Fence_RunningTasks_KilledWithoutGraceAndExitsQueued) {
   // The kill is reported after the next registration.
   EXPECT_THAT(sent_, SizeIs(0));
   Connect();
-  ASSERT_THAT(sent_, SizeIs(2));  // job 7's exit repeated, job 8's kill
-  EXPECT_EQ(sent_[1].task_status().task().job_id(), 8);
-  EXPECT_EQ(sent_[1].task_status().signal(), 9);
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().task().job_id(), 8);
+  EXPECT_EQ(sent_[0].task_status().signal(), 9);
   EXPECT_EQ(agent_->Fence("again"), 0);
 }
 
