@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "client/auth_channel.h"
 #include "client/cli.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -21,12 +22,12 @@ int main(int argc, char** argv) {
   // Created by the CLI once it knows the address; outlives Run.
   std::unique_ptr<trainctl::v1::Coordinator::Stub> stub;
   trainctl::cli::Cli cli(
-      [&stub](const std::string& address) {
-        // TODO(security): TLS and bearer tokens (DESIGN.md section 6).
-        stub = trainctl::v1::Coordinator::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-        return stub.get();
-      },
+      trainctl::cli::ConnectionStubFactory(
+          [&stub](const trainctl::cli::Connection& connection) {
+            stub = trainctl::v1::Coordinator::NewStub(
+                trainctl::cli::MakeCoordinatorChannel(connection));
+            return stub.get();
+          }),
       std::cout, std::cerr, options);
   return cli.Run(argc, argv);
 }

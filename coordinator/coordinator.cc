@@ -288,7 +288,8 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
                                            int limit,
-                                           const std::string& sweep_id) const {
+                                           const std::string& sweep_id,
+                                           const std::string& user) const {
   if (limit <= 0) limit = kDefaultListLimit;
   absl::flat_hash_set<int> wanted(states.begin(), states.end());
   std::vector<v1::Job> out;
@@ -301,6 +302,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
       auto it = jobs_.find(*id);
       if (it == jobs_.end()) continue;
       if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+      if (!user.empty() && it->second.spec().user() != user) continue;
       out.push_back(Redacted(it->second));
     }
     return out;
@@ -308,6 +310,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
     if (static_cast<int>(out.size()) >= limit) break;
     if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+    if (!user.empty() && it->second.spec().user() != user) continue;
     out.push_back(Redacted(it->second));
   }
   return out;

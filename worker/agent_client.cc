@@ -1,7 +1,10 @@
 #include "worker/agent_client.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -15,7 +18,28 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 
 }  // namespace
 
-GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address)
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeAgentTlsCredentials(
+    const AgentTlsFiles& files) {
+  grpc::SslCredentialsOptions options;
+  for (auto [path, flag, dest] :
+       {std::tuple{&files.cert, "--tls-cert", &options.pem_cert_chain},
+        std::tuple{&files.key, "--tls-key", &options.pem_private_key},
+        std::tuple{&files.ca, "--tls-ca", &options.pem_root_certs}}) {
+    std::ifstream in(*path);
+    if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", *path));
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find("-----BEGIN ") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", *path, " is not a PEM file"));
+    }
+    *dest = text.str();
+  }
+  return grpc::SslCredentials(options);
+}
+
+GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials)
     : agent_(agent), address_(std::move(coordinator_address)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
@@ -24,8 +48,9 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(),
-                                       args);
+  channel_ = grpc::CreateCustomChannel(
+      address_,
+      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
 }
 
 void GrpcAgentSession::Run() {

@@ -1,0 +1,23 @@
+#ifndef TRAINCTL_CLIENT_AUTH_CHANNEL_H_
+#define TRAINCTL_CLIENT_AUTH_CHANNEL_H_
+
+// The CLI's channel to the coordinator: server TLS when a CA is given, and the
+// user's bearer token on every call.
+
+#include <memory>
+
+#include "client/cli.h"
+#include "grpcpp/grpcpp.h"
+
+namespace trainctl::cli {
+
+// A channel to connection.address: TLS verified against connection.ca_pem
+// when set, else plaintext; a non-empty connection.token is added to every
+// call as `authorization: Bearer <token>` (by a client interceptor, so it is
+// sent on plaintext loopback channels too, where gRPC drops call
+// credentials).
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const Connection& connection);
+
+}  // namespace trainctl::cli
+
+#endif  // TRAINCTL_CLIENT_AUTH_CHANNEL_H_
