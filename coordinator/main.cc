@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
                                  " tokens)")
                   : "user API unauthenticated");
   if (credentials == nullptr && tokens == nullptr) {
-    TC_LOG_WARN("INSECURE MODE: no TLS and no --tokens-file. Anyone who can reach "
+    TC_LOG_WARN("WARNING: INSECURE MODE: no TLS and no --tokens-file. Anyone who can reach "
                 "port {} can run commands on every node, read and cancel every "
                 "job and register fake nodes. Use it on one machine only, "
                 "listening on 127.0.0.1; for a cluster pass --tls-cert/--tls-key/"

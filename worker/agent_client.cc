@@ -102,11 +102,20 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   v1::AgentMessage first;
   *first.mutable_register_() = *reg;
   v1::CoordinatorMessage ack;
-  if (!stream->Write(first) || !stream->Read(&ack) || !ack.has_register_ack()) {
-    ctx.TryCancel();
+  const bool read = stream->Write(first) && stream->Read(&ack);
+  if (!read || !ack.has_register_ack()) {
+    // When the coordinator ended the stream (refused the registration),
+    // Finish returns its status; cancel only a stream it keeps open.
+    if (read) ctx.TryCancel();
     grpc::Status s = stream->Finish();
-    TC_LOG_WARN("cannot register with the coordinator at {}: {}", address_,
-                s.ok() ? "stream closed" : s.error_message());
+    if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+        s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      TC_LOG_ERROR("cannot register with the coordinator at {}: refused: {}",
+                   address_, s.error_message());
+    } else {
+      TC_LOG_WARN("cannot register with the coordinator at {}: {}", address_,
+                  s.ok() ? "stream closed" : s.error_message());
+    }
     return;
   }
   const absl::Duration interval =
