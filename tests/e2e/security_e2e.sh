@@ -107,4 +107,19 @@ ok "forbidden calls refused (other user's job, no token, wrong token, plaintext)
 [[ " $(ops list -o json | ids) " == *" $id "* ]] || fail "ops does not see alice's job $id"
 ops describe "$id" >/dev/null || fail "ops describe"
 ok "admin sees alice's jobs"
+
+# 9. The REST gateway (when built): HTTPS with the user-facing certificate,
+# TLS to the coordinator, the caller's bearer token forwarded and checked.
+if [[ -x $BIN/trainctl-gateway ]]; then
+  "$BIN/trainctl-gateway" -listen 127.0.0.1:0 -coordinator "$ADDR" -tls-ca "$C/ca.crt" \
+    -tls-cert "$C/gateway.crt" -tls-key "$C/gateway.key" >"$WORK/gateway.out" 2>"$WORK/gateway.log" &
+  PIDS+=($!)
+  line=$(wait_line "$WORK/gateway.out" "listening on port") || fail "gateway did not start"
+  URL=https://127.0.0.1:${line##* }/v1/jobs/$id
+  code() { curl -s -o /dev/null -w '%{http_code}' --cacert "$C/ca.crt" "$@"; }
+  [[ $(code -H "Authorization: Bearer $ALICE" "$URL") == 200 ]] || fail "gateway: alice GET her job"
+  [[ $(code -H "Authorization: Bearer $BOB" "$URL") == 403 ]] || fail "gateway: bob GET alice's job"
+  [[ $(code "$URL") == 401 ]] || fail "gateway: no token"
+  ok "gateway over HTTPS: owner 200, other user 403, no token 401"
+fi
 e2e_done
