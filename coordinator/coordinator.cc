@@ -955,9 +955,12 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
     if (ended) {
       draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
                                      [&](const DrainingTask& d) {
+                                       // Only the node running the task
+                                       // may report it ended.
                                        return d.job_id == ref.job_id() &&
                                               d.attempt == ref.attempt() &&
-                                              d.task.rank() == ref.rank();
+                                              d.task.rank() == ref.rank() &&
+                                              d.task.node() == node;
                                      }),
                       draining_.end());
     }

@@ -687,5 +687,31 @@ TEST_F(CoordinatorTest, ListJobs_SweepFilter_OnlyThatSweepsTrialsAndSurvivesRest
   EXPECT_EQ(ids({}, 0, "sw-a"), (std::vector<int64_t>{a3, a2, a1}));
 }
 
+// Security: an agent speaks only for its own node (the transport pins the
+// stream to the certificate's node; the core attributes reports to it).
+TEST_F(CoordinatorTest, TaskStatus_FromAnotherNode_DoesNotReleaseItsGpus) {
+  FakeConnection& a = Connect("a", 2);
+  Connect("b", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(1);
+  spec.set_gpus_per_node(2);
+  spec.set_max_restarts(1);
+  auto id = core_->SubmitJob(spec, "");
+  auto starts = a.Starts();
+  ASSERT_THAT(starts, SizeIs(2));
+  Report("a", Status(starts[0], v1::TASK_STATE_RUNNING));
+  Report("a", Status(starts[1], v1::TASK_STATE_EXITED, 1));
+  // Attempt 0 failed; rank 0 on a still holds GPU 0, so attempt 1 (2 GPUs on
+  // one node: only a fits) waits.
+  ASSERT_EQ(Job(*id).attempt(), 1);
+  // Node b claims a's rank 0 exited: ignored, the GPU stays held.
+  Report("b", Status(starts[0], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(a.Starts(), SizeIs(2));
+  // a itself reports it: attempt 1 starts.
+  Report("a", Status(starts[0], v1::TASK_STATE_EXITED, 143));
+  EXPECT_THAT(a.Starts(), SizeIs(4));
+}
+
 }  // namespace
 }  // namespace trainctl::coord
