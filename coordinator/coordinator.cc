@@ -445,7 +445,7 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
         read->set_offset(offset);
         read->set_max_bytes(max_bytes == 0 ? kDefaultLogBytes : max_bytes);
         log_reads_[request_id] = LogRead{clock_->Now() + config_.log_read_timeout,
-                                         job_id, rank, std::move(done)};
+                                         job_id, rank, std::move(done), task->node()};
         node->second.conn->Send(msg);
         return;
       }
@@ -910,6 +910,13 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
         const v1::LogChunk& chunk = msg.log_chunk();
         auto rt = log_reads_.find(chunk.request_id());
         if (rt == log_reads_.end()) break;  // Timed out already.
+        if (rt->second.node != node) {
+          // Request ids are sequential: another node could guess one and
+          // answer with a forged log. Leave the read to its node.
+          return absl::PermissionDeniedError(absl::StrCat(
+              "node ", node, " answered log read ", chunk.request_id(),
+              " that was sent to node ", rt->second.node));
+        }
         LogRead read = std::move(rt->second);
         log_reads_.erase(rt);
         absl::StatusOr<v1::GetLogsResponse> result;

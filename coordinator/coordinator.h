@@ -214,8 +214,11 @@ class Coordinator {
   void AgentDisconnected(const std::string& node, AgentConnection* conn);
 
   // A heartbeat, task status or log chunk from a registered agent.
+  // Everything is attributed to `node`: a task status or log chunk about
+  // another node's task changes nothing.
   // Errors: FAILED_PRECONDITION when `conn` is not the node's current
-  // connection; INVALID_ARGUMENT for a malformed message.
+  // connection; INVALID_ARGUMENT for a malformed message; PERMISSION_DENIED
+  // for a log chunk answering a read sent to another node.
   absl::Status HandleAgentMessage(const std::string& node, AgentConnection* conn,
                                   const v1::AgentMessage& msg);
 
@@ -256,6 +259,8 @@ class Coordinator {
     int64_t job_id;
     int rank;
     LogsDone done;
+    // The node asked; only its answer is taken.
+    std::string node;
   };
   struct NodeEntry {
     v1::Node node;

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -711,6 +712,40 @@ TEST_F(CoordinatorTest, TaskStatus_FromAnotherNode_DoesNotReleaseItsGpus) {
   // a itself reports it: attempt 1 starts.
   Report("a", Status(starts[0], v1::TASK_STATE_EXITED, 143));
   EXPECT_THAT(a.Starts(), SizeIs(4));
+}
+
+TEST_F(CoordinatorTest, LogChunk_FromAnotherNode_IsRefusedAndReadStaysOpen) {
+  FakeConnection& a = Connect("a", 1);
+  FakeConnection& b = Connect("b", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(2);  // one rank on each node
+  auto id = core_->SubmitJob(spec, "");
+  ASSERT_THAT(a.Starts(), SizeIs(1));
+  ASSERT_THAT(b.Starts(), SizeIs(1));
+  const int rank_on_a = a.Starts()[0].task().rank();
+  std::optional<absl::StatusOr<v1::GetLogsResponse>> got;
+  core_->GetLogsAsync(*id, rank_on_a, 0, 0,
+                      [&](absl::StatusOr<v1::GetLogsResponse> r) { got = std::move(r); });
+  ASSERT_FALSE(a.sent.empty());
+  ASSERT_TRUE(a.sent.back().has_read_log());
+  const int64_t request = a.sent.back().read_log().request_id();
+
+  // b answers the read sent to a with a forged log: refused, nothing
+  // reaches the user.
+  v1::AgentMessage forged;
+  forged.mutable_log_chunk()->set_request_id(request);
+  forged.mutable_log_chunk()->set_data("forged");
+  EXPECT_THAT(core_->HandleAgentMessage("b", &b, forged),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("sent to node a")));
+  EXPECT_FALSE(got.has_value());
+
+  // a's own answer is delivered.
+  v1::AgentMessage real = forged;
+  real.mutable_log_chunk()->set_data("real");
+  Report("a", real);
+  ASSERT_TRUE(got.has_value());
+  TC_ASSERT_OK(*got);
+  EXPECT_EQ((*got)->data(), "real");
 }
 
 }  // namespace
