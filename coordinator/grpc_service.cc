@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
@@ -165,12 +166,29 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                       const v1::ListNodesRequest* req,
                                       v1::ListNodesResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    // Any authenticated user may see the cluster.
-    if (absl::StatusOr<Principal> who = CallerOf(tokens_, ctx); !who.ok()) {
+    // Any authenticated user may see the cluster; a non-admin sees the
+    // names of its own jobs only (other tasks keep their job id and size).
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
       reactor->Finish(ToGrpcStatus(who.status()));
       return reactor;
     }
-    for (v1::NodeView& view : core_->ListNodes()) *resp->add_nodes() = std::move(view);
+    absl::flat_hash_map<int64_t, bool> may_read;
+    for (v1::NodeView& view : core_->ListNodes()) {
+      if (!who->admin) {
+        for (v1::GpuTasks& gpu : *view.mutable_gpu_tasks()) {
+          for (v1::GpuTaskRef& task : *gpu.mutable_tasks()) {
+            auto [it, inserted] = may_read.try_emplace(task.job_id(), false);
+            if (inserted) {
+              absl::StatusOr<v1::Job> job = core_->GetJob(task.job_id());
+              it->second = job.ok() && CheckJobAccess(*who, *job, "read").ok();
+            }
+            if (!it->second) task.clear_job_name();
+          }
+        }
+      }
+      *resp->add_nodes() = std::move(view);
+    }
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }

@@ -122,8 +122,9 @@ class SecurityTest : public ::testing::Test {
   }
 
   grpc::Status Submit(const char* token, int64_t* id, const std::string& user = "",
-                      const std::string& request_id = "") {
+                      const std::string& request_id = "", const std::string& name = "") {
     v1::SubmitJobRequest req;
+    req.mutable_spec()->set_name(name);
     req.mutable_spec()->add_command("true");
     req.mutable_spec()->set_gpus(1);
     req.mutable_spec()->set_user(user);
@@ -386,8 +387,8 @@ TEST_F(SecurityTest, Rendezvous_OwnAttemptToken_Works_AnotherJobsIsDenied) {
   RawAgent* agent = Connect("node-a");
   ASSERT_TRUE(Register(agent, "node-a").ok());
   int64_t job_a = 0, job_b = 0;
-  ASSERT_TRUE(Submit(kAlice, &job_a).ok());
-  ASSERT_TRUE(Submit(kBob, &job_b).ok());
+  ASSERT_TRUE(Submit(kAlice, &job_a, "", "", "alice-secret-project").ok());
+  ASSERT_TRUE(Submit(kBob, &job_b, "", "", "bob-run").ok());
   std::map<int64_t, std::string> token_of;
   v1::CoordinatorMessage msg;
   while (token_of.size() < 2 && agent->stream->Read(&msg)) {
@@ -430,6 +431,23 @@ TEST_F(SecurityTest, Rendezvous_OwnAttemptToken_Works_AnotherJobsIsDenied) {
   publish.set_job_id(job_b);
   s = ranks_->PublishUniqueId(As(nullptr).get(), publish, &published);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+
+  // The cluster view: bob sees both tasks, but only his own job's name; the
+  // admin sees both names.
+  auto names = [&](const char* token) {
+    v1::ListNodesResponse nodes;
+    EXPECT_TRUE(users_->ListNodes(As(token).get(), {}, &nodes).ok());
+    std::map<int64_t, std::string> out;
+    for (const v1::NodeView& n : nodes.nodes()) {
+      for (const v1::GpuTasks& g : n.gpu_tasks()) {
+        for (const v1::GpuTaskRef& t : g.tasks()) out[t.job_id()] = t.job_name();
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(names(kBob), (std::map<int64_t, std::string>{{job_a, ""}, {job_b, "bob-run"}}));
+  EXPECT_EQ(names(kOps), (std::map<int64_t, std::string>{
+                             {job_a, "alice-secret-project"}, {job_b, "bob-run"}}));
 }
 
 }  // namespace
