@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_target.h"
 #include "grpcpp/support/client_interceptor.h"
 
 namespace trainctl::cli {
@@ -44,22 +45,26 @@ class BearerTokenInterceptorFactory : public exp::ClientInterceptorFactoryInterf
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const Connection& connection) {
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const Connection& connection,
+                                                      const std::string& target) {
+  grpc::ChannelArguments args;
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (!connection.ca_pem.empty()) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = connection.ca_pem;
     credentials = grpc::SslCredentials(ssl);
+    if (connection.address.find(',') != std::string::npos) {
+      args.SetSslTargetNameOverride(FirstHost(connection.address));
+    }
   }
   std::vector<std::unique_ptr<exp::ClientInterceptorFactoryInterface>> interceptors;
   if (!connection.token.empty()) {
     interceptors.push_back(
         std::make_unique<BearerTokenInterceptorFactory>(connection.token));
   }
-  return exp::CreateCustomChannelWithInterceptors(
-      connection.address, credentials, grpc::ChannelArguments(),
-      std::move(interceptors));
+  return exp::CreateCustomChannelWithInterceptors(target, credentials, args,
+                                                  std::move(interceptors));
 }
 
 }  // namespace trainctl::cli

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "client/auth_channel.h"
 #include "client/cli.h"
+#include "common/grpc_target.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
 
@@ -37,8 +38,16 @@ int main(int argc, char** argv) {
   trainctl::cli::Cli cli(
       trainctl::cli::ConnectionStubFactory(
           [&stub](const trainctl::cli::Connection& connection) {
+            // "a:p,b:q": the leader and its standbys, tried in order.
+            absl::StatusOr<std::string> target =
+                trainctl::GrpcTargetFor(connection.address);
+            if (!target.ok()) {
+              std::cerr << "trainctl: --coordinator: " << target.status().message()
+                        << "\n";
+              std::exit(trainctl::cli::kExitUsage);
+            }
             stub = trainctl::v1::Coordinator::NewStub(
-                trainctl::cli::MakeCoordinatorChannel(connection));
+                trainctl::cli::MakeCoordinatorChannel(connection, *target));
             return stub.get();
           }),
       std::cout, std::cerr, options);

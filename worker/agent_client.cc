@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_target.h"
 #include "common/logging.h"
 #include "trainctl/v1/service.grpc.pb.h"
 
@@ -48,8 +49,15 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // A list of coordinators (leader and standbys) becomes one ordered address
+  // list; worker/main.cc has validated it. With TLS, every coordinator's
+  // certificate must then name the first listed host (make_certs.sh
+  // --server-name), which is the name checked for all of them.
+  if (credentials != nullptr && address_.find(',') != std::string::npos) {
+    args.SetSslTargetNameOverride(trainctl::FirstHost(address_));
+  }
   channel_ = grpc::CreateCustomChannel(
-      address_,
+      GrpcTargetFor(address_).value_or(address_),
       credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
 }
 
