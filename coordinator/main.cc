@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -121,6 +122,11 @@ int main(int argc, char** argv) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("coordinator", log_level);
+  // Debian's Abseil is built with Mutex deadlock detection on: every lock
+  // taken while another is held (gRPC's own locks are absl::Mutex too) walks
+  // a global lock-order graph. It was the top of the profile of the
+  // rendezvous fan-out (bench/README.md); tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Members in dependency order: clock and store before the core, the core
   // before the services, the services before the server.
