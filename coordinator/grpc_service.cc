@@ -124,6 +124,26 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* ctx,
+                                          const v1::ReportMetricsRequest* req,
+                                          v1::ReportMetricsResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<v1::ReportMetricsResponse> r = core_->ReportMetrics(*req);
+    if (r.ok()) *resp = std::move(*r);
+    reactor->Finish(ToGrpcStatus(r.status()));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* GetMetrics(grpc::CallbackServerContext* ctx,
+                                       const v1::GetMetricsRequest* req,
+                                       v1::GetMetricsResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<v1::GetMetricsResponse> r = core_->GetMetrics(*req);
+    if (r.ok()) *resp = std::move(*r);
+    reactor->Finish(ToGrpcStatus(r.status()));
+    return reactor;
+  }
+
  private:
   Coordinator* const core_;
 };

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:50051", advertise, state_dir, log_level = "info";
   std::string node_timeout = "10s", heartbeat = "1s", stop_grace = "10s";
   std::string metrics_listen;
+  std::string checkpoint_root;
+  int64_t max_metric_points = trainctl::coord::CoordinatorConfig().max_metric_points_per_job;
   app.add_option("--listen", listen, "address:port to serve agents, users and ranks on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--advertise", advertise,
@@ -72,6 +74,18 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
+  app.add_option("--checkpoint-root", checkpoint_root,
+                 "absolute path, the same on every node (a shared file system), "
+                 "under which each job gets TRAINCTL_CHECKPOINT_DIR=<root>/<job id>, "
+                 "kept across its attempts; default: none")
+      ->check([](const std::string& p) {
+        return !p.empty() && p[0] == '/' ? std::string()
+                                         : "--checkpoint-root: must be an absolute path";
+      });
+  app.add_option("--max-metric-points", max_metric_points,
+                 "metric points a job may store (ReportMetrics); reports past it "
+                 "are refused with RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -119,6 +133,8 @@ int main(int argc, char** argv) {
   config.heartbeat_interval = ToDuration(heartbeat);
   config.stop_grace = ToDuration(stop_grace);
   config.advertise_address = advertise;
+  config.checkpoint_root = checkpoint_root;
+  config.max_metric_points_per_job = max_metric_points;
   auto core = trainctl::coord::Coordinator::Create(config, store->get(), &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());
