@@ -209,6 +209,9 @@ v1::Job Coordinator::Redacted(const v1::Job& job) {
 
 v1::Job Coordinator::ForUserLocked(const v1::Job& job) const {
   v1::Job copy = Redacted(job);
+  if (auto it = metric_points_.find(job.id()); it != metric_points_.end()) {
+    copy.set_metric_points(it->second);
+  }
   if (copy.attempts_size() > 0) {
     v1::AttemptRecord* last = copy.mutable_attempts(copy.attempts_size() - 1);
     if (last->end_time_ms() == 0 && last->start_time_ms() > 0) {

@@ -352,7 +352,8 @@ class Coordinator {
   void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::Job Redacted(const v1::Job& job);
-  // Redacted, with the running attempt's GPU-hours counted up to now.
+  // Redacted, with the running attempt's GPU-hours counted up to now and
+  // the job's stored metric points.
   v1::Job ForUserLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // GPUs the current attempt's tasks hold (AttemptRecord.gpus).
   double AttemptGpusLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

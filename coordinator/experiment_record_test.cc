@@ -151,6 +151,7 @@ TEST_F(ExperimentRecordTest, ReportMetrics_Rank0_StoredWithLastMinMaxPerKey) {
   EXPECT_EQ(loss.points(1).attempt(), 0);
   // 5 allowed, 4 stored.
   EXPECT_EQ(all.points_left(), 1);
+  EXPECT_EQ(core_->GetJob(id)->metric_points(), 4);
 
   v1::GetMetricsResponse acc = Metrics(id, "acc");
   ASSERT_THAT(acc.series(), SizeIs(1));

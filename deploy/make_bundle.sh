@@ -9,7 +9,7 @@
 #               above, except the host's own: glibc, libgcc_s, libstdc++ (the
 #               target's are at least as new) and NVIDIA's (libnccl, libcuda,
 #               libcudart, libnvidia-*: they must match the host's driver)
-#   OUT/share/  tests/gpu/*.py and *.sh
+#   OUT/share/  tests/gpu/*.py and *.sh, worker/nccl/python/*.py (metrics helper)
 #
 # RUNPATH is $ORIGIN/../lib on binaries and $ORIGIN on libraries (patchelf),
 # so the bundle works from any directory. Binaries are stripped.
@@ -96,7 +96,7 @@ for f in "$out"/lib/*; do
 done
 
 shopt -s nullglob
-for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh; do
+for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh "$src"/worker/nccl/python/*.py; do
   cp "$f" "$out/share/"
 done
 chmod +x "$out"/share/*.sh 2>/dev/null || true
