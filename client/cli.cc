@@ -1111,6 +1111,11 @@ struct Flags {
   std::string metric;
   std::string mode = "min";
   std::string scope = "last";
+  // sweep --early-stop METRIC[:min|max] (ASHA)
+  std::string early_stop;
+  int64_t grace_steps = 1;
+  int reduction_factor = 3;
+  int64_t max_steps = 0;
 };
 
 // A sweep id like "sw-1f2e3d4c": 32 random bits.
@@ -1399,6 +1404,19 @@ int Cli::Run(int argc, char** argv) {
                     "last (a trial's last value) or best (its best value so far)")
         ->check(CLI::IsMember({"last", "best"}))->capture_default_str();
   }
+  sweep->add_option("--early-stop", f.early_stop,
+                    "METRIC[:min|max]: stop the worst trials early by the "
+                    "metric they report (ASHA: at steps grace x eta^k, a trial "
+                    "not within the best 1/eta so far is cancelled); default mode min");
+  sweep->add_option("--grace-steps", f.grace_steps,
+                    "ASHA: step of the first rung (default 1)")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  sweep->add_option("--reduction-factor", f.reduction_factor,
+                    "ASHA: eta, keep the best 1/eta at each rung (default 3)")
+      ->check(CLI::Range(2, 1000));
+  sweep->add_option("--max-steps", f.max_steps,
+                    "ASHA: a trial's full length in steps; no rung at or past it")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   sweep_compare->footer(Example(
       "  trainctl sweep compare sw-1f2e3d4c --metric val_loss\n"
       "  trainctl sweep compare sw-1f2e3d4c --metric acc --mode max --scope best -o json"));
@@ -1517,6 +1535,23 @@ int Cli::Run(int argc, char** argv) {
             "trainctl sweep --grid lr=1e-3,3e-4 -- python train.py --lr {lr}");
         !e.empty()) {
       return UsageError(err_, e);
+    }
+    if (!f.early_stop.empty()) {
+      std::pair<std::string, std::string> metric_mode =
+          absl::StrSplit(f.early_stop, absl::MaxSplits(':', 1));
+      if (metric_mode.second.empty()) metric_mode.second = "min";
+      if (metric_mode.first.empty() ||
+          (metric_mode.second != "min" && metric_mode.second != "max")) {
+        return UsageError(err_, absl::StrFormat(
+            "--early-stop %s: expected METRIC, METRIC:min or METRIC:max",
+            f.early_stop));
+      }
+      v1::EarlyStop* es = f.submit.mutable_spec()->mutable_early_stop();
+      es->set_metric(metric_mode.first);
+      es->set_mode(metric_mode.second);
+      es->set_grace_steps(f.grace_steps);
+      es->set_reduction_factor(f.reduction_factor);
+      es->set_max_steps(f.max_steps);
     }
     absl::StatusOr<std::vector<Trial>> expanded = ExpandSweep(spec, f.command);
     if (!expanded.ok()) return UsageError(err_, expanded.status().message());

@@ -223,6 +223,31 @@ TEST_F(SweepCompareTest, SweepDescribe_Metric_AddsBestTrials) {
                                     "2  10   succeeded  1e-3  0.3             500   1.25\n"));
 }
 
+TEST_F(ExperimentCliTest, Sweep_EarlyStop_EveryTrialCarriesAshaConfig) {
+  std::vector<v1::SubmitJobRequest> sent;
+  v1::SubmitJobResponse ok;
+  ok.set_job_id(1);
+  EXPECT_CALL(stub_, SubmitJob(_, _, _))
+      .Times(2)
+      .WillRepeatedly(DoAll(Invoke([&](grpc::ClientContext*, const v1::SubmitJobRequest& r,
+                                       v1::SubmitJobResponse*) { sent.push_back(r); }),
+                            SetArgPointee<2>(ok), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"sweep", "--sweep-id", "sw", "--grid", "lr=1,2", "--early-stop",
+                 "acc:max", "--grace-steps", "5", "--reduction-factor", "4", "--",
+                 "train", "{lr}"}),
+            0)
+      << err_.str();
+  ASSERT_EQ(sent.size(), 2u);
+  for (const v1::SubmitJobRequest& r : sent) {
+    EXPECT_EQ(r.spec().early_stop().metric(), "acc");
+    EXPECT_EQ(r.spec().early_stop().mode(), "max");
+    EXPECT_EQ(r.spec().early_stop().grace_steps(), 5);
+    EXPECT_EQ(r.spec().early_stop().reduction_factor(), 4);
+  }
+  EXPECT_EQ(Run({"sweep", "--grid", "lr=1", "--early-stop", "acc:best", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--early-stop acc:best"));
+}
+
 TEST_F(ExperimentCliTest, SweepCompare_NoMetric_UsageError) {
   EXPECT_EQ(Run({"sweep", "compare", "sw"}), 2);
   EXPECT_THAT(err_.str(), HasSubstr("--metric"));

@@ -190,6 +190,11 @@ absl::Status Coordinator::LoadLocked() {
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   }
   for (const auto& [id, n] : state.metric_points) metric_points_[id] = n;
+  for (const auto& [id, job] : jobs_) {
+    for (const auto& [step, value] : job.rung_values()) {
+      asha_[job.spec().sweep_id()][step][id] = value;
+    }
+  }
   for (v1::Node& node : state.nodes) {
     NodeEntry& e = nodes_[node.name()];
     e.node = std::move(node);
@@ -360,6 +365,7 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
   TC_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  TC_RETURN_IF_ERROR(ValidateEarlyStop(spec));
   if (request_id.size() > kMaxRequestIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));
@@ -878,6 +884,42 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
     return absl::UnavailableError(
         absl::StrCat("the metrics were not stored: ", stored.message()));
   }
+  // Early stopping (ASHA) of a sweep trial by its metric.
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end() && it->second.spec().has_early_stop() &&
+        !IsFinal(it->second.state()) && it->second.attempt() == req.attempt()) {
+      v1::Job& job = it->second;
+      const v1::EarlyStop& cfg = job.spec().early_stop();
+      AshaRungs& rungs = asha_[job.spec().sweep_id()];
+      for (const v1::MetricPoint& p : points) {
+        if (p.key() != cfg.metric()) continue;
+        const AshaVerdict v = AshaOnReport(cfg, rungs, job_id, p.step(), p.value());
+        if (!v.recorded) continue;
+        (*job.mutable_rung_values())[v.rung_step] = v.value;
+        if (!v.stop) {
+          PersistLocked(job);
+          continue;
+        }
+        for (v1::Task& t : *job.mutable_tasks()) {
+          if (IsLive(t.state())) StopTaskLocked(job, t);
+        }
+        const std::string why = absl::StrFormat(
+            "stopped early (ASHA): %s %g at step %d is not within the best 1/%d "
+            "of the %d other trial(s) at that rung (cutoff %g)",
+            cfg.metric(), v.value, v.rung_step,
+            cfg.reduction_factor() == 0 ? 3 : cfg.reduction_factor(), v.others,
+            v.cutoff);
+        TransitionLocked(job, v1::JOB_STATE_CANCELLED, why, deferred).IgnoreError();
+        PersistLocked(job);
+        ScheduleLocked(deferred);
+        break;
+      }
+    }
+  }
+  RunDeferred(deferred);
   v1::ReportMetricsResponse resp;
   resp.set_stored_points(stored_after);
   return resp;

@@ -45,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/asha.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_store.h"
@@ -219,6 +220,10 @@ class Coordinator {
   // token; RESOURCE_EXHAUSTED when the job would pass
   // max_metric_points_per_job; UNAVAILABLE when the store failed (nothing of
   // the report is stored).
+  // Early stopping: when the job is a sweep trial with spec.early_stop and a
+  // point of its metric reaches a new rung, the ASHA rule (asha.h) may stop
+  // the trial: it is cancelled, its reason saying why. The report itself
+  // still succeeds.
   absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(
       const v1::ReportMetricsRequest& req);
 
@@ -395,6 +400,8 @@ class Coordinator {
   // group closes.
   absl::flat_hash_map<std::pair<int64_t, int>, absl::Time> rendezvous_opened_
       ABSL_GUARDED_BY(mu_);
+  // ASHA rungs per sweep id (rebuilt from Job.rung_values at load).
+  absl::flat_hash_map<std::string, AshaRungs> asha_ ABSL_GUARDED_BY(mu_);
   // Metric points stored per job (loaded from the store, then counted as
   // reports arrive; a report reserves its points here before it is stored).
   absl::flat_hash_map<int64_t, int64_t> metric_points_ ABSL_GUARDED_BY(mu_);

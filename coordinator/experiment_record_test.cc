@@ -289,5 +289,54 @@ TEST_F(ExperimentRecordTest, GpuHours_RunningQuarterGpu_CountsUpToNow) {
   EXPECT_THAT(core_->ListJobs({}, 0)[0].gpu_hours(), DoubleNear(0.5, 1e-6));
 }
 
+TEST_F(ExperimentRecordTest, EarlyStop_WorseTrialAtRung_CancelledWithReason) {
+  // Two trials of sweep "sw" on one GPU (half a GPU each), ASHA on val_loss
+  // with rungs at steps 10, 20, 40 (eta 2).
+  v1::JobSpec spec;
+  spec.set_gpu_fraction(0.5);
+  spec.set_sweep_id("sw");
+  v1::EarlyStop* es = spec.mutable_early_stop();
+  es->set_metric("val_loss");
+  es->set_mode("min");
+  es->set_grace_steps(10);
+  es->set_reduction_factor(2);
+  const int64_t good = SubmitRunning(spec);
+  const v1::ReportMetricsRequest from_good = FromRank0({Point("val_loss", 0.3, 10)});
+  const int64_t bad = SubmitRunning(spec);
+  const v1::ReportMetricsRequest from_bad = FromRank0({Point("val_loss", 0.9, 12)});
+
+  TC_ASSERT_OK(core_->ReportMetrics(from_good));
+  // The second trial reaches rung 10 with 0.9, worse than the first's 0.3:
+  // the report is stored and the trial stopped.
+  TC_ASSERT_OK(core_->ReportMetrics(from_bad));
+  const v1::Job stopped = *core_->GetJob(bad);
+  EXPECT_EQ(stopped.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_THAT(stopped.reason(), HasSubstr("stopped early (ASHA): val_loss 0.9 at step 10"));
+  EXPECT_EQ(stopped.rung_values().at(10), 0.9);
+  EXPECT_EQ(Metrics(bad).series(0).count(), 1);
+  EXPECT_EQ(core_->GetJob(good)->state(), v1::JOB_STATE_RUNNING);
+
+  // The rungs come back after a restart. Rung 10 holds {0.3, 0.9}: the
+  // cutoff is their median, 0.6, so a third trial at 0.7 is stopped and a
+  // fourth at 0.5 continues.
+  Restart();
+  const int64_t third = SubmitRunning(spec);
+  TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point("val_loss", 0.7, 10)})));
+  EXPECT_EQ(core_->GetJob(third)->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_THAT(core_->GetJob(third)->reason(), HasSubstr("cutoff 0.6"));
+  Agent(Status(conn_->starts.back(), v1::TASK_STATE_EXITED, 143));
+  const int64_t fourth = SubmitRunning(spec);
+  TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point("val_loss", 0.5, 10)})));
+  EXPECT_EQ(core_->GetJob(fourth)->state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(ExperimentRecordTest, SubmitJob_EarlyStopWithoutSweep_InvalidArgument) {
+  v1::JobSpec spec;
+  spec.add_command("python");
+  spec.mutable_early_stop()->set_metric("loss");
+  EXPECT_THAT(core_->SubmitJob(spec, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("early_stop")));
+}
+
 }  // namespace
 }  // namespace trainctl::coord
