@@ -4,27 +4,47 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "client/cli.h"
+#include "common/grpc_target.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
 
 int main(int argc, char** argv) {
   trainctl::cli::CliOptions options;
   winsize ws{};
-  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
+      ws.ws_col > 0) {
     options.terminal_width = ws.ws_col;
+  } else if (const char* columns = std::getenv("COLUMNS")) {
+    // Piped, or a terminal that reports no size: $COLUMNS if the user set
+    // it (as ls and ps honour it).
+    int width = 0;
+    if (absl::SimpleAtoi(columns, &width) && width > 0) {
+      options.terminal_width = width;
+    }
   }
+  // The spinner of `wait` only where a person watches: never in a pipe or
+  // a file, on either stream.
+  options.progress = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
   // Created by the CLI once it knows the address; outlives Run.
   std::unique_ptr<trainctl::v1::Coordinator::Stub> stub;
   trainctl::cli::Cli cli(
       [&stub](const std::string& address) {
         // TODO(security): TLS and bearer tokens (DESIGN.md section 6).
+        // "a:p,b:q": the leader and its standbys, tried in order.
+        absl::StatusOr<std::string> target = trainctl::GrpcTargetFor(address);
+        if (!target.ok()) {
+          std::cerr << "trainctl: --coordinator: " << target.status().message() << "\n";
+          std::exit(trainctl::cli::kExitUsage);
+        }
         stub = trainctl::v1::Coordinator::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+            grpc::CreateChannel(*target, grpc::InsecureChannelCredentials()));
         return stub.get();
       },
       std::cout, std::cerr, options);
