@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -237,7 +238,30 @@ class Session {
   int SweepDescribe(const std::string& sweep_id, bool json);
   int SweepCancel(const std::string& sweep_id);
 
+  // Experiment records (issue 4): metric reports and queries, sweep
+  // comparison by a metric. Defined together below Session's other methods.
+  //
+  // `trainctl report KEY=VALUE...` from inside a task: the job, attempt, rank
+  // and token come from the launch environment read through `getenv`.
+  int Report(const std::vector<std::string>& pairs, int64_t step,
+             const std::function<const char*(const char*)>& getenv);
+  int Metrics(int64_t job_id, const std::string& key, bool json);
+  int SweepCompare(const std::string& sweep_id, const std::string& metric,
+                   const std::string& mode, const std::string& scope, bool json,
+                   size_t max_rows = 0);
+  // The experiment-record part of `describe`: checkpoint dir, GPU-hours,
+  // attempts, metric summary.
+  void DescribeRecords(const v1::Job& job);
+
  private:
+  // The trials of `sweep_id` ranked by `metric` (one summary-only GetMetrics
+  // per trial). Errors: those of SweepJobs and GetMetrics.
+  absl::StatusOr<v1::SweepComparison> CompareSweep(const std::string& sweep_id,
+                                                   const std::string& metric,
+                                                   const std::string& mode,
+                                                   const std::string& scope);
+  void PrintMetricTable(const v1::GetMetricsResponse& metrics);
+
   // The trials of `sweep_id`, oldest first. Errors: those of ListJobs;
   // NOT_FOUND when the sweep has no trial.
   absl::StatusOr<v1::ListJobsResponse> SweepJobs(const std::string& sweep_id);
@@ -401,6 +425,7 @@ int Session::Describe(int64_t job_id, bool json) {
   }
   if (job.world_size() > 0)
     field("World size:", absl::StrCat(job.world_size()));
+  DescribeRecords(job);
   if (job.tasks_size() == 0) return kExitOk;
 
   out_ << "\n";
@@ -777,6 +802,256 @@ int Session::SweepDescribe(const std::string& sweep_id, bool json) {
   return kExitOk;
 }
 
+// ------------------------------------------------- experiment records (issue 4)
+
+namespace {
+
+// "%.6g": enough digits for a loss, short in a table.
+std::string FormatValue(double v) { return absl::StrFormat("%.6g", v); }
+
+std::string OutcomeName(v1::AttemptOutcome o) {
+  if (o == v1::ATTEMPT_OUTCOME_UNSPECIFIED) return "RUNNING";
+  return ShortEnumName(v1::AttemptOutcome_Name(o), "ATTEMPT_OUTCOME_");
+}
+
+}  // namespace
+
+int Session::Report(const std::vector<std::string>& pairs, int64_t step,
+                    const std::function<const char*(const char*)>& getenv) {
+  auto env = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v == nullptr ? "" : v;
+  };
+  v1::ReportMetricsRequest request;
+  struct IntVar {
+    const char* name;
+    bool required;
+    int64_t* out;
+  };
+  int64_t job_id = 0, attempt = 0, rank = 0;
+  for (const IntVar& var : {IntVar{"TRAINCTL_JOB_ID", true, &job_id},
+                            IntVar{"TRAINCTL_ATTEMPT", true, &attempt},
+                            IntVar{"RANK", false, &rank}}) {
+    const std::string text = env(var.name);
+    if (text.empty() && !var.required) continue;
+    if (!absl::SimpleAtoi(text, var.out)) {
+      return UsageError(absl::StrFormat(
+          "%s is %s: `trainctl report` runs inside a trainctl task, whose "
+          "launch environment sets TRAINCTL_JOB_ID, TRAINCTL_ATTEMPT and "
+          "TRAINCTL_TOKEN",
+          var.name, text.empty() ? "not set" : "not a number (\"" + text + "\")"));
+    }
+  }
+  request.set_job_id(job_id);
+  request.set_attempt(static_cast<int32_t>(attempt));
+  request.set_rank(static_cast<int32_t>(rank));
+  request.set_token(env("TRAINCTL_TOKEN"));
+  for (const std::string& pair : pairs) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    double value;
+    if (kv.first.empty() || !absl::SimpleAtod(kv.second, &value)) {
+      return UsageError(absl::StrFormat(
+          "%s: expected KEY=NUMBER, e.g. loss=0.25 or samples_per_s=1.2e4", pair));
+    }
+    v1::MetricPoint* p = request.add_points();
+    p->set_key(kv.first);
+    p->set_value(value);
+    p->set_step(step);
+  }
+  v1::ReportMetricsResponse response;
+  if (absl::Status s = Call(&Stub::ReportMetrics, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  return kExitOk;
+}
+
+void Session::PrintMetricTable(const v1::GetMetricsResponse& metrics) {
+  Table table({"KEY", "POINTS", "LAST", "STEP", "MIN", "MAX"});
+  for (const v1::MetricSeries& m : metrics.series()) {
+    table.AddRow({m.key(), absl::StrCat(m.count()), FormatValue(m.last()),
+                  absl::StrCat(m.last_step()), FormatValue(m.min()),
+                  FormatValue(m.max())});
+  }
+  table.Print(out_, terminal_width_);
+}
+
+int Session::Metrics(int64_t job_id, const std::string& key, bool json) {
+  v1::GetMetricsRequest request;
+  request.set_job_id(job_id);
+  request.set_key(key);
+  request.set_summary_only(!json);
+  v1::GetMetricsResponse response;
+  if (absl::Status s = Call(&Stub::GetMetrics, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  if (json) {
+    out_ << ToJson(response);
+    return kExitOk;
+  }
+  if (response.series().empty()) {
+    err_ << absl::StrFormat(
+        "job %d has reported no metrics%s (a task reports with `trainctl "
+        "report loss=0.25 --step 100` or trainctl_report_metric())\n",
+        job_id, key.empty() ? "" : " under " + key);
+    return kExitOk;
+  }
+  PrintMetricTable(response);
+  return kExitOk;
+}
+
+void Session::DescribeRecords(const v1::Job& job) {
+  auto field = [this](absl::string_view key, absl::string_view value) {
+    if (!value.empty()) out_ << absl::StrFormat("%-12s %s\n", key, value);
+  };
+  field("Checkpoint:", job.checkpoint_dir());
+  if (job.attempts_size() > 0) {
+    field("GPU-hours:", absl::StrFormat("%.2f", job.gpu_hours()));
+  }
+  if (job.metric_points() > 0) {
+    field("Metrics:", absl::StrFormat("%d points (`trainctl metrics %d`)",
+                                      job.metric_points(), job.id()));
+  }
+  if (job.attempts_size() > 0) {
+    out_ << "\nAttempts:\n";
+    Table table({"ATTEMPT", "OUTCOME", "STARTED", "RAN", "GPUS", "GPU-H", "EXIT",
+                 "LOG (RANK 0)", "REASON"});
+    table.KeepWhole(7);  // the log path is what users copy
+    for (const v1::AttemptRecord& a : job.attempts()) {
+      const int64_t end_ms =
+          a.end_time_ms() > 0 ? a.end_time_ms() : absl::ToUnixMillis(clock_.Now());
+      // Exit codes of the first ranks, "rank:code".
+      std::vector<std::string> exits;
+      for (const v1::RankRecord& r : a.ranks()) {
+        if (exits.size() == 3) {
+          exits.push_back("...");
+          break;
+        }
+        exits.push_back(absl::StrCat(
+            r.rank(), ":",
+            r.signal() != 0 ? SignalName(r.signal())
+            : r.state() == "EXITED" ? absl::StrCat(r.exit_code())
+                                    : absl::AsciiStrToLower(r.state())));
+      }
+      std::string log = "-";
+      if (!a.ranks().empty() && !a.ranks(0).log_path().empty()) {
+        log = absl::StrCat(a.ranks(0).node(), ":", a.ranks(0).log_path());
+      }
+      table.AddRow({absl::StrCat(a.attempt()), OutcomeName(a.outcome()),
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S", FromMs(a.start_time_ms()),
+                                     absl::LocalTimeZone()),
+                    FormatAge(absl::Milliseconds(end_ms - a.start_time_ms())),
+                    absl::StrFormat("%.4g", a.gpus()),
+                    absl::StrFormat("%.2f", a.gpu_hours()),
+                    exits.empty() ? "-" : absl::StrJoin(exits, " "), log,
+                    a.reason().empty() ? "-" : a.reason()});
+    }
+    table.Print(out_, terminal_width_);
+  }
+  if (job.metric_points() > 0) {
+    v1::GetMetricsRequest request;
+    request.set_job_id(job.id());
+    request.set_summary_only(true);
+    v1::GetMetricsResponse metrics;
+    if (absl::Status s = Call(&Stub::GetMetrics, request, &metrics); !s.ok()) {
+      err_ << "trainctl: warning: metrics: " << s.message() << "\n";
+      return;
+    }
+    out_ << "\nMetrics:\n";
+    PrintMetricTable(metrics);
+  }
+  if (job.tasks_size() > 0) out_ << "\nRanks (attempt " << job.attempt() << "):";
+}
+
+absl::StatusOr<v1::SweepComparison> Session::CompareSweep(
+    const std::string& sweep_id, const std::string& metric,
+    const std::string& mode, const std::string& scope) {
+  absl::StatusOr<v1::ListJobsResponse> jobs = SweepJobs(sweep_id);
+  if (!jobs.ok()) return jobs.status();
+  v1::SweepComparison cmp;
+  cmp.set_sweep_id(sweep_id);
+  cmp.set_metric(metric);
+  cmp.set_mode(mode);
+  cmp.set_scope(scope);
+  const bool minimize = mode == "min";
+  for (const v1::Job& job : jobs->jobs()) {
+    v1::SweepTrial* t = cmp.add_trials();
+    t->set_job_id(job.id());
+    t->set_state(StateName(job.state()));
+    t->mutable_params()->insert(job.spec().params().begin(),
+                                job.spec().params().end());
+    t->set_gpu_hours(job.gpu_hours());
+    if (job.metric_points() == 0) continue;
+    v1::GetMetricsRequest request;
+    request.set_job_id(job.id());
+    request.set_key(metric);
+    request.set_summary_only(true);
+    v1::GetMetricsResponse metrics;
+    if (absl::Status s = Call(&Stub::GetMetrics, request, &metrics); !s.ok()) {
+      return s;
+    }
+    if (metrics.series().empty()) continue;
+    const v1::MetricSeries& m = metrics.series(0);
+    t->set_has_metric(true);
+    t->set_value(scope == "best" ? (minimize ? m.min() : m.max()) : m.last());
+    t->set_step(m.last_step());
+    *t->mutable_summary() = m;
+  }
+  // Best first; trials without the metric last, by job id.
+  std::stable_sort(cmp.mutable_trials()->begin(), cmp.mutable_trials()->end(),
+                   [minimize](const v1::SweepTrial& a, const v1::SweepTrial& b) {
+                     if (a.has_metric() != b.has_metric()) return a.has_metric();
+                     if (!a.has_metric()) return false;
+                     return minimize ? a.value() < b.value() : a.value() > b.value();
+                   });
+  return cmp;
+}
+
+int Session::SweepCompare(const std::string& sweep_id, const std::string& metric,
+                          const std::string& mode, const std::string& scope,
+                          bool json, size_t max_rows) {
+  absl::StatusOr<v1::SweepComparison> cmp =
+      CompareSweep(sweep_id, metric, mode, scope);
+  if (!cmp.ok()) return Fail(cmp.status());
+  if (json) {
+    out_ << ToJson(*cmp);
+    return kExitOk;
+  }
+  std::set<std::string> names;
+  for (const v1::SweepTrial& t : cmp->trials()) {
+    for (const auto& [name, value] : t.params()) names.insert(name);
+  }
+  std::vector<std::string> header = {"#", "JOB", "STATE"};
+  header.insert(header.end(), names.begin(), names.end());
+  const std::string column = absl::AsciiStrToUpper(
+      scope == "best" ? absl::StrCat(metric, " (", mode, ")") : metric);
+  for (const std::string& h : {column, std::string("STEP"), std::string("GPU-H")}) {
+    header.push_back(h);
+  }
+  Table table(std::move(header));
+  size_t rows = 0, without = 0;
+  for (const v1::SweepTrial& t : cmp->trials()) {
+    if (!t.has_metric()) ++without;
+    if (max_rows > 0 && rows == max_rows) continue;
+    ++rows;
+    std::vector<std::string> row = {t.has_metric() ? absl::StrCat(rows) : "-",
+                                    absl::StrCat(t.job_id()), t.state()};
+    for (const std::string& name : names) {
+      auto it = t.params().find(name);
+      row.push_back(it == t.params().end() ? "-" : it->second);
+    }
+    row.push_back(t.has_metric() ? FormatValue(t.value()) : "-");
+    row.push_back(t.has_metric() ? absl::StrCat(t.step()) : "-");
+    row.push_back(absl::StrFormat("%.2f", t.gpu_hours()));
+    table.AddRow(std::move(row));
+  }
+  table.Print(out_, terminal_width_);
+  if (without > 0) {
+    err_ << absl::StrFormat("%d trial(s) have not reported %s yet\n", without,
+                            metric);
+  }
+  return kExitOk;
+}
+
 int Session::SweepCancel(const std::string& sweep_id) {
   absl::StatusOr<v1::ListJobsResponse> response = SweepJobs(sweep_id);
   if (!response.ok()) return Fail(response.status());
@@ -856,6 +1131,18 @@ struct Flags {
   uint64_t seed = 0;
   // Also the SWEEP argument of sweep describe/cancel.
   std::string sweep_id;
+  // report, metrics, sweep compare / describe --metric
+  std::vector<std::string> report_pairs;
+  int64_t step = 0;
+  std::string metric_key;
+  std::string metric;
+  std::string mode = "min";
+  std::string scope = "last";
+  // sweep --early-stop METRIC[:min|max] (ASHA)
+  std::string early_stop;
+  int64_t grace_steps = 1;
+  int reduction_factor = 3;
+  int64_t max_steps = 0;
 };
 
 // A sweep id like "sw-1f2e3d4c": 32 random bits.
@@ -1251,6 +1538,64 @@ int Cli::Run(int argc, char** argv) {
       "  trainctl sweep describe sw-1f2e3d4c -o json"));
   sweep_cancel->footer(Example("  trainctl sweep cancel sw-1f2e3d4c"));
 
+  // Experiment records (issue 4): report, metrics, sweep compare, and
+  // sweep describe's --metric.
+  CLI::App* report = app.add_subcommand(
+      "report", "From inside a task: report metrics (durable on return)");
+  report->add_option("METRICS", f.report_pairs,
+                     "KEY=VALUE scalars, e.g. loss=0.25 val_loss=0.31 samples_per_s=1.2e4")
+      ->required();
+  report->add_option("--step", f.step, "Training step of the values (default 0)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  report->footer(absl::StrCat(
+      Example("  trainctl report loss=0.25 lr=3e-4 --step 1200"),
+      "\n\nReads TRAINCTL_COORDINATOR, TRAINCTL_JOB_ID, TRAINCTL_ATTEMPT, "
+      "TRAINCTL_TOKEN and RANK from the task's launch environment. Each call is "
+      "one RPC and one durable write: from a training loop, prefer the C ABI "
+      "trainctl_report_metric() (libtrainctl_nccl.so), which batches."));
+  CLI::App* metrics_cmd = app.add_subcommand(
+      "metrics", "A job's reported metrics: last/min/max per key, or the "
+                 "history as JSON");
+  metrics_cmd->add_option("JOB", f.job_id, "Job id")->required();
+  metrics_cmd->add_option("--key", f.metric_key, "Only this metric");
+  metrics_cmd->add_option("-o,--output", f.output,
+                          "table (summary) or json (every point, plot-ready)")
+      ->check(CLI::IsMember({"table", "json"}));
+  metrics_cmd->footer(Example("  trainctl metrics 42\n"
+                              "  trainctl metrics 42 --key loss -o json"));
+  CLI::App* sweep_compare = sweep->add_subcommand(
+      "compare", "A sweep's trials ranked by a metric, best first, with their "
+                 "parameters");
+  sweep_compare->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
+  sweep_compare->add_option("-o,--output", f.output, "Output format: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  for (CLI::App* sub : {sweep_compare, sweep_describe}) {
+    CLI::Option* metric = sub->add_option("--metric", f.metric,
+                                          "Metric to rank the trials by, e.g. val_loss");
+    if (sub == sweep_compare) metric->required();
+    sub->add_option("--mode", f.mode, "min or max: which is best")
+        ->check(CLI::IsMember({"min", "max"}))->capture_default_str();
+    sub->add_option("--scope", f.scope,
+                    "last (a trial's last value) or best (its best value so far)")
+        ->check(CLI::IsMember({"last", "best"}))->capture_default_str();
+  }
+  sweep->add_option("--early-stop", f.early_stop,
+                    "METRIC[:min|max]: stop the worst trials early by the "
+                    "metric they report (ASHA: at steps grace x eta^k, a trial "
+                    "not within the best 1/eta so far is cancelled); default mode min");
+  sweep->add_option("--grace-steps", f.grace_steps,
+                    "ASHA: step of the first rung (default 1)")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  sweep->add_option("--reduction-factor", f.reduction_factor,
+                    "ASHA: eta, keep the best 1/eta at each rung (default 3)")
+      ->check(CLI::Range(2, 1000));
+  sweep->add_option("--max-steps", f.max_steps,
+                    "ASHA: a trial's full length in steps; no rung at or past it")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  sweep_compare->footer(Example(
+      "  trainctl sweep compare sw-1f2e3d4c --metric val_loss\n"
+      "  trainctl sweep compare sw-1f2e3d4c --metric acc --mode max --scope best -o json"));
+
   // list
   CLI::App* list = app.add_subcommand("list", "List jobs, newest first");
   list->add_option("--state", f.states, "Only jobs in this state (repeatable)")
@@ -1388,7 +1733,8 @@ int Cli::Run(int argc, char** argv) {
   }
   // A sweep to submit: expanded (and every usage error found) before any RPC.
   const bool sweep_run = sweep->parsed() && !sweep_list->parsed() &&
-                         !sweep_describe->parsed() && !sweep_cancel->parsed();
+                         !sweep_describe->parsed() && !sweep_cancel->parsed() &&
+                         !sweep_compare->parsed();
   std::vector<Trial> trials;
   if (sweep_run) {
     SweepSpec spec;
@@ -1414,6 +1760,23 @@ int Cli::Run(int argc, char** argv) {
         !e.empty()) {
       return UsageError(err_, e);
     }
+    if (!f.early_stop.empty()) {
+      std::pair<std::string, std::string> metric_mode =
+          absl::StrSplit(f.early_stop, absl::MaxSplits(':', 1));
+      if (metric_mode.second.empty()) metric_mode.second = "min";
+      if (metric_mode.first.empty() ||
+          (metric_mode.second != "min" && metric_mode.second != "max")) {
+        return UsageError(err_, absl::StrFormat(
+            "--early-stop %s: expected METRIC, METRIC:min or METRIC:max",
+            f.early_stop));
+      }
+      v1::EarlyStop* es = f.submit.mutable_spec()->mutable_early_stop();
+      es->set_metric(metric_mode.first);
+      es->set_mode(metric_mode.second);
+      es->set_grace_steps(f.grace_steps);
+      es->set_reduction_factor(f.reduction_factor);
+      es->set_max_steps(f.max_steps);
+    }
     absl::StatusOr<std::vector<Trial>> expanded = ExpandSweep(spec, f.command);
     if (!expanded.ok()) return UsageError(err_, expanded.status().message());
     trials = *std::move(expanded);
@@ -1437,7 +1800,25 @@ int Cli::Run(int argc, char** argv) {
   const bool json = f.output == "json";
   if (submit->parsed()) return session.Submit(f.submit, f.wait);
   if (sweep_list->parsed()) return session.SweepList(json);
-  if (sweep_describe->parsed()) return session.SweepDescribe(f.sweep_id, json);
+  if (sweep_describe->parsed()) {
+    const int status = session.SweepDescribe(f.sweep_id, json);
+    if (status != kExitOk || f.metric.empty() || json) return status;
+    out_ << absl::StrFormat("\nBest trials by %s (%s, %s value):\n", f.metric,
+                            f.mode, f.scope);
+    return session.SweepCompare(f.sweep_id, f.metric, f.mode, f.scope, false,
+                                /*max_rows=*/3);
+  }
+  if (sweep_compare->parsed()) {
+    return session.SweepCompare(f.sweep_id, f.metric, f.mode, f.scope, json);
+  }
+  if (report->parsed()) {
+    return session.Report(f.report_pairs, f.step,
+                          options_.getenv ? options_.getenv
+                                          : [](const char* name) -> const char* {
+                                              return ::getenv(name);
+                                            });
+  }
+  if (metrics_cmd->parsed()) return session.Metrics(f.job_id, f.metric_key, json);
   if (sweep_cancel->parsed()) return session.SweepCancel(f.sweep_id);
   if (sweep_run) {
     const std::string& name = f.submit.spec().name();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "trainctl/v1/metrics.pb.h"
 #include "trainctl/v1/service.grpc.pb.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -68,6 +69,9 @@ struct CliOptions {
   // Source of "now" for ages, runtimes and `wait --timeout`; null means the
   // system clock. Not owned.
   const Clock* clock = nullptr;
+  // Reads the environment (`trainctl report` takes TRAINCTL_JOB_ID,
+  // TRAINCTL_ATTEMPT, TRAINCTL_TOKEN and RANK from it); null means ::getenv.
+  std::function<const char*(const char*)> getenv;
   // The config file read when --config is not given; empty means
   // $XDG_CONFIG_HOME/trainctl/config, else ~/.config/trainctl/config. A
   // missing default file is fine; a missing --config file is a usage error.

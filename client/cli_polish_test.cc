@@ -306,6 +306,7 @@ const std::set<std::string>& NotReadCommands() {
   static const auto* kSet = new std::set<std::string>{
       "submit", "sweep", "cancel", "sweep cancel", "wait",
       "logs",  // raw bytes of a rank's log, as written
+      "report",  // sends metrics from inside a task
       "completion", "help",
       "top"};  // a live view (if present); its data is `nodes -o json`
   return *kSet;

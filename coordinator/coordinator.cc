@@ -1,13 +1,16 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
@@ -24,6 +27,54 @@ constexpr int kDefaultLogBytes = 1 << 20;
 constexpr int kMaxLogBytes = 2 << 20;  // fits gRPC's default 4 MiB message limit
 constexpr absl::Duration kDefaultFetchTimeout = absl::Seconds(120);
 constexpr absl::Duration kMaxFetchTimeout = absl::Seconds(3600);
+constexpr size_t kMaxMetricKeyBytes = 128;
+constexpr double kMsPerHour = 3600.0 * 1000.0;
+
+// Metric keys: 1-128 bytes of [A-Za-z0-9_.:/-] ("loss", "val/acc").
+absl::Status CheckMetricKey(absl::string_view field, absl::string_view key) {
+  if (key.empty() || key.size() > kMaxMetricKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": must be 1 to ", kMaxMetricKeyBytes, " bytes, got ", key.size()));
+  }
+  for (char c : key) {
+    if (!(absl::ascii_isalnum(c) || c == '_' || c == '.' || c == ':' ||
+          c == '/' || c == '-')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": \"", key,
+                       "\" may hold only letters, digits and _ . : / -"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Compares secrets in time independent of where they differ.
+bool SameSecret(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+// "EXITED" for TASK_STATE_EXITED.
+std::string ShortTaskState(v1::TaskState state) {
+  const std::string& name = v1::TaskState_Name(state);
+  return std::string(absl::StripPrefix(name, "TASK_STATE_"));
+}
+
+v1::AttemptOutcome OutcomeOf(v1::JobState to) {
+  switch (to) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return v1::ATTEMPT_OUTCOME_SUCCEEDED;
+    case v1::JOB_STATE_FAILED:
+      return v1::ATTEMPT_OUTCOME_FAILED;
+    case v1::JOB_STATE_CANCELLED:
+      return v1::ATTEMPT_OUTCOME_CANCELLED;
+    case v1::JOB_STATE_PENDING:
+      return v1::ATTEMPT_OUTCOME_RESTARTED;
+    default:
+      return v1::ATTEMPT_OUTCOME_UNSPECIFIED;
+  }
+}
 
 // The GPUs (node-local indices) whose reservation `task` holds.
 std::vector<int> OwnedGpus(const v1::Task& task) {
@@ -141,6 +192,12 @@ absl::Status Coordinator::LoadLocked() {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   }
+  for (const auto& [id, n] : state.metric_points) metric_points_[id] = n;
+  for (const auto& [id, job] : jobs_) {
+    for (const auto& [step, value] : job.rung_values()) {
+      asha_[job.spec().sweep_id()][step][id] = value;
+    }
+  }
   for (v1::Node& node : state.nodes) {
     NodeEntry& e = nodes_[node.name()];
     e.node = std::move(node);
@@ -244,6 +301,75 @@ v1::Job Coordinator::Redacted(const v1::Job& job) {
   return copy;
 }
 
+v1::Job Coordinator::ForUserLocked(const v1::Job& job) const {
+  v1::Job copy = Redacted(job);
+  if (auto it = metric_points_.find(job.id()); it != metric_points_.end()) {
+    copy.set_metric_points(it->second);
+  }
+  if (copy.attempts_size() > 0) {
+    v1::AttemptRecord* last = copy.mutable_attempts(copy.attempts_size() - 1);
+    if (last->end_time_ms() == 0 && last->start_time_ms() > 0) {
+      const int64_t ms =
+          std::max<int64_t>(0, ToUnixMs(clock_->Now()) - last->start_time_ms());
+      last->set_gpu_hours(last->gpus() * static_cast<double>(ms) / kMsPerHour);
+      copy.set_gpu_hours(copy.gpu_hours() + last->gpu_hours());
+    }
+  }
+  return copy;
+}
+
+double Coordinator::AttemptGpusLocked(const v1::Job& job) const {
+  double gpus = 0;
+  for (const v1::Task& t : job.tasks()) {
+    auto node = nodes_.find(t.node());
+    for (int index : OwnedGpus(t)) {
+      double share = 1;
+      if (node != nodes_.end()) {
+        for (const v1::Gpu& g : node->second.node.gpus()) {
+          if (g.index() == index && g.memory_total_bytes() > 0) {
+            share = std::min(1.0, static_cast<double>(t.reserved_bytes_per_gpu()) /
+                                      static_cast<double>(g.memory_total_bytes()));
+          }
+        }
+      }
+      gpus += share;
+    }
+  }
+  return gpus;
+}
+
+void Coordinator::RecordAttemptLocked(v1::Job& job, v1::JobState from,
+                                      v1::JobState to, int64_t now_ms) {
+  if (to == v1::JOB_STATE_SCHEDULED) {
+    v1::AttemptRecord* r = job.add_attempts();
+    r->set_attempt(job.attempt());
+    r->set_start_time_ms(now_ms);
+    r->set_gpus(AttemptGpusLocked(job));
+    return;
+  }
+  const bool ended = (from == v1::JOB_STATE_SCHEDULED ||
+                      from == v1::JOB_STATE_RUNNING) &&
+                     to != v1::JOB_STATE_RUNNING;
+  if (!ended || job.attempts_size() == 0) return;
+  v1::AttemptRecord* r = job.mutable_attempts(job.attempts_size() - 1);
+  if (r->attempt() != job.attempt() || r->end_time_ms() != 0) return;
+  r->set_end_time_ms(now_ms);
+  r->set_outcome(OutcomeOf(to));
+  r->set_reason(job.reason());
+  for (const v1::Task& t : job.tasks()) {
+    v1::RankRecord* rank = r->add_ranks();
+    rank->set_rank(t.rank());
+    rank->set_node(t.node());
+    rank->set_state(ShortTaskState(t.state()));
+    rank->set_exit_code(t.exit_code());
+    rank->set_signal(t.signal());
+    rank->set_log_path(t.log_path());
+  }
+  const int64_t ms = std::max<int64_t>(0, now_ms - r->start_time_ms());
+  r->set_gpu_hours(r->gpus() * static_cast<double>(ms) / kMsPerHour);
+  job.set_gpu_hours(job.gpu_hours() + r->gpu_hours());
+}
+
 void Coordinator::RunDeferred(Deferred& deferred) {
   for (auto& fn : deferred) std::move(fn)();
   deferred.clear();
@@ -285,6 +411,7 @@ absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
   ++jobs_by_state_[StateSlot(to)];
   job.set_state(to);
   job.set_reason(std::string(reason));
+  RecordAttemptLocked(job, from, to, now_ms);
   if (to == v1::JOB_STATE_RUNNING) job.set_start_time_ms(now_ms);
   if ((from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
       to != v1::JOB_STATE_RUNNING) {
@@ -329,6 +456,7 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
   TC_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  TC_RETURN_IF_ERROR(ValidateEarlyStop(spec));
   if (request_id.size() > kMaxRequestIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));
@@ -350,6 +478,10 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
     job.set_reason("waiting to be scheduled");
     job.set_submit_time_ms(ToUnixMs(clock_->Now()));
     job.set_request_id(request_id);
+    if (!config_.checkpoint_root.empty()) {
+      job.set_checkpoint_dir(absl::StrCat(
+          absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+    }
     absl::Status stored = store_->PutJob(job);
     if (!stored.ok()) {
       return absl::UnavailableError(
@@ -374,7 +506,7 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
   }
-  return Redacted(it->second);
+  return ForUserLocked(it->second);
 }
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
@@ -394,7 +526,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
       if (it == jobs_.end()) continue;
       if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
       if (!user.empty() && it->second.spec().user() != user) continue;
-      out.push_back(Redacted(it->second));
+      out.push_back(ForUserLocked(it->second));
     }
     return out;
   }
@@ -402,7 +534,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
     if (static_cast<int>(out.size()) >= limit) break;
     if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
     if (!user.empty() && it->second.spec().user() != user) continue;
-    out.push_back(Redacted(it->second));
+    out.push_back(ForUserLocked(it->second));
   }
   return out;
 }
@@ -771,6 +903,157 @@ void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
   }
   TransitionLocked(job, v1::JOB_STATE_SUCCEEDED, "", deferred).IgnoreError();
   PersistLocked(job);
+}
+
+// ---------------------------------------------------------------- metrics
+
+absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
+    const v1::ReportMetricsRequest& req) {
+  if (req.points_size() == 0 || req.points_size() > kMaxPointsPerReport) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "points: need 1 to ", kMaxPointsPerReport, " points, got ", req.points_size()));
+  }
+  for (int i = 0; i < req.points_size(); ++i) {
+    const v1::MetricPoint& p = req.points(i);
+    TC_RETURN_IF_ERROR(CheckMetricKey(absl::StrCat("points[", i, "].key"), p.key()));
+    if (!std::isfinite(p.value())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "points[", i, "].value: ", p.key(), " must be finite, got ", p.value()));
+    }
+    if (p.step() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "points[", i, "].step: must be >= 0, got ", p.step()));
+    }
+  }
+  if (req.token().empty()) {
+    return absl::UnauthenticatedError(
+        "token: missing; a metric report needs the TRAINCTL_TOKEN of the job "
+        "attempt (set in the task's environment by trainctl)");
+  }
+  const int64_t job_id = req.job_id();
+  const int64_t n = req.points_size();
+  std::vector<v1::MetricPoint> points(req.points().begin(), req.points().end());
+  int64_t stored_after;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+      return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    }
+    const v1::Job& job = it->second;
+    if (req.attempt() != job.attempt()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "attempt ", req.attempt(), " is not job ", job_id,
+          "'s current attempt (", job.attempt(), "); only its ranks may report"));
+    }
+    if (job.attempt_token().empty() || !SameSecret(req.token(), job.attempt_token())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "token: not the token of job ", job_id, " attempt ", job.attempt()));
+    }
+    if (req.rank() < 0 || req.rank() >= std::max(1, job.world_size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank: ", req.rank(), " is outside job ", job_id, "'s ",
+          job.world_size(), " ranks"));
+    }
+    int64_t& count = metric_points_[job_id];
+    if (count + n > config_.max_metric_points_per_job) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "job ", job_id, " has stored ", count, " metric points; ", n,
+          " more would pass the cap of ", config_.max_metric_points_per_job,
+          " per job (report less often, e.g. every 10 steps)"));
+    }
+    // Reserved now, so concurrent reports cannot pass the cap together.
+    count += n;
+    stored_after = count;
+    const int64_t now_ms = ToUnixMs(clock_->Now());
+    for (v1::MetricPoint& p : points) {
+      p.set_time_ms(now_ms);
+      p.set_attempt(job.attempt());
+      p.set_rank(req.rank());
+    }
+  }
+  absl::Status stored = store_->AppendMetrics(job_id, points);
+  if (!stored.ok()) {
+    absl::MutexLock lock(&mu_);
+    metric_points_[job_id] -= n;
+    return absl::UnavailableError(
+        absl::StrCat("the metrics were not stored: ", stored.message()));
+  }
+  // Early stopping (ASHA) of a sweep trial by its metric.
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end() && it->second.spec().has_early_stop() &&
+        !IsFinal(it->second.state()) && it->second.attempt() == req.attempt()) {
+      v1::Job& job = it->second;
+      const v1::EarlyStop& cfg = job.spec().early_stop();
+      AshaRungs& rungs = asha_[job.spec().sweep_id()];
+      for (const v1::MetricPoint& p : points) {
+        if (p.key() != cfg.metric()) continue;
+        const AshaVerdict v = AshaOnReport(cfg, rungs, job_id, p.step(), p.value());
+        if (!v.recorded) continue;
+        (*job.mutable_rung_values())[v.rung_step] = v.value;
+        if (!v.stop) {
+          PersistLocked(job);
+          continue;
+        }
+        for (v1::Task& t : *job.mutable_tasks()) {
+          if (IsLive(t.state())) StopTaskLocked(job, t);
+        }
+        const std::string why = absl::StrFormat(
+            "stopped early (ASHA): %s %g at step %d is not within the best 1/%d "
+            "of the %d other trial(s) at that rung (cutoff %g)",
+            cfg.metric(), v.value, v.rung_step,
+            cfg.reduction_factor() == 0 ? 3 : cfg.reduction_factor(), v.others,
+            v.cutoff);
+        TransitionLocked(job, v1::JOB_STATE_CANCELLED, why, deferred).IgnoreError();
+        PersistLocked(job);
+        ScheduleLocked(deferred);
+        break;
+      }
+    }
+  }
+  RunDeferred(deferred);
+  v1::ReportMetricsResponse resp;
+  resp.set_stored_points(stored_after);
+  return resp;
+}
+
+absl::StatusOr<v1::GetMetricsResponse> Coordinator::GetMetrics(
+    const v1::GetMetricsRequest& req) const {
+  if (!req.key().empty()) TC_RETURN_IF_ERROR(CheckMetricKey("key", req.key()));
+  v1::GetMetricsResponse resp;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!jobs_.contains(req.job_id())) {
+      return absl::NotFoundError(
+          absl::StrCat("job ", req.job_id(), " does not exist"));
+    }
+    auto it = metric_points_.find(req.job_id());
+    resp.set_points_left(std::max<int64_t>(
+        0, config_.max_metric_points_per_job -
+               (it == metric_points_.end() ? 0 : it->second)));
+  }
+  TC_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
+                      store_->ReadMetrics(req.job_id(), req.key()));
+  // The store orders points by key, then as appended.
+  v1::MetricSeries* series = nullptr;
+  for (v1::MetricPoint& p : points) {
+    if (series == nullptr || series->key() != p.key()) {
+      series = resp.add_series();
+      series->set_key(p.key());
+      series->set_min(p.value());
+      series->set_max(p.value());
+    }
+    series->set_count(series->count() + 1);
+    series->set_last(p.value());
+    series->set_last_step(p.step());
+    series->set_min(std::min(series->min(), p.value()));
+    series->set_max(std::max(series->max(), p.value()));
+    if (!req.summary_only()) *series->add_points() = std::move(p);
+  }
+  return resp;
 }
 
 // ---------------------------------------------------------------- agents

@@ -45,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/asha.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_store.h"
@@ -79,6 +80,17 @@ struct CoordinatorConfig {
   // Address tasks use to reach the coordinator (TRAINCTL_COORDINATOR).
   std::string advertise_address = "127.0.0.1:50051";
   sched::SchedulerConfig scheduler;
+  // Shared directory (the same path on every node, e.g. an NFS mount) under
+  // which each job gets TRAINCTL_CHECKPOINT_DIR = <checkpoint_root>/<job id>,
+  // the same for all its attempts; empty: no checkpoint directory. Fixed at
+  // submit (Job.checkpoint_dir), so changing the flag later leaves older jobs
+  // where they were.
+  std::string checkpoint_root;
+  // Metric points a job may store (ReportMetrics), all keys and attempts
+  // together. 100,000 points is a point every step for 100k steps, about
+  // 5 MB of SQLite rows per job; past it reports are refused with
+  // RESOURCE_EXHAUSTED (never silently dropped).
+  int64_t max_metric_points_per_job = 100000;
   // Optional observers for metrics (empty: not called). They run outside the
   // coordinator's lock, on the thread of the call that caused them, so they
   // must be thread-safe and must not call back into the Coordinator.
@@ -193,6 +205,38 @@ class Coordinator {
   // DEADLINE_EXCEEDED when the agent does not answer in log_read_timeout.
   void GetLogsAsync(int64_t job_id, int rank, int64_t offset, int max_bytes,
                     LogsDone done);
+
+  // ------------------------------------------------------------ metrics
+
+  // Most points one ReportMetrics call may carry.
+  static constexpr int kMaxPointsPerReport = 1000;
+
+  // Stores the points a process of job req.job_id reports, stamped with the
+  // receive time, attempt and rank; durable (one store transaction for the
+  // whole report) before it returns. Stored outside the coordinator's lock,
+  // so metric writes never hold up scheduling or agents.
+  // Errors: INVALID_ARGUMENT naming the field (no points or more than
+  // kMaxPointsPerReport, a key not of 1-128 [A-Za-z0-9_.:/-], a value that is
+  // not finite, a negative step, a rank outside the attempt); UNAUTHENTICATED
+  // when req.token is empty; NOT_FOUND for an unknown job; PERMISSION_DENIED
+  // when req.attempt is not the job's current attempt or the token is not its
+  // token; RESOURCE_EXHAUSTED when the job would pass
+  // max_metric_points_per_job; UNAVAILABLE when the store failed (nothing of
+  // the report is stored).
+  // Early stopping: when the job is a sweep trial with spec.early_stop and a
+  // point of its metric reaches a new rung, the ASHA rule (asha.h) may stop
+  // the trial: it is cancelled, its reason saying why. The report itself
+  // still succeeds.
+  absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(
+      const v1::ReportMetricsRequest& req);
+
+  // The job's metric series, ordered by key, with last/min/max per key; the
+  // points unless req.summary_only. Cost: reads the job's points (at most
+  // max_metric_points_per_job) from the store, outside the lock.
+  // Errors: NOT_FOUND for an unknown job; INVALID_ARGUMENT for a malformed
+  // key; those of StateStore::ReadMetrics.
+  absl::StatusOr<v1::GetMetricsResponse> GetMetrics(
+      const v1::GetMetricsRequest& req) const;
 
   // ------------------------------------------------------------ agents
 
@@ -336,6 +380,15 @@ class Coordinator {
   void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::Job Redacted(const v1::Job& job);
+  // Redacted, with the running attempt's GPU-hours counted up to now and
+  // the job's stored metric points.
+  v1::Job ForUserLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // GPUs the current attempt's tasks hold (AttemptRecord.gpus).
+  double AttemptGpusLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Experiment record: opens an AttemptRecord when an attempt is placed and
+  // closes it (outcome, ranks, GPU-hours) when the attempt ends.
+  void RecordAttemptLocked(v1::Job& job, v1::JobState from, v1::JobState to,
+                           int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunDeferred(Deferred& deferred);
 
   const CoordinatorConfig config_;
@@ -372,6 +425,11 @@ class Coordinator {
   // group closes.
   absl::flat_hash_map<std::pair<int64_t, int>, absl::Time> rendezvous_opened_
       ABSL_GUARDED_BY(mu_);
+  // ASHA rungs per sweep id (rebuilt from Job.rung_values at load).
+  absl::flat_hash_map<std::string, AshaRungs> asha_ ABSL_GUARDED_BY(mu_);
+  // Metric points stored per job (loaded from the store, then counted as
+  // reports arrive; a report reserves its points here before it is stored).
+  absl::flat_hash_map<int64_t, int64_t> metric_points_ ABSL_GUARDED_BY(mu_);
 };
 
 // True for SUCCEEDED, FAILED and CANCELLED.

@@ -210,6 +210,33 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* ctx,
+                                          const v1::ReportMetricsRequest* req,
+                                          v1::ReportMetricsResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    // No bearer token: a training process proves itself with its attempt's
+    // TRAINCTL_TOKEN, checked by the core (as the rendezvous does).
+    absl::StatusOr<v1::ReportMetricsResponse> r = core_->ReportMetrics(*req);
+    if (r.ok()) *resp = std::move(*r);
+    reactor->Finish(ToGrpcStatus(r.status()));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* GetMetrics(grpc::CallbackServerContext* ctx,
+                                       const v1::GetMetricsRequest* req,
+                                       v1::GetMetricsResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read the metrics of");
+        !job.ok()) {
+      reactor->Finish(ToGrpcStatus(job.status()));
+      return reactor;
+    }
+    absl::StatusOr<v1::GetMetricsResponse> r = core_->GetMetrics(*req);
+    if (r.ok()) *resp = std::move(*r);
+    reactor->Finish(ToGrpcStatus(r.status()));
+    return reactor;
+  }
+
  private:
   // The job, once the caller is authenticated and may `action` it.
   // Errors: UNAUTHENTICATED; NOT_FOUND; PERMISSION_DENIED.

@@ -38,6 +38,9 @@ std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
   set("TRAINCTL_JOB_ID", job.id());
   set("TRAINCTL_ATTEMPT", job.attempt());
   set("TRAINCTL_TOKEN", job.attempt_token());
+  if (!job.checkpoint_dir().empty()) {
+    set("TRAINCTL_CHECKPOINT_DIR", job.checkpoint_dir());
+  }
   return env;
 }
 

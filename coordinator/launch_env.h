@@ -29,6 +29,9 @@ struct LaunchContext {
 // CUDA_VISIBLE_DEVICES lists task.gpu_uuids in local-rank order, the same list
 // for every local rank of a node (NVIDIA/nccl#129: per-rank lists hide peers
 // from CUDA IPC and push NCCL off NVLink).
+// TRAINCTL_CHECKPOINT_DIR is job.checkpoint_dir (the same for every attempt,
+// so a restarted or preempted attempt resumes from it), set only when the
+// coordinator has a --checkpoint-root.
 std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
                                                   const v1::Task& task,
                                                   const LaunchContext& ctx);

@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:50051", advertise, state_dir, log_level = "info";
   std::string node_timeout = "10s", heartbeat = "1s", stop_grace = "10s";
   std::string metrics_listen;
+  std::string checkpoint_root;
+  int64_t max_metric_points = trainctl::coord::CoordinatorConfig().max_metric_points_per_job;
   trainctl::coord::TlsFiles tls;
   std::string tokens_file;
   std::string etcd_endpoints, etcd_prefix = "/trainctl/", leader_lease = "3s";
@@ -85,6 +87,18 @@ int main(int argc, char** argv) {
                  "kill -9 of the coordinator, not of the OS; several times the "
                  "write rate on slow disks)")
       ->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
+  app.add_option("--checkpoint-root", checkpoint_root,
+                 "absolute path, the same on every node (a shared file system), "
+                 "under which each job gets TRAINCTL_CHECKPOINT_DIR=<root>/<job id>, "
+                 "kept across its attempts; default: none")
+      ->check([](const std::string& p) {
+        return !p.empty() && p[0] == '/' ? std::string()
+                                         : "--checkpoint-root: must be an absolute path";
+      });
+  app.add_option("--max-metric-points", max_metric_points,
+                 "metric points a job may store (ReportMetrics); reports past it "
+                 "are refused with RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))->capture_default_str();
   CLI::Option* tls_cert = app.add_option(
       "--tls-cert", tls.cert,
       "PEM certificate of this coordinator (deploy/make_certs.sh: "
@@ -205,6 +219,8 @@ int main(int argc, char** argv) {
   config.heartbeat_interval = ToDuration(heartbeat);
   config.stop_grace = ToDuration(stop_grace);
   config.advertise_address = advertise;
+  config.checkpoint_root = checkpoint_root;
+  config.max_metric_points_per_job = max_metric_points;
   auto core = trainctl::coord::Coordinator::Create(config, state_store, &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());

@@ -7,6 +7,27 @@
 #include "absl/strings/str_cat.h"
 
 namespace trainctl::coord {
+namespace {
+
+absl::Status CheckMetricPoints(int64_t job_id,
+                               const std::vector<v1::MetricPoint>& points) {
+  if (job_id <= 0) return absl::InvalidArgumentError("job_id must be > 0");
+  for (const v1::MetricPoint& p : points) {
+    if (p.key().empty()) return absl::InvalidArgumentError("metric key is empty");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StateStore::AppendMetrics(int64_t, const std::vector<v1::MetricPoint>&) {
+  return absl::UnimplementedError("this state store keeps no metrics");
+}
+
+absl::StatusOr<std::vector<v1::MetricPoint>> StateStore::ReadMetrics(
+    int64_t, const std::string&) {
+  return absl::UnimplementedError("this state store keeps no metrics");
+}
 
 // ------------------------------------------------------------ memory store
 
@@ -39,7 +60,35 @@ absl::StatusOr<StoredState> MemoryStateStore::Load() {
       return absl::DataLossError(absl::StrCat("node ", name, " is corrupt"));
     }
   }
+  for (const auto& [id, by_key] : metrics_) {
+    int64_t n = 0;
+    for (const auto& [key, points] : by_key) n += static_cast<int64_t>(points.size());
+    if (n > 0) state.metric_points[id] = n;
+  }
   return state;
+}
+
+absl::Status MemoryStateStore::AppendMetrics(
+    int64_t job_id, const std::vector<v1::MetricPoint>& points) {
+  if (absl::Status s = CheckMetricPoints(job_id, points); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (failing_) return absl::UnavailableError("memory store: injected failure");
+  auto& by_key = metrics_[job_id];
+  for (const v1::MetricPoint& p : points) by_key[p.key()].push_back(p);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::MetricPoint>> MemoryStateStore::ReadMetrics(
+    int64_t job_id, const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::MetricPoint> out;
+  auto it = metrics_.find(job_id);
+  if (it == metrics_.end()) return out;
+  for (const auto& [k, points] : it->second) {
+    if (!key.empty() && k != key) continue;
+    out.insert(out.end(), points.begin(), points.end());
+  }
+  return out;
 }
 
 void MemoryStateStore::SetFailing(bool failing) {
@@ -53,9 +102,15 @@ struct SqliteStateStore::Db {
   sqlite3* handle = nullptr;
   sqlite3_stmt* put_job = nullptr;
   sqlite3_stmt* put_node = nullptr;
+  sqlite3_stmt* put_metric = nullptr;
+  sqlite3_stmt* read_metrics = nullptr;
+  sqlite3_stmt* read_metrics_key = nullptr;
   ~Db() {
     sqlite3_finalize(put_job);
     sqlite3_finalize(put_node);
+    sqlite3_finalize(put_metric);
+    sqlite3_finalize(read_metrics);
+    sqlite3_finalize(read_metrics_key);
     sqlite3_close(handle);
   }
   absl::Status Error(absl::string_view what) const {
@@ -72,7 +127,15 @@ PRAGMA synchronous = FULL;
 PRAGMA busy_timeout = 5000;
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, record BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS metrics (
+  job_id INTEGER NOT NULL, key TEXT NOT NULL, step INTEGER NOT NULL,
+  value REAL NOT NULL, time_ms INTEGER NOT NULL, attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS metrics_by_job_key ON metrics (job_id, key);
 )sql";
+
+constexpr const char* kReadMetricsColumns =
+    "SELECT key, step, value, time_ms, attempt, rank FROM metrics ";
 
 // Binds `blob` to parameter 2 of `stmt`, steps it and resets it.
 absl::Status StepPut(sqlite3* db, sqlite3_stmt* stmt, const std::string& blob) {
@@ -116,7 +179,21 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
                          -1, &db->put_job, nullptr) != SQLITE_OK ||
       sqlite3_prepare_v2(db->handle,
                          "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)",
-                         -1, &db->put_node, nullptr) != SQLITE_OK) {
+                         -1, &db->put_node, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(db->handle,
+                         "INSERT INTO metrics (job_id, key, step, value, time_ms, "
+                         "attempt, rank) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         -1, &db->put_metric, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(
+          db->handle,
+          absl::StrCat(kReadMetricsColumns,
+                       "WHERE job_id = ? ORDER BY key, rowid").c_str(),
+          -1, &db->read_metrics, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(
+          db->handle,
+          absl::StrCat(kReadMetricsColumns,
+                       "WHERE job_id = ? AND key = ? ORDER BY rowid").c_str(),
+          -1, &db->read_metrics_key, nullptr) != SQLITE_OK) {
     return db->Error("prepare");
   }
   return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(std::move(db)));
@@ -173,7 +250,88 @@ absl::StatusOr<StoredState> SqliteStateStore::Load() {
           absl::StrCat("sqlite: read failed: ", sqlite3_errmsg(db_->handle)));
     }
   }
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_->handle,
+                         "SELECT job_id, COUNT(*) FROM metrics GROUP BY job_id",
+                         -1, &stmt, nullptr) != SQLITE_OK) {
+    return absl::InternalError(absl::StrCat("sqlite: ", sqlite3_errmsg(db_->handle)));
+  }
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    state.metric_points[sqlite3_column_int64(stmt, 0)] = sqlite3_column_int64(stmt, 1);
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) {
+    return absl::InternalError(
+        absl::StrCat("sqlite: read failed: ", sqlite3_errmsg(db_->handle)));
+  }
   return state;
+}
+
+absl::Status SqliteStateStore::AppendMetrics(
+    int64_t job_id, const std::vector<v1::MetricPoint>& points) {
+  if (absl::Status s = CheckMetricPoints(job_id, points); !s.ok()) return s;
+  if (points.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  sqlite3* db = db_->handle;
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return db_->Error("begin");
+  }
+  sqlite3_stmt* stmt = db_->put_metric;
+  for (const v1::MetricPoint& p : points) {
+    sqlite3_bind_int64(stmt, 1, job_id);
+    sqlite3_bind_text(stmt, 2, p.key().data(), static_cast<int>(p.key().size()),
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt, 3, p.step());
+    sqlite3_bind_double(stmt, 4, p.value());
+    sqlite3_bind_int64(stmt, 5, p.time_ms());
+    sqlite3_bind_int64(stmt, 6, p.attempt());
+    sqlite3_bind_int64(stmt, 7, p.rank());
+    const int rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    if (rc != SQLITE_DONE) {
+      absl::Status err = db_->Error("metric insert failed");
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return err;
+    }
+  }
+  if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    absl::Status err = db_->Error("commit failed");
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    return err;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::MetricPoint>> SqliteStateStore::ReadMetrics(
+    int64_t job_id, const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* stmt = key.empty() ? db_->read_metrics : db_->read_metrics_key;
+  sqlite3_bind_int64(stmt, 1, job_id);
+  if (!key.empty()) {
+    sqlite3_bind_text(stmt, 2, key.data(), static_cast<int>(key.size()),
+                      SQLITE_TRANSIENT);
+  }
+  std::vector<v1::MetricPoint> out;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    v1::MetricPoint& p = out.emplace_back();
+    p.set_key(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+              sqlite3_column_bytes(stmt, 0));
+    p.set_step(sqlite3_column_int64(stmt, 1));
+    p.set_value(sqlite3_column_double(stmt, 2));
+    p.set_time_ms(sqlite3_column_int64(stmt, 3));
+    p.set_attempt(static_cast<int32_t>(sqlite3_column_int64(stmt, 4)));
+    p.set_rank(static_cast<int32_t>(sqlite3_column_int64(stmt, 5)));
+  }
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (rc != SQLITE_DONE) {
+    return absl::InternalError(
+        absl::StrCat("sqlite: metric read failed: ", sqlite3_errmsg(db_->handle)));
+  }
+  return out;
 }
 
 }  // namespace trainctl::coord

@@ -1,7 +1,8 @@
 #ifndef TRAINCTL_COORDINATOR_STATE_STORE_H_
 #define TRAINCTL_COORDINATOR_STATE_STORE_H_
 
-// Durable cluster state: jobs (with their tasks) and nodes. The coordinator
+// Durable cluster state: jobs (with their tasks), nodes, and the metric
+// points training processes report (ReportMetrics). The coordinator
 // writes through a StateStore before it acknowledges any mutation, and loads
 // from it on start. Backends: SqliteStateStore (default), MemoryStateStore
 // (tests, with failure injection). One conformance suite runs against each
@@ -17,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "trainctl/v1/metrics.pb.h"
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
@@ -26,6 +28,9 @@ struct StoredState {
   // Ordered by id.
   std::vector<v1::Job> jobs;
   std::vector<v1::Node> nodes;
+  // Metric points stored per job id (jobs without points are absent), so the
+  // coordinator can enforce its per-job cap after a restart.
+  absl::btree_map<int64_t, int64_t> metric_points;
 };
 
 // Implementations are thread-safe.
@@ -47,6 +52,23 @@ class StateStore {
   // Errors: DATA_LOSS when a stored record cannot be parsed; INTERNAL on read
   // failure.
   virtual absl::StatusOr<StoredState> Load() = 0;
+
+  // Appends `points` (MetricPoint with key, value, step, time_ms, attempt,
+  // rank set) to job `job_id`'s metric history, all or none: one transaction,
+  // durable when it returns OK. Batching is the caller's: one call per
+  // report, however many points it carries, costs one commit (one fsync).
+  // Errors: INVALID_ARGUMENT for job_id <= 0 or an empty key; UNAVAILABLE /
+  // INTERNAL when the write failed (then none of the points is stored).
+  // The default returns UNIMPLEMENTED (a backend without metrics).
+  virtual absl::Status AppendMetrics(int64_t job_id,
+                                     const std::vector<v1::MetricPoint>& points);
+
+  // The metric points of job `job_id` (only those of `key` when it is not
+  // empty), ordered by key, then in append order. An unknown job has none.
+  // Errors: DATA_LOSS / INTERNAL on read failure; the default returns
+  // UNIMPLEMENTED.
+  virtual absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
+      int64_t job_id, const std::string& key);
 };
 
 // Keeps state in memory; for tests. `SetFailing(true)` makes every write
@@ -56,11 +78,18 @@ class MemoryStateStore : public StateStore {
   absl::Status PutJob(const v1::Job& job) override;
   absl::Status PutNode(const v1::Node& node) override;
   absl::StatusOr<StoredState> Load() override;
+  absl::Status AppendMetrics(int64_t job_id,
+                             const std::vector<v1::MetricPoint>& points) override;
+  absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
+      int64_t job_id, const std::string& key) override;
   void SetFailing(bool failing);
 
  private:
   absl::Mutex mu_;
   bool failing_ ABSL_GUARDED_BY(mu_) = false;
+  // job id -> key -> points in append order.
+  absl::btree_map<int64_t, absl::btree_map<std::string, std::vector<v1::MetricPoint>>>
+      metrics_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<int64_t, std::string> jobs_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, std::string> nodes_ ABSL_GUARDED_BY(mu_);
 };
@@ -69,6 +98,9 @@ class MemoryStateStore : public StateStore {
 // with synchronous=FULL: in WAL mode FULL syncs the WAL on each commit, so an
 // acknowledged write survives a process kill and a power loss; NORMAL would
 // survive only a process kill (https://www.sqlite.org/pragma.html#pragma_synchronous).
+// Metric points go to their own table, one row each, indexed by (job, key);
+// AppendMetrics writes a whole report in one transaction, so its cost is one
+// WAL fsync per report, not per point.
 class SqliteStateStore : public StateStore {
  public:
   // How far a committed write is durable (SQLite's `PRAGMA synchronous`,
@@ -93,6 +125,10 @@ class SqliteStateStore : public StateStore {
   absl::Status PutJob(const v1::Job& job) override;
   absl::Status PutNode(const v1::Node& node) override;
   absl::StatusOr<StoredState> Load() override;
+  absl::Status AppendMetrics(int64_t job_id,
+                             const std::vector<v1::MetricPoint>& points) override;
+  absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
+      int64_t job_id, const std::string& key) override;
 
  private:
   struct Db;

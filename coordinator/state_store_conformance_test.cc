@@ -125,8 +125,84 @@ TEST_P(StateStoreConformanceTest, Load_Empty_NoJobsNoNodes) {
   EXPECT_THAT(state->nodes, SizeIs(0));
 }
 
+v1::MetricPoint Point(const std::string& key, double value, int64_t step) {
+  v1::MetricPoint p;
+  p.set_key(key);
+  p.set_value(value);
+  p.set_step(step);
+  p.set_time_ms(1000 + step);
+  p.set_attempt(1);
+  p.set_rank(0);
+  return p;
+}
+
+TEST_P(StateStoreConformanceTest,
+       AppendMetrics_ThenReopen_ReadsByKeyThenAppendOrder) {
+  StateStore* store = Open();
+  // Two reports of job 7, interleaving keys; one of job 8.
+  TC_ASSERT_OK(store->AppendMetrics(7, {Point("loss", 2.5, 1), Point("acc", 0.1, 1)}));
+  TC_ASSERT_OK(store->AppendMetrics(7, {Point("loss", 1.5, 2), Point("loss", 0.5, 3)}));
+  TC_ASSERT_OK(store->AppendMetrics(8, {Point("loss", 9, 1)}));
+  store = Open();
+  auto points = store->ReadMetrics(7, "");
+  TC_ASSERT_OK(points);
+  // "acc" sorts before "loss"; loss keeps its append order 1, 2, 3.
+  ASSERT_THAT(*points, SizeIs(4));
+  EXPECT_EQ((*points)[0].key(), "acc");
+  EXPECT_EQ((*points)[1].step(), 1);
+  EXPECT_EQ((*points)[2].step(), 2);
+  EXPECT_EQ((*points)[3].value(), 0.5);
+  EXPECT_EQ((*points)[3].time_ms(), 1003);
+  EXPECT_EQ((*points)[3].attempt(), 1);
+}
+
+TEST_P(StateStoreConformanceTest, ReadMetrics_KeyOrUnknownJob_FiltersOrEmpty) {
+  StateStore* store = Open();
+  TC_ASSERT_OK(store->AppendMetrics(7, {Point("loss", 2.5, 1), Point("acc", 0.1, 1)}));
+  auto loss = store->ReadMetrics(7, "loss");
+  TC_ASSERT_OK(loss);
+  ASSERT_THAT(*loss, SizeIs(1));
+  EXPECT_EQ((*loss)[0].value(), 2.5);
+  auto none = store->ReadMetrics(99, "");
+  TC_ASSERT_OK(none);
+  EXPECT_THAT(*none, SizeIs(0));
+}
+
+TEST_P(StateStoreConformanceTest, Load_AfterAppendMetrics_CountsPointsPerJob) {
+  StateStore* store = Open();
+  TC_ASSERT_OK(store->AppendMetrics(3, {Point("loss", 1, 1), Point("loss", 1, 2)}));
+  TC_ASSERT_OK(store->AppendMetrics(3, {Point("acc", 1, 2)}));
+  TC_ASSERT_OK(store->AppendMetrics(4, {Point("loss", 1, 1)}));
+  auto state = Open()->Load();
+  TC_ASSERT_OK(state);
+  EXPECT_EQ(state->metric_points.at(3), 3);
+  EXPECT_EQ(state->metric_points.at(4), 1);
+  EXPECT_FALSE(state->metric_points.contains(5));
+}
+
+TEST_P(StateStoreConformanceTest, AppendMetrics_BadInput_InvalidArgumentNothingStored) {
+  StateStore* store = Open();
+  EXPECT_THAT(store->AppendMetrics(0, {Point("loss", 1, 1)}),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("job_id")));
+  // One bad point refuses the whole report.
+  EXPECT_THAT(store->AppendMetrics(1, {Point("loss", 1, 1), Point("", 1, 1)}),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("key")));
+  auto points = store->ReadMetrics(1, "");
+  TC_ASSERT_OK(points);
+  EXPECT_THAT(*points, SizeIs(0));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StateStoreConformanceTest,
                          ::testing::Values("memory", "sqlite", "etcd"));
+
+TEST(MemoryStateStoreTest, AppendMetrics_Failing_UnavailableNothingStored) {
+  MemoryStateStore store;
+  store.SetFailing(true);
+  EXPECT_THAT(store.AppendMetrics(1, {Point("loss", 1, 1)}),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+  store.SetFailing(false);
+  EXPECT_THAT(*store.ReadMetrics(1, ""), SizeIs(0));
+}
 
 TEST(SqliteStateStoreTest, Open_MissingDirectory_Unavailable) {
   EXPECT_THAT(SqliteStateStore::Open("/nonexistent-dir/x/state.db"),

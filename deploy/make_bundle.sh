@@ -9,7 +9,7 @@
 #               above, except the host's own: glibc, libgcc_s, libstdc++ (the
 #               target's are at least as new) and NVIDIA's (libnccl, libcuda,
 #               libcudart, libnvidia-*: they must match the host's driver)
-#   OUT/share/  tests/gpu/*.py and *.sh
+#   OUT/share/  tests/gpu/*.py and *.sh, worker/nccl/python/*.py (metrics helper)
 #   OUT/share/systemd/  the systemd units (deploy/systemd/*.service)
 #   OUT/share/config/   the example configs, every option documented
 #                       (deploy/config/: coordinator.conf, agent.conf,
@@ -105,7 +105,7 @@ for f in "$out"/lib/*; do
   patchelf --set-rpath '$ORIGIN' "$f"
 done
 
-for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh; do
+for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh "$src"/worker/nccl/python/*.py; do
   cp "$f" "$out/share/"
 done
 chmod +x "$out"/share/*.sh 2>/dev/null || true

@@ -203,6 +203,17 @@ void Agent::StartLocked(const v1::StartTask& start) {
     std::error_code ec;
     std::filesystem::create_directories(spec.workdir, ec);
   }
+  // The job's checkpoint directory (coordinator --checkpoint-root, on a file
+  // system shared by the nodes): created here so the task can write into it
+  // at once; a failure is left for the task to meet (and report) itself.
+  if (auto ckpt = spec.env.find("TRAINCTL_CHECKPOINT_DIR"); ckpt != spec.env.end()) {
+    std::error_code ec;
+    std::filesystem::create_directories(ckpt->second, ec);
+    if (ec) {
+      TC_LOG_WARN("job {}: cannot create TRAINCTL_CHECKPOINT_DIR {}: {}",
+                  ref.job_id(), ckpt->second, ec.message());
+    }
+  }
 
   v1::AgentMessage msg;
   v1::TaskStatus* st = msg.mutable_task_status();

@@ -1,10 +1,15 @@
 #include "coordinator/etcd/etcd_state_store.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
 namespace trainctl::coord {
 EtcdStateStore::EtcdStateStore(EtcdConnection* conn, std::string prefix,
@@ -102,7 +107,84 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
+  // Metric points per job, from the keys alone (keys_only ranges).
+  const std::string mprefix = prefix_ + "metrics/";
+  const std::string end = PrefixRangeEnd(mprefix);
+  std::string from = mprefix;
+  while (true) {
+    etcdserverpb::RangeRequest req;
+    req.set_key(from);
+    req.set_range_end(end);
+    req.set_limit(page_size_);
+    req.set_revision(revision);
+    req.set_keys_only(true);
+    req.set_sort_order(etcdserverpb::RangeRequest::ASCEND);
+    req.set_sort_target(etcdserverpb::RangeRequest::KEY);
+    etcdserverpb::RangeResponse resp;
+    grpc::ClientContext ctx;
+    SetEtcdDeadline(&ctx);
+    grpc::Status st = conn_->kv->Range(&ctx, req, &resp);
+    if (!st.ok()) return EtcdError(st, absl::StrCat("read ", mprefix));
+    for (const mvccpb::KeyValue& kv : resp.kvs()) {
+      // <job>/<seq>/<points>
+      std::vector<std::string> parts =
+          absl::StrSplit(kv.key().substr(mprefix.size()), '/');
+      int64_t job = 0, n = 0;
+      if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &job) ||
+          !absl::SimpleAtoi(parts[2], &n)) {
+        return absl::DataLossError(absl::StrCat(kv.key(), ": not a metrics key"));
+      }
+      state.metric_points[job] += n;
+    }
+    if (!resp.more() || resp.kvs().empty()) break;
+    from = resp.kvs(resp.kvs_size() - 1).key() + std::string(1, '\0');
+  }
   return state;
+}
+
+absl::Status EtcdStateStore::AppendMetrics(
+    int64_t job_id, const std::vector<v1::MetricPoint>& points) {
+  if (job_id <= 0) return absl::InvalidArgumentError("job_id must be > 0");
+  for (const v1::MetricPoint& p : points) {
+    if (p.key().empty()) return absl::InvalidArgumentError("metric key is empty");
+  }
+  if (points.empty()) return absl::OkStatus();
+  int64_t seq;
+  {
+    absl::MutexLock lock(&seq_mu_);
+    last_seq_ = std::max(last_seq_ + 1, absl::GetCurrentTimeNanos());
+    seq = last_seq_;
+  }
+  v1::MetricBatch batch;
+  batch.set_job_id(job_id);
+  for (const v1::MetricPoint& p : points) *batch.add_points() = p;
+  return Put(absl::StrFormat("%smetrics/%020d/%020d/%d", prefix_, job_id, seq,
+                             points.size()),
+             batch.SerializeAsString());
+}
+
+absl::StatusOr<std::vector<v1::MetricPoint>> EtcdStateStore::ReadMetrics(
+    int64_t job_id, const std::string& key) {
+  std::vector<v1::MetricPoint> out;
+  int64_t revision = 0;
+  absl::Status s = ForEach(absl::StrFormat("%smetrics/%020d/", prefix_, job_id),
+                           &revision, [&](const std::string& v) {
+                             v1::MetricBatch batch;
+                             if (!batch.ParseFromString(v)) {
+                               return absl::DataLossError("metric batch does not parse");
+                             }
+                             for (v1::MetricPoint& p : *batch.mutable_points()) {
+                               if (key.empty() || p.key() == key) out.push_back(std::move(p));
+                             }
+                             return absl::OkStatus();
+                           });
+  if (!s.ok()) return s;
+  // By key, then in append order (the keys' order).
+  std::stable_sort(out.begin(), out.end(),
+                   [](const v1::MetricPoint& a, const v1::MetricPoint& b) {
+                     return a.key() < b.key();
+                   });
+  return out;
 }
 
 }  // namespace trainctl::coord

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/etcd/etcd_client.h"
 #include "coordinator/state_store.h"
 
@@ -29,6 +30,12 @@ struct LeaderFence {
 // through Raft on a majority of members (etcd's durability: each member
 // fsyncs its WAL before acknowledging), so an acknowledged mutation survives
 // the loss of a minority of members and any coordinator crash.
+// Metric points: one key per report, `<prefix>metrics/<job id, 20 digits>/
+// <sequence, 20 digits>/<points>` holding a MetricBatch, so a report is one
+// (fenced) write and Load counts a job's points from the keys alone. The
+// sequence is the writer's clock in ns, forced to increase within the
+// process; after a leader change the new leader's reports sort after the old
+// ones unless its clock is behind.
 class EtcdStateStore : public StateStore {
  public:
   // `conn` must outlive the store. With a fence, every write is a
@@ -49,6 +56,14 @@ class EtcdStateStore : public StateStore {
   // that does not parse; UNAVAILABLE when etcd does not answer.
   absl::StatusOr<StoredState> Load() override;
 
+  // Errors: as PutJob; INVALID_ARGUMENT for job_id <= 0 or an empty key.
+  absl::Status AppendMetrics(int64_t job_id,
+                             const std::vector<v1::MetricPoint>& points) override;
+  // Errors: UNAVAILABLE when etcd does not answer; DATA_LOSS for a batch
+  // that does not parse.
+  absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
+      int64_t job_id, const std::string& key) override;
+
  private:
   absl::Status Put(const std::string& key, const std::string& value);
   // Calls `on_value(value)` for every key under `prefix`, at `revision`
@@ -60,6 +75,8 @@ class EtcdStateStore : public StateStore {
   std::string prefix_;
   std::optional<LeaderFence> fence_;
   int64_t page_size_;
+  absl::Mutex seq_mu_;
+  int64_t last_seq_ ABSL_GUARDED_BY(seq_mu_) = 0;
 };
 
 }  // namespace trainctl::coord

@@ -24,6 +24,7 @@
  */
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define TRAINCTL_NCCL_UNIQUE_ID_BYTES 128
 
@@ -42,6 +43,46 @@ int trainctl_init_nccl_comm(void** comm_out, char* err_buf, size_t err_len);
  * are published; on every other rank `id_inout` receives rank 0's bytes. */
 int trainctl_exchange_unique_id(char id_inout[TRAINCTL_NCCL_UNIQUE_ID_BYTES],
                                 char* err_buf, size_t err_len);
+
+/* ---- Metrics (trainctl_metrics.cc): a training process reports scalars to
+ * the coordinator, authenticated by its attempt's TRAINCTL_TOKEN; read them
+ * with `trainctl metrics JOB`. Reads TRAINCTL_COORDINATOR, TRAINCTL_JOB_ID,
+ * TRAINCTL_ATTEMPT, TRAINCTL_TOKEN and RANK at the first call. Thread-safe.
+ *
+ * Points are buffered and sent in batches, one RPC and one durable write per
+ * batch: when 64 are buffered, when the oldest is 1 s old (checked at the next
+ * report), and at trainctl_flush_metrics(). A crash loses at most the points
+ * not yet flushed; call trainctl_flush_metrics() before exit and wherever a
+ * point must be durable.
+ *
+ * Return value: 0, or an absl::StatusCode number (3 INVALID_ARGUMENT: bad key,
+ * non-finite value, negative step; 7 PERMISSION_DENIED: not this attempt's
+ * token; 8 RESOURCE_EXHAUSTED: the job's cap of stored points; 9
+ * FAILED_PRECONDITION: not in a trainctl task; 14 UNAVAILABLE: coordinator
+ * unreachable, points kept for the next flush). trainctl_metrics_last_error
+ * gives the message of this thread's last failed call.
+ *
+ * Python:
+ *   lib = ctypes.CDLL("libtrainctl_nccl.so")
+ *   lib.trainctl_report_metric.argtypes = [ctypes.c_char_p, ctypes.c_double, ctypes.c_int64]
+ *   lib.trainctl_report_metric(b"loss", loss, step)
+ *   atexit.register(lib.trainctl_flush_metrics)
+ */
+
+/* Reports one scalar, e.g. ("loss", 0.25, 1200); `key` is 1-128 bytes of
+ * [A-Za-z0-9_.:/-]. */
+int trainctl_report_metric(const char* key, double value, int64_t step);
+
+/* Reports `n` scalars of the same step (keys[i] = values[i]). */
+int trainctl_report_metrics(const char* const* keys, const double* values,
+                            size_t n, int64_t step);
+
+/* Sends every buffered point and waits until the coordinator stored them. */
+int trainctl_flush_metrics(void);
+
+/* Copies this thread's last metrics error message into buf (NUL-terminated,
+ * truncated to len bytes); returns its full length. */
+size_t trainctl_metrics_last_error(char* buf, size_t len);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -35,6 +35,19 @@ TEST(TrainctlNcclSo, Dlopen_ExportsCAbi_ReportsMissingEnv) {
   void* comm = nullptr;
   EXPECT_EQ(init(&comm, err, sizeof(err)), 9);
   EXPECT_EQ(comm, nullptr);
+
+  // Metrics: exported, and outside a task they say why.
+  auto* report = reinterpret_cast<decltype(&trainctl_report_metric)>(
+      dlsym(lib, "trainctl_report_metric"));
+  auto* last_error = reinterpret_cast<decltype(&trainctl_metrics_last_error)>(
+      dlsym(lib, "trainctl_metrics_last_error"));
+  ASSERT_NE(report, nullptr);
+  ASSERT_NE(last_error, nullptr);
+  ASSERT_NE(dlsym(lib, "trainctl_report_metrics"), nullptr);
+  ASSERT_NE(dlsym(lib, "trainctl_flush_metrics"), nullptr);
+  EXPECT_EQ(report("loss", 0.5, 1), 9);  // FAILED_PRECONDITION
+  EXPECT_GT(last_error(err, sizeof(err)), 0u);
+  EXPECT_THAT(std::string(err), HasSubstr("TRAINCTL_COORDINATOR is not set"));
   dlclose(lib);
 }
 
