@@ -143,6 +143,31 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
   }
 
+  // Scheduling.
+  if (spec.queue().size() > kMaxQueueNameBytes || !IsSweepId(spec.queue())) {
+    return Invalid("queue", absl::StrCat("at most ", kMaxQueueNameBytes,
+                                         " bytes of [A-Za-z0-9._-], got \"",
+                                         absl::CHexEscape(spec.queue().substr(0, 80)),
+                                         "\""));
+  }
+  if (spec.user().size() > kMaxUserBytes || HasControlChars(spec.user())) {
+    return Invalid("user", absl::StrCat("at most ", kMaxUserBytes,
+                                        " bytes without control characters"));
+  }
+  if (spec.project().size() > kMaxUserBytes || HasControlChars(spec.project())) {
+    return Invalid("project", absl::StrCat("at most ", kMaxUserBytes,
+                                           " bytes without control characters"));
+  }
+  if (spec.time_limit_ms() < 0 || spec.time_limit_ms() > kMaxTimeLimitMs) {
+    return Invalid("time_limit_ms",
+                   absl::StrCat("must be in [0, ", kMaxTimeLimitMs,
+                                "] (0: none; at most 366 days), got ",
+                                spec.time_limit_ms()));
+  }
+  if (!v1::GangPlacement_IsValid(spec.placement())) {
+    return Invalid("placement", absl::StrCat("unknown value ", spec.placement()));
+  }
+
   // Resource shape.
   if (spec.gpus() < 0 || spec.gpus() > kMaxGpus) {
     return Invalid("gpus", absl::StrCat("must be in [0, ", kMaxGpus, "], got ",
@@ -196,6 +221,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                    "must be 1 (one process with all of its node's GPUs) or the "
                    "number of GPUs per node (one process per GPU, the default)");
   }
+  if (spec.placement() != v1::GANG_PLACEMENT_UNSPECIFIED &&
+      KindOf(spec) != v1::JOB_KIND_GANG) {
+    return Invalid("placement",
+                   "--pack/--spread place the ranks of a gang (--gpus > 1 or "
+                   "--nodes); this job is one process");
+  }
   return absl::OkStatus();
 }
 
@@ -210,6 +241,16 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
   r.job_id = job.id();
   r.priority = spec.priority();
   r.submit_seq = job.id();
+  r.queue = spec.queue();
+  r.user = spec.user();
+  r.project = spec.project();
+  r.time_limit_s = (spec.time_limit_ms() + 999) / 1000;
+  r.preemptible = spec.preemptible();
+  r.placement = spec.placement() == v1::GANG_PLACEMENT_SPREAD
+                    ? sched::GangPlacement::kSpread
+                    : sched::GangPlacement::kPack;
+  r.attained_gpu_s = static_cast<double>(job.attained_gpu_ms()) / 1000.0;
+  r.preempted_for = job.preempted_for_job_id();
   if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) {
     r.kind = sched::JobKind::kExperiment;
     r.gpu_fraction = spec.gpu_fraction() > 0 ? spec.gpu_fraction() : 1.0;

@@ -15,6 +15,7 @@
 #include "common/paths.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/sched_config.h"
 #include "coordinator/prometheus_metrics.h"
 #include "coordinator/state_store.h"
 
@@ -72,6 +73,13 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
+  std::string scheduler_config;
+  app.add_option("--scheduler-config", scheduler_config,
+                 "scheduling policy file (queues and weights, user/project GPU "
+                 "quotas, las|fifo order, backfill, preemption): protobuf text "
+                 "format of trainctl.v1.SchedulerConfigFile "
+                 "(proto/trainctl/v1/sched.proto), JSON if it ends in .json; "
+                 "default: one queue, no quotas, LAS, backfill, preemption");
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -119,6 +127,18 @@ int main(int argc, char** argv) {
   config.heartbeat_interval = ToDuration(heartbeat);
   config.stop_grace = ToDuration(stop_grace);
   config.advertise_address = advertise;
+  if (!scheduler_config.empty()) {
+    auto policy = trainctl::coord::LoadSchedulerConfig(scheduler_config);
+    if (!policy.ok()) {
+      TC_LOG_ERROR("--scheduler-config: {}", policy.status().ToString());
+      return 1;
+    }
+    config.scheduler.policy = *std::move(policy);
+    TC_LOG_INFO("scheduler config {}: {} queues, {} user and {} project quotas",
+                scheduler_config, config.scheduler.policy.queues.size(),
+                config.scheduler.policy.user_gpu_quota.size(),
+                config.scheduler.policy.project_gpu_quota.size());
+  }
   auto core = trainctl::coord::Coordinator::Create(config, store->get(), &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());
