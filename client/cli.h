@@ -40,6 +40,8 @@ struct CliOptions {
   // Source of "now" for ages, runtimes and `wait --timeout`; null means the
   // system clock. Not owned.
   const Clock* clock = nullptr;
+  // `submit --user` when not given (main.cc: $USER); empty sends none.
+  std::string default_user;
 };
 
 // The `trainctl` command line: parses argv with CLI11, calls the Coordinator

@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -17,6 +18,10 @@ int main(int argc, char** argv) {
   winsize ws{};
   if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
     options.terminal_width = ws.ws_col;
+  }
+  // `submit --user` defaults to the login name.
+  if (const char* user = std::getenv("USER"); user != nullptr) {
+    options.default_user = user;
   }
   // Created by the CLI once it knows the address; outlives Run.
   std::unique_ptr<trainctl::v1::Coordinator::Stub> stub;
