@@ -63,6 +63,7 @@ std::string NodeName(int n) { return absl::StrCat("n", n); }
 sched::SchedulerConfig LibConfig(Policy policy,
                                  const muri::TiresiasConfig& tiresias) {
   sched::SchedulerConfig c;
+  c.wait_reasons = false;
   sched::PolicyConfig& p = c.policy;
   p.las_thresholds_gpu_s = tiresias.thresholds_gpu_s;
   p.order = policy == Policy::kLas ? sched::QueueOrder::kLas

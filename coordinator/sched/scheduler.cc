@@ -496,8 +496,11 @@ class SchedulePass {
         static_cast<double>(job.time_limit_s) <= hold_eta_s_) {
       return true;
     }
-    return policy_.preemption && job.preemptible &&
-           job.priority <= holder_priority_ &&
+    // A preemptible job the holder may preempt (MayPreempt's rule) cannot
+    // delay it either.
+    if (!policy_.preemption || !job.preemptible) return false;
+    if (job.priority != holder_priority_) return job.priority < holder_priority_;
+    return LasLevel(policy_, job.attained_gpu_s) > holder_level_ ||
            job.submit_seq > holder_submit_seq_;
   }
 
@@ -728,15 +731,18 @@ class SchedulePass {
       }
     }
     decision.outcome = Outcome::kRetryLater;
-    decision.reason = job.kind == JobKind::kExperiment
-                          ? ExperimentWaitReason(job)
-                          : GangWaitReason(job);
+    if (config_.wait_reasons || job.job_id == explain_id_) {
+      decision.reason = job.kind == JobKind::kExperiment
+                            ? ExperimentWaitReason(job)
+                            : GangWaitReason(job);
+    }
     if (!policy_.backfill && fifo_blocker_ == 0) fifo_blocker_ = job.job_id;
     if (!hold_taken_) {
       hold_taken_ = true;
       holder_job_id_ = job.job_id;
       holder_priority_ = job.priority;
       holder_submit_seq_ = job.submit_seq;
+      holder_level_ = LasLevel(policy_, job.attained_gpu_s);
       if (job.kind == JobKind::kExperiment) {
         HoldForExperiment(job);
       } else {
@@ -1186,6 +1192,7 @@ class SchedulePass {
   Explanation* explanation_ = nullptr;
   int holder_priority_ = 0;
   int64_t holder_submit_seq_ = 0;
+  int holder_level_ = 0;
   double hold_eta_s_ = -1;
   // held_[node][gpu]: reserved for the head-of-queue job, same shape as nodes_.
   std::vector<std::vector<bool>> held_;

@@ -217,6 +217,9 @@ struct SchedulerConfig {
   // At most this many tasks share one GPU (experiments only).
   int max_tasks_per_gpu = 8;
   PolicyConfig policy;
+  // False: kRetryLater decisions carry an empty reason (the simulator shows
+  // none, and a long queue's sentences cost more than the decisions).
+  bool wait_reasons = true;
 };
 
 // Why a pending job waits, in parts a user can act on (Scheduler::Explain).
