@@ -81,22 +81,6 @@ int JobGpuCount(const v1::Job& job) {
   return static_cast<int>(gpus.size());
 }
 
-// The queue names a coordinator with `policy` accepts ("" is "default").
-bool KnownQueue(const sched::PolicyConfig& policy, const std::string& queue) {
-  if (policy.queues.empty()) return queue.empty() || queue == "default";
-  for (const sched::QueueConfig& q : policy.queues) {
-    if (q.name == queue || (queue.empty() && q.name == "default")) return true;
-  }
-  return false;
-}
-
-std::string QueueNames(const sched::PolicyConfig& policy) {
-  if (policy.queues.empty()) return "default";
-  std::vector<std::string> names;
-  for (const sched::QueueConfig& q : policy.queues) names.push_back(q.name);
-  return absl::StrJoin(names, ", ");
-}
-
 v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
   v1::TaskRef ref;
   ref.set_job_id(job.id());
@@ -271,12 +255,7 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
-  TC_RETURN_IF_ERROR(ValidateJobSpec(spec));
-  if (!KnownQueue(config_.scheduler.policy, spec.queue())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "spec.queue: no queue \"", spec.queue(), "\" on this coordinator (it has: ",
-        QueueNames(config_.scheduler.policy), ")"));
-  }
+  TC_RETURN_IF_ERROR(ValidateJobSpec(spec, config_.scheduler.policy));
   if (request_id.size() > kMaxRequestIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace trainctl::coord {
 namespace {
@@ -37,6 +38,22 @@ bool HasControlChars(absl::string_view s) {
   return false;
 }
 
+// Whether a coordinator with `policy` has `queue` ("" is "default").
+bool KnownQueue(const sched::PolicyConfig& policy, const std::string& queue) {
+  if (policy.queues.empty()) return queue.empty() || queue == "default";
+  for (const sched::QueueConfig& q : policy.queues) {
+    if (q.name == queue || (queue.empty() && q.name == "default")) return true;
+  }
+  return false;
+}
+
+std::string QueueNames(const sched::PolicyConfig& policy) {
+  if (policy.queues.empty()) return "default";
+  std::vector<std::string> names;
+  for (const sched::QueueConfig& q : policy.queues) names.push_back(q.name);
+  return absl::StrJoin(names, ", ");
+}
+
 }  // namespace
 
 bool IsReservedEnvVar(absl::string_view name) {
@@ -52,7 +69,8 @@ bool IsReservedEnvVar(absl::string_view name) {
          absl::StartsWith(name, "TORCHELASTIC_");
 }
 
-absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+absl::Status ValidateJobSpec(const v1::JobSpec& spec,
+                             const sched::PolicyConfig& policy) {
   if (spec.name().size() > kMaxNameBytes) {
     return Invalid("name", absl::StrCat("at most ", kMaxNameBytes, " bytes"));
   }
@@ -149,6 +167,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                          " bytes of [A-Za-z0-9._-], got \"",
                                          absl::CHexEscape(spec.queue().substr(0, 80)),
                                          "\""));
+  }
+  if (!KnownQueue(policy, spec.queue())) {
+    return Invalid("queue", absl::StrCat("no queue \"", spec.queue(),
+                                         "\" on this coordinator (it has: ",
+                                         QueueNames(policy), ")"));
   }
   if (spec.user().size() > kMaxUserBytes || HasControlChars(spec.user())) {
     return Invalid("user", absl::StrCat("at most ", kMaxUserBytes,

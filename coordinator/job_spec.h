@@ -44,9 +44,10 @@ inline constexpr int64_t kMaxTimeLimitMs = int64_t{366} * 24 * 3600 * 1000;
 // Scheduling fields: queue at most kMaxQueueNameBytes of [A-Za-z0-9._-];
 // user and project at most kMaxUserBytes without control characters;
 // time_limit_ms in [0, kMaxTimeLimitMs]; placement a known value, and PACK or
-// SPREAD only for gangs. (Whether the queue exists is the coordinator's
-// check: it depends on its configuration.)
-absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+// SPREAD only for gangs; the queue one of `policy.queues` ("" and "default"
+// when it lists none: the coordinator's default).
+absl::Status ValidateJobSpec(const v1::JobSpec& spec,
+                             const sched::PolicyConfig& policy = {});
 
 // Experiment (one process, whole or part of one GPU) or gang, from a valid
 // spec: a gang is gpus > 1 or nodes >= 1.
