@@ -440,6 +440,23 @@ int Session::Describe(int64_t job_id, bool json) {
   field("Env:", absl::StrJoin(env, " ", absl::PairFormatter("=")));
   field("Resources:", DescribeResources(spec));
   field("Priority:", absl::StrCat(spec.priority()));
+  // Scheduling (shown only when set).
+  field("Queue:", spec.queue());
+  field("User:", spec.user());
+  field("Project:", spec.project());
+  if (spec.time_limit_ms() > 0) {
+    field("Time limit:",
+          absl::FormatDuration(absl::Milliseconds(spec.time_limit_ms())));
+  }
+  if (spec.preemptible()) field("Preemptible:", "yes");
+  if (job.preemptions() > 0) {
+    field("Preempted:",
+          absl::StrCat(job.preemptions(), job.preemptions() == 1 ? " time" : " times",
+                       job.preempted_for_job_id() != 0
+                           ? absl::StrCat(" (waits for job ",
+                                          job.preempted_for_job_id(), " to start)")
+                           : ""));
+  }
   field("Request id:", job.request_id());
   field("Submitted:", when(job.submit_time_ms()));
   field("Started:", when(job.start_time_ms()));

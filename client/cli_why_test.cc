@@ -154,6 +154,33 @@ TEST_F(CliWhyTest, Why_QuotaAndJson_PrintsQuotaAndParsesBack) {
   EXPECT_EQ(parsed.quota(), response.quota());
 }
 
+TEST_F(CliWhyTest, Describe_PreemptedJob_ShowsSchedulingFields) {
+  v1::GetJobResponse response = Proto<v1::GetJobResponse>(R"pb(
+    job {
+      id: 5
+      state: JOB_STATE_PENDING
+      spec {
+        command: "python"
+        queue: "prod"
+        user: "alice"
+        time_limit_ms: 7200000
+        preemptible: true
+      }
+      preemptions: 2
+      preempted_for_job_id: 9
+    }
+  )pb");
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"describe", "5"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("Queue:       prod\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("User:        alice\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("Time limit:  2h\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("Preemptible: yes\n"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("Preempted:   2 times (waits for job 9 to start)\n"));
+}
+
 TEST_F(CliWhyTest, Why_UnknownJob_ErrorAndExit1) {
   EXPECT_CALL(stub_, WhyJob(_, _, _))
       .WillOnce(Return(grpc::Status(grpc::StatusCode::NOT_FOUND,
