@@ -113,7 +113,8 @@ void BM_Schedule(benchmark::State& state) {
   for (const sched::Decision& d : decisions) {
     switch (d.outcome) {
       case sched::Outcome::kPlaced: ++placed; break;
-      case sched::Outcome::kRetryLater: ++retry; break;
+      case sched::Outcome::kRetryLater:
+      case sched::Outcome::kPreempting: ++retry; break;
       case sched::Outcome::kInfeasible: ++infeasible; break;
     }
   }

@@ -226,6 +226,8 @@ class Session {
   int Cancel(int64_t job_id);
   int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
   int Nodes(bool json);
+  // `trainctl why`: the WhyJob answer as lines for people, or JSON.
+  int Why(int64_t job_id, bool json);
   // `wait` and `submit --wait` draw a progress line on stderr (see
   // CliOptions::progress).
   void EnableProgress() { progress_ = true; }
@@ -313,6 +315,56 @@ class Session {
   bool progress_ = false;
   bool progress_drawn_ = false;
 };
+
+int Session::Why(int64_t job_id, bool json) {
+  v1::WhyJobRequest request;
+  request.set_job_id(job_id);
+  v1::WhyJobResponse why;
+  if (absl::Status s = Call(&Stub::WhyJob, request, &why); !s.ok()) {
+    return Fail(s);
+  }
+  if (json) {
+    out_ << ToJson(why) << "\n";
+    return kExitOk;
+  }
+  if (why.state() != v1::JOB_STATE_PENDING) {
+    out_ << why.summary() << "\n";
+    return kExitOk;
+  }
+  out_ << absl::StrFormat("Job %d is pending in queue %s (number %d in the "
+                          "scheduling order).\n",
+                          why.job_id(), why.queue(), why.position());
+  out_ << "Why:          " << why.summary() << "\n";
+  if (!why.quota().empty()) out_ << "Quota:        " << why.quota() << "\n";
+  if (why.preempted_for_job_id() != 0) {
+    out_ << absl::StrFormat(
+        "Preempted:    for job %d (%d time%s); restarts once job %d starts\n",
+        why.preempted_for_job_id(), why.preemptions(),
+        why.preemptions() == 1 ? "" : "s", why.preempted_for_job_id());
+  }
+  if (why.reservation_job_id() != 0) {
+    std::string eta = "unknown (a job there has no --time-limit)";
+    if (why.reservation_eta_ms() > 0) {
+      const absl::Duration in = FromMs(why.reservation_eta_ms()) - clock_.Now();
+      eta = absl::StrCat(
+          "in ", FormatAge(std::max(in, absl::ZeroDuration())), " (",
+          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", FromMs(why.reservation_eta_ms()),
+                           absl::UTCTimeZone()),
+          ")");
+    }
+    out_ << absl::StrFormat(
+        "Reservation:  %s %s, estimated start %s\n",
+        why.reservation_job_id() == why.job_id()
+            ? std::string("this job holds")
+            : absl::StrCat("job ", why.reservation_job_id(), " holds"),
+        why.reservation(), eta);
+  }
+  if (why.nodes_size() > 0) {
+    out_ << "Nodes:\n";
+    for (const std::string& line : why.nodes()) out_ << "  " << line << "\n";
+  }
+  return kExitOk;
+}
 
 int Session::Submit(v1::SubmitJobRequest request, bool wait) {
   v1::SubmitJobResponse response;
@@ -416,6 +468,23 @@ int Session::Describe(int64_t job_id, bool json) {
   field("Env:", absl::StrJoin(env, " ", absl::PairFormatter("=")));
   field("Resources:", DescribeResources(spec));
   field("Priority:", absl::StrCat(spec.priority()));
+  // Scheduling (shown only when set).
+  field("Queue:", spec.queue());
+  field("User:", spec.user());
+  field("Project:", spec.project());
+  if (spec.time_limit_ms() > 0) {
+    field("Time limit:",
+          absl::FormatDuration(absl::Milliseconds(spec.time_limit_ms())));
+  }
+  if (spec.preemptible()) field("Preemptible:", "yes");
+  if (job.preemptions() > 0) {
+    field("Preempted:",
+          absl::StrCat(job.preemptions(), job.preemptions() == 1 ? " time" : " times",
+                       job.preempted_for_job_id() != 0
+                           ? absl::StrCat(" (waits for job ",
+                                          job.preempted_for_job_id(), " to start)")
+                           : ""));
+  }
   field("Request id:", job.request_id());
   field("Submitted:", when(job.submit_time_ms()));
   field("Started:", when(job.start_time_ms()));
@@ -1115,6 +1184,13 @@ struct Flags {
   int max_restarts = 0;
   std::vector<std::string> env;
   std::string workdir;
+  std::string queue;
+  std::string time_limit;
+  bool preemptible = false;
+  bool pack = false;
+  bool spread = false;
+  std::string user;
+  std::string project;
   bool wait = false;
   std::vector<std::string> command;
   // list
@@ -1201,6 +1277,24 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
       ->allow_extra_args(false);
   sub->add_option("--workdir", f.workdir,
                   "Working directory of the task (default: this one)");
+  sub->add_option("--queue", f.queue,
+                  "Named queue (see the coordinator's --scheduler-config; "
+                  "default: default)");
+  sub->add_option("--time-limit", f.time_limit,
+                  "Stop and fail the job (TIMEOUT) after this long running, "
+                  "e.g. 30m, 2h, 1h30m; lets it backfill ahead of a reservation");
+  sub->add_flag("--preemptible", f.preemptible,
+                "May be stopped (SIGTERM, grace) and requeued for "
+                "higher-ranked work; may backfill onto reserved GPUs");
+  auto* pack = sub->add_flag("--pack", f.pack,
+                             "Gang: fewest nodes, fullest first (default)");
+  auto* spread = sub->add_flag("--spread", f.spread,
+                               "Gang: as many nodes as possible, emptiest first");
+  pack->excludes(spread);
+  sub->add_option("--user", f.user,
+                  "User the job is charged to for quotas (default: $USER)");
+  sub->add_option("--project", f.project,
+                  "Project the job is charged to for quotas");
 }
 
 // Fills flags->submit from the job spec flags (AddJobSpecOptions) and the
@@ -1221,6 +1315,23 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   spec->set_priority(flags->priority);
   spec->set_max_restarts(flags->max_restarts);
   spec->set_gpu_fraction(flags->gpu_fraction);
+  spec->set_queue(flags->queue);
+  spec->set_preemptible(flags->preemptible);
+  spec->set_user(flags->user);
+  spec->set_project(flags->project);
+  if (flags->pack) spec->set_placement(v1::GANG_PLACEMENT_PACK);
+  if (flags->spread) spec->set_placement(v1::GANG_PLACEMENT_SPREAD);
+  if (!flags->time_limit.empty()) {
+    absl::Duration limit;
+    if (!absl::ParseDuration(flags->time_limit, &limit) ||
+        limit <= absl::ZeroDuration()) {
+      return absl::StrFormat(
+          "--time-limit %s: expected a positive duration with a unit, such as "
+          "30m, 2h or 1h30m",
+          flags->time_limit);
+    }
+    spec->set_time_limit_ms(absl::ToInt64Milliseconds(limit));
+  }
   if (!flags->gpu_mem.empty()) {
     absl::StatusOr<int64_t> bytes = ParseByteSize(flags->gpu_mem);
     if (!bytes.ok())
@@ -1639,6 +1750,14 @@ int Cli::Run(int argc, char** argv) {
                             Example("  trainctl wait 42 --timeout 2h && "
                                     "echo done")));
 
+  // why
+  CLI::App* why = app.add_subcommand(
+      "why", "Explain why a job waits: quota, nodes, reservation and ETA");
+  why->add_option("JOB", f.job_id, "Job id")->required();
+  why->add_option("-o,--output", f.output, "Output format: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  why->footer(Example("  trainctl why 42\n  trainctl why 42 -o json"));
+
   // nodes
   CLI::App* nodes_cmd =
       app.add_subcommand("nodes", "Show every GPU of the cluster");
@@ -1723,6 +1842,7 @@ int Cli::Run(int argc, char** argv) {
       return kExitUsage;
     }
   }
+  if (f.user.empty()) f.user = options_.default_user;
   if (submit->parsed()) {
     if (std::string error = BuildSpec(&f, "submit",
                                       "trainctl submit --gpus 1 -- python train.py");
@@ -1831,6 +1951,7 @@ int Cli::Run(int argc, char** argv) {
   if (cancel->parsed()) return session.Cancel(f.job_id);
   if (wait->parsed()) return session.Wait(f.job_id, timeout);
   if (nodes_cmd->parsed()) return session.Nodes(json);
+  if (why->parsed()) return session.Why(f.job_id, json);
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
 

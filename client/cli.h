@@ -72,6 +72,8 @@ struct CliOptions {
   // Reads the environment (`trainctl report` takes TRAINCTL_JOB_ID,
   // TRAINCTL_ATTEMPT, TRAINCTL_TOKEN and RANK from it); null means ::getenv.
   std::function<const char*(const char*)> getenv;
+  // `submit --user` when not given (main.cc: $USER); empty sends none.
+  std::string default_user;
   // The config file read when --config is not given; empty means
   // $XDG_CONFIG_HOME/trainctl/config, else ~/.config/trainctl/config. A
   // missing default file is fine; a missing --config file is a usage error.

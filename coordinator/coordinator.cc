@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
@@ -121,6 +122,15 @@ bool ValidEdge(v1::JobState from, v1::JobState to) {
 // build does not know).
 size_t StateSlot(int state) {
   return v1::JobState_IsValid(state) ? static_cast<size_t>(state) : 0;
+}
+
+// Distinct GPUs the tasks of `job`'s current attempt are placed on.
+int JobGpuCount(const v1::Job& job) {
+  absl::flat_hash_set<std::pair<std::string, int>> gpus;
+  for (const v1::Task& t : job.tasks()) {
+    for (int g : t.gpu_indices()) gpus.insert({t.node(), g});
+  }
+  return static_cast<int>(gpus.size());
 }
 
 v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
@@ -407,6 +417,13 @@ absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
   }
   const v1::JobState from = job.state();
   const int64_t now_ms = ToUnixMs(clock_->Now());
+  if ((from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
+      to != v1::JOB_STATE_RUNNING && job.start_time_ms() > 0) {
+    // The attempt's GPU-time counts towards its LAS level.
+    job.set_attained_gpu_ms(job.attained_gpu_ms() +
+                            std::max<int64_t>(0, now_ms - job.start_time_ms()) *
+                                JobGpuCount(job));
+  }
   --jobs_by_state_[StateSlot(from)];
   ++jobs_by_state_[StateSlot(to)];
   job.set_state(to);
@@ -455,7 +472,7 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
-  TC_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  TC_RETURN_IF_ERROR(ValidateJobSpec(spec, config_.scheduler.policy));
   TC_RETURN_IF_ERROR(ValidateEarlyStop(spec));
   if (request_id.size() > kMaxRequestIdBytes) {
     return absl::InvalidArgumentError(
@@ -626,6 +643,48 @@ std::vector<v1::NodeView> Coordinator::ListNodes() const {
   return out;
 }
 
+absl::StatusOr<v1::WhyJobResponse> Coordinator::WhyJob(int64_t job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+  }
+  const v1::Job& job = it->second;
+  v1::WhyJobResponse out;
+  out.set_job_id(job_id);
+  out.set_state(job.state());
+  out.set_queue(job.spec().queue().empty() ? "default" : job.spec().queue());
+  out.set_preemptions(job.preemptions());
+  if (job.state() != v1::JOB_STATE_PENDING) {
+    out.set_summary(absl::StrCat(
+        "job ", job_id, " is not waiting: it is ",
+        absl::AsciiStrToLower(v1::JobState_Name(job.state()).substr(10)),
+        job.reason().empty() ? "" : absl::StrCat(" (", job.reason(), ")")));
+    return out;
+  }
+  std::optional<sched::Explanation> e =
+      scheduler_.Explain(SnapshotLocked(), PendingQueueLocked(), job_id);
+  if (!e.has_value()) {
+    out.set_summary(job.reason());
+    return out;
+  }
+  out.set_summary(e->decision.outcome == sched::Outcome::kPlaced
+                      ? "it fits now and starts at the next scheduling pass"
+                      : e->decision.reason);
+  out.set_position(e->position);
+  out.set_queue(e->queue);
+  out.set_quota(e->quota);
+  for (std::string& line : e->nodes) out.add_nodes(std::move(line));
+  out.set_reservation_job_id(e->reservation_job);
+  out.set_reservation(e->reservation);
+  if (e->reservation_eta_s >= 0) {
+    out.set_reservation_eta_ms(
+        ToUnixMs(clock_->Now() + absl::Seconds(e->reservation_eta_s)));
+  }
+  out.set_preempted_for_job_id(e->preempted_for);
+  return out;
+}
+
 void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
                                int max_bytes, LogsDone done) {
   absl::Status error;
@@ -712,15 +771,77 @@ sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
     }
   }
   for (const DrainingTask& d : draining_) reserve(d.task);
+  // Who holds what, for quotas, fair share, preemption and ETAs.
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    if (job.state() != v1::JOB_STATE_SCHEDULED &&
+        job.state() != v1::JOB_STATE_RUNNING) {
+      continue;
+    }
+    sched::RunningJob& r = snap.running.emplace_back();
+    const v1::JobSpec& spec = job.spec();
+    r.job_id = id;
+    r.priority = spec.priority();
+    r.submit_seq = id;
+    r.queue = spec.queue();
+    r.user = spec.user();
+    r.project = spec.project();
+    r.preemptible = spec.preemptible();
+    // A job not yet RUNNING counts as starting now.
+    const int64_t start_ms = job.start_time_ms() > 0 ? job.start_time_ms() : now_ms;
+    const int64_t ran_ms = std::max<int64_t>(0, now_ms - start_ms);
+    r.attained_gpu_s =
+        static_cast<double>(job.attained_gpu_ms() + ran_ms * JobGpuCount(job)) / 1000.0;
+    if (spec.time_limit_ms() > 0) {
+      r.remaining_s =
+          static_cast<double>(std::max<int64_t>(0, spec.time_limit_ms() - ran_ms)) / 1000.0;
+    }
+    // One assignment per node, in node-rank order, from its live tasks.
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      r.placement.reserved_bytes_per_gpu = t.reserved_bytes_per_gpu();
+      sched::NodeAssignment* a = nullptr;
+      for (sched::NodeAssignment& x : r.placement.nodes) {
+        if (x.node == t.node()) a = &x;
+      }
+      if (a == nullptr) {
+        a = &r.placement.nodes.emplace_back();
+        a->node = t.node();
+      }
+      for (int gpu : OwnedGpus(t)) {
+        if (std::find(a->gpu_indices.begin(), a->gpu_indices.end(), gpu) ==
+            a->gpu_indices.end()) {
+          a->gpu_indices.push_back(gpu);
+        }
+      }
+    }
+    if (r.placement.nodes.empty()) snap.running.pop_back();
+  }
   return snap;
 }
 
-void Coordinator::ScheduleLocked(Deferred& deferred) {
+std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
+  // Preemptors whose victims' tasks are still stopping.
+  absl::flat_hash_set<int64_t> waiting_on_victims;
+  for (const DrainingTask& d : draining_) {
+    auto it = jobs_.find(d.job_id);
+    if (it != jobs_.end() && it->second.preempted_for_job_id() != 0) {
+      waiting_on_victims.insert(it->second.preempted_for_job_id());
+    }
+  }
   std::vector<sched::JobRequest> queue;
   for (int64_t id : active_) {
     const v1::Job& job = jobs_.at(id);
-    if (job.state() == v1::JOB_STATE_PENDING) queue.push_back(ToJobRequest(job));
+    if (job.state() != v1::JOB_STATE_PENDING) continue;
+    queue.push_back(ToJobRequest(job));
+    queue.back().victims_stopping = waiting_on_victims.contains(id);
   }
+  return queue;
+}
+
+void Coordinator::ScheduleLocked(Deferred& deferred) {
+  std::vector<sched::JobRequest> queue = PendingQueueLocked();
   if (queue.empty()) return;
   const absl::Time pass_start = clock_->Now();
   const std::vector<sched::Decision> decisions =
@@ -743,6 +864,15 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         break;
       case sched::Outcome::kRetryLater:
         job.set_reason(d.reason);
+        break;
+      case sched::Outcome::kPreempting:
+        // Placed by a later pass, once the victims' tasks have exited.
+        job.set_reason(d.reason);
+        for (int64_t victim : d.preempt) {
+          auto vt = jobs_.find(victim);
+          if (vt == jobs_.end()) continue;
+          PreemptLocked(vt->second, job.id(), deferred);
+        }
         break;
     }
   }
@@ -813,6 +943,7 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   }
   job.set_world_size(rank);
   job.set_placement_seq(next_placement_seq_++);
+  job.clear_preempted_for_job_id();
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
@@ -858,15 +989,63 @@ void Coordinator::StopTaskLocked(const v1::Job& job, v1::Task& task) {
   SendLocked(task.node(), msg);
 }
 
+void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred) {
+  if (victim.state() != v1::JOB_STATE_SCHEDULED &&
+      victim.state() != v1::JOB_STATE_RUNNING) {
+    return;
+  }
+  for (v1::Task& t : *victim.mutable_tasks()) {
+    if (IsLive(t.state())) StopTaskLocked(victim, t);
+  }
+  victim.set_preemptions(victim.preemptions() + 1);
+  victim.set_preempted_for_job_id(by);
+  TransitionLocked(victim, v1::JOB_STATE_PENDING,
+                   absl::StrCat("preempted for job ", by, " (preemption ",
+                                victim.preemptions(), "); requeued as attempt ",
+                                victim.attempt() + 1, ", restarts once job ", by,
+                                " has started"),
+                   deferred)
+      .IgnoreError();
+  PersistLocked(victim);
+}
+
+bool Coordinator::EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred) {
+  bool any = false;
+  const int64_t now_ms = ToUnixMs(now);
+  for (int64_t id : ActiveIdsLocked()) {
+    v1::Job& job = jobs_.at(id);
+    const int64_t limit = job.spec().time_limit_ms();
+    if (limit <= 0 || job.state() != v1::JOB_STATE_RUNNING ||
+        job.start_time_ms() <= 0 || now_ms - job.start_time_ms() < limit) {
+      continue;
+    }
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (IsLive(t.state())) StopTaskLocked(job, t);
+    }
+    TransitionLocked(
+        job, v1::JOB_STATE_FAILED,
+        absl::StrCat("TIMEOUT: ran past its time limit of ",
+                     absl::FormatDuration(absl::Milliseconds(limit)),
+                     " (--time-limit); its tasks were stopped"),
+        deferred)
+        .IgnoreError();
+    PersistLocked(job);
+    any = true;
+  }
+  return any;
+}
+
 void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
                                     Deferred& deferred) {
   for (v1::Task& t : *job.mutable_tasks()) {
     if (IsLive(t.state())) StopTaskLocked(job, t);
   }
-  if (job.attempt() < job.spec().max_restarts()) {
+  // Preemptions start new attempts too, but do not use up restarts.
+  const int failures = job.attempt() - job.preemptions();
+  if (failures < job.spec().max_restarts()) {
     TransitionLocked(job, v1::JOB_STATE_PENDING,
                      absl::StrCat("attempt ", job.attempt(), " failed: ", why,
-                                  "; restarting (", job.attempt() + 1, " of ",
+                                  "; restarting (", failures + 1, " of ",
                                   job.spec().max_restarts(), " restarts)"),
                      deferred)
         .IgnoreError();
@@ -1567,9 +1746,10 @@ void Coordinator::Tick() {
       });
       log_reads_.erase(it++);
     }
-    // Only a lost node changes what can be placed here; every other change
-    // schedules where it happens.
-    if (lost) ScheduleLocked(deferred);
+    const bool timed_out = EnforceTimeLimitsLocked(now, deferred);
+    // Only a lost node or a stopped job changes what can be placed here;
+    // every other change schedules where it happens.
+    if (lost || timed_out) ScheduleLocked(deferred);
   }
   RunDeferred(deferred);
 }

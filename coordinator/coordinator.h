@@ -16,6 +16,16 @@
 //    │                               │ a rank fails / its node is lost / a start fails
 //    │                               ▼                      ▼
 //    └──── restarts left: new attempt ◀──────── attempt failed ──▶ FAILED (final)
+//    ▲                                                      │ past --time-limit ──▶ FAILED (TIMEOUT)
+//    └──── preempted (SCHEDULED/RUNNING, preemptible): new attempt; not a restart
+//
+// Preemption: when the scheduler decides that a job needs running
+// preemptible jobs' GPUs (sched::Outcome::kPreempting), each victim's tasks
+// get SIGTERM then SIGKILL after stop_grace, and the victim goes back to
+// PENDING as a new attempt with preemptions + 1 and preempted_for_job_id set:
+// it is not placed again until that job is placed or gone (no ping-pong).
+// The preemptor is placed by a later pass, once the victims' tasks have exited
+// and freed their GPUs.
 //
 // A node's states: READY ──no heartbeat for node_timeout──▶ LOST ──registers──▶ READY.
 // A task's states: STARTING ──agent started it──▶ RUNNING ──exit──▶ EXITED;
@@ -199,6 +209,13 @@ class Coordinator {
   // Every node with its GPUs and the tasks placed on each GPU.
   std::vector<v1::NodeView> ListNodes() const;
 
+  // Why a job waits (`trainctl why`): for a PENDING job, a scheduling pass
+  // over the cluster as it is now explains it: quota, what each node lacks,
+  // the reservation it waits behind and its estimated start. For any other
+  // state, its state and reason. Cost: one scheduling pass (no change is
+  // made). Errors: NOT_FOUND.
+  absl::StatusOr<v1::WhyJobResponse> WhyJob(int64_t job_id) const;
+
   // Reads a rank's log of the job's current attempt from its agent.
   // Errors: NOT_FOUND (job, or rank not placed); FAILED_PRECONDITION when the
   // node is not connected (the message names the path on that host);
@@ -352,7 +369,20 @@ class Coordinator {
   // The ids of active_ (a copy, for loops that change jobs).
   std::vector<int64_t> ActiveIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every PENDING job as the scheduler sees it.
+  std::vector<sched::JobRequest> PendingQueueLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Free capacity per GPU, and the jobs holding GPUs (their time limits, for
+  // the reservation's ETA; owners, for quotas and fair share).
   sched::ClusterSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops `victim`'s live tasks (grace period) and requeues it as a new
+  // attempt, preempted for job `by`.
+  void PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops and fails (TIMEOUT) every running job past its time limit at
+  // `now`. Returns whether any was.
+  bool EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttemptLocked(v1::Job& job, const sched::Placement& placement)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -193,6 +193,22 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* WhyJob(grpc::CallbackServerContext* ctx,
+                                   const v1::WhyJobRequest* req,
+                                   v1::WhyJobResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    // Only who may read the job may ask why it waits.
+    absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read");
+    if (!job.ok()) {
+      reactor->Finish(ToGrpcStatus(job.status()));
+      return reactor;
+    }
+    absl::StatusOr<v1::WhyJobResponse> why = core_->WhyJob(req->job_id());
+    if (why.ok()) *resp = std::move(*why);
+    reactor->Finish(ToGrpcStatus(why.status()));
+    return reactor;
+  }
+
   grpc::ServerUnaryReactor* GetLogs(grpc::CallbackServerContext* ctx,
                                     const v1::GetLogsRequest* req,
                                     v1::GetLogsResponse* resp) override {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace trainctl::coord {
 namespace {
@@ -37,6 +38,22 @@ bool HasControlChars(absl::string_view s) {
   return false;
 }
 
+// Whether a coordinator with `policy` has `queue` ("" is "default").
+bool KnownQueue(const sched::PolicyConfig& policy, const std::string& queue) {
+  if (policy.queues.empty()) return queue.empty() || queue == "default";
+  for (const sched::QueueConfig& q : policy.queues) {
+    if (q.name == queue || (queue.empty() && q.name == "default")) return true;
+  }
+  return false;
+}
+
+std::string QueueNames(const sched::PolicyConfig& policy) {
+  if (policy.queues.empty()) return "default";
+  std::vector<std::string> names;
+  for (const sched::QueueConfig& q : policy.queues) names.push_back(q.name);
+  return absl::StrJoin(names, ", ");
+}
+
 }  // namespace
 
 bool IsReservedEnvVar(absl::string_view name) {
@@ -52,7 +69,8 @@ bool IsReservedEnvVar(absl::string_view name) {
          absl::StartsWith(name, "TORCHELASTIC_");
 }
 
-absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+absl::Status ValidateJobSpec(const v1::JobSpec& spec,
+                             const sched::PolicyConfig& policy) {
   if (spec.name().size() > kMaxNameBytes) {
     return Invalid("name", absl::StrCat("at most ", kMaxNameBytes, " bytes"));
   }
@@ -143,6 +161,36 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
   }
 
+  // Scheduling.
+  if (spec.queue().size() > kMaxQueueNameBytes || !IsSweepId(spec.queue())) {
+    return Invalid("queue", absl::StrCat("at most ", kMaxQueueNameBytes,
+                                         " bytes of [A-Za-z0-9._-], got \"",
+                                         absl::CHexEscape(spec.queue().substr(0, 80)),
+                                         "\""));
+  }
+  if (!KnownQueue(policy, spec.queue())) {
+    return Invalid("queue", absl::StrCat("no queue \"", spec.queue(),
+                                         "\" on this coordinator (it has: ",
+                                         QueueNames(policy), ")"));
+  }
+  if (spec.user().size() > kMaxUserBytes || HasControlChars(spec.user())) {
+    return Invalid("user", absl::StrCat("at most ", kMaxUserBytes,
+                                        " bytes without control characters"));
+  }
+  if (spec.project().size() > kMaxUserBytes || HasControlChars(spec.project())) {
+    return Invalid("project", absl::StrCat("at most ", kMaxUserBytes,
+                                           " bytes without control characters"));
+  }
+  if (spec.time_limit_ms() < 0 || spec.time_limit_ms() > kMaxTimeLimitMs) {
+    return Invalid("time_limit_ms",
+                   absl::StrCat("must be in [0, ", kMaxTimeLimitMs,
+                                "] (0: none; at most 366 days), got ",
+                                spec.time_limit_ms()));
+  }
+  if (!v1::GangPlacement_IsValid(spec.placement())) {
+    return Invalid("placement", absl::StrCat("unknown value ", spec.placement()));
+  }
+
   // Resource shape.
   if (spec.gpus() < 0 || spec.gpus() > kMaxGpus) {
     return Invalid("gpus", absl::StrCat("must be in [0, ", kMaxGpus, "], got ",
@@ -196,6 +244,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                    "must be 1 (one process with all of its node's GPUs) or the "
                    "number of GPUs per node (one process per GPU, the default)");
   }
+  if (spec.placement() != v1::GANG_PLACEMENT_UNSPECIFIED &&
+      KindOf(spec) != v1::JOB_KIND_GANG) {
+    return Invalid("placement",
+                   "--pack/--spread place the ranks of a gang (--gpus > 1 or "
+                   "--nodes); this job is one process");
+  }
   return absl::OkStatus();
 }
 
@@ -210,6 +264,16 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
   r.job_id = job.id();
   r.priority = spec.priority();
   r.submit_seq = job.id();
+  r.queue = spec.queue();
+  r.user = spec.user();
+  r.project = spec.project();
+  r.time_limit_s = (spec.time_limit_ms() + 999) / 1000;
+  r.preemptible = spec.preemptible();
+  r.placement = spec.placement() == v1::GANG_PLACEMENT_SPREAD
+                    ? sched::GangPlacement::kSpread
+                    : sched::GangPlacement::kPack;
+  r.attained_gpu_s = static_cast<double>(job.attained_gpu_ms()) / 1000.0;
+  r.preempted_for = job.preempted_for_job_id();
   if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) {
     r.kind = sched::JobKind::kExperiment;
     r.gpu_fraction = spec.gpu_fraction() > 0 ? spec.gpu_fraction() : 1.0;

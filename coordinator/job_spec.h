@@ -30,6 +30,10 @@ inline constexpr int kMaxSweepIdBytes = 64;
 inline constexpr int kMaxParams = 64;
 inline constexpr int kMaxParamNameBytes = 64;
 inline constexpr int kMaxParamValueBytes = 1024;
+inline constexpr int kMaxQueueNameBytes = 64;
+inline constexpr int kMaxUserBytes = 128;
+// The longest --time-limit: 366 days, ms.
+inline constexpr int64_t kMaxTimeLimitMs = int64_t{366} * 24 * 3600 * 1000;
 
 // Checks every field of `spec`.
 // Errors: INVALID_ARGUMENT whose message starts with the field path
@@ -37,14 +41,21 @@ inline constexpr int kMaxParamValueBytes = 1024;
 // A sweep trial's sweep_id is at most kMaxSweepIdBytes of [A-Za-z0-9._-];
 // its params at most kMaxParams entries, names identifiers of at most
 // kMaxParamNameBytes, values at most kMaxParamValueBytes without NUL.
-absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+// Scheduling fields: queue at most kMaxQueueNameBytes of [A-Za-z0-9._-];
+// user and project at most kMaxUserBytes without control characters;
+// time_limit_ms in [0, kMaxTimeLimitMs]; placement a known value, and PACK or
+// SPREAD only for gangs; the queue one of `policy.queues` ("" and "default"
+// when it lists none: the coordinator's default).
+absl::Status ValidateJobSpec(const v1::JobSpec& spec,
+                             const sched::PolicyConfig& policy = {});
 
 // Experiment (one process, whole or part of one GPU) or gang, from a valid
 // spec: a gang is gpus > 1 or nodes >= 1.
 v1::JobKind KindOf(const v1::JobSpec& spec);
 
 // The scheduler's view of a valid pending job. `submit_seq` orders jobs of
-// equal priority (the job id serves).
+// equal priority (the job id serves). time_limit_s is time_limit_ms rounded
+// up to whole seconds; attained_gpu_s is attained_gpu_ms / 1000.
 sched::JobRequest ToJobRequest(const v1::Job& job);
 
 // Processes per node of a placed gang with `gpus_on_node` GPUs on a node:

@@ -211,5 +211,35 @@ TEST(ValidateJobSpecTest, ValidateJobSpec_BadSweepFields_NameTheField) {
   }
 }
 
+TEST(ValidateJobSpecTest, SchedulingFields_BadValues_InvalidArgumentNamingField) {
+  v1::JobSpec spec;
+  spec.add_command("python");
+  spec.set_queue("no spaces");
+  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              HasSubstr("spec.queue:")));
+  // A well-formed name this coordinator (default policy) does not have.
+  spec.set_queue("prod");
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("spec.queue: no queue \"prod\"")));
+  sched::PolicyConfig policy;
+  policy.queues = {{"prod", 1}};
+  EXPECT_TRUE(ValidateJobSpec(spec, policy).ok());
+  spec.set_queue("");
+  spec.set_time_limit_ms(-1);
+  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              HasSubstr("spec.time_limit_ms:")));
+  spec.set_time_limit_ms(3'600'000);
+  // --spread places the ranks of a gang; a one-process job has none.
+  spec.set_placement(v1::GANG_PLACEMENT_SPREAD);
+  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              HasSubstr("spec.placement:")));
+  spec.set_gpus(4);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  spec.set_user(std::string(200, 'u'));
+  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              HasSubstr("spec.user:")));
+}
+
 }  // namespace
 }  // namespace trainctl::coord

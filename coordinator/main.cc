@@ -18,6 +18,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/etcd/ha_leader.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/sched_config.h"
 #include "coordinator/prometheus_metrics.h"
 #include "coordinator/state_store.h"
 
@@ -99,6 +100,13 @@ int main(int argc, char** argv) {
                  "metric points a job may store (ReportMetrics); reports past it "
                  "are refused with RESOURCE_EXHAUSTED")
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}))->capture_default_str();
+  std::string scheduler_config;
+  app.add_option("--scheduler-config", scheduler_config,
+                 "scheduling policy file (queues and weights, user/project GPU "
+                 "quotas, las|fifo order, backfill, preemption): protobuf text "
+                 "format of trainctl.v1.SchedulerConfigFile "
+                 "(proto/trainctl/v1/sched.proto), JSON if it ends in .json; "
+                 "default: one queue, no quotas, LAS, backfill, preemption");
   CLI::Option* tls_cert = app.add_option(
       "--tls-cert", tls.cert,
       "PEM certificate of this coordinator (deploy/make_certs.sh: "
@@ -221,6 +229,18 @@ int main(int argc, char** argv) {
   config.advertise_address = advertise;
   config.checkpoint_root = checkpoint_root;
   config.max_metric_points_per_job = max_metric_points;
+  if (!scheduler_config.empty()) {
+    auto policy = trainctl::coord::LoadSchedulerConfig(scheduler_config);
+    if (!policy.ok()) {
+      TC_LOG_ERROR("--scheduler-config: {}", policy.status().ToString());
+      return 1;
+    }
+    config.scheduler.policy = *std::move(policy);
+    TC_LOG_INFO("scheduler config {}: {} queues, {} user and {} project quotas",
+                scheduler_config, config.scheduler.policy.queues.size(),
+                config.scheduler.policy.user_gpu_quota.size(),
+                config.scheduler.policy.project_gpu_quota.size());
+  }
   auto core = trainctl::coord::Coordinator::Create(config, state_store, &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());

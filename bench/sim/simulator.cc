@@ -50,7 +50,28 @@ struct Job {
   muri::GpuPlacement placement;
   // kOurs: restart overhead still to pay before progress resumes.
   double overhead_left = 0;
+  // sched::Scheduler policies: GPUs by index, and the job it was preempted
+  // for (table index + 1; 0 = none).
+  sched::Placement lib_placement;
+  int64_t preempted_for = 0;
 };
+
+// Node names of the simulated cluster for sched::Scheduler.
+std::string NodeName(int n) { return absl::StrCat("n", n); }
+
+// The sched::Scheduler policy of `policy` (kFifo, kFifoBackfill, kLas).
+sched::SchedulerConfig LibConfig(Policy policy,
+                                 const muri::TiresiasConfig& tiresias) {
+  sched::SchedulerConfig c;
+  c.wait_reasons = false;
+  sched::PolicyConfig& p = c.policy;
+  p.las_thresholds_gpu_s = tiresias.thresholds_gpu_s;
+  p.order = policy == Policy::kLas ? sched::QueueOrder::kLas
+                                   : sched::QueueOrder::kFifo;
+  p.backfill = policy != Policy::kFifo;
+  p.preemption = policy == Policy::kLas;
+  return c;
+}
 
 struct StartEvent {
   double time = 0;
@@ -72,9 +93,10 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
   if (name == "tiresias") return Policy::kTiresias;
   if (name == "fifo") return Policy::kFifo;
   if (name == "fifo-backfill") return Policy::kFifoBackfill;
+  if (name == "las") return Policy::kLas;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown policy '", name,
-      "'; expected one of srtf, srsf, tiresias, fifo, fifo-backfill"));
+      "'; expected one of las, srtf, srsf, tiresias, fifo, fifo-backfill"));
 }
 
 double RestartOverheadS(int num_gpu, const std::string& model) {
@@ -92,6 +114,104 @@ double RestartOverheadS(int num_gpu, const std::string& model) {
   if (row == kTable->end() || col == kModels.end()) return 10;
   return row->second[col - kModels.begin()];
 }
+
+namespace {
+
+// One scheduling instant through sched::Scheduler: the cluster as
+// `cluster` nodes of 80 GiB GPUs with the running jobs' GPUs taken, the
+// runnable jobs not running as the queue (gangs of num_gpu whole GPUs,
+// arrival order as submit order, attained GPU-time for LAS). Running jobs
+// keep their GPUs unless preempted; a preemptor starts at once (the
+// simulator stops its victims instantly). Updates each job's lib_placement
+// and preempted_for.
+muri::Decision LibDecide(const sched::Scheduler& scheduler,
+                         const muri::GpuCluster& cluster, std::vector<Job>& jobs,
+                         const std::vector<int>& runnable, int64_t gpu_bytes,
+                         bool preemptible) {
+  const int n = static_cast<int>(jobs.size());
+  sched::ClusterSnapshot snap;
+  snap.nodes.resize(cluster.num_nodes);
+  for (int i = 0; i < cluster.num_nodes; ++i) {
+    sched::NodeState& node = snap.nodes[i];
+    node.name = NodeName(i);
+    node.gpus.resize(cluster.gpus_per_node);
+    for (int g = 0; g < cluster.gpus_per_node; ++g) {
+      node.gpus[g].index = g;
+      node.gpus[g].memory_total_bytes = gpu_bytes;
+    }
+  }
+  std::vector<sched::JobRequest> queue;
+  for (int j : runnable) {
+    const Job& job = jobs[j];
+    if (job.status == Status::kRunning) {
+      sched::RunningJob& r = snap.running.emplace_back();
+      r.job_id = j + 1;
+      r.submit_seq = j + 1;
+      r.preemptible = preemptible;
+      r.attained_gpu_s = job.executed * job.num_gpu;
+      r.placement = job.lib_placement;
+      for (const sched::NodeAssignment& a : job.lib_placement.nodes) {
+        const int node = std::stoi(a.node.substr(1));
+        for (int g : a.gpu_indices) {
+          snap.nodes[node].gpus[g].reserved_bytes = gpu_bytes;
+          snap.nodes[node].gpus[g].task_count = 1;
+        }
+      }
+      continue;
+    }
+    sched::JobRequest& q = queue.emplace_back();
+    q.job_id = j + 1;
+    q.submit_seq = j + 1;
+    q.kind = sched::JobKind::kGang;
+    q.total_gpus = job.num_gpu;
+    q.preemptible = preemptible;
+    q.attained_gpu_s = job.executed * job.num_gpu;
+    q.preempted_for = job.preempted_for;
+  }
+  muri::Decision out;
+  out.run.assign(n, false);
+  out.placement.assign(n, {});
+  for (int j : runnable) {
+    if (jobs[j].status == Status::kRunning) {
+      out.run[j] = true;
+      out.placement[j] = jobs[j].placement;
+    }
+  }
+  if (queue.empty()) return out;
+  auto to_muri = [](const sched::Placement& p) {
+    muri::GpuPlacement shares;
+    for (const sched::NodeAssignment& a : p.nodes) {
+      shares.push_back({std::stoi(a.node.substr(1)),
+                        static_cast<int>(a.gpu_indices.size())});
+    }
+    std::sort(shares.begin(), shares.end(),
+              [](const muri::NodeShare& x, const muri::NodeShare& y) {
+                return x.node < y.node;
+              });
+    return shares;
+  };
+  for (const sched::Decision& d : scheduler.Schedule(snap, queue)) {
+    const int j = static_cast<int>(d.job_id) - 1;
+    if (d.outcome == sched::Outcome::kPreempting) {
+      for (int64_t victim : d.preempt) {
+        const int v = static_cast<int>(victim) - 1;
+        out.run[v] = false;
+        out.placement[v].clear();
+        jobs[v].lib_placement = {};
+        jobs[v].preempted_for = d.job_id;
+      }
+    }
+    if (d.outcome == sched::Outcome::kPlaced ||
+        d.outcome == sched::Outcome::kPreempting) {
+      out.run[j] = true;
+      out.placement[j] = to_muri(d.placement);
+      jobs[j].lib_placement = d.placement;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 SimMetrics ComputeMetrics(const std::vector<JobRecord>& jobs) {
   SimMetrics m;
@@ -122,6 +242,18 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   const bool compat = config.cost_model == CostModel::kMuri;
   const Policy policy = config.policy;
   const bool tiresias = policy == Policy::kTiresias;
+  // Through the coordinator's scheduler library.
+  const bool lib = !compat && (policy == Policy::kFifo ||
+                               policy == Policy::kFifoBackfill ||
+                               policy == Policy::kLas);
+  if (compat && policy == Policy::kLas) {
+    return absl::InvalidArgumentError(
+        "--policy las has no Muri counterpart; run it without --compat");
+  }
+  // LAS levels change while jobs run: demotion instants are events.
+  const bool demotions = tiresias || policy == Policy::kLas;
+  const sched::Scheduler lib_scheduler(LibConfig(policy, config.tiresias));
+  constexpr int64_t kSimGpuBytes = int64_t{80} << 30;
 
   // Jobs in upstream's order: stable by submit time (jobs.py sort_all_jobs).
   std::vector<Job> jobs;
@@ -236,7 +368,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       t = start_time;
       take_start = take_end = true;
     }
-    if (tiresias && t > next_jump) {
+    if (demotions && t > next_jump) {
       t = next_jump;
       take_start = take_end = false;
     }
@@ -307,7 +439,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         }
         job.remaining_iteration -= progress_s / job.iteration_time_s;
         job.total_executed = job.total_executed + t - job.last_check;
-        if (tiresias) {
+        if (demotions) {
           job.executed = job.executed + t - job.last_check;
         }
         job.last_check = t;
@@ -354,7 +486,13 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         decision = muri::ScheduleTiresias(total_gpus, queues, las_table);
         break;
       case Policy::kFifo:
-      case Policy::kFifoBackfill: {
+      case Policy::kFifoBackfill:
+      case Policy::kLas: {
+        if (lib) {
+          decision = LibDecide(lib_scheduler, cluster, jobs, runnable,
+                               kSimGpuBytes, policy == Policy::kLas);
+          break;
+        }
         std::vector<muri::FifoJob> list;
         list.reserve(runnable.size());
         for (int j : runnable) {
@@ -384,6 +522,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         if (!job.start_time.has_value()) job.start_time = t;
         job.overhead_left = job.overhead_s;
         job.placement = decision.placement[j];
+        job.preempted_for = 0;
       } else if (run) {
         const muri::GpuPlacement& p = decision.placement[j];
         const bool moved =
@@ -451,8 +590,22 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         }
       }
     }
-    // Next demotion instant (Tiresias).
+    // Next demotion instant (Tiresias, LAS).
     next_jump = kInf;
+    if (policy == Policy::kLas) {
+      for (int j : runnable) {
+        const Job& job = jobs[j];
+        if (job.status != Status::kRunning) continue;
+        const double attained = job.executed * job.num_gpu;
+        for (double threshold : config.tiresias.thresholds_gpu_s) {
+          if (attained < threshold) {
+            next_jump = std::min(next_jump,
+                                 t + (threshold - attained) / job.num_gpu);
+            break;
+          }
+        }
+      }
+    }
     if (tiresias) {
       for (int j : runnable) {
         const Job& job = jobs[j];

@@ -25,13 +25,24 @@
 #include "absl/status/statusor.h"
 #include "bench/sim/trace_io.h"
 #include "coordinator/sched/muri_policy.h"
+#include "coordinator/sched/scheduler.h"
 
 namespace trainctl::sim {
 
-enum class Policy { kSrtf, kSrsf, kTiresias, kFifo, kFifoBackfill };
+// kSrtf, kSrsf, kTiresias: the Muri artifact's policies (muri_policy.h; they
+// know job durations or, for Tiresias, use them not at all but migrate).
+// kFifo, kFifoBackfill, kLas: with the default cost model these run through
+// sched::Scheduler, the coordinator's own scheduler (reservation, backfill,
+// preemption, LAS order): fifo = strict FIFO; fifo-backfill = FIFO with the
+// head-of-queue reservation and backfill around it; las = the coordinator's
+// default (LAS order on attained GPU-time with thresholds 3250/7200 GPU-s,
+// reservation + backfill, every trace job preemptible, jobs keep their GPUs
+// until preempted: no migration). Under --compat muri, fifo and
+// fifo-backfill keep muri_policy.h's yarn-placement baselines.
+enum class Policy { kSrtf, kSrsf, kTiresias, kFifo, kFifoBackfill, kLas };
 enum class CostModel { kOurs, kMuri };
 
-// Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill".
+// Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill", "las".
 absl::StatusOr<Policy> ParsePolicy(const std::string& name);
 
 struct SimConfig {

@@ -115,7 +115,8 @@ TEST(SimulateTest, Simulate_JobLargerThanCluster_IsInvalidArgument) {
 TEST(ParsePolicyTest, ParsePolicy_UnknownName_IsInvalidArgument) {
   EXPECT_EQ(ParsePolicy("srtf").value(), Policy::kSrtf);
   EXPECT_EQ(ParsePolicy("fifo-backfill").value(), Policy::kFifoBackfill);
-  EXPECT_EQ(ParsePolicy("las").status().code(),
+  EXPECT_EQ(ParsePolicy("las").value(), Policy::kLas);
+  EXPECT_EQ(ParsePolicy("sjf").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -266,19 +266,399 @@ struct GangPlan {
   std::vector<std::pair<int, std::vector<int>>> nodes;
 };
 
+// "45s", "25m", "2h05m".
+std::string ShortDuration(double seconds) {
+  const int64_t s = static_cast<int64_t>(std::ceil(std::max(seconds, 0.0)));
+  if (s < 60) return absl::StrFormat("%ds", s);
+  if (s < 3600) return absl::StrFormat("%dm", (s + 59) / 60);
+  const int64_t m = (s + 59) / 60;
+  return absl::StrFormat("%dh%02dm", m / 60, m % 60);
+}
+
+// "2 GPUs", "0.5 GPU", "1.25 GPUs".
+std::string GpuAmount(double gpus) {
+  return absl::StrFormat("%g %s", std::round(gpus * 1000) / 1000,
+                         gpus == 1.0 || (gpus > 0 && gpus < 1.0) ? "GPU" : "GPUs");
+}
+
+// The queue name a job or running job is in.
+absl::string_view QueueName(const std::string& queue) {
+  return queue.empty() ? absl::string_view("default") : queue;
+}
+
+// The LAS level of `attained_gpu_s` under `policy` (always 0 for FIFO).
+int LasLevel(const PolicyConfig& policy, double attained_gpu_s) {
+  if (policy.order != QueueOrder::kLas) return 0;
+  int level = 0;
+  for (double t : policy.las_thresholds_gpu_s) {
+    if (attained_gpu_s >= t) ++level;
+  }
+  return level;
+}
+
+// The hard quota for `name` in `quotas` ("*" as the fallback), if any.
+std::optional<double> QuotaOf(const std::map<std::string, double>& quotas,
+                              const std::string& name) {
+  if (quotas.empty()) return std::nullopt;
+  auto it = quotas.find(name);
+  if (it == quotas.end()) it = quotas.find("*");
+  if (it == quotas.end()) return std::nullopt;
+  return it->second;
+}
+
+// GPUs (whole-GPU equivalents) and GPU bytes held.
+struct Usage {
+  double gpus = 0;
+  double bytes = 0;
+};
+
 // The working state of one Schedule() call: a copy of the snapshot that
-// placements are applied to, and the head-of-queue hold. Single-threaded.
+// placements are applied to, the running jobs (some marked for preemption),
+// usage per queue, user and project, and the head-of-queue hold.
+// Single-threaded.
 class SchedulePass {
  public:
-  SchedulePass(const ClusterSnapshot& cluster, const SchedulerConfig& config)
-      : config_(config), shape_(cluster), nodes_(cluster.nodes) {
+  SchedulePass(const ClusterSnapshot& cluster, const SchedulerConfig& config,
+               const std::vector<JobRequest>& queue)
+      : config_(config),
+        policy_(config.policy),
+        shape_(cluster),
+        nodes_(cluster.nodes),
+        running_(cluster.running) {
     held_.reserve(nodes_.size());
-    for (const NodeState& node : nodes_) {
+    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+      const NodeState& node = nodes_[n];
       held_.emplace_back(node.gpus.size(), false);
+      node_index_[node.name] = n;
+      if (!node.schedulable) continue;
+      for (const GpuState& gpu : node.gpus) {
+        if (!IsUsable(gpu)) continue;
+        total_gpus_ += 1;
+        total_bytes_ += static_cast<double>(gpu.memory_total_bytes);
+      }
+    }
+    for (const JobRequest& job : queue) pending_.insert({job.job_id, false});
+    evicted_.assign(running_.size(), false);
+    for (const RunningJob& r : running_) {
+      const Usage u = UsageOf(r.placement);
+      AddUsage(QueueName(r.queue), r.user, r.project, u, +1);
     }
   }
 
-  Decision Decide(const JobRequest& job) {
+  // Decides every job of `queue`; decisions in scheduling order.
+  std::vector<Decision> Run(const std::vector<JobRequest>& queue,
+                            int64_t explain_id, Explanation* explanation) {
+    explain_id_ = explain_id;
+    explanation_ = explanation;
+    // One list per queue, configured queues first.
+    struct QueueList {
+      std::string name;
+      double weight = 1.0;
+      std::vector<const JobRequest*> jobs;
+      size_t next = 0;
+    };
+    std::vector<QueueList> lists;
+    absl::flat_hash_map<std::string, size_t> list_of;
+    for (const QueueConfig& q : policy_.queues) {
+      list_of[q.name] = lists.size();
+      lists.push_back({q.name, q.weight > 0 ? q.weight : 1.0, {}, 0});
+    }
+    for (const JobRequest& job : queue) {
+      const std::string name(QueueName(job.queue));
+      auto [it, added] = list_of.insert({name, lists.size()});
+      if (added) lists.push_back({name, 1.0, {}, 0});
+      lists[it->second].jobs.push_back(&job);
+    }
+    for (QueueList& list : lists) {
+      std::stable_sort(list.jobs.begin(), list.jobs.end(),
+                       [this](const JobRequest* a, const JobRequest* b) {
+                         return OrderKey(*a) < OrderKey(*b);
+                       });
+    }
+    std::vector<Decision> decisions;
+    decisions.reserve(queue.size());
+    for (size_t left = queue.size(); left > 0; --left) {
+      QueueList* best = nullptr;
+      std::tuple<int, int, double, int64_t> best_key;
+      for (QueueList& list : lists) {
+        if (list.next == list.jobs.size()) continue;
+        const JobRequest& head = *list.jobs[list.next];
+        const auto [neg_priority, level, seq] = OrderKey(head);
+        auto key = std::make_tuple(neg_priority, level,
+                                   lists.size() == 1
+                                       ? 0.0
+                                       : DominantShare(list.name) / list.weight,
+                                   seq);
+        if (best == nullptr || key < best_key) {
+          best = &list;
+          best_key = key;
+        }
+      }
+      const JobRequest& job = *best->jobs[best->next++];
+      decisions.push_back(Decide(job, static_cast<int>(decisions.size()) + 1));
+    }
+    return decisions;
+  }
+
+ private:
+  // (-priority, LAS level, submit_seq): smaller goes first.
+  std::tuple<int, int, int64_t> OrderKey(const JobRequest& job) const {
+    return {-job.priority, LasLevel(policy_, job.attained_gpu_s),
+            job.submit_seq};
+  }
+
+  double DominantShare(const std::string& queue) const {
+    auto it = queue_usage_.find(queue);
+    if (it == queue_usage_.end()) return 0;
+    const double g = total_gpus_ > 0 ? it->second.gpus / total_gpus_ : 0;
+    const double b = total_bytes_ > 0 ? it->second.bytes / total_bytes_ : 0;
+    return std::max(g, b);
+  }
+
+  // GPUs and bytes `placement` holds on the snapshot's GPUs.
+  Usage UsageOf(const Placement& placement) const {
+    Usage u;
+    for (const NodeAssignment& a : placement.nodes) {
+      auto it = node_index_.find(a.node);
+      for (int index : a.gpu_indices) {
+        u.bytes += static_cast<double>(placement.reserved_bytes_per_gpu);
+        double share = 1.0;
+        if (it != node_index_.end()) {
+          for (const GpuState& gpu : nodes_[it->second].gpus) {
+            if (gpu.index == index && gpu.memory_total_bytes > 0) {
+              share = std::min(
+                  1.0, static_cast<double>(placement.reserved_bytes_per_gpu) /
+                           static_cast<double>(gpu.memory_total_bytes));
+            }
+          }
+        }
+        u.gpus += share;
+      }
+    }
+    return u;
+  }
+
+  void AddUsage(absl::string_view queue, const std::string& user,
+                const std::string& project, const Usage& u, int sign) {
+    Usage& q = queue_usage_[std::string(queue)];
+    q.gpus += sign * u.gpus;
+    q.bytes += sign * u.bytes;
+    user_gpus_[user] += sign * u.gpus;
+    project_gpus_[project] += sign * u.gpus;
+  }
+
+  // GPUs `job` asks for (fractions of the largest GPU for experiments).
+  double DemandGpus(const JobRequest& job) const {
+    if (job.kind == JobKind::kGang) {
+      return job.nodes >= 1 ? double{1} * job.nodes * job.gpus_per_node
+                            : job.total_gpus;
+    }
+    if (job.gpu_memory_bytes > 0 && shape_.max_gpu_memory_bytes > 0) {
+      return std::min(1.0, static_cast<double>(job.gpu_memory_bytes) /
+                               static_cast<double>(shape_.max_gpu_memory_bytes));
+    }
+    return std::min(1.0, job.gpu_fraction);
+  }
+
+  // Why a quota keeps `job` waiting, if one does.
+  std::optional<std::string> QuotaReason(const JobRequest& job) const {
+    const double want = DemandGpus(job);
+    constexpr double kSlack = 1e-9;
+    if (std::optional<double> limit = QuotaOf(policy_.user_gpu_quota, job.user)) {
+      auto it = user_gpus_.find(job.user);
+      const double used = it == user_gpus_.end() ? 0 : it->second;
+      if (used + want > *limit + kSlack) {
+        return absl::StrFormat(
+            "user %s: quota %s, %s in use, this job needs %s",
+            job.user.empty() ? "(none)" : job.user, GpuAmount(*limit),
+            GpuAmount(std::max(used, 0.0)), GpuAmount(want));
+      }
+    }
+    if (std::optional<double> limit =
+            QuotaOf(policy_.project_gpu_quota, job.project)) {
+      auto it = project_gpus_.find(job.project);
+      const double used = it == project_gpus_.end() ? 0 : it->second;
+      if (used + want > *limit + kSlack) {
+        return absl::StrFormat(
+            "project %s: quota %s, %s in use, this job needs %s",
+            job.project.empty() ? "(none)" : job.project, GpuAmount(*limit),
+            GpuAmount(std::max(used, 0.0)), GpuAmount(want));
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Whether `job`, after the holder in queue order, may use held GPUs: it
+  // cannot delay the holder.
+  bool MayUseHold(const JobRequest& job) const {
+    if (!hold_taken_) return false;
+    if (hold_eta_s_ >= 0 && job.time_limit_s > 0 &&
+        static_cast<double>(job.time_limit_s) <= hold_eta_s_) {
+      return true;
+    }
+    // A preemptible job the holder may preempt (MayPreempt's rule) cannot
+    // delay it either.
+    if (!policy_.preemption || !job.preemptible) return false;
+    if (job.priority != holder_priority_) return job.priority < holder_priority_;
+    return LasLevel(policy_, job.attained_gpu_s) > holder_level_ ||
+           job.submit_seq > holder_submit_seq_;
+  }
+
+  // Whether `job` may preempt running job `r`.
+  bool MayPreempt(const JobRequest& job, const RunningJob& r) const {
+    if (!r.preemptible) return false;
+    if (r.priority < job.priority) return true;
+    if (r.priority > job.priority) return false;
+    if (LasLevel(policy_, r.attained_gpu_s) >
+        LasLevel(policy_, job.attained_gpu_s)) {
+      return true;
+    }
+    return r.submit_seq > job.submit_seq;  // It overtook `job`.
+  }
+
+  // Frees (sign -1) or re-takes (+1) the GPUs of running job `r` in nodes_.
+  void ApplyRunning(const RunningJob& r, int sign) {
+    for (const NodeAssignment& a : r.placement.nodes) {
+      auto it = node_index_.find(a.node);
+      if (it == node_index_.end()) continue;
+      for (GpuState& gpu : nodes_[it->second].gpus) {
+        if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) ==
+            a.gpu_indices.end()) {
+          continue;
+        }
+        gpu.reserved_bytes = std::max<int64_t>(
+            0, gpu.reserved_bytes + sign * r.placement.reserved_bytes_per_gpu);
+        gpu.task_count = std::max(0, gpu.task_count + sign);
+      }
+    }
+  }
+
+  bool FitsNow(const JobRequest& job, bool honor_hold) const {
+    return job.kind == JobKind::kExperiment
+               ? FindExperimentGpu(job, honor_hold).has_value()
+               : FindGang(job, honor_hold).has_value();
+  }
+
+  // Finds running jobs whose preemption lets `job` fit; on success frees
+  // their GPUs in nodes_, marks them evicted and returns their ids.
+  std::optional<std::vector<int64_t>> TryPreempt(const JobRequest& job,
+                                                 bool honor_hold) {
+    std::vector<int> candidates;
+    for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
+      if (!evicted_[i] && MayPreempt(job, running_[i])) candidates.push_back(i);
+    }
+    if (candidates.empty()) return std::nullopt;
+    if (preemption_searches_ >= policy_.max_preemption_searches) {
+      return std::nullopt;
+    }
+    ++preemption_searches_;
+    // Lowest rank first: lowest priority, deepest LAS level, latest submit.
+    std::sort(candidates.begin(), candidates.end(), [this](int a, int b) {
+      const RunningJob& x = running_[a];
+      const RunningJob& y = running_[b];
+      return std::make_tuple(x.priority, -LasLevel(policy_, x.attained_gpu_s),
+                             -x.submit_seq) <
+             std::make_tuple(y.priority, -LasLevel(policy_, y.attained_gpu_s),
+                             -y.submit_seq);
+    });
+    std::vector<int> chosen;
+    bool fits = false;
+    for (int c : candidates) {
+      ApplyRunning(running_[c], -1);
+      chosen.push_back(c);
+      if (FitsNow(job, honor_hold)) {
+        fits = true;
+        break;
+      }
+    }
+    if (!fits) {
+      for (int c : chosen) ApplyRunning(running_[c], +1);
+      return std::nullopt;
+    }
+    // Spare victims it does not need, the most valuable (last chosen) first.
+    std::vector<int> victims;
+    for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
+      ApplyRunning(running_[chosen[i]], +1);
+      if (!FitsNow(job, honor_hold)) {
+        ApplyRunning(running_[chosen[i]], -1);
+        victims.push_back(chosen[i]);
+      }
+    }
+    victims.push_back(chosen.back());
+    std::vector<int64_t> ids;
+    for (int v : victims) {
+      evicted_[v] = true;
+      const RunningJob& r = running_[v];
+      AddUsage(QueueName(r.queue), r.user, r.project, UsageOf(r.placement), -1);
+      ids.push_back(r.job_id);
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+
+  // Seconds until the held GPUs free up enough for `job`, from the time
+  // limits of the running jobs on them; -1 when unknown.
+  double HoldEta(const JobRequest& job) {
+    std::vector<int> on_hold;
+    for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
+      if (evicted_[i]) continue;
+      bool touches = false;
+      for (const NodeAssignment& a : running_[i].placement.nodes) {
+        auto it = node_index_.find(a.node);
+        if (it == node_index_.end()) continue;
+        const std::vector<GpuState>& gpus = nodes_[it->second].gpus;
+        for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+          if (held_[it->second][g] &&
+              std::find(a.gpu_indices.begin(), a.gpu_indices.end(),
+                        gpus[g].index) != a.gpu_indices.end()) {
+            touches = true;
+          }
+        }
+      }
+      if (touches) on_hold.push_back(i);
+    }
+    std::sort(on_hold.begin(), on_hold.end(), [this](int a, int b) {
+      const double x = running_[a].remaining_s;
+      const double y = running_[b].remaining_s;
+      // Unknown ends (< 0) last.
+      return std::make_tuple(x < 0, x) < std::make_tuple(y < 0, y);
+    });
+    double eta = -1;
+    std::vector<int> released;
+    for (int i : on_hold) {
+      if (running_[i].remaining_s < 0) break;
+      ApplyRunning(running_[i], -1);
+      released.push_back(i);
+      if (FitsNow(job, /*honor_hold=*/false)) {
+        eta = running_[i].remaining_s;
+        break;
+      }
+    }
+    for (int i : released) ApplyRunning(running_[i], +1);
+    return eta;
+  }
+
+  void Account(const JobRequest& job, const Placement& placement) {
+    AddUsage(QueueName(job.queue), job.user, job.project, UsageOf(placement),
+             +1);
+    pending_[job.job_id] = true;  // placed
+  }
+
+  bool Place(const JobRequest& job, bool honor_hold, Placement& placement) {
+    return job.kind == JobKind::kExperiment
+               ? PlaceExperiment(job, honor_hold, placement)
+               : PlaceGang(job, honor_hold, placement);
+  }
+
+  Decision Decide(const JobRequest& job, int position) {
+    Decision decision = DecideInner(job);
+    if (job.job_id == explain_id_ && explanation_ != nullptr) {
+      Explain(job, decision, position);
+    }
+    return decision;
+  }
+
+  Decision DecideInner(const JobRequest& job) {
     Decision decision;
     decision.job_id = job.job_id;
     if (std::optional<std::string> reason = MalformedReason(job, config_)) {
@@ -301,30 +681,180 @@ class SchedulePass {
       decision.reason = *std::move(reason);
       return decision;
     }
-    const bool placed = job.kind == JobKind::kExperiment
-                            ? PlaceExperiment(job, decision.placement)
-                            : PlaceGang(job, decision.placement);
-    if (placed) {
-      decision.outcome = Outcome::kPlaced;
+    if (job.preempted_for != 0) {
+      auto it = pending_.find(job.preempted_for);
+      if (it != pending_.end() && !it->second) {
+        decision.outcome = Outcome::kRetryLater;
+        decision.reason = absl::StrFormat(
+            "was preempted for job %d and waits until it starts",
+            job.preempted_for);
+        return decision;
+      }
+    }
+    if (std::optional<std::string> quota = QuotaReason(job)) {
+      decision.outcome = Outcome::kRetryLater;
+      decision.reason = absl::StrCat("over quota: ", *quota);
       return decision;
     }
+    if (!policy_.backfill && fifo_blocker_ != 0) {
+      decision.outcome = Outcome::kRetryLater;
+      decision.reason = absl::StrFormat(
+          "waiting for job %d, earlier in the queue, to start (strict FIFO)",
+          fifo_blocker_);
+      return decision;
+    }
+    const bool honor_hold = !MayUseHold(job);
+    if (Place(job, honor_hold, decision.placement)) {
+      decision.outcome = Outcome::kPlaced;
+      Account(job, decision.placement);
+      return decision;
+    }
+    if (job.victims_stopping) {
+      decision.outcome = Outcome::kRetryLater;
+      decision.reason =
+          "waiting for the jobs it preempted to stop and free their GPUs";
+      return decision;
+    }
+    if (policy_.preemption) {
+      if (std::optional<std::vector<int64_t>> victims =
+              TryPreempt(job, honor_hold)) {
+        Place(job, honor_hold, decision.placement);
+        decision.outcome = Outcome::kPreempting;
+        decision.preempt = *std::move(victims);
+        std::vector<std::string> ids;
+        for (int64_t id : decision.preempt) ids.push_back(absl::StrCat(id));
+        decision.reason = absl::StrFormat(
+            "preempting job%s %s (preemptible, ranked below it)",
+            ids.size() == 1 ? "" : "s", JoinList(ids, "and"));
+        Account(job, decision.placement);
+        return decision;
+      }
+    }
     decision.outcome = Outcome::kRetryLater;
-    decision.reason = job.kind == JobKind::kExperiment
-                          ? ExperimentWaitReason(job)
-                          : GangWaitReason(job);
+    if (config_.wait_reasons || job.job_id == explain_id_) {
+      decision.reason = job.kind == JobKind::kExperiment
+                            ? ExperimentWaitReason(job)
+                            : GangWaitReason(job);
+    }
+    if (!policy_.backfill && fifo_blocker_ == 0) fifo_blocker_ = job.job_id;
     if (!hold_taken_) {
       hold_taken_ = true;
       holder_job_id_ = job.job_id;
+      holder_priority_ = job.priority;
+      holder_submit_seq_ = job.submit_seq;
+      holder_level_ = LasLevel(policy_, job.attained_gpu_s);
       if (job.kind == JobKind::kExperiment) {
         HoldForExperiment(job);
       } else {
         HoldForGang(job);
       }
+      hold_eta_s_ = HoldEta(job);
+      decision.eta_s = hold_eta_s_;
+      if (hold_eta_s_ >= 0) {
+        absl::StrAppend(&decision.reason, "; holds a reservation on ",
+                        held_description_, ", estimated start in ",
+                        ShortDuration(hold_eta_s_));
+      }
     }
     return decision;
   }
 
- private:
+  // Fills *explanation_ for `job`, decided as `decision`.
+  void Explain(const JobRequest& job, const Decision& decision, int position) {
+    Explanation& e = *explanation_;
+    e.decision = decision;
+    e.position = position;
+    e.queue = std::string(QueueName(job.queue));
+    if (std::optional<std::string> quota = QuotaReason(job);
+        quota && decision.outcome == Outcome::kRetryLater) {
+      e.quota = *quota;
+    }
+    if (job.preempted_for != 0) {
+      auto it = pending_.find(job.preempted_for);
+      if (it != pending_.end() && !it->second) e.preempted_for = job.preempted_for;
+    }
+    if (hold_taken_) {
+      e.reservation_job = holder_job_id_;
+      e.reservation = held_description_;
+      e.reservation_eta_s = hold_eta_s_;
+    }
+    if (decision.outcome != Outcome::kRetryLater) return;
+    constexpr size_t kMaxNodeLines = 20;
+    int more = 0;
+    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+      std::optional<std::string> line = NodeShortfall(job, n);
+      if (!line) continue;
+      if (e.nodes.size() < kMaxNodeLines) {
+        e.nodes.push_back(*std::move(line));
+      } else {
+        ++more;
+      }
+    }
+    if (more > 0) {
+      e.nodes.push_back(absl::StrFormat("... and %d more nodes", more));
+    }
+  }
+
+  // What node `n` lacks for `job` now, or nullopt when it could take it
+  // (or its share of it).
+  std::optional<std::string> NodeShortfall(const JobRequest& job, int n) const {
+    const NodeState& node = nodes_[n];
+    const int usable = UsableGpuCount(node);
+    if (!node.schedulable) {
+      return absl::StrFormat("%s: not schedulable (lost or disconnected)",
+                             node.name);
+    }
+    if (usable == 0) return absl::StrFormat("%s: no GPUs", node.name);
+    if (job.kind == JobKind::kGang) {
+      int per_node = job.gpus_per_node;
+      if (job.nodes < 1) {
+        per_node = job.total_gpus;
+        for (const Layout& l : GangLayouts(job, shape_.node_count)) {
+          if (shape_.CouldEverHold(l)) {
+            per_node = l.per_node;
+            break;
+          }
+        }
+      }
+      const int free = GangFreeCount(n, /*honor_hold=*/false);
+      if (free < per_node) {
+        return absl::StrFormat("%s: %d of %d GPUs free, needs %d", node.name,
+                               free, usable, per_node);
+      }
+      if (GangFreeCount(n, /*honor_hold=*/true) < per_node &&
+          holder_job_id_ != job.job_id) {
+        return absl::StrFormat("%s: %d of %d GPUs free, but reserved for job %d",
+                               node.name, free, usable, holder_job_id_);
+      }
+      return std::nullopt;
+    }
+    int64_t best_free = 0;
+    int64_t need = 0;
+    bool fits = false;
+    bool held_only = false;
+    for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+      const GpuState& gpu = node.gpus[g];
+      if (!IsUsable(gpu)) continue;
+      const int64_t want = ReservationBytes(job, gpu.memory_total_bytes);
+      need = std::max(need, want);
+      best_free = std::max(best_free, FreeBytes(gpu));
+      if (want <= FreeBytes(gpu) && gpu.task_count < config_.max_tasks_per_gpu) {
+        if (IsHeld(n, g) && holder_job_id_ != job.job_id) {
+          held_only = true;
+        } else {
+          fits = true;
+        }
+      }
+    }
+    if (fits) return std::nullopt;
+    if (held_only) {
+      return absl::StrFormat("%s: has room, but reserved for job %d", node.name,
+                             holder_job_id_);
+    }
+    return absl::StrFormat("%s: at most %s free on a GPU, needs %s", node.name,
+                           GiB(best_free), GiB(need));
+  }
+
   bool IsHeld(int node, int gpu) const { return held_[node][gpu]; }
 
   // --- Experiments ---
@@ -357,8 +887,9 @@ class SchedulePass {
     return best;
   }
 
-  bool PlaceExperiment(const JobRequest& job, Placement& placement) {
-    std::optional<GpuRef> ref = FindExperimentGpu(job, /*honor_hold=*/true);
+  bool PlaceExperiment(const JobRequest& job, bool honor_hold,
+                       Placement& placement) {
+    std::optional<GpuRef> ref = FindExperimentGpu(job, honor_hold);
     if (!ref) return false;
     NodeState& node = nodes_[ref->node];
     GpuState& gpu = node.gpus[ref->gpu];
@@ -513,15 +1044,22 @@ class SchedulePass {
     const int node_count = static_cast<int>(nodes_.size());
     std::vector<int> free(node_count);
     for (int n = 0; n < node_count; ++n) free[n] = GangFreeCount(n, honor_hold);
-    for (const Layout& layout : GangLayouts(job, node_count)) {
+    const bool spread = job.placement == GangPlacement::kSpread;
+    std::vector<Layout> layouts = GangLayouts(job, node_count);
+    // SPREAD: the most nodes first.
+    if (spread) std::reverse(layouts.begin(), layouts.end());
+    for (const Layout& layout : layouts) {
       std::vector<int> candidates;
       for (int n = 0; n < node_count; ++n) {
         if (free[n] >= layout.per_node) candidates.push_back(n);
       }
       if (static_cast<int>(candidates.size()) < layout.nodes) continue;
+      // PACK: best fit (fewest free GPUs first); SPREAD: emptiest first.
       std::sort(candidates.begin(), candidates.end(), [&](int a, int b) {
-        return std::make_tuple(free[a], absl::string_view(nodes_[a].name)) <
-               std::make_tuple(free[b], absl::string_view(nodes_[b].name));
+        const int fa = spread ? -free[a] : free[a];
+        const int fb = spread ? -free[b] : free[b];
+        return std::make_tuple(fa, absl::string_view(nodes_[a].name)) <
+               std::make_tuple(fb, absl::string_view(nodes_[b].name));
       });
       GangPlan plan;
       for (int i = 0; i < layout.nodes; ++i) {
@@ -533,8 +1071,8 @@ class SchedulePass {
     return std::nullopt;
   }
 
-  bool PlaceGang(const JobRequest& job, Placement& placement) {
-    std::optional<GangPlan> plan = FindGang(job, /*honor_hold=*/true);
+  bool PlaceGang(const JobRequest& job, bool honor_hold, Placement& placement) {
+    std::optional<GangPlan> plan = FindGang(job, honor_hold);
     if (!plan) return false;
     int64_t per_gpu = -1;
     for (const auto& [n, positions] : plan->nodes) {
@@ -622,15 +1160,40 @@ class SchedulePass {
   // For a job that would fit now but for the hold.
   std::string BlockedByHoldReason() const {
     return absl::StrFormat(
-        "waiting for job %d, earlier in the queue, which has reserved %s "
-        "until enough of it drains",
-        holder_job_id_, held_description_);
+               "waiting for job %d, earlier in the queue, which has reserved %s "
+               "until enough of it drains",
+               holder_job_id_, held_description_) +
+           (hold_eta_s_ >= 0 ? absl::StrCat(" (estimated in ",
+                                            ShortDuration(hold_eta_s_), ")")
+                             : std::string());
   }
 
   const SchedulerConfig& config_;
+  const PolicyConfig& policy_;
   const ClusterShape shape_;
-  // The snapshot with this call's placements applied.
+  // The snapshot with this call's placements applied (and preemption
+  // victims' GPUs freed).
   std::vector<NodeState> nodes_;
+  absl::flat_hash_map<std::string, int> node_index_;
+  std::vector<RunningJob> running_;
+  // evicted_[i]: running_[i] is preempted by this call.
+  std::vector<bool> evicted_;
+  // Job id -> placed by this call, for every job of the queue.
+  absl::flat_hash_map<int64_t, bool> pending_;
+  double total_gpus_ = 0;
+  double total_bytes_ = 0;
+  absl::flat_hash_map<std::string, Usage> queue_usage_;
+  absl::flat_hash_map<std::string, double> user_gpus_;
+  absl::flat_hash_map<std::string, double> project_gpus_;
+  int preemption_searches_ = 0;
+  // Strict FIFO: the first job that waits for GPUs.
+  int64_t fifo_blocker_ = 0;
+  int64_t explain_id_ = 0;
+  Explanation* explanation_ = nullptr;
+  int holder_priority_ = 0;
+  int64_t holder_submit_seq_ = 0;
+  int holder_level_ = 0;
+  double hold_eta_s_ = -1;
   // held_[node][gpu]: reserved for the head-of-queue job, same shape as nodes_.
   std::vector<std::vector<bool>> held_;
   bool hold_taken_ = false;
@@ -665,21 +1228,22 @@ Scheduler::Scheduler(SchedulerConfig config) : config_(config) {}
 std::vector<Decision> Scheduler::Schedule(
     const ClusterSnapshot& cluster,
     const std::vector<JobRequest>& queue) const {
-  std::vector<const JobRequest*> order;
-  order.reserve(queue.size());
-  for (const JobRequest& job : queue) order.push_back(&job);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const JobRequest* a, const JobRequest* b) {
-                     if (a->priority != b->priority) {
-                       return a->priority > b->priority;
-                     }
-                     return a->submit_seq < b->submit_seq;
-                   });
-  SchedulePass pass(cluster, config_);
-  std::vector<Decision> decisions;
-  decisions.reserve(order.size());
-  for (const JobRequest* job : order) decisions.push_back(pass.Decide(*job));
-  return decisions;
+  SchedulePass pass(cluster, config_, queue);
+  return pass.Run(queue, /*explain_id=*/0, nullptr);
+}
+
+std::optional<Explanation> Scheduler::Explain(
+    const ClusterSnapshot& cluster, const std::vector<JobRequest>& queue,
+    int64_t job_id) const {
+  if (std::none_of(queue.begin(), queue.end(), [job_id](const JobRequest& j) {
+        return j.job_id == job_id;
+      })) {
+    return std::nullopt;
+  }
+  Explanation explanation;
+  SchedulePass pass(cluster, config_, queue);
+  pass.Run(queue, job_id, &explanation);
+  return explanation;
 }
 
 }  // namespace trainctl::sched

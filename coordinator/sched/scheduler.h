@@ -7,6 +7,8 @@
 // code.
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,11 +39,59 @@ struct NodeState {
   std::vector<GpuState> gpus;
 };
 
-struct ClusterSnapshot {
-  std::vector<NodeState> nodes;
+enum class JobKind { kExperiment, kGang };
+
+// How a gang spreads over nodes (Ray placement-group strategies).
+enum class GangPlacement {
+  // PACK (the default): the fewest nodes, best fit (the fullest nodes that
+  // still fit), so whole nodes stay free.
+  kPack,
+  // SPREAD: as many nodes as the layout allows (for `total_gpus` gangs, one
+  // GPU per node when enough nodes have one free), the emptiest nodes first.
+  kSpread,
 };
 
-enum class JobKind { kExperiment, kGang };
+// The GPUs a job gets on one node, in local-rank order.
+struct NodeAssignment {
+  std::string node;
+  std::vector<int> gpu_indices;
+};
+
+struct Placement {
+  // Node rank order: nodes[0] holds rank 0.
+  std::vector<NodeAssignment> nodes;
+  // Bytes reserved on each assigned GPU.
+  int64_t reserved_bytes_per_gpu = 0;
+};
+
+// A job that holds GPUs now (placed by an earlier call). Its reservation is
+// already counted in the nodes' GpuState; this says whose it is, for quotas,
+// fair share, preemption and the reservation's estimated start.
+struct RunningJob {
+  int64_t job_id = 0;
+  int priority = 0;
+  int64_t submit_seq = 0;
+  // Queue ("" = the default queue), user and project it is charged to.
+  std::string queue;
+  std::string user;
+  std::string project;
+  // May be stopped (SIGTERM, grace, requeued as a new attempt) for a job
+  // that outranks it (see Scheduler).
+  bool preemptible = false;
+  // GPU-seconds received so far, this attempt included (LAS level).
+  double attained_gpu_s = 0;
+  // Seconds until its time limit stops it; < 0 when it has no time limit
+  // (its end is unknown).
+  double remaining_s = -1;
+  Placement placement;
+};
+
+struct ClusterSnapshot {
+  std::vector<NodeState> nodes;
+  // Jobs holding GPUs of `nodes`; may be empty (then quotas, fair share,
+  // preemption and the reservation ETA see no running work).
+  std::vector<RunningJob> running;
+};
 
 // A pending job as the scheduler sees it. Validated by the caller.
 struct JobRequest {
@@ -65,19 +115,28 @@ struct JobRequest {
   int total_gpus = 0;
   int nodes = 0;
   int gpus_per_node = 0;
-};
+  GangPlacement placement = GangPlacement::kPack;
 
-// The GPUs a job gets on one node, in local-rank order.
-struct NodeAssignment {
-  std::string node;
-  std::vector<int> gpu_indices;
-};
-
-struct Placement {
-  // Node rank order: nodes[0] holds rank 0.
-  std::vector<NodeAssignment> nodes;
-  // Bytes reserved on each assigned GPU.
-  int64_t reserved_bytes_per_gpu = 0;
+  // Named queue ("" = "default"), user and project, for fair share and
+  // quotas.
+  std::string queue;
+  std::string user;
+  std::string project;
+  // Wall-clock limit of one attempt, seconds; 0 = none. A job with a limit
+  // may backfill onto GPUs reserved for an earlier job when it ends before
+  // that job's estimated start.
+  int64_t time_limit_s = 0;
+  // May be preempted, and so may backfill onto reserved GPUs (the job holding
+  // the reservation preempts it when its turn comes).
+  bool preemptible = false;
+  // GPU-seconds received in earlier attempts (LAS level).
+  double attained_gpu_s = 0;
+  // Non-zero when this job was preempted for that job: it is not placed
+  // while that job is still in the queue (no ping-pong).
+  int64_t preempted_for = 0;
+  // Set while jobs this one preempted are still stopping: it waits for their
+  // GPUs and preempts nothing more.
+  bool victims_stopping = false;
 };
 
 enum class Outcome {
@@ -89,19 +148,106 @@ enum class Outcome {
   // Can never fit this cluster (more GPUs than it has, more memory than any
   // GPU...); `reason` says why. The job should fail at once.
   kInfeasible,
+  // Fits once the running jobs in `preempt` are stopped: `placement` is
+  // where it goes then. The caller stops them (grace period, requeue) and
+  // schedules again once their GPUs are free; a caller that stops jobs at
+  // once (the simulator) may start it on `placement` right away.
+  kPreempting,
 };
 
 struct Decision {
   int64_t job_id = 0;
   Outcome outcome = Outcome::kRetryLater;
   Placement placement;
-  // A user-facing sentence for kRetryLater and kInfeasible.
+  // A user-facing sentence for kRetryLater, kInfeasible and kPreempting.
   std::string reason;
+  // kPreempting: the running jobs to stop, by job id.
+  std::vector<int64_t> preempt;
+  // kRetryLater of the job holding the head-of-queue reservation: seconds
+  // from now until its reserved GPUs are estimated to be free (from running
+  // jobs' time limits); < 0 when unknown (some job there has no limit).
+  double eta_s = -1;
+};
+
+// Order of jobs of equal priority inside a queue.
+enum class QueueOrder {
+  // Submit order.
+  kFifo,
+  // Least attained service (Tiresias 2D-LAS on GPU-time): jobs in a lower
+  // LAS level (fewer attained GPU-seconds, see las_thresholds_gpu_s) first,
+  // then submit order. Needs no job durations.
+  kLas,
+};
+
+// A named queue; its share of the cluster is weighted fair (see Scheduler).
+struct QueueConfig {
+  std::string name;
+  // > 0; a queue of weight 2 is entitled to twice the share of weight 1.
+  double weight = 1.0;
+};
+
+// Scheduling policy: queues, quotas, order, backfill, preemption. The
+// coordinator reads it from --scheduler-config (coordinator/sched_config.h);
+// the simulator sets it from --policy.
+struct PolicyConfig {
+  QueueOrder order = QueueOrder::kLas;
+  // LAS levels: a job with attained GPU-seconds >= thresholds[i] is in level
+  // i + 1 or deeper. Defaults: Tiresias (NSDI'19) 2D-LAS thresholds on
+  // GPU-time as in the Muri artifact, 3250 and 7200 GPU-s.
+  std::vector<double> las_thresholds_gpu_s = {3250, 7200};
+  // False: strict FIFO, nothing starts while an earlier job waits for GPUs.
+  // True: later jobs start around the head-of-queue reservation.
+  bool backfill = true;
+  // Whether blocked jobs may preempt preemptible running jobs.
+  bool preemption = true;
+  // At most this many blocked jobs per call search for preemption victims
+  // (bounds the cost of a call with a long queue).
+  int max_preemption_searches = 16;
+  // Named queues. Empty: one queue "default" of weight 1. A job's queue ""
+  // is "default".
+  std::vector<QueueConfig> queues;
+  // Hard GPU limits (GPUs, fractions count as such) on what one user's or
+  // project's running jobs hold; absent = unlimited. The key "*" applies to
+  // every user (project) without an entry of its own.
+  std::map<std::string, double> user_gpu_quota;
+  std::map<std::string, double> project_gpu_quota;
 };
 
 struct SchedulerConfig {
   // At most this many tasks share one GPU (experiments only).
   int max_tasks_per_gpu = 8;
+  PolicyConfig policy;
+  // False: kRetryLater decisions carry an empty reason (the simulator shows
+  // none, and a long queue's sentences cost more than the decisions).
+  bool wait_reasons = true;
+};
+
+// Why a pending job waits, in parts a user can act on (Scheduler::Explain).
+struct Explanation {
+  // Its decision in a pass over the cluster as it is now.
+  Decision decision;
+  // 1-based place in this pass's scheduling order.
+  int position = 0;
+  // The queue it is in ("default" for "").
+  std::string queue;
+  // Non-empty when a user or project quota blocks it: which, and the
+  // arithmetic ("user alice: quota 8 GPUs, 6 in use, needs 4").
+  std::string quota;
+  // One line per node that cannot take it now and what it lacks
+  // ("node-a: 2 of 8 GPUs free, needs 4"); at most 20 lines, then "... and N
+  // more nodes".
+  std::vector<std::string> nodes;
+  // The job holding the head-of-queue reservation this one waits behind (its
+  // own id when it holds it), 0 when none; what is reserved ("nodes a and
+  // b") and the estimated seconds until it starts (< 0: unknown).
+  int64_t reservation_job = 0;
+  std::string reservation;
+  double reservation_eta_s = -1;
+  // Non-zero when it waits for the job it was preempted for to start.
+  int64_t preempted_for = 0;
+  // Set while jobs this one preempted are still stopping: it waits for their
+  // GPUs and preempts nothing more.
+  bool victims_stopping = false;
 };
 
 // Bytes an experiment reserves on a GPU with `gpu_total_bytes` of memory (see
@@ -111,7 +257,24 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 // Decides placements. Stateless and thread-compatible.
 //
 // Rules:
-// - Queue order: priority (higher first), then submit_seq.
+// - Queue order: jobs are taken one at a time from the named queues. Inside
+//   a queue: priority (higher first), then the LAS level (QueueOrder::kLas),
+//   then submit_seq. Across queues: the next job is the queue head with the
+//   highest priority, then the lowest LAS level, then the queue with the
+//   lowest weighted dominant share (DRF: max(GPUs held / cluster GPUs, GPU
+//   bytes held / cluster GPU bytes) / weight, counting running jobs and this
+//   call's placements), then submit_seq.
+// - Quotas: a job whose user or project would exceed its hard GPU quota
+//   waits (kRetryLater naming the quota) and takes no reservation.
+// - Preemption (PolicyConfig.preemption): a job that cannot be placed may
+//   preempt running preemptible jobs that rank below it (lower priority, or
+//   equal priority and a deeper LAS level) or that overtook it (started
+//   later in submit order at no higher priority: they backfilled around it).
+//   Victims: lowest rank first, latest submitted first, until it fits; then
+//   victims it does not need are spared. A job preempted for X
+//   (preempted_for) is not placed while X is in the queue.
+// - Strict FIFO (backfill false): after the first job that waits for GPUs,
+//   later jobs wait too.
 // - Experiments: best fit, the GPU that has the least room left after the
 //   reservation among those where it fits (partly used GPUs first, so whole
 //   GPUs and whole nodes stay free for gangs); ties go to the node with the
@@ -119,10 +282,14 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 // - Gangs: all-or-nothing on whole free GPUs, the fewest nodes; among nodes
 //   that fit, best fit (fewest whole free GPUs left); within a node GPUs of one
 //   NVLink island when one island has enough.
+// - Gangs with GangPlacement::kSpread: the most nodes, emptiest first.
 // - Head-of-queue reservation: the first job in queue order that cannot be
-//   placed now reserves the nodes it would use when they drain; jobs after it
-//   are placed only outside that reservation, so a gang is not starved by a
-//   stream of small jobs.
+//   placed now reserves the nodes it would use when they drain, with an
+//   estimated start from the running jobs' time limits (eta_s); jobs after
+//   it are placed on reserved GPUs only when they cannot delay it: their
+//   time limit ends before that estimate, or they are preemptible (and so
+//   preemptible by it). A gang is not starved by a stream of small jobs, and
+//   no partial gang holds GPUs (placements are all-or-nothing).
 // - Infeasible is judged against the whole cluster (lost nodes included),
 //   ignoring what is in use; an empty cluster makes every job kRetryLater.
 class Scheduler {
@@ -134,6 +301,13 @@ class Scheduler {
   // the earlier placements of the same call took.
   std::vector<Decision> Schedule(const ClusterSnapshot& cluster,
                                  const std::vector<JobRequest>& queue) const;
+
+  // Runs the same pass as Schedule() and explains the decision for job
+  // `job_id` of `queue`. Returns nullopt when `queue` has no such job. Costs
+  // one Schedule() call plus O(nodes) for the explained job.
+  std::optional<Explanation> Explain(const ClusterSnapshot& cluster,
+                                     const std::vector<JobRequest>& queue,
+                                     int64_t job_id) const;
 
  private:
   SchedulerConfig config_;

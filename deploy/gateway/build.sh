@@ -25,7 +25,7 @@ protoc -I "$SRC/proto" \
   --go_out=plugins=grpc:"$GOPATH_DIR/src" \
   --grpc-gateway_out=logtostderr=true,grpc_api_configuration="$SRC/deploy/gateway/trainctl_http.yaml":"$GOPATH_DIR/src" \
   "$SRC/proto/trainctl/v1/metrics.proto" "$SRC/proto/trainctl/v1/types.proto" \
-  "$SRC/proto/trainctl/v1/preflight.proto" \
+  "$SRC/proto/trainctl/v1/sched.proto" "$SRC/proto/trainctl/v1/preflight.proto" \
   "$SRC/proto/trainctl/v1/service.proto"
 
 export GOPATH=$GOPATH_DIR:/usr/share/gocode GO111MODULE=off GOPROXY=off GOFLAGS=

@@ -1,5 +1,6 @@
 #include "worker/hw/fake_gpu_inventory.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -20,8 +21,9 @@ constexpr int kMaxFakeGpus = 64;
 
 absl::Status BadSpec(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrFormat(
-      "invalid --fake-gpus \"%s\": %s; expected N[:MODEL[:MEMORY]] with N in "
-      "1..%d, e.g. \"8\" or \"4:H100:80GiB\"",
+      "invalid --fake-gpus \"%s\": %s; expected N[:MODEL[:MEMORY[:islands=K]]] "
+      "with N in 1..%d, e.g. \"8\", \"4:H100:80GiB\" or "
+      "\"8:H100:80GiB:islands=2\"",
       text, why, kMaxFakeGpus));
 }
 
@@ -29,7 +31,7 @@ absl::Status BadSpec(absl::string_view text, absl::string_view why) {
 
 absl::StatusOr<FakeGpuSpec> ParseFakeGpuSpec(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
-  if (parts.size() > 3) return BadSpec(text, "too many ':'-separated fields");
+  if (parts.size() > 4) return BadSpec(text, "too many ':'-separated fields");
   FakeGpuSpec spec;
   const absl::string_view count_text = absl::StripAsciiWhitespace(parts[0]);
   if (!absl::SimpleAtoi(count_text, &spec.count)) {
@@ -44,11 +46,24 @@ absl::StatusOr<FakeGpuSpec> ParseFakeGpuSpec(absl::string_view text) {
     if (model.empty()) return BadSpec(text, "MODEL is empty");
     spec.model = std::string(model);
   }
-  if (parts.size() == 3) {
+  if (parts.size() >= 3) {
     absl::StatusOr<int64_t> memory = ParseByteSize(parts[2]);
     if (!memory.ok()) return BadSpec(text, memory.status().message());
     if (*memory <= 0) return BadSpec(text, "MEMORY must be positive");
     spec.memory_bytes = *memory;
+  }
+  if (parts.size() == 4) {
+    absl::string_view islands = absl::StripAsciiWhitespace(parts[3]);
+    if (!absl::ConsumePrefix(&islands, "islands=") ||
+        !absl::SimpleAtoi(islands, &spec.nvlink_islands)) {
+      return BadSpec(text, absl::StrFormat("\"%s\" is not islands=K", parts[3]));
+    }
+    if (spec.nvlink_islands < 1 || spec.nvlink_islands > spec.count ||
+        spec.count % spec.nvlink_islands != 0) {
+      return BadSpec(text, absl::StrFormat(
+                               "islands=%d must be in 1..%d and divide %d",
+                               spec.nvlink_islands, spec.count, spec.count));
+    }
   }
   return spec;
 }
@@ -77,8 +92,10 @@ absl::StatusOr<std::vector<GpuInfo>> FakeGpuInventory::ListGpus() {
     gpu.uuid = absl::StrCat("GPU-fake-", node_name_, "-", i);
     gpu.name = spec_.model;
     gpu.memory_total_bytes = spec_.memory_bytes;
+    const int islands = spec_.nvlink_islands >= 1 ? spec_.nvlink_islands : 1;
+    const int size = std::max(1, spec_.count / islands);
     for (int peer = 0; peer < static_cast<int>(gpus.size()); ++peer) {
-      if (peer != i) gpu.nvlink_peers.push_back(peer);
+      if (peer != i && peer / size == i / size) gpu.nvlink_peers.push_back(peer);
     }
     gpu.mig_enabled = false;
   }

@@ -24,17 +24,26 @@ struct FakeGpuSpec {
   std::string model = "Fake GPU";
   // Memory of each GPU in bytes (default 80 GiB).
   int64_t memory_bytes = int64_t{80} << 30;
+  // NVLink islands of equal size (count divisible by it): GPUs
+  // [k * count / islands, (k + 1) * count / islands) are joined all-to-all;
+  // none across islands. 1 (default): one island of all GPUs; count: no
+  // NVLink at all.
+  int nvlink_islands = 1;
 };
 
-// Parses the agent flag `--fake-gpus N[:MODEL[:MEMORY]]`: "8", "4:H100",
-// "4:H100:80GiB" (MEMORY as common/units.h ParseByteSize accepts it).
+// Parses the agent flag `--fake-gpus N[:MODEL[:MEMORY[:islands=K]]]`: "8",
+// "4:H100", "4:H100:80GiB" (MEMORY as common/units.h ParseByteSize accepts
+// it), "8:H100:80GiB:islands=2" (two NVLink islands of 4 GPUs, as on a
+// 2 x 4 NVLink-bridged host).
 // Errors: INVALID_ARGUMENT with the reason for malformed text, N outside
-// 1..64, an empty MODEL or a MEMORY that is not a positive byte size.
+// 1..64, an empty MODEL, a MEMORY that is not a positive byte size, or K not
+// in 1..N or not dividing N.
 absl::StatusOr<FakeGpuSpec> ParseFakeGpuSpec(absl::string_view text);
 
 // `spec.count` identical GPUs of node `node_name`. GPU i has UUID
 // "GPU-fake-<node_name>-<i>" (stable across restarts, distinct across nodes),
-// and all GPUs form one NVLink island (each lists every other as a peer).
+// and lists the other GPUs of its NVLink island (spec.nvlink_islands) as
+// peers.
 // Sample() reports zeros until SetSample() scripts a value. SetFailing(true)
 // makes ListGpus() and Sample() fail with UNAVAILABLE until
 // SetFailing(false). Thread-safe.

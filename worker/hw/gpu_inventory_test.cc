@@ -71,7 +71,10 @@ TEST(ParseFakeGpuSpec, BadText_IsInvalidArgumentWithReason) {
       {"4::80GiB", "MODEL is empty"},
       {"4:H100:80Q", "unknown unit"},
       {"4:H100:0", "positive"},
-      {"4:H100:80GiB:x", "too many"},
+      {"4:H100:80GiB:islands=2:x", "too many"},
+      {"4:H100:80GiB:x", "is not islands=K"},
+      {"4:H100:80GiB:islands=3", "must be in 1..4 and divide 4"},
+      {"4:H100:80GiB:islands=0", "must be in 1..4"},
   };
   for (const auto& c : kCases) {
     EXPECT_THAT(ParseFakeGpuSpec(c.text),
@@ -80,6 +83,18 @@ TEST(ParseFakeGpuSpec, BadText_IsInvalidArgumentWithReason) {
                                           HasSubstr(c.reason))))
         << "input: \"" << c.text << "\"";
   }
+}
+
+TEST(FakeGpuInventory, ListGpus_TwoIslands_PeersOnlyWithinIsland) {
+  absl::StatusOr<FakeGpuSpec> spec = ParseFakeGpuSpec("8:H100:80GiB:islands=2");
+  TC_ASSERT_OK(spec);
+  EXPECT_EQ(spec->nvlink_islands, 2);
+  FakeGpuInventory inventory(*spec, "node-a");
+  absl::StatusOr<std::vector<GpuInfo>> gpus = inventory.ListGpus();
+  TC_ASSERT_OK(gpus);
+  // GPUs 0-3 and 4-7: GPU 1 is joined to 0, 2, 3; GPU 6 to 4, 5, 7.
+  EXPECT_THAT((*gpus)[1].nvlink_peers, ::testing::ElementsAre(0, 2, 3));
+  EXPECT_THAT((*gpus)[6].nvlink_peers, ::testing::ElementsAre(4, 5, 7));
 }
 
 TEST(FakeGpuInventory, ListGpus_ReportsSpecWithDeterministicUuids) {

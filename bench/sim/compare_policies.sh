@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Compares scheduling policies on every shipped Muri trace with trainctl-sim's
+# own cost model (restart overhead paid once per start, no --compat): fifo,
+# fifo-backfill and las (the coordinator's sched::Scheduler: strict FIFO,
+# FIFO + head-of-queue reservation + backfill, and the default LAS policy),
+# and the Muri artifact's srtf and tiresias (muri_policy.h; srtf knows job
+# durations, an oracle). Prints a table and writes
+# bench/results/sim_policies.json (.txt beside it), then runs the starvation
+# scenario (a gang behind a stream of 1-GPU jobs) into
+# bench/results/sim_starvation.txt.
+#
+#   bench/sim/compare_policies.sh [BUILD_DIR] [MURI_DIR]
+# BUILD_DIR defaults to build; MURI_DIR to ../shared/traces/muri. Any trace
+# CSV in MURI_DIR/sim (Muri format) is replayed; the simulator has no
+# per-trace constants.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+build="${1:-build}"
+muri="${2:-../shared/traces/muri}"
+sim="$build/bin/trainctl-sim"
+[[ -x "$sim" ]] || { echo "no $sim; build it: cmake --build $build --target trainctl-sim" >&2; exit 1; }
+[[ -d "$muri/sim" ]] || { echo "no Muri data at $muri" >&2; exit 1; }
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+runs="$tmp/runs.tsv"
+: >"$runs"
+traces=(trace1 trace1_pr trace2 trace2_pr trace3 trace3_pr trace4 trace4_pr)
+policies=(fifo fifo-backfill las srtf tiresias)
+for trace in "${traces[@]}"; do
+  for policy in "${policies[@]}"; do
+    out="$tmp/$trace.$policy.csv"
+    json=$("$sim" --trace "$muri/sim/$trace.csv" --cluster "$muri/sim/cluster_n8g8.csv" \
+      --policy "$policy" --jobs-out "$out" | tail -n 1)
+    printf '%s\t%s\t%s\t%s\n' "$trace" "$policy" "$out" "$json" >>"$runs"
+  done
+done
+
+python3 - "$runs" "$muri" bench/results/sim_policies.json <<'PY' | tee bench/results/sim_policies.txt
+import csv, json, os, platform, sys
+runs, muri, dest = sys.argv[1:4]
+pub = {}
+with open(os.path.join(muri, "published_sim_results.csv")) as f:
+    for r in csv.DictReader(f):
+        pub[(r["trace"], r["policy"])] = r
+rows = []
+with open(runs) as f:
+    for line in f:
+        trace, policy, jobs_csv, js = line.rstrip("\n").split("\t", 3)
+        m = json.loads(js)
+        waits = []
+        with open(jobs_csv) as jf:
+            for r in csv.DictReader(jf):
+                waits.append(float(r["start_time_s"]) - float(r["submit_time_s"]))
+        t = pub.get((trace, "Tiresias (dlas-gpu)"))
+        rows.append({
+            "trace": trace, "policy": policy, "jobs": int(m["jobs"]),
+            "avg_jct_s": m["avg_jct_s"], "p99_jct_s": m["p99_jct_s"],
+            "makespan_s": m["makespan_s"],
+            "avg_queueing_delay_s": sum(waits) / len(waits),
+            "gpu_allocation": m["gpu_allocation"],
+            "preemptions": int(m["preemptions"]),
+            "published_tiresias_avg_jct_s": float(t["avg_jct_s"]) if t else None,
+            "avg_jct_vs_published_tiresias":
+                m["avg_jct_s"] / float(t["avg_jct_s"]) if t else None,
+            "wall_s": m["wall_s"],
+        })
+print("| trace | policy | avg JCT (s) | p99 JCT (s) | makespan (s) | avg queueing delay (s) | GPU alloc | preemptions | avg JCT / published Tiresias |")
+print("|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    ratio = r["avg_jct_vs_published_tiresias"]
+    print("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %s |" % (
+        r["trace"], r["policy"], r["avg_jct_s"], r["p99_jct_s"], r["makespan_s"],
+        r["avg_queueing_delay_s"], 100 * r["gpu_allocation"], r["preemptions"],
+        "%.2f" % ratio if ratio is not None else "-"))
+with open(dest, "w") as f:
+    json.dump({"host": platform.node(), "cost_model": "trainctl (no --compat)",
+               "cluster": "cluster_n8g8 (8 nodes x 8 GPUs)", "rows": rows}, f, indent=1)
+PY
+
+# Starvation: one node of 8 GPUs. Eight 1-GPU jobs (1000 s each) fill it at
+# t = 0..70 s; an 8-GPU gang arrives at t = 80 s; then a 1-GPU job (1000 s)
+# arrives every 125 s until t = 5000 s, so about 8 are always running.
+# Greedy backfill (Muri-style fifo-backfill, no reservation) hands every
+# freed GPU to the next small job and the gang waits for the stream to end;
+# with the head-of-queue reservation the gang starts once the first eight
+# drain (~1070 s).
+{
+  echo "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node"
+  echo "1,1,8,92,5205"
+} >"$tmp/one_node.csv"
+{
+  echo "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority"
+  id=0
+  for ((t = 0; t <= 70; t += 10)); do
+    echo "$id,1,$((t * 1000)),9852,resnet18,128,0,0,100,0,0,0,0"; id=$((id + 1))
+  done
+  echo "1000,8,80000,9852,resnet18,128,0,0,100,0,0,0,0"
+  for ((t = 100; t <= 5000; t += 125)); do
+    echo "$id,1,$((t * 1000)),9852,resnet18,128,0,0,100,0,0,0,0"; id=$((id + 1))
+  done
+} >"$tmp/starvation.csv"
+{
+  echo "Starvation scenario: 8-GPU gang (job 1000, submitted at 80 s) behind a"
+  echo "stream of 1-GPU jobs of 1000 s on one 8-GPU node."
+  echo
+  echo "| policy | gang start (s) | gang wait (s) | avg JCT all jobs (s) |"
+  echo "|---|---|---|---|"
+  for spec in "fifo-backfill --compat muri:greedy backfill, no reservation (Muri-style baseline)" \
+              "fifo-backfill:fifo-backfill (reservation + backfill)" \
+              "las:las (default)"; do
+    args="${spec%%:*}"; label="${spec#*:}"
+    # shellcheck disable=SC2086
+    json=$("$sim" --trace "$tmp/starvation.csv" --cluster "$tmp/one_node.csv" \
+      --policy $args --jobs-out "$tmp/starve.out.csv" | tail -n 1)
+    python3 - "$tmp/starve.out.csv" "$json" "$label" <<'PY'
+import csv, json, sys
+rows = {r["job_id"]: r for r in csv.DictReader(open(sys.argv[1]))}
+g = rows["1000"]
+m = json.loads(sys.argv[2])
+print("| %s | %.0f | %.0f | %.0f |" % (sys.argv[3], float(g["start_time_s"]),
+      float(g["start_time_s"]) - float(g["submit_time_s"]), m["avg_jct_s"]))
+PY
+  done
+} | tee bench/results/sim_starvation.txt

@@ -1,0 +1,266 @@
+// Tier 1 tests of the coordinator core's scheduling policy: preemption with
+// a grace period and no ping-pong, --time-limit (TIMEOUT), queues from the
+// scheduler config, and WhyJob. A FakeClock, a MemoryStateStore and fake
+// agent connections; no network, no threads, no sleeps.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "coordinator/coordinator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::trainctl::testing::StatusIs;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+class FakeConnection : public AgentConnection {
+ public:
+  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
+  void Close(const absl::Status& status) override {}
+
+  std::vector<v1::StartTask> Starts() const {
+    std::vector<v1::StartTask> out;
+    for (const auto& m : sent) {
+      if (m.has_start_task()) out.push_back(m.start_task());
+    }
+    return out;
+  }
+  std::vector<v1::StopTask> Stops() const {
+    std::vector<v1::StopTask> out;
+    for (const auto& m : sent) {
+      if (m.has_stop_task()) out.push_back(m.stop_task());
+    }
+    return out;
+  }
+
+  std::vector<v1::CoordinatorMessage> sent;
+};
+
+v1::RegisterNode NodeReg(const std::string& name, int gpus) {
+  v1::RegisterNode reg;
+  v1::Node* n = reg.mutable_node();
+  n->set_name(name);
+  n->set_address(absl::StrCat(name, ".example"));
+  n->set_cpu_count(32);
+  n->set_port_min(29500);
+  n->set_port_max(29509);
+  for (int i = 0; i < gpus; ++i) {
+    v1::Gpu* g = n->add_gpus();
+    g->set_index(i);
+    g->set_uuid(absl::StrCat("GPU-", name, "-", i));
+    g->set_memory_total_bytes(80 * kGiB);
+  }
+  return reg;
+}
+
+v1::JobSpec Gang(int gpus) {
+  v1::JobSpec spec;
+  spec.add_command("python");
+  spec.add_command("train.py");
+  spec.set_gpus(gpus);
+  return spec;
+}
+
+v1::AgentMessage Status(const v1::StartTask& start, v1::TaskState state,
+                        int exit_code = 0) {
+  v1::AgentMessage msg;
+  v1::TaskStatus* st = msg.mutable_task_status();
+  *st->mutable_task() = start.task();
+  st->mutable_task()->set_pid(100);
+  st->set_state(state);
+  st->set_exit_code(exit_code);
+  return msg;
+}
+
+class CoordinatorPolicyTest : public ::testing::Test {
+ protected:
+  void Start(sched::PolicyConfig policy = {}) {
+    CoordinatorConfig config;
+    config.scheduler.policy = std::move(policy);
+    config.stop_grace = absl::Seconds(30);
+    // No heartbeats in these tests: nodes must not time out.
+    config.node_timeout = absl::Hours(24);
+    auto core = Coordinator::Create(config, &store_, &clock_);
+    ASSERT_THAT(core, ::trainctl::testing::IsOk());
+    core_ = std::move(*core);
+  }
+
+  FakeConnection& Connect(const std::string& name, int gpus) {
+    auto& conn = conns_[name];
+    conn = std::make_unique<FakeConnection>();
+    EXPECT_THAT(core_->RegisterAgent(NodeReg(name, gpus), conn.get()),
+                ::trainctl::testing::IsOk());
+    return *conn;
+  }
+
+  void Report(const std::string& node, const v1::AgentMessage& msg) {
+    TC_ASSERT_OK(core_->HandleAgentMessage(node, conns_[node].get(), msg));
+  }
+
+  int64_t Submit(const v1::JobSpec& spec) {
+    absl::StatusOr<int64_t> id = core_->SubmitJob(spec, "");
+    EXPECT_THAT(id, ::trainctl::testing::IsOk());
+    return id.value_or(0);
+  }
+
+  v1::Job Job(int64_t id) { return *core_->GetJob(id); }
+
+  FakeClock clock_;
+  MemoryStateStore store_;
+  std::unique_ptr<Coordinator> core_;
+  std::map<std::string, std::unique_ptr<FakeConnection>> conns_;
+};
+
+TEST_F(CoordinatorPolicyTest, Preemption_HigherPriorityGang_StopsVictimWithGraceAndRequeues) {
+  Start();
+  FakeConnection& a = Connect("a", 2);
+  v1::JobSpec low = Gang(2);
+  low.set_preemptible(true);
+  const int64_t victim = Submit(low);
+  for (const v1::StartTask& s : a.Starts()) Report("a", Status(s, v1::TASK_STATE_RUNNING));
+  ASSERT_EQ(Job(victim).state(), v1::JOB_STATE_RUNNING);
+  clock_.Advance(absl::Seconds(10));
+
+  // A priority-5 gang needs both GPUs: the victim's two ranks get StopTask
+  // with the 30 s grace; it is requeued as attempt 1, preempted once, for
+  // the new job. Its 10 s on 2 GPUs count as attained service (20 GPU-s).
+  v1::JobSpec high = Gang(2);
+  high.set_priority(5);
+  const int64_t boss = Submit(high);
+  ASSERT_THAT(a.Stops(), SizeIs(2));
+  EXPECT_EQ(a.Stops()[0].grace_ms(), 30000);
+  v1::Job v = Job(victim);
+  EXPECT_EQ(v.state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(v.attempt(), 1);
+  EXPECT_EQ(v.preemptions(), 1);
+  EXPECT_EQ(v.preempted_for_job_id(), boss);
+  EXPECT_EQ(v.attained_gpu_ms(), 20000);
+  EXPECT_THAT(v.reason(), HasSubstr(absl::StrCat("preempted for job ", boss)));
+  // The preemptor waits for the victim's GPUs; nothing more is preempted.
+  EXPECT_EQ(Job(boss).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(a.Starts(), SizeIs(2));
+
+  // The victim's ranks exit (SIGTERM): the preemptor starts on both GPUs.
+  const std::vector<v1::StartTask> first = a.Starts();
+  Report("a", Status(first[0], v1::TASK_STATE_EXITED, 143));
+  EXPECT_EQ(Job(boss).state(), v1::JOB_STATE_PENDING);
+  Report("a", Status(first[1], v1::TASK_STATE_EXITED, 143));
+  EXPECT_EQ(Job(boss).state(), v1::JOB_STATE_SCHEDULED);
+  ASSERT_THAT(a.Starts(), SizeIs(4));
+  EXPECT_EQ(a.Starts()[2].task().job_id(), boss);
+
+  // The preemptor ends: the victim restarts as attempt 1. The preemption did
+  // not use up a restart (max_restarts is 0).
+  for (int i = 2; i < 4; ++i) Report("a", Status(a.Starts()[i], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(boss).state(), v1::JOB_STATE_SUCCEEDED);
+  v = Job(victim);
+  EXPECT_EQ(v.state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(v.attempt(), 1);
+  EXPECT_EQ(v.preempted_for_job_id(), 0);
+  EXPECT_EQ(a.Starts()[4].task().attempt(), 1);
+}
+
+TEST_F(CoordinatorPolicyTest, Preemption_NotPreemptible_HigherPriorityWaits) {
+  Start();
+  Connect("a", 1);
+  const int64_t running = Submit(Gang(1));
+  v1::JobSpec high = Gang(1);
+  high.set_priority(5);
+  const int64_t waiting = Submit(high);
+  EXPECT_EQ(Job(running).state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Job(waiting).state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(Job(running).preemptions(), 0);
+}
+
+TEST_F(CoordinatorPolicyTest, TimeLimit_PastLimit_StoppedAndFailedWithTimeout) {
+  Start();
+  FakeConnection& a = Connect("a", 1);
+  v1::JobSpec spec = Gang(1);
+  spec.set_time_limit_ms(60'000);
+  const int64_t id = Submit(spec);
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  clock_.Advance(absl::Seconds(59));
+  core_->Tick();
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_RUNNING);
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.reason(), HasSubstr("TIMEOUT: ran past its time limit of 1m"));
+  ASSERT_THAT(a.Stops(), SizeIs(1));
+  EXPECT_EQ(a.Stops()[0].task().job_id(), id);
+}
+
+TEST_F(CoordinatorPolicyTest, SubmitJob_UnknownQueue_InvalidArgumentNamingQueues) {
+  sched::PolicyConfig policy;
+  policy.queues = {{"default", 1}, {"prod", 3}};
+  Start(policy);
+  Connect("a", 1);
+  v1::JobSpec spec = Gang(1);
+  spec.set_queue("nope");
+  EXPECT_THAT(core_->SubmitJob(spec, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("spec.queue: no queue \"nope\" on this "
+                                 "coordinator (it has: default, prod)")));
+  spec.set_queue("prod");
+  EXPECT_THAT(core_->SubmitJob(spec, ""), ::trainctl::testing::IsOk());
+}
+
+TEST_F(CoordinatorPolicyTest, WhyJob_BlockedGang_NodesReservationAndEta) {
+  Start();
+  FakeConnection& a = Connect("a", 8);
+  // 6 GPUs busy for 1 h (time limit); the 4-GPU gang waits and holds the
+  // reservation, estimated to start when that job's limit ends.
+  v1::JobSpec busy = Gang(6);
+  busy.set_time_limit_ms(3'600'000);
+  const int64_t first = Submit(busy);
+  for (const v1::StartTask& s : a.Starts()) Report("a", Status(s, v1::TASK_STATE_RUNNING));
+  clock_.Advance(absl::Minutes(10));
+  const int64_t id = Submit(Gang(4));
+  absl::StatusOr<v1::WhyJobResponse> why = core_->WhyJob(id);
+  TC_ASSERT_OK(why);
+  EXPECT_EQ(why->state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(why->position(), 1);
+  EXPECT_EQ(why->queue(), "default");
+  EXPECT_THAT(why->nodes(), ElementsAre("a: 2 of 8 GPUs free, needs 4"));
+  EXPECT_EQ(why->reservation_job_id(), id);
+  EXPECT_EQ(why->reservation(), "node a");
+  // 50 minutes of job 1's hour are left.
+  EXPECT_EQ(why->reservation_eta_ms(),
+            ToUnixMs(clock_.Now() + absl::Minutes(50)));
+  EXPECT_THAT(why->summary(), HasSubstr("estimated start in 50m"));
+
+  absl::StatusOr<v1::WhyJobResponse> running = core_->WhyJob(first);
+  TC_ASSERT_OK(running);
+  EXPECT_THAT(running->summary(), HasSubstr("is not waiting: it is running"));
+  EXPECT_THAT(core_->WhyJob(999), StatusIs(absl::StatusCode::kNotFound, HasSubstr("999")));
+}
+
+TEST_F(CoordinatorPolicyTest, WhyJob_UserQuota_SaysWhichQuota) {
+  sched::PolicyConfig policy;
+  policy.user_gpu_quota = {{"alice", 2}};
+  Start(policy);
+  Connect("a", 8);
+  v1::JobSpec spec = Gang(4);
+  spec.set_user("alice");
+  const int64_t id = Submit(spec);
+  absl::StatusOr<v1::WhyJobResponse> why = core_->WhyJob(id);
+  TC_ASSERT_OK(why);
+  EXPECT_EQ(why->quota(),
+            "user alice: quota 2 GPUs, 0 GPUs in use, this job needs 4 GPUs");
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_PENDING);
+}
+
+}  // namespace
+}  // namespace trainctl::coord

@@ -1,0 +1,435 @@
+// Policy rules of sched::Scheduler beyond placement: named queues with DRF
+// fair share, quotas, reservation + backfill with time limits, preemption
+// without ping-pong, LAS order, PACK/SPREAD, strict FIFO and Explain().
+// Each test narrates the arithmetic (Mesos DRF test style) so it can be
+// checked by hand.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/sched/scheduler.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::sched {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kGpuBytes = 80 * kGiB;
+
+NodeState Node(std::string name, int count) {
+  NodeState node;
+  node.name = std::move(name);
+  for (int i = 0; i < count; ++i) {
+    GpuState gpu;
+    gpu.index = i;
+    gpu.uuid = absl::StrCat("GPU-", node.name, "-", i);
+    gpu.memory_total_bytes = kGpuBytes;
+    node.gpus.push_back(gpu);
+  }
+  return node;
+}
+
+JobRequest Gang(int64_t id, int total_gpus) {
+  JobRequest job;
+  job.job_id = id;
+  job.submit_seq = id;
+  job.kind = JobKind::kGang;
+  job.total_gpus = total_gpus;
+  return job;
+}
+
+JobRequest GangOn(int64_t id, int nodes, int per_node) {
+  JobRequest job = Gang(id, nodes * per_node);
+  job.nodes = nodes;
+  job.gpus_per_node = per_node;
+  return job;
+}
+
+// Adds a running job holding whole GPUs `indices` of node `n` of `cluster`
+// (marks them reserved) and returns it for further fields.
+RunningJob& AddRunning(ClusterSnapshot& cluster, int n, std::vector<int> indices,
+                int64_t id) {
+  NodeState& node = cluster.nodes[n];
+  for (int g : indices) {
+    node.gpus[g].reserved_bytes = kGpuBytes;
+    node.gpus[g].task_count = 1;
+  }
+  RunningJob& r = cluster.running.emplace_back();
+  r.job_id = id;
+  r.submit_seq = id;
+  r.placement.nodes.push_back({node.name, std::move(indices)});
+  r.placement.reserved_bytes_per_gpu = kGpuBytes;
+  return r;
+}
+
+const Decision& Of(const std::vector<Decision>& d, int64_t id) {
+  for (const Decision& x : d) {
+    if (x.job_id == id) return x;
+  }
+  static const Decision kNone;
+  ADD_FAILURE() << "no decision for job " << id;
+  return kNone;
+}
+
+// ------------------------------------------------------------ queues, DRF
+
+TEST(SchedulerPolicyTest, Schedule_TwoQueues_LowerWeightedDominantShareFirst) {
+  // One node of 8 GPUs. Running: queue "a" holds 2 GPUs, queue "b" 3 GPUs;
+  // 2 more GPUs are busy with work the scheduler knows no owner of. 1 free.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("n", 8));
+  AddRunning(cluster, 0, {0, 1}, 100).queue = "a";
+  AddRunning(cluster, 0, {2, 3, 4}, 101).queue = "b";
+  for (int g : {5, 6}) {
+    cluster.nodes[0].gpus[g].reserved_bytes = kGpuBytes;
+    cluster.nodes[0].gpus[g].task_count = 1;
+  }
+  JobRequest from_a = Gang(1, 1);
+  from_a.queue = "a";
+  JobRequest from_b = Gang(2, 1);
+  from_b.queue = "b";
+
+  // Equal weights: a's dominant share 2/8 = 0.25 < b's 3/8 = 0.375, so a's
+  // job goes first and takes the free GPU even though b's is not later.
+  SchedulerConfig equal;
+  equal.policy.queues = {{"a", 1.0}, {"b", 1.0}};
+  std::vector<Decision> d = Scheduler(equal).Schedule(cluster, {from_b, from_a});
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kRetryLater);
+
+  // b weighs 2: b's weighted share 0.375 / 2 = 0.1875 < a's 0.25 / 1.
+  SchedulerConfig weighted;
+  weighted.policy.queues = {{"a", 1.0}, {"b", 2.0}};
+  d = Scheduler(weighted).Schedule(cluster, {from_a, from_b});
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater);
+}
+
+TEST(SchedulerPolicyTest, Schedule_SameQueue_PriorityThenSubmitOrder) {
+  // One free GPU; three 1-GPU jobs in one queue: job 3 has priority 1, so it
+  // wins over the earlier jobs 1 and 2.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("n", 1));
+  JobRequest high = Gang(3, 1);
+  high.priority = 1;
+  SchedulerConfig config;
+  config.policy.preemption = false;
+  std::vector<Decision> d =
+      Scheduler(config).Schedule(cluster, {Gang(1, 1), Gang(2, 1), high});
+  EXPECT_EQ(d[0].job_id, 3);
+  EXPECT_EQ(d[0].outcome, Outcome::kPlaced);
+  EXPECT_EQ(d[1].job_id, 1);
+  EXPECT_EQ(d[2].job_id, 2);
+}
+
+// ------------------------------------------------------------ quotas
+
+TEST(SchedulerPolicyTest, Schedule_UserOverQuota_WaitsNamingQuotaAndTakesNoHold) {
+  // 8 free GPUs of 16; alice may hold 4 and holds 3 (job 100). Her 2-GPU job
+  // would make 5 > 4: it waits, and takes no reservation, so bob's 8-GPU job
+  // after it is still placed.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 8));
+  cluster.nodes.push_back(Node("b", 8));
+  AddRunning(cluster, 0, {0, 1, 2}, 100).user = "alice";
+  SchedulerConfig config;
+  config.policy.user_gpu_quota = {{"alice", 4}};
+  JobRequest alice = Gang(1, 2);
+  alice.user = "alice";
+  JobRequest bob = Gang(2, 8);
+  bob.user = "bob";
+  std::vector<Decision> d = Scheduler(config).Schedule(cluster, {alice, bob});
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater);
+  EXPECT_EQ(Of(d, 1).reason,
+            "over quota: user alice: quota 4 GPUs, 3 GPUs in use, this job "
+            "needs 2 GPUs");
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+}
+
+TEST(SchedulerPolicyTest, Schedule_ProjectQuotaWildcard_CountsThisCallsPlacements) {
+  // Every project may hold 2 GPUs ("*"). Project x's three 1-GPU jobs: the
+  // first two are placed (1, then 2 held), the third would make 3 > 2.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 8));
+  SchedulerConfig config;
+  config.policy.project_gpu_quota = {{"*", 2}};
+  std::vector<JobRequest> queue;
+  for (int64_t id : {1, 2, 3}) {
+    queue.push_back(Gang(id, 1));
+    queue.back().project = "x";
+  }
+  std::vector<Decision> d = Scheduler(config).Schedule(cluster, queue);
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 3).outcome, Outcome::kRetryLater);
+  EXPECT_THAT(Of(d, 3).reason, HasSubstr("project x: quota 2 GPUs, 2 GPUs in use"));
+}
+
+// ------------------------------------------------------------ backfill
+
+// Node "a" of 8 GPUs: job 100 holds 0-3 for 1 h more, job 101 holds 4-5 for
+// 2 h more; GPUs 6-7 are free. Gang 1 needs all 8: it reserves node a; it
+// can start when both end, in 2 h = 7200 s.
+ClusterSnapshot BackfillCluster() {
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 8));
+  AddRunning(cluster, 0, {0, 1, 2, 3}, 100).remaining_s = 3600;
+  AddRunning(cluster, 0, {4, 5}, 101).remaining_s = 7200;
+  return cluster;
+}
+
+TEST(SchedulerPolicyTest, Schedule_HeadOfQueueGang_ReservesWithEtaFromTimeLimits) {
+  std::vector<Decision> d = Scheduler().Schedule(BackfillCluster(), {Gang(1, 8)});
+  EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+  EXPECT_DOUBLE_EQ(d[0].eta_s, 7200);
+  EXPECT_THAT(d[0].reason,
+              HasSubstr("holds a reservation on node a, estimated start in "
+                        "2h00m"));
+}
+
+TEST(SchedulerPolicyTest, Schedule_Backfill_OnlyJobsThatCannotDelayTheReservation) {
+  // After gang 1 (ETA 7200 s) come four 1-GPU jobs for the 2 free GPUs:
+  //   2: time limit 1800 s <= 7200: ends before the gang can start: placed;
+  //   3: time limit 9000 s > 7200: would delay it: waits;
+  //   4: no limit, not preemptible: waits;
+  //   5: preemptible (the gang preempts it when its turn comes): placed.
+  JobRequest short_job = Gang(2, 1);
+  short_job.time_limit_s = 1800;
+  JobRequest long_job = Gang(3, 1);
+  long_job.time_limit_s = 9000;
+  JobRequest preemptible = Gang(5, 1);
+  preemptible.preemptible = true;
+  std::vector<Decision> d = Scheduler().Schedule(
+      BackfillCluster(), {Gang(1, 8), short_job, long_job, Gang(4, 1), preemptible});
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 3).outcome, Outcome::kRetryLater);
+  EXPECT_THAT(Of(d, 3).reason, HasSubstr("job 1"));
+  EXPECT_THAT(Of(d, 3).reason, HasSubstr("estimated in 2h00m"));
+  EXPECT_EQ(Of(d, 4).outcome, Outcome::kRetryLater);
+  EXPECT_EQ(Of(d, 5).outcome, Outcome::kPlaced);
+}
+
+TEST(SchedulerPolicyTest, Schedule_StreamOfSmallJobs_GangIsNotStarved) {
+  // Node a, 4 GPUs, each held by a 1-GPU job without a time limit. Gang 1
+  // (4 GPUs) waits; every time a small job ends, a new 1-GPU job arrives.
+  // Without the reservation each freed GPU would go to the newcomer and the
+  // gang would wait forever; with it the freed GPUs stay idle for the gang,
+  // which starts once all four have ended.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 4));
+  for (int g = 0; g < 4; ++g) AddRunning(cluster, 0, {g}, 100 + g);
+  const Scheduler scheduler;
+  int64_t next_id = 2;
+  for (int round = 0; round < 4; ++round) {
+    // Small job 100 + round ends: its GPU is free.
+    cluster.nodes[0].gpus[round].reserved_bytes = 0;
+    cluster.nodes[0].gpus[round].task_count = 0;
+    cluster.running.erase(cluster.running.begin());
+    std::vector<Decision> d =
+        scheduler.Schedule(cluster, {Gang(1, 4), Gang(next_id++, 1)});
+    if (round < 3) {
+      EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater) << "round " << round;
+      EXPECT_EQ(d[1].outcome, Outcome::kRetryLater) << "round " << round;
+    } else {
+      EXPECT_EQ(Of(d, 1).outcome, Outcome::kPlaced);
+    }
+  }
+}
+
+TEST(SchedulerPolicyTest, Schedule_StrictFifo_NothingOvertakesTheBlockedHead) {
+  // One node of 4 GPUs, 2 free. Gang 1 (4 GPUs) waits; with backfill off
+  // the 1-GPU job 2 after it waits too, although a GPU is free.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 4));
+  AddRunning(cluster, 0, {0, 1}, 100);
+  SchedulerConfig fifo;
+  fifo.policy.backfill = false;
+  std::vector<Decision> d =
+      Scheduler(fifo).Schedule(cluster, {Gang(1, 4), Gang(2, 1)});
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kRetryLater);
+  EXPECT_THAT(Of(d, 2).reason, HasSubstr("strict FIFO"));
+}
+
+// ------------------------------------------------------------ preemption
+
+TEST(SchedulerPolicyTest, Schedule_HigherPriority_PreemptsOnlyTheVictimsItNeeds) {
+  // Node a, 4 GPUs: job 100 (priority 0, preemptible) on GPU 0, job 101
+  // (priority 0, not preemptible) on 1, job 102 (priority -1, preemptible)
+  // on 2; GPU 3 free. Gang 1 (priority 5, 2 GPUs) needs one more GPU.
+  // Victims are tried lowest priority first: 102 (priority -1) frees GPU 2,
+  // enough; 100 is spared and 101 may not be preempted.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 4));
+  AddRunning(cluster, 0, {0}, 100).preemptible = true;
+  AddRunning(cluster, 0, {1}, 101);
+  RunningJob& low = AddRunning(cluster, 0, {2}, 102);
+  low.preemptible = true;
+  low.priority = -1;
+  JobRequest urgent = Gang(1, 2);
+  urgent.priority = 5;
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {urgent});
+  ASSERT_EQ(d[0].outcome, Outcome::kPreempting);
+  EXPECT_THAT(d[0].preempt, ElementsAre(102));
+  ASSERT_EQ(d[0].placement.nodes.size(), 1u);
+  EXPECT_THAT(d[0].placement.nodes[0].gpu_indices, ElementsAre(2, 3));
+}
+
+TEST(SchedulerPolicyTest, Schedule_EqualPriorityEarlierRunningJob_IsNotPreempted) {
+  // Job 100 runs (preemptible, priority 0, submitted before job 1, same LAS
+  // level): job 1 at priority 0 does not outrank it and waits.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 1));
+  AddRunning(cluster, 0, {0}, 100).submit_seq = 0;
+  cluster.running[0].preemptible = true;
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {Gang(1, 1)});
+  EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+}
+
+TEST(SchedulerPolicyTest, Schedule_PreemptedJob_WaitsUntilItsPreemptorIsPlaced) {
+  // Job 7 was preempted for job 1. While job 1 is in the queue (not placed,
+  // here because node a is busy), job 7 is not placed even where it fits
+  // (node b): no ping-pong. Once job 1 is gone from the queue, job 7 runs.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 4));
+  cluster.nodes.push_back(Node("b", 1));
+  AddRunning(cluster, 0, {0, 1, 2, 3}, 100);
+  JobRequest victim = Gang(7, 1);
+  victim.preempted_for = 1;
+  SchedulerConfig config;
+  config.policy.backfill = true;
+  std::vector<Decision> d = Scheduler(config).Schedule(cluster, {Gang(1, 4), victim});
+  EXPECT_EQ(Of(d, 7).outcome, Outcome::kRetryLater);
+  EXPECT_EQ(Of(d, 7).reason, "was preempted for job 1 and waits until it starts");
+  d = Scheduler(config).Schedule(cluster, {victim});
+  EXPECT_EQ(Of(d, 7).outcome, Outcome::kPlaced);
+}
+
+TEST(SchedulerPolicyTest, Schedule_ReservationHolder_PreemptsPreemptibleBackfill) {
+  // Gang 1 (4 GPUs) is first in the queue; preemptible job 5, submitted
+  // after it, backfilled onto GPU 0 of node a. Now GPUs 1-3 are free: gang 1
+  // preempts job 5 (it overtook the gang) and takes the whole node.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 4));
+  AddRunning(cluster, 0, {0}, 5).preemptible = true;
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {Gang(1, 4)});
+  ASSERT_EQ(d[0].outcome, Outcome::kPreempting);
+  EXPECT_THAT(d[0].preempt, ElementsAre(5));
+}
+
+// ------------------------------------------------------------ LAS
+
+TEST(SchedulerPolicyTest, Schedule_Las_LessAttainedServiceFirst) {
+  // One free GPU. Job 1 (submitted first) has attained 4000 GPU-s >= 3250:
+  // LAS level 1. Job 2 has 0: level 0, so it goes first under LAS, and job
+  // 1 first under FIFO.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 1));
+  JobRequest served = Gang(1, 1);
+  served.attained_gpu_s = 4000;
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {served, Gang(2, 1)});
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+  SchedulerConfig fifo;
+  fifo.policy.order = QueueOrder::kFifo;
+  d = Scheduler(fifo).Schedule(cluster, {served, Gang(2, 1)});
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kPlaced);
+}
+
+TEST(SchedulerPolicyTest, Schedule_Las_NewJobPreemptsDemotedPreemptibleJob) {
+  // Job 100 runs on the only GPU with 8000 GPU-s attained (>= 7200: level 2)
+  // and is preemptible; job 1 (submitted later, level 0) preempts it, as in
+  // Tiresias. Under FIFO order it may not (it neither outranks nor was
+  // overtaken by job 100).
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 1));
+  RunningJob& old = AddRunning(cluster, 0, {0}, 100);
+  old.submit_seq = 0;
+  old.preemptible = true;
+  old.attained_gpu_s = 8000;
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {Gang(1, 1)});
+  EXPECT_EQ(d[0].outcome, Outcome::kPreempting);
+  SchedulerConfig fifo;
+  fifo.policy.order = QueueOrder::kFifo;
+  d = Scheduler(fifo).Schedule(cluster, {Gang(1, 1)});
+  EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+}
+
+// ------------------------------------------------------------ pack / spread
+
+TEST(SchedulerPolicyTest, Schedule_PackAndSpread_AsRayPlacementStrategies) {
+  // Nodes a and b with 4 free GPUs each, c with 2 of 4 free.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 4));
+  cluster.nodes.push_back(Node("b", 4));
+  cluster.nodes.push_back(Node("c", 4));
+  AddRunning(cluster, 2, {0, 1}, 100);
+
+  // PACK, 4 GPUs: one node (a: a and b tie on 4 free, name decides).
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {Gang(1, 4)});
+  ASSERT_EQ(d[0].placement.nodes.size(), 1u);
+  EXPECT_EQ(d[0].placement.nodes[0].node, "a");
+
+  // SPREAD, 4 GPUs: 4 x 1 needs 4 nodes (there are 3); 2 x 2 on the
+  // emptiest nodes, a and b.
+  JobRequest spread = Gang(2, 4);
+  spread.placement = GangPlacement::kSpread;
+  d = Scheduler().Schedule(cluster, {spread});
+  ASSERT_EQ(d[0].placement.nodes.size(), 2u);
+  EXPECT_EQ(d[0].placement.nodes[0].node, "a");
+  EXPECT_EQ(d[0].placement.nodes[1].node, "b");
+
+  // 2 nodes x 2 GPUs: PACK takes the fullest node that fits first (c: 2
+  // free), then a; SPREAD the emptiest, a and b.
+  d = Scheduler().Schedule(cluster, {GangOn(3, 2, 2)});
+  ASSERT_EQ(d[0].placement.nodes.size(), 2u);
+  EXPECT_EQ(d[0].placement.nodes[0].node, "c");
+  EXPECT_EQ(d[0].placement.nodes[1].node, "a");
+  JobRequest spread_on = GangOn(4, 2, 2);
+  spread_on.placement = GangPlacement::kSpread;
+  d = Scheduler().Schedule(cluster, {spread_on});
+  EXPECT_EQ(d[0].placement.nodes[0].node, "a");
+  EXPECT_EQ(d[0].placement.nodes[1].node, "b");
+}
+
+// ------------------------------------------------------------ Explain
+
+TEST(SchedulerPolicyTest, Explain_BlockedGang_NamesNodesReservationAndEta) {
+  // Node a: 8 GPUs, 6 busy (ends in 1 h and 2 h as in BackfillCluster),
+  // node b: 8 GPUs, 6 busy without a time limit. Gang 1 needs 4 on one node.
+  ClusterSnapshot cluster = BackfillCluster();
+  cluster.nodes.push_back(Node("b", 8));
+  AddRunning(cluster, 1, {0, 1, 2, 3, 4, 5}, 102);
+  std::optional<Explanation> e =
+      Scheduler().Explain(cluster, {GangOn(1, 1, 4), GangOn(2, 1, 4)}, 2);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->position, 2);
+  EXPECT_EQ(e->queue, "default");
+  EXPECT_EQ(e->reservation_job, 1);
+  // Gang 1 reserved node a (most GPUs, then name); 4 free after job 100 at 1 h.
+  EXPECT_EQ(e->reservation, "node a");
+  EXPECT_DOUBLE_EQ(e->reservation_eta_s, 3600);
+  EXPECT_THAT(e->nodes, ElementsAre("a: 2 of 8 GPUs free, needs 4",
+                                    "b: 2 of 8 GPUs free, needs 4"));
+  EXPECT_FALSE(Scheduler().Explain(cluster, {Gang(1, 4)}, 99).has_value());
+}
+
+TEST(SchedulerPolicyTest, Explain_QuotaBlocked_SaysWhichQuota) {
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 8));
+  SchedulerConfig config;
+  config.policy.user_gpu_quota = {{"*", 1}};
+  JobRequest job = Gang(1, 2);
+  job.user = "carol";
+  std::optional<Explanation> e = Scheduler(config).Explain(cluster, {job}, 1);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->quota, "user carol: quota 1 GPU, 0 GPUs in use, this job needs 2 GPUs");
+}
+
+}  // namespace
+}  // namespace trainctl::sched

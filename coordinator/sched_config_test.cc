@@ -1,0 +1,81 @@
+// The scheduler config file: text format and JSON through protobuf's
+// parsers, defaults, and INVALID_ARGUMENT naming the field.
+
+#include "coordinator/sched_config.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+using ::testing::HasSubstr;
+using ::trainctl::testing::StatusIs;
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
+  const std::string path = WriteFile("sched.textproto", R"pb(
+    order: "fifo"
+    backfill: false
+    queues { name: "default" }
+    queues { name: "prod" weight: 3 }
+    user_quotas { name: "*" gpus: 16 }
+    project_quotas { name: "vision" gpus: 64 }
+  )pb");
+  absl::StatusOr<sched::PolicyConfig> p = LoadSchedulerConfig(path);
+  TC_ASSERT_OK(p);
+  EXPECT_EQ(p->order, sched::QueueOrder::kFifo);
+  EXPECT_FALSE(p->backfill);
+  EXPECT_TRUE(p->preemption);  // not given: the default
+  ASSERT_EQ(p->queues.size(), 2u);
+  EXPECT_EQ(p->queues[0].name, "default");
+  EXPECT_EQ(p->queues[0].weight, 1.0);  // 0 (absent) means 1
+  EXPECT_EQ(p->queues[1].weight, 3.0);
+  EXPECT_EQ(p->user_gpu_quota.at("*"), 16);
+  EXPECT_EQ(p->project_gpu_quota.at("vision"), 64);
+  EXPECT_THAT(p->las_thresholds_gpu_s, ::testing::ElementsAre(3250, 7200));
+}
+
+TEST(SchedConfigTest, LoadSchedulerConfig_Json_SameMessage) {
+  const std::string path = WriteFile(
+      "sched.json",
+      R"({"order": "las", "lasThresholdsGpuS": [100, 200],
+          "queues": [{"name": "a", "weight": 2}], "preemption": false})");
+  absl::StatusOr<sched::PolicyConfig> p = LoadSchedulerConfig(path);
+  TC_ASSERT_OK(p);
+  EXPECT_EQ(p->order, sched::QueueOrder::kLas);
+  EXPECT_FALSE(p->preemption);
+  EXPECT_THAT(p->las_thresholds_gpu_s, ::testing::ElementsAre(100, 200));
+  EXPECT_EQ(p->queues[0].name, "a");
+}
+
+TEST(SchedConfigTest, LoadSchedulerConfig_BadInput_InvalidArgumentNamingField) {
+  EXPECT_THAT(LoadSchedulerConfig(WriteFile("bad1.textproto", "order: \"sjf\"")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("order:")));
+  EXPECT_THAT(LoadSchedulerConfig(WriteFile(
+                  "bad2.textproto", "queues { name: \"a\" } queues { name: \"a\" }")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("queues[1]: \"a\" appears twice")));
+  EXPECT_THAT(LoadSchedulerConfig(
+                  WriteFile("bad3.textproto", "user_quotas { name: \"x\" gpus: -1 }")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("user_quotas[0]: gpus must be >= 0")));
+  EXPECT_THAT(LoadSchedulerConfig(WriteFile("bad4.textproto", "queues {")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 1")));
+  EXPECT_THAT(LoadSchedulerConfig("/nonexistent/sched.textproto"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("cannot read")));
+}
+
+}  // namespace
+}  // namespace trainctl::coord
