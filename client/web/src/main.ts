@@ -121,7 +121,7 @@ function gpuTile(v: NodeView, i: number): HTMLElement {
     h(
       "div",
       { class: "membar", title: "measured use (dark) and reserved by jobs (outline)" },
-      h("div", { class: "reserved", style: `width:${pct(reserved)}` }),
+      reserved > 0 ? h("div", { class: "reserved", style: `width:${pct(reserved)}` }) : null,
       h("div", { class: "used", style: `width:${pct(used)}` }),
     ),
     h("div", { class: "small" }, `${formatBytes(used)} / ${formatBytes(total)} · reserved ${formatBytes(reserved)}`),
@@ -301,7 +301,7 @@ function jobDetailView(id: string): Cleanup {
       .streamLogs(id, Number(rankSel.value), followBox.checked, (c) => {
         if (attempt >= 0 && c.attempt !== attempt) logBox.append(`\n--- attempt ${c.attempt} ---\n`);
         attempt = c.attempt;
-        logBox.append(decoder.decode(base64ToBytes(c.data), { stream: true }));
+        logBox.append(decoder.decode(base64ToBytes(c.data ?? ""), { stream: true })); // empty bytes come as null
         logBox.scrollTop = logBox.scrollHeight;
       }, ctl.signal)
       .then(

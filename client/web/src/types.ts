@@ -87,7 +87,7 @@ export interface NodeView {
 }
 
 export interface LogChunk {
-  data: string; // base64
+  data: string | null; // base64; null when empty (grpc-gateway v1)
   offset: string;
   next_offset: string;
   attempt: number;
