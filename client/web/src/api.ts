@@ -2,7 +2,7 @@
 // the bearer token from the token box (localStorage "trainctl.token"), which
 // the gateway forwards to the coordinator as gRPC metadata `authorization`.
 
-import type { Job, JobSpec, LogChunk, NodeView } from "./types";
+import type { Job, JobSpec, JobUsage, LogChunk, MetricSeries, NodeView } from "./types";
 import { NdjsonSplitter } from "./format";
 
 /** An error answer of the gateway: HTTP status, gRPC code and message. */
@@ -101,4 +101,32 @@ export async function streamLogs(
       if (line.result) onChunk(line.result as LogChunk);
     }
   }
+}
+
+// Endpoints of RPCs other work items add (GetJobUsage, GetMetrics): each
+// resolves to null where this gateway or coordinator lacks it (HTTP 404 for
+// the path, 501 for an unimplemented RPC), and after such an answer is not
+// asked again until the page reloads. Other errors resolve to null too (the
+// views fall back to what they can show without them).
+const missing = new Set<string>();
+async function optional<T>(name: string, path: string): Promise<T | null> {
+  if (missing.has(name)) return null;
+  try {
+    return await call<T>("GET", path);
+  } catch (e) {
+    if (e instanceof ApiError && (e.httpStatus === 404 || e.httpStatus === 501)) missing.add(name);
+    return null;
+  }
+}
+
+/** A job's utilization history and findings (GetJobUsage), or null. */
+export async function getJobUsage(id: string): Promise<JobUsage | null> {
+  const r = await optional<{ jobs?: JobUsage[] }>("usage", `/v1/usage?job_ids=${id}`);
+  return r?.jobs?.find((j) => j.job_id === id) ?? null;
+}
+
+/** Last/min/max of each metric a job reported (GetMetrics, summary only), or null. */
+export async function getMetricSummary(id: string): Promise<MetricSeries[] | null> {
+  const r = await optional<{ series?: MetricSeries[] }>("metrics", `/v1/jobs/${id}/metrics?summary_only=true`);
+  return r ? (r.series ?? []) : null;
 }

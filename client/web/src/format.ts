@@ -208,3 +208,14 @@ export function sweepPoints(
   }
   return { axis, points };
 }
+
+/**
+ * Points of the job utilization chart from the coordinator's history
+ * (GetJobUsage samples): t in seconds since `startMs` (the job's start; the
+ * first sample's time when 0), pct the job's mean GPU utilization (%).
+ */
+export function usagePoints(samples: { time_ms: string; gpu_util_pct: number }[], startMs: number): UtilPoint[] {
+  if (samples.length === 0) return [];
+  const t0 = startMs > 0 ? startMs : Number(samples[0].time_ms);
+  return samples.map((s) => ({ t: Math.round((Number(s.time_ms) - t0) / 100) / 10, pct: s.gpu_util_pct }));
+}

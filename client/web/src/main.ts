@@ -22,11 +22,12 @@ import {
   shortEnum,
   sweepIds,
   sweepPoints,
+  usagePoints,
   utilColor,
   type JobFilter,
   type UtilPoint,
 } from "./format";
-import type { Job, JobSpec, NodeView } from "./types";
+import type { Job, JobSpec, MetricSeries, NodeView } from "./types";
 
 Chart.register(...registerables);
 
@@ -263,6 +264,16 @@ function lineChart(canvas: HTMLCanvasElement, label: string): Chart<"line", Util
   });
 }
 
+function metricTable(series: MetricSeries[]): HTMLElement {
+  const num = (x: number) => (Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-3) ? x.toExponential(3) : String(Number(x.toPrecision(5))));
+  return h(
+    "table",
+    {},
+    h("thead", {}, h("tr", {}, ["metric", "last", "at step", "min", "max", "points"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, series.map((m) => h("tr", {}, h("td", {}, m.key), h("td", {}, num(m.last)), h("td", {}, m.last_step), h("td", {}, num(m.min)), h("td", {}, num(m.max)), h("td", {}, m.count)))),
+  );
+}
+
 function jobDetailView(id: string): Cleanup {
   const info = h("div", {});
   const ranks = h("div", {});
@@ -271,6 +282,10 @@ function jobDetailView(id: string): Cleanup {
   const followBox = h("input", { type: "checkbox", checked: true, "data-testid": "log-follow" });
   const logState = h("span", { class: "small", "data-testid": "log-state" });
   const canvas = h("canvas", {});
+  const liveNote = "Mean over the job's GPUs, from the agents' live samples while this page is open.";
+  const chartNote = h("p", { class: "small", "data-testid": "chart-note" }, liveNote);
+  const findings = h("ul", { class: "findings", "data-testid": "usage-findings" });
+  const metricsBox = h("div", { "data-testid": "metrics" });
   fill(
     view,
     h("h2", {}, `Job #${id}`),
@@ -278,8 +293,10 @@ function jobDetailView(id: string): Cleanup {
     h("h3", {}, "Ranks"),
     ranks,
     h("h3", {}, "GPU utilization"),
-    h("p", { class: "small" }, "Mean over the job's GPUs, from the agents' live samples while this page is open."),
+    chartNote,
     h("div", { class: "chart" }, canvas),
+    findings,
+    metricsBox,
     h("h3", {}, "Log"),
     h("div", { class: "filters" }, rankSel, h("label", {}, followBox, " follow"), logState),
     logBox,
@@ -317,6 +334,7 @@ function jobDetailView(id: string): Cleanup {
   followBox.addEventListener("change", startLog);
 
   let worldSize = -1;
+  let history = false; // the chart shows the coordinator's history
   const stop = poll(async () => {
     const [job, nodes] = await Promise.all([api.getJob(id), api.listNodes()]);
     const now = Date.now();
@@ -374,11 +392,24 @@ function jobDetailView(id: string): Cleanup {
       if (worldSize === -1) startLog();
       worldSize = ws;
     }
-    const u = jobUtilization(job, nodes);
-    if (u !== null && !isFinalState(job.state)) {
-      chart.data.datasets[0].data.push({ t: Math.round((now - t0) / 100) / 10, pct: u });
+    // The coordinator's history (GetJobUsage) where it has one, else the
+    // live node samples gathered while this page is open.
+    const [usage, metrics] = await Promise.all([api.getJobUsage(id), api.getMetricSummary(id)]);
+    if (usage && (usage.samples?.length ?? 0) > 0) {
+      history = true;
+      chart.data.datasets[0].data = usagePoints(usage.samples!, Number(job.start_time_ms ?? 0));
+      (chart.options.scales!.x as any).title.text = "seconds since the job started";
+      chartNote.textContent = "Mean over the job's GPUs, from the coordinator's utilization history of this job.";
+      fill(findings, (usage.findings ?? []).map((f) => h("li", {}, h("b", {}, f.code), " ", f.message)));
       chart.update();
+    } else if (!history) {
+      const u = jobUtilization(job, nodes);
+      if (u !== null && !isFinalState(job.state)) {
+        chart.data.datasets[0].data.push({ t: Math.round((now - t0) / 100) / 10, pct: u });
+        chart.update();
+      }
     }
+    if (metrics && metrics.length > 0) fill(metricsBox, h("h3", {}, "Metrics"), metricTable(metrics));
   });
   return () => {
     stop();
@@ -399,7 +430,7 @@ function sweepsView(params: URLSearchParams): Cleanup {
     view,
     h("h2", {}, "Sweeps"),
     h("div", { class: "filters" }, sweepSel, " x: ", paramSel, " y: ", metricSel),
-    h("p", { class: "small" }, "Each point is a trial (job) of the sweep; its hyper-parameters are JobSpec.params. Training metrics join the y choices once the coordinator records them."),
+    h("p", { class: "small" }, "Each point is a trial (job) of the sweep; its hyper-parameters are JobSpec.params. The metrics the trials reported (where the coordinator records them) join run time among the y choices."),
     h("div", { class: "chart" }, canvas),
     table,
   );
@@ -410,7 +441,22 @@ function sweepsView(params: URLSearchParams): Cleanup {
   });
   let all: Job[] = [];
   let sweep = params.get("sweep") ?? "";
+  // Metrics the trials reported (GetMetrics summaries, where the coordinator
+  // has them); a final trial's summary is fetched once.
+  const summaries = new Map<string, { final: boolean; series: MetricSeries[] }>();
+  const fetchSummaries = async (trials: Job[]) => {
+    for (const t of trials.slice(0, 200)) {
+      if (summaries.get(t.id)?.final) continue;
+      const series = await api.getMetricSummary(t.id);
+      if (series === null) return; // no metrics endpoint (or an error): run time only
+      summaries.set(t.id, { final: isFinalState(t.state), series });
+    }
+  };
   const metric = (j: Job): number | null => {
+    if (metricSel.value.startsWith("m:")) {
+      const m = summaries.get(j.id)?.series.find((x) => `m:${x.key}` === metricSel.value);
+      return m ? m.last : null;
+    }
     const ms = runTimeMs(j, Date.now());
     return ms > 0 ? ms / 1000 : null;
   };
@@ -424,6 +470,11 @@ function sweepsView(params: URLSearchParams): Cleanup {
     const param = names.includes(paramSel.value) ? paramSel.value : names[0] ?? "";
     fill(paramSel, names.map((n) => h("option", { value: n }, n)));
     paramSel.value = param;
+    const keys = [...new Set(trials.flatMap((t) => (summaries.get(t.id)?.series ?? []).map((m) => m.key)))].sort();
+    const chosen = metricSel.value;
+    fill(metricSel, h("option", { value: "runtime" }, "run time (s)"), keys.map((k) => h("option", { value: `m:${k}` }, `${k} (last)`)));
+    metricSel.value = keys.some((k) => `m:${k}` === chosen) ? chosen : "runtime";
+    (chart.options.scales!.y as any).title.text = metricSel.selectedOptions[0]?.textContent ?? "";
     const { axis, points } = sweepPoints(trials, param, metric);
     chart.options.scales!.x = { type: axis, title: { display: true, text: param } } as never;
     if (axis === "category") (chart.options.scales!.x as any).labels = [...new Set(points.map((p) => String(p.x)))].sort();
@@ -435,12 +486,12 @@ function sweepsView(params: URLSearchParams): Cleanup {
       h(
         "table",
         { "data-testid": "sweep-table" },
-        h("thead", {}, h("tr", {}, ["trial", "state", ...names, "run time"].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ["trial", "state", ...names, "run time", metricSel.value === "runtime" ? "" : (metricSel.selectedOptions[0]?.textContent ?? "")].map((c) => h("th", {}, c)))),
         h(
           "tbody",
           {},
           trials.map((t) =>
-            h("tr", {}, h("td", {}, jobLink(t.id)), h("td", {}, stateBadge(t.state)), names.map((n) => h("td", {}, t.spec?.params?.[n] ?? "")), h("td", {}, metric(t) === null ? "" : formatDuration(metric(t)! * 1000))),
+            h("tr", {}, h("td", {}, jobLink(t.id)), h("td", {}, stateBadge(t.state)), names.map((n) => h("td", {}, t.spec?.params?.[n] ?? "")), h("td", {}, runTimeMs(t, Date.now()) ? formatDuration(runTimeMs(t, Date.now())) : ""), h("td", {}, metricSel.value === "runtime" ? "" : String(metric(t) ?? ""))),
           ),
         ),
       ),
@@ -452,8 +503,11 @@ function sweepsView(params: URLSearchParams): Cleanup {
     render();
   });
   paramSel.addEventListener("change", render);
+  metricSel.addEventListener("change", render);
   const stop = poll(async () => {
     all = await api.listJobs({ limit: 1000 });
+    if (!sweep) sweep = sweepIds(all).at(-1) ?? "";
+    await fetchSummaries(all.filter((j) => j.spec?.sweep_id === sweep));
     render();
   });
   return () => {

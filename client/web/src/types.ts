@@ -93,3 +93,29 @@ export interface LogChunk {
   attempt: number;
   eof: boolean;
 }
+
+// Optional endpoints that other work items add to the coordinator (the
+// dashboard uses them where the gateway has them).
+
+/** GET /v1/usage?job_ids=ID (GetJobUsage, telemetry.proto). */
+export interface JobUsageSample {
+  time_ms: string;
+  gpu_util_pct: number;
+  gpu_memory_used_bytes?: string;
+  cpu_pct?: number;
+}
+export interface JobUsage {
+  job_id: string;
+  samples?: JobUsageSample[];
+  findings?: { code: string; message: string }[];
+}
+
+/** GET /v1/jobs/{id}/metrics (GetMetrics, metrics.proto). */
+export interface MetricSeries {
+  key: string;
+  count: string;
+  last: number;
+  last_step: string;
+  min: number;
+  max: number;
+}
