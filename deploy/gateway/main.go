@@ -62,18 +62,18 @@ func noCache(h http.Handler) http.Handler {
 }
 
 // newHandler returns the gateway's HTTP handler: the REST API under /v1/,
-// proxied to the coordinator at coordinatorAddr (dialled lazily), and the
+// proxied to the coordinator at coordinatorAddr (dialled lazily with
+// dialOpts), and the
 // files of staticDir at every other path (a JSON 404 there when staticDir is
 // empty). Errors: staticDir has no index.html; the proxy cannot be set up.
-func newHandler(ctx context.Context, coordinatorAddr, staticDir string) (http.Handler, error) {
+func newHandler(ctx context.Context, coordinatorAddr, staticDir string, dialOpts []grpc.DialOption) (http.Handler, error) {
 	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
 		writeJSONError(w, msg, code)
 	}
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard,
 			&runtime.JSONPb{OrigName: true, EmitDefaults: true}))
-	opts := []grpc.DialOption{grpc.WithInsecure()}
-	if err := pb.RegisterCoordinatorHandlerFromEndpoint(ctx, gw, coordinatorAddr, opts); err != nil {
+	if err := pb.RegisterCoordinatorHandlerFromEndpoint(ctx, gw, coordinatorAddr, dialOpts); err != nil {
 		return nil, err
 	}
 
@@ -100,7 +100,8 @@ func main() {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	handler, err := newHandler(ctx, *coordinator, *staticDir)
+	opts := []grpc.DialOption{grpc.WithInsecure()}
+	handler, err := newHandler(ctx, *coordinator, *staticDir, opts)
 	if err != nil {
 		log.Fatalf("trainctl-gateway: %v", err)
 	}

@@ -69,7 +69,7 @@ func startGateway(t *testing.T, staticDir string) *httptest.Server {
 	t.Cleanup(srv.Stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h, err := newHandler(ctx, ln.Addr().String(), staticDir)
+	h, err := newHandler(ctx, ln.Addr().String(), staticDir, []grpc.DialOption{grpc.WithInsecure()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestStaticDir_ServesDashboardOutsideV1(t *testing.T) {
 	if resp, _ := get(t, web.URL+"/v1/nodes", ""); resp.StatusCode != 200 {
 		t.Errorf("GET /v1/nodes next to static files: HTTP %d", resp.StatusCode)
 	}
-	if _, err := newHandler(context.Background(), "127.0.0.1:1", t.TempDir()); err == nil {
+	if _, err := newHandler(context.Background(), "127.0.0.1:1", t.TempDir(), []grpc.DialOption{grpc.WithInsecure()}); err == nil {
 		t.Errorf("a -static-dir without index.html was accepted")
 	}
 }

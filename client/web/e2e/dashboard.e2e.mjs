@@ -62,11 +62,11 @@ page.setDefaultTimeout(TIMEOUT);
 const consoleErrors = [];
 // Failed requests show as console errors without their address: those are
 // checked by address instead. Expected: the bad submit's 400, and 404/501
-// from the optional endpoints (GetJobUsage, GetMetrics) where the
+// from the optional endpoints (GetJobUsage, GetMetrics, WhyJob) where the
 // coordinator does not have them.
 page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && consoleErrors.push(m.text()));
 page.on("response", (r) => {
-  const optional = /\/v1\/usage\?|\/v1\/jobs\/\d+\/metrics\?/.test(r.url()) && [404, 501].includes(r.status());
+  const optional = /\/v1\/usage\?|\/v1\/jobs\/\d+\/metrics\?|\/v1\/jobs\/\d+:why$/.test(r.url()) && [404, 501].includes(r.status());
   const expected = (r.status() === 400 && r.url().endsWith("/v1/jobs")) || optional;
   if (r.status() >= 400 && !expected) consoleErrors.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
 });

@@ -2,7 +2,7 @@
 // the bearer token from the token box (localStorage "trainctl.token"), which
 // the gateway forwards to the coordinator as gRPC metadata `authorization`.
 
-import type { Job, JobSpec, JobUsage, LogChunk, MetricSeries, NodeView } from "./types";
+import type { Job, JobSpec, JobUsage, LogChunk, MetricSeries, NodeView, WhyJob } from "./types";
 import { NdjsonSplitter } from "./format";
 
 /** An error answer of the gateway: HTTP status, gRPC code and message. */
@@ -129,4 +129,9 @@ export async function getJobUsage(id: string): Promise<JobUsage | null> {
 export async function getMetricSummary(id: string): Promise<MetricSeries[] | null> {
   const r = await optional<{ series?: MetricSeries[] }>("metrics", `/v1/jobs/${id}/metrics?summary_only=true`);
   return r ? (r.series ?? []) : null;
+}
+
+/** Why a job waits (WhyJob: queue place, quota, what each node lacks), or null. */
+export async function whyJob(id: string): Promise<WhyJob | null> {
+  return optional<WhyJob>("why", `/v1/jobs/${id}:why`);
 }

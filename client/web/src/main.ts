@@ -339,6 +339,20 @@ function jobDetailView(id: string): Cleanup {
     const [job, nodes] = await Promise.all([api.getJob(id), api.listNodes()]);
     const now = Date.now();
     const spec = job.spec ?? {};
+    // A pending job: why it waits, where the coordinator can say (WhyJob).
+    const w = job.state === "JOB_STATE_PENDING" ? await api.whyJob(id) : null;
+    const why = w
+      ? h(
+          "div",
+          { class: "why", "data-testid": "why" },
+          h("b", {}, "Why it waits: "),
+          w.summary,
+          w.queue ? h("div", { class: "small" }, `queue ${w.queue}, place ${w.position ?? "?"}`) : null,
+          w.quota ? h("div", { class: "small" }, `quota: ${w.quota}`) : null,
+          w.reservation ? h("div", { class: "small" }, `reservation: ${w.reservation} (job #${w.reservation_job_id})` + (Number(w.reservation_eta_ms) > 0 ? `, from ${new Date(Number(w.reservation_eta_ms)).toLocaleTimeString()}` : "")) : null,
+          h("ul", { class: "small" }, (w.nodes ?? []).map((n) => h("li", {}, n))),
+        )
+      : null;
     fill(
       info,
       kv([
@@ -356,6 +370,7 @@ function jobDetailView(id: string): Cleanup {
         ["master", job.master_addr ? `${job.master_addr}:${job.master_port}` : null],
       ]),
       cancelButton(job, () => undefined),
+      why,
     );
     const tasks = job.tasks ?? [];
     fill(

@@ -119,3 +119,15 @@ export interface MetricSeries {
   min: number;
   max: number;
 }
+
+/** GET /v1/jobs/{id}:why (WhyJob, sched.proto): why a job waits. */
+export interface WhyJob {
+  summary: string;
+  queue?: string;
+  position?: number;
+  quota?: string;
+  nodes?: string[];
+  reservation_job_id?: string;
+  reservation?: string;
+  reservation_eta_ms?: string;
+}
