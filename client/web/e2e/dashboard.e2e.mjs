@@ -4,8 +4,8 @@
 //   node e2e/dashboard.e2e.mjs URL SCREENSHOT_DIR
 // Checks what a user sees: GPU tiles, submitting through the form and the
 // job running to SUCCEEDED with its log, cancelling another from the job
-// list, a bad submit's error, the sweep chart. Writes dashboard.png (cluster)
-// and dashboard-job.png (job detail) to SCREENSHOT_DIR. Every wait is on a
+// list, a bad submit's error, the sweep chart. Writes dashboard.png (cluster),
+// dashboard-job.png (job detail) and dashboard-sweep.png to SCREENSHOT_DIR. Every wait is on a
 // condition with a deadline. Prints "N passed, 0 failed" or exits 1.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -136,6 +136,7 @@ try {
   await page.getByTestId("sweep-table").locator("tbody tr").nth(2).waitFor();
   const param = await page.getByTestId("sweep-param").inputValue();
   if (param !== "lr") throw new Error(`sweep x axis ${param}, want lr`);
+  await page.screenshot({ path: join(shots, "dashboard-sweep.png"), fullPage: true });
   ok(`sweep view: 3 trials of web-sweep, chart of run time vs ${param}`);
 
   await page.goto(`${url}/#/jobs?name=web-sleep`);

@@ -8,6 +8,7 @@ import {
   formatBytes,
   formatDuration,
   jobUtilization,
+  logTickLabel,
   paramAxis,
   resourceText,
   runTimeMs,
@@ -178,5 +179,17 @@ describe("usagePoints", () => {
     ]);
     expect(usagePoints(samples, 0)[0]).toEqual({ t: 0, pct: 12 });
     expect(usagePoints([], 9000)).toEqual([]);
+  });
+});
+
+describe("logTickLabel", () => {
+  it("labels 1, 2 and 5 times powers of ten only", () => {
+    expect(logTickLabel(0.0001)).toBe("0.0001");
+    expect(logTickLabel(0.002)).toBe("0.002");
+    expect(logTickLabel(0.005)).toBe("0.005");
+    expect(logTickLabel(0.003)).toBe("");
+    expect(logTickLabel(0.009)).toBe("");
+    expect(logTickLabel(100)).toBe("100");
+    expect(logTickLabel(0)).toBe("");
   });
 });

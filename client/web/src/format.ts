@@ -219,3 +219,13 @@ export function usagePoints(samples: { time_ms: string; gpu_util_pct: number }[]
   const t0 = startMs > 0 ? startMs : Number(samples[0].time_ms);
   return samples.map((s) => ({ t: Math.round((Number(s.time_ms) - t0) / 100) / 10, pct: s.gpu_util_pct }));
 }
+
+/**
+ * Tick label on a logarithmic axis: the value for 1, 2 and 5 times a power
+ * of ten, "" for the ticks between (so labels never overlap).
+ */
+export function logTickLabel(v: number): string {
+  if (!(v > 0)) return "";
+  const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
+  return [1, 2, 5].some((x) => Math.abs(m - x) < 1e-6) ? String(Number(v.toPrecision(6))) : "";
+}

@@ -16,6 +16,7 @@ import {
   formatDuration,
   isFinalState,
   jobUtilization,
+  logTickLabel,
   paramNames,
   resourceText,
   runTimeMs,
@@ -491,7 +492,11 @@ function sweepsView(params: URLSearchParams): Cleanup {
     metricSel.value = keys.some((k) => `m:${k}` === chosen) ? chosen : "runtime";
     (chart.options.scales!.y as any).title.text = metricSel.selectedOptions[0]?.textContent ?? "";
     const { axis, points } = sweepPoints(trials, param, metric);
-    chart.options.scales!.x = { type: axis, title: { display: true, text: param } } as never;
+    chart.options.scales!.x = {
+      type: axis,
+      title: { display: true, text: param },
+      ticks: axis === "logarithmic" ? { callback: (v: number | string) => logTickLabel(Number(v)) } : {},
+    } as never;
     if (axis === "category") (chart.options.scales!.x as any).labels = [...new Set(points.map((p) => String(p.x)))].sort();
     chart.data.datasets[0].data = points as never;
     chart.data.datasets[0].label = `${sweep}: ${points.length} trials with a value`;
