@@ -423,6 +423,8 @@ function jobDetailView(id: string): Cleanup {
       if (u !== null && !isFinalState(job.state)) {
         chart.data.datasets[0].data.push({ t: Math.round((now - t0) / 100) / 10, pct: u });
         chart.update();
+      } else if (chart.data.datasets[0].data.length === 0) {
+        chartNote.textContent = `${liveNote} No samples: the job is ${isFinalState(job.state) ? "finished" : "not placed yet"}.`;
       }
     }
     if (metrics && metrics.length > 0) fill(metricsBox, h("h3", {}, "Metrics"), metricTable(metrics));
