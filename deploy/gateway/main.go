@@ -81,7 +81,7 @@ func newHandler(ctx context.Context, coordinatorAddr, staticDir string, dialOpts
 	mux.Handle("/v1/", gw)
 	if staticDir != "" {
 		if st, err := os.Stat(filepath.Join(staticDir, "index.html")); err != nil || st.IsDir() {
-			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm ci && npm run build)", staticDir)
+			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm install && npm run build)", staticDir)
 		}
 		mux.Handle("/", noCache(http.FileServer(http.Dir(staticDir))))
 	} else {
