@@ -288,7 +288,8 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
                                            int limit,
-                                           const std::string& sweep_id) const {
+                                           const std::string& sweep_id,
+                                           const std::string& user) const {
   if (limit <= 0) limit = kDefaultListLimit;
   absl::flat_hash_set<int> wanted(states.begin(), states.end());
   std::vector<v1::Job> out;
@@ -301,6 +302,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
       auto it = jobs_.find(*id);
       if (it == jobs_.end()) continue;
       if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+      if (!user.empty() && it->second.spec().user() != user) continue;
       out.push_back(Redacted(it->second));
     }
     return out;
@@ -308,6 +310,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
     if (static_cast<int>(out.size()) >= limit) break;
     if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+    if (!user.empty() && it->second.spec().user() != user) continue;
     out.push_back(Redacted(it->second));
   }
   return out;
@@ -442,7 +445,7 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
         read->set_offset(offset);
         read->set_max_bytes(max_bytes == 0 ? kDefaultLogBytes : max_bytes);
         log_reads_[request_id] = LogRead{clock_->Now() + config_.log_read_timeout,
-                                         job_id, rank, std::move(done)};
+                                         job_id, rank, std::move(done), task->node()};
         node->second.conn->Send(msg);
         return;
       }
@@ -918,6 +921,13 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
         const v1::LogChunk& chunk = msg.log_chunk();
         auto rt = log_reads_.find(chunk.request_id());
         if (rt == log_reads_.end()) break;  // Timed out already.
+        if (rt->second.node != node) {
+          // Request ids are sequential: another node could guess one and
+          // answer with a forged log. Leave the read to its node.
+          return absl::PermissionDeniedError(absl::StrCat(
+              "node ", node, " answered log read ", chunk.request_id(),
+              " that was sent to node ", rt->second.node));
+        }
         LogRead read = std::move(rt->second);
         log_reads_.erase(rt);
         absl::StatusOr<v1::GetLogsResponse> result;
@@ -963,9 +973,12 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
     if (ended) {
       draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
                                      [&](const DrainingTask& d) {
+                                       // Only the node running the task
+                                       // may report it ended.
                                        return d.job_id == ref.job_id() &&
                                               d.attempt == ref.attempt() &&
-                                              d.task.rank() == ref.rank();
+                                              d.task.rank() == ref.rank() &&
+                                              d.task.node() == node;
                                      }),
                       draining_.end());
     }

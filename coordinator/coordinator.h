@@ -165,10 +165,13 @@ class Coordinator {
   // Newest first; `states` empty means all; at most `limit` (0: 1000).
   // A non-empty `sweep_id` keeps only that sweep's trials (looked up in an
   // index, so a long history of other jobs costs nothing); an unknown sweep
-  // gives an empty list.
+  // gives an empty list. A non-empty `user` keeps only jobs whose spec.user
+  // is that user (the user API's view for non-admins); `limit` counts the
+  // jobs kept.
   std::vector<v1::Job> ListJobs(const std::vector<v1::JobState>& states,
                                 int limit,
-                                const std::string& sweep_id = "") const;
+                                const std::string& sweep_id = "",
+                                const std::string& user = "") const;
 
   // Cancels a job that is not final: its live tasks get SIGTERM, then SIGKILL
   // after the grace period. Cancelling a final job returns it unchanged. The
@@ -211,8 +214,11 @@ class Coordinator {
   void AgentDisconnected(const std::string& node, AgentConnection* conn);
 
   // A heartbeat, task status or log chunk from a registered agent.
+  // Everything is attributed to `node`: a task status or log chunk about
+  // another node's task changes nothing.
   // Errors: FAILED_PRECONDITION when `conn` is not the node's current
-  // connection; INVALID_ARGUMENT for a malformed message.
+  // connection; INVALID_ARGUMENT for a malformed message; PERMISSION_DENIED
+  // for a log chunk answering a read sent to another node.
   absl::Status HandleAgentMessage(const std::string& node, AgentConnection* conn,
                                   const v1::AgentMessage& msg);
 
@@ -253,6 +259,8 @@ class Coordinator {
     int64_t job_id;
     int rank;
     LogsDone done;
+    // The node asked; only its answer is taken.
+    std::string node;
   };
   struct NodeEntry {
     v1::Node node;

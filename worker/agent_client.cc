@@ -1,7 +1,10 @@
 #include "worker/agent_client.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_target.h"
@@ -16,7 +19,28 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 
 }  // namespace
 
-GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address)
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeAgentTlsCredentials(
+    const AgentTlsFiles& files) {
+  grpc::SslCredentialsOptions options;
+  for (auto [path, flag, dest] :
+       {std::tuple{&files.cert, "--tls-cert", &options.pem_cert_chain},
+        std::tuple{&files.key, "--tls-key", &options.pem_private_key},
+        std::tuple{&files.ca, "--tls-ca", &options.pem_root_certs}}) {
+    std::ifstream in(*path);
+    if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", *path));
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find("-----BEGIN ") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", *path, " is not a PEM file"));
+    }
+    *dest = text.str();
+  }
+  return grpc::SslCredentials(options);
+}
+
+GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials)
     : agent_(agent), address_(std::move(coordinator_address)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
@@ -26,9 +50,15 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   // A list of coordinators (leader and standbys) becomes one ordered address
-  // list; worker/main.cc has validated it.
-  channel_ = grpc::CreateCustomChannel(GrpcTargetFor(address_).value_or(address_),
-                                       grpc::InsecureChannelCredentials(), args);
+  // list; worker/main.cc has validated it. With TLS, every coordinator's
+  // certificate must then name the first listed host (make_certs.sh
+  // --server-name), which is the name checked for all of them.
+  if (credentials != nullptr && address_.find(',') != std::string::npos) {
+    args.SetSslTargetNameOverride(trainctl::FirstHost(address_));
+  }
+  channel_ = grpc::CreateCustomChannel(
+      GrpcTargetFor(address_).value_or(address_),
+      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
 }
 
 void GrpcAgentSession::Run() {
@@ -80,11 +110,20 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   v1::AgentMessage first;
   *first.mutable_register_() = *reg;
   v1::CoordinatorMessage ack;
-  if (!stream->Write(first) || !stream->Read(&ack) || !ack.has_register_ack()) {
-    ctx.TryCancel();
+  const bool read = stream->Write(first) && stream->Read(&ack);
+  if (!read || !ack.has_register_ack()) {
+    // When the coordinator ended the stream (refused the registration),
+    // Finish returns its status; cancel only a stream it keeps open.
+    if (read) ctx.TryCancel();
     grpc::Status s = stream->Finish();
-    TC_LOG_WARN("cannot register with the coordinator at {}: {}", address_,
-                s.ok() ? "stream closed" : s.error_message());
+    if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+        s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      TC_LOG_ERROR("cannot register with the coordinator at {}: refused: {}",
+                   address_, s.error_message());
+    } else {
+      TC_LOG_WARN("cannot register with the coordinator at {}: {}", address_,
+                  s.ok() ? "stream closed" : s.error_message());
+    }
     return;
   }
   const absl::Duration interval =

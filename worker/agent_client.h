@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -18,11 +19,28 @@
 
 namespace trainctl::worker {
 
+// PEM files of the agent's --tls-cert, --tls-key and --tls-ca.
+struct AgentTlsFiles {
+  std::string cert;  // this node's client certificate (CN = node name)
+  std::string key;   // its private key
+  std::string ca;    // CA that signed the coordinator's certificate
+};
+
+// Mutual-TLS channel credentials: verifies the coordinator against `ca` and
+// presents the node's certificate.
+// Errors: NOT_FOUND naming the file that cannot be read; INVALID_ARGUMENT
+// when one is not PEM.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeAgentTlsCredentials(
+    const AgentTlsFiles& files);
+
 // Runs the agent's session until Shutdown(). Thread-safe.
 class GrpcAgentSession {
  public:
-  // `agent` is not owned and must outlive the session.
-  GrpcAgentSession(Agent* agent, std::string coordinator_address);
+  // `agent` is not owned and must outlive the session. `credentials` null
+  // means a plaintext channel (insecure mode); MakeAgentTlsCredentials gives
+  // mutual TLS.
+  GrpcAgentSession(Agent* agent, std::string coordinator_address,
+                   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
   // Connects, serves, reconnects; returns after Shutdown().
   void Run();

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,6 +74,20 @@ int main(int argc, char** argv) {
   app.add_option("--port-range", port_range,
                  "MASTER_PORT range LO-HI offered to jobs whose rank 0 runs here")
       ->capture_default_str();
+  trainctl::worker::AgentTlsFiles tls;
+  CLI::Option* tls_cert = app.add_option(
+      "--tls-cert", tls.cert,
+      "PEM client certificate of this node, CN = --node-name "
+      "(deploy/make_certs.sh: nodes/NODE.crt); with --tls-key and --tls-ca: "
+      "mutual TLS to the coordinator");
+  CLI::Option* tls_key = app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  CLI::Option* tls_ca = app.add_option(
+      "--tls-ca", tls.ca,
+      "PEM CA certificate that signed the coordinator's certificate; tasks get "
+      "it as TRAINCTL_TLS_CA for the rendezvous");
+  tls_cert->needs(tls_key)->needs(tls_ca);
+  tls_key->needs(tls_cert);
+  tls_ca->needs(tls_cert);
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
   // Options may also come from a TOML file, KEY = VALUE per line with KEY a
@@ -126,6 +141,19 @@ int main(int argc, char** argv) {
     config.base_env.insert(kv);
   }
 
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (!tls.cert.empty()) {
+    auto made = trainctl::worker::MakeAgentTlsCredentials(tls);
+    if (!made.ok()) return Fail(std::string(made.status().message()));
+    credentials = std::move(*made);
+    // Task processes reach the rendezvous over TLS too (worker/nccl reads it).
+    config.base_env["TRAINCTL_TLS_CA"] =
+        std::filesystem::absolute(tls.ca).string();
+  } else {
+    TC_LOG_WARN("no --tls-cert: plaintext to the coordinator, which accepts "
+                "this only in insecure mode");
+  }
+
   // Hardware: NVML unless --fake-gpus is given.
   std::unique_ptr<trainctl::worker::GpuInventory> inventory;
   auto nvml = trainctl::worker::NvmlGpuInventory::Create();
@@ -152,7 +180,7 @@ int main(int argc, char** argv) {
   auto launcher = std::make_unique<trainctl::worker::PosixProcessLauncher>();
   trainctl::worker::Agent agent(config, inventory.get(), launcher.get());
   if (absl::Status s = agent.Validate(); !s.ok()) return Fail(s.ToString());
-  trainctl::worker::GrpcAgentSession session(&agent, coordinator);
+  trainctl::worker::GrpcAgentSession session(&agent, coordinator, credentials);
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
