@@ -327,6 +327,12 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
 
   grpc::ServerWriteReactor<v1::StreamLogsResponse>* StreamLogs(
       grpc::CallbackServerContext* ctx, const v1::StreamLogsRequest* req) override {
+    // Bad input first: INVALID_ARGUMENT whoever asks.
+    if (req->offset() < 0 || req->rank() < 0) {
+      return new RefusedStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            req->rank() < 0 ? "rank: must not be negative"
+                                                            : "offset: must not be negative"));
+    }
     if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read the logs of");
         !job.ok()) {
       return new RefusedStream(ToGrpcStatus(job.status()));
