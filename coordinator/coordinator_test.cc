@@ -350,6 +350,28 @@ TEST_F(CoordinatorTest, Tick_NodeMissesHeartbeats_LostAndGangFails) {
   EXPECT_EQ(nodes[1].node().state(), v1::NODE_STATE_LOST);
 }
 
+TEST_F(CoordinatorTest, Heartbeat_FencingAgent_AnsweredWithLeaseOfNodeTimeout) {
+  // A fencing agent is told its lease (the 10 s node timeout) in the ack and
+  // gets a LeaseGrant for each heartbeat; an agent that does not fence gets
+  // none (it would not know what to do with it).
+  FakeConnection fencing, plain;
+  v1::RegisterNode reg = NodeReg("f", 1);
+  reg.set_fences(true);
+  TC_ASSERT_OK(core_->RegisterAgent(reg, &fencing));
+  TC_ASSERT_OK(core_->RegisterAgent(NodeReg("p", 1), &plain));
+  ASSERT_THAT(fencing.sent, SizeIs(1));
+  EXPECT_EQ(fencing.sent[0].register_ack().lease_ms(), 10'000);
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  TC_ASSERT_OK(core_->HandleAgentMessage("f", &fencing, hb));
+  TC_ASSERT_OK(core_->HandleAgentMessage("f", &fencing, hb));
+  TC_ASSERT_OK(core_->HandleAgentMessage("p", &plain, hb));
+  ASSERT_THAT(fencing.sent, SizeIs(3));
+  EXPECT_EQ(fencing.sent[1].lease_grant().lease_ms(), 10'000);
+  EXPECT_EQ(fencing.sent[2].lease_grant().lease_ms(), 10'000);
+  EXPECT_THAT(plain.sent, SizeIs(1));  // the ack only
+}
+
 TEST_F(CoordinatorTest, Heartbeat_Samples_ShownInListNodes) {
   FakeConnection& a = Connect("a", 1);
   v1::JobSpec spec = Spec();

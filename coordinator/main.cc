@@ -78,6 +78,13 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
+  std::string sync = "full";
+  app.add_option("--sync", sync,
+                 "durability of each acknowledged write: full (fsync at every "
+                 "commit; survives power loss) or normal (survives a crash or "
+                 "kill -9 of the coordinator, not of the OS; several times the "
+                 "write rate on slow disks)")
+      ->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
   CLI::Option* tls_cert = app.add_option(
       "--tls-cert", tls.cert,
       "PEM certificate of this coordinator (deploy/make_certs.sh: "
@@ -158,7 +165,10 @@ int main(int argc, char** argv) {
       TC_LOG_ERROR("cannot create --state-dir {}: {}", state_dir, ec.message());
       return 1;
     }
-    auto sqlite = trainctl::coord::SqliteStateStore::Open(state_dir + "/trainctl.db");
+    auto sqlite = trainctl::coord::SqliteStateStore::Open(
+        state_dir + "/trainctl.db",
+        sync == "normal" ? trainctl::coord::SqliteStateStore::Sync::kNormal
+                         : trainctl::coord::SqliteStateStore::Sync::kFull);
     if (!sqlite.ok()) {
       TC_LOG_ERROR("{}", sqlite.status().ToString());
       return 1;

@@ -9,6 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev patchelf
   systemd zsh bsdutils  # packaging_test: systemd-analyze verify; cli tests: zsh -n, script(1)
   prometheus-cpp-dev curl openssl
+  iproute2
   golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev
   etcd-server golang-etcd-server-dev golang-github-gogo-protobuf-dev

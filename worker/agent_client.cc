@@ -16,6 +16,7 @@ namespace {
 
 constexpr absl::Duration kMinBackoff = absl::Milliseconds(200);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+constexpr absl::Duration kWatchdogPeriod = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -61,7 +62,24 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
       credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
 }
 
+void GrpcAgentSession::Watchdog() {
+  while (!shutdown_.WaitForNotificationWithTimeout(kWatchdogPeriod)) {
+    const absl::Time expiry = lease_.Expiry();
+    if (!lease_.ExpiredAt(absl::Now())) continue;
+    const int killed = agent_->Fence(absl::StrCat(
+        "no lease renewal from the coordinator at ", address_, " since ",
+        absl::FormatTime("%H:%M:%E3S", expiry, absl::UTCTimeZone()),
+        " UTC (the coordinator counts this node as lost and its tasks as failed)"));
+    TC_LOG_WARN("lease with the coordinator at {} ended: fenced {} tasks; "
+                "re-registering when it is reachable",
+                address_, killed);
+    absl::MutexLock lock(&mu_);
+    if (current_ != nullptr) current_->TryCancel();
+  }
+}
+
 void GrpcAgentSession::Run() {
+  std::thread watchdog([this] { Watchdog(); });
   absl::Duration backoff = kMinBackoff;
   while (!shutdown_.HasBeenNotified()) {
     grpc::ClientContext ctx;
@@ -79,6 +97,7 @@ void GrpcAgentSession::Run() {
     if (shutdown_.WaitForNotificationWithTimeout(backoff)) break;
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
+  watchdog.join();
 }
 
 void GrpcAgentSession::Shutdown() {
@@ -110,6 +129,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   v1::AgentMessage first;
   *first.mutable_register_() = *reg;
   v1::CoordinatorMessage ack;
+  const absl::Time register_sent = absl::Now();
   const bool read = stream->Write(first) && stream->Read(&ack);
   if (!read || !ack.has_register_ack()) {
     // When the coordinator ended the stream (refused the registration),
@@ -128,8 +148,16 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   }
   const absl::Duration interval =
       absl::Milliseconds(std::max<int64_t>(100, ack.register_ack().heartbeat_interval_ms()));
-  TC_LOG_INFO("registered with the coordinator at {} (heartbeat every {})", address_,
-              absl::FormatDuration(interval));
+  const bool fences = reg->fences() && ack.register_ack().lease_ms() > 0;
+  lease_.Registered(register_sent,
+                    fences ? absl::Milliseconds(ack.register_ack().lease_ms())
+                           : absl::ZeroDuration());
+  TC_LOG_INFO("registered with the coordinator at {} (heartbeat every {}{})", address_,
+              absl::FormatDuration(interval),
+              fences ? absl::StrCat(", fencing after a lease of ",
+                                    absl::FormatDuration(absl::Milliseconds(
+                                        ack.register_ack().lease_ms())))
+                     : "");
 
   absl::Mutex write_mu;
   auto write = [&](const v1::AgentMessage& msg) {
@@ -149,12 +177,20 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
       }
       v1::AgentMessage msg;
       *msg.mutable_heartbeat() = std::move(*hb);
+      // Noted before the write, so its grant cannot arrive first.
+      if (fences) lease_.HeartbeatSent(absl::Now());
       write(msg);
     }
   });
 
   v1::CoordinatorMessage msg;
-  while (stream->Read(&msg)) agent_->Handle(msg);
+  while (stream->Read(&msg)) {
+    if (msg.has_lease_grant()) {
+      lease_.Granted(absl::Milliseconds(msg.lease_grant().lease_ms()));
+    } else {
+      agent_->Handle(msg);
+    }
+  }
 
   agent_->Disconnected();
   stream_done.Notify();

@@ -5,6 +5,10 @@
 // coordinator (agents dial out), reconnecting with capped exponential backoff.
 // Per stream: send RegisterNode, wait for the ack, then a heartbeat every
 // interval while a reader thread hands coordinator messages to the Agent.
+// When the agent fences (AgentConfig::fences), a watchdog thread checks the
+// lease (lease.h) every 100 ms: when it ends unrenewed, the agent's tasks
+// are killed (Agent::Fence) and the stream is cancelled, so the agent
+// re-registers from scratch once the coordinator is reachable again.
 
 #include <memory>
 #include <string>
@@ -16,6 +20,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/agent.h"
+#include "worker/lease.h"
 
 namespace trainctl::worker {
 
@@ -53,6 +58,8 @@ class GrpcAgentSession {
  private:
   // One stream's life; returns when it ends.
   void ServeOnce(grpc::ClientContext& ctx);
+  // Until Shutdown(): fences when the lease has ended.
+  void Watchdog();
 
   Agent* const agent_;
   const std::string address_;
@@ -61,6 +68,7 @@ class GrpcAgentSession {
   absl::Notification registered_;
   absl::Mutex mu_;
   grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  AgentLease lease_;
 };
 
 }  // namespace trainctl::worker

@@ -74,6 +74,16 @@ int main(int argc, char** argv) {
   app.add_option("--port-range", port_range,
                  "MASTER_PORT range LO-HI offered to jobs whose rank 0 runs here")
       ->capture_default_str();
+  bool fence = true;
+  app.add_flag("--fence,!--no-fence", fence,
+               "kill this node's tasks when the coordinator has not renewed the "
+               "agent's lease for its node timeout (the coordinator has failed "
+               "them by then; default on)");
+  std::string task_shim;
+  app.add_option("--task-shim", task_shim,
+                 "trainctl-task-shim, which kills a task when the agent dies "
+                 "(default: next to this binary; 'none': tasks are started "
+                 "directly and outlive a killed agent)");
   trainctl::worker::AgentTlsFiles tls;
   CLI::Option* tls_cert = app.add_option(
       "--tls-cert", tls.cert,
@@ -136,6 +146,11 @@ int main(int argc, char** argv) {
         absl::StrCat(trainctl::DefaultDataDir(), "/agent-", config.node_name, "/logs");
   }
   config.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
+  config.fences = fence;
+  if (!fence) {
+    TC_LOG_WARN("--no-fence: tasks keep running when this host is cut off from "
+                "the coordinator, although it fails and may restart them elsewhere");
+  }
   for (char** e = environ; *e != nullptr; ++e) {
     std::pair<std::string, std::string> kv = absl::StrSplit(*e, absl::MaxSplits('=', 1));
     config.base_env.insert(kv);
@@ -177,7 +192,23 @@ int main(int argc, char** argv) {
   }
 
   // Members in dependency order: hardware, then the agent, then the session.
-  auto launcher = std::make_unique<trainctl::worker::PosixProcessLauncher>();
+  trainctl::worker::PosixProcessLauncher::Options launch_options;
+  if (task_shim.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    task_shim = (self.parent_path() / "trainctl-task-shim").string();
+    if (ec || access(task_shim.c_str(), X_OK) != 0) {
+      TC_LOG_WARN("no trainctl-task-shim next to the agent ({}): tasks will OUTLIVE "
+                  "a killed agent and keep their GPUs; pass --task-shim PATH",
+                  task_shim);
+      task_shim = "none";
+    }
+  }
+  if (task_shim != "none") {
+    launch_options.task_shim = std::filesystem::absolute(task_shim).string();
+  }
+  auto launcher =
+      std::make_unique<trainctl::worker::PosixProcessLauncher>(launch_options);
   trainctl::worker::Agent agent(config, inventory.get(), launcher.get());
   if (absl::Status s = agent.Validate(); !s.ok()) return Fail(s.ToString());
   trainctl::worker::GrpcAgentSession session(&agent, coordinator, credentials);
