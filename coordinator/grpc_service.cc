@@ -1,6 +1,7 @@
 #include "coordinator/grpc_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -46,6 +47,120 @@ absl::StatusOr<Principal> CallerOf(const TokenAuthenticator* tokens,
 }  // namespace
 
 // ---------------------------------------------------------------- user API
+
+// A server stream refused before it started (authentication, access): ends
+// at once with `status`.
+class RefusedStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// One StreamLogs call: reads a rank's log chunk by chunk through the core
+// (GetLogsAsync) and writes each chunk; with `follow`, when caught up it
+// long-polls WaitJobAsync (kFollowPoll) and reads again, until the job is
+// final and its log read to the end. One core call or one write is in flight
+// at a time; a cancelled call (client gone) finishes at the next step. The
+// reactor deletes itself in OnDone. Same loop as `trainctl logs -f`.
+class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
+ public:
+  // Long-poll between reads of a followed log that has no new data, ms.
+  static constexpr absl::Duration kFollowPoll = absl::Seconds(1);
+
+  LogStream(Coordinator* core, const v1::StreamLogsRequest& req)
+      : core_(core), req_(req), offset_(req.offset()) {
+    if (req.offset() < 0 || req.rank() < 0) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          req.rank() < 0 ? "rank: must not be negative"
+                                         : "offset: must not be negative"));
+      return;
+    }
+    // Headers now, so a REST client sees the response start before the
+    // first byte of a log that has none yet.
+    StartSendInitialMetadata();
+    Read();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    if (last_.eof()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    Read();
+  }
+  void OnCancel() override { cancelled_ = true; }
+  void OnDone() override { delete this; }
+
+ private:
+  void Read() {
+    if (cancelled_) {
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    core_->GetLogsAsync(req_.job_id(), req_.rank(), offset_, /*max_bytes=*/0,
+                        [this](absl::StatusOr<v1::GetLogsResponse> r) { OnRead(std::move(r)); });
+  }
+
+  void OnRead(absl::StatusOr<v1::GetLogsResponse> r) {
+    if (r.ok()) {
+      if (!r->data().empty() || r->eof()) {
+        last_.Clear();
+        last_.set_offset(offset_);
+        last_.set_data(std::move(*r->mutable_data()));
+        last_.set_next_offset(r->next_offset());
+        last_.set_attempt(std::max(attempt_, 0));
+        last_.set_eof(r->eof());
+        offset_ = r->next_offset();
+        StartWrite(&last_);  // OnWriteDone reads on (or finishes at eof)
+        return;
+      }
+      // Caught up with the log.
+      if (!req_.follow() || job_final_) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+    } else if (!(req_.follow() && !job_final_ && !job_placed_ &&
+                 r.status().code() == absl::StatusCode::kNotFound)) {
+      // NOT_FOUND while following a job not placed yet: no log yet; wait
+      // for it like for new data. (An unknown job fails in WaitJobAsync.)
+      Finish(ToGrpcStatus(r.status()));
+      return;
+    }
+    if (cancelled_) {
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    core_->WaitJobAsync(req_.job_id(), kFollowPoll,
+                        [this](absl::StatusOr<v1::Job> job) { OnWaited(std::move(job)); });
+  }
+
+  void OnWaited(absl::StatusOr<v1::Job> job) {
+    if (!job.ok()) {
+      Finish(ToGrpcStatus(job.status()));
+      return;
+    }
+    // One more read after the job is final collects the rest of the log.
+    job_final_ = IsFinal(job->state());
+    job_placed_ = job->tasks_size() > 0;
+    if (attempt_ >= 0 && job->attempt() != attempt_) offset_ = 0;  // a restart
+    attempt_ = job->attempt();
+    Read();
+  }
+
+  Coordinator* const core_;
+  const v1::StreamLogsRequest req_;
+  std::atomic<bool> cancelled_{false};
+  // The rest is touched by one step at a time (one call or write in flight).
+  int64_t offset_;
+  int attempt_ = -1;  // from the last WaitJobAsync; -1 before the first
+  bool job_final_ = false;
+  bool job_placed_ = false;
+  v1::StreamLogsResponse last_;  // the chunk being written
+};
 
 // Every call first authenticates its caller (CallerOf) and, for calls on one
 // job, checks the caller may act on it (CheckJobAccess) before the core
@@ -251,6 +366,21 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     if (r.ok()) *resp = std::move(*r);
     reactor->Finish(ToGrpcStatus(r.status()));
     return reactor;
+  }
+
+  grpc::ServerWriteReactor<v1::StreamLogsResponse>* StreamLogs(
+      grpc::CallbackServerContext* ctx, const v1::StreamLogsRequest* req) override {
+    // Bad input first: INVALID_ARGUMENT whoever asks.
+    if (req->offset() < 0 || req->rank() < 0) {
+      return new RefusedStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            req->rank() < 0 ? "rank: must not be negative"
+                                                            : "offset: must not be negative"));
+    }
+    if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read the logs of");
+        !job.ok()) {
+      return new RefusedStream(ToGrpcStatus(job.status()));
+    }
+    return new LogStream(core_, *req);
   }
 
  private:

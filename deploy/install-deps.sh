@@ -13,7 +13,14 @@ PACKAGES=(
   golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev
   etcd-server golang-etcd-server-dev golang-github-gogo-protobuf-dev
+  chromium
 )
+# The web dashboard (client/web) needs Node.js and npm; a machine that has them
+# from elsewhere (e.g. a newer Node.js) keeps them: Debian's npm package would
+# replace that npm.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

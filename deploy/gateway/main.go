@@ -13,6 +13,10 @@
 // TLS: -tls-ca verifies a coordinator run with --tls-cert (server TLS; the
 // gateway needs no client certificate, it speaks for users, not nodes);
 // -tls-cert/-tls-key serve HTTPS (deploy/make_certs.sh: gateway.crt/key).
+//
+// With -static-dir DIR it also serves the files of DIR (the web dashboard
+// built from client/web/, whose index.html calls /v1/) at every path outside
+// /v1/; without it those paths answer a JSON 404.
 package main
 
 import (
@@ -25,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/grpc-ecosystem/grpc-gateway/runtime"
@@ -53,12 +58,53 @@ func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 	json.NewEncoder(w).Encode(map[string]interface{}{"error": msg, "message": msg, "code": code})
 }
 
+// noCache makes browsers revalidate index.html and friends on every load, so
+// a rebuilt dashboard shows at once (Vite's hashed asset names make this cheap).
+func noCache(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// newHandler returns the gateway's HTTP handler: the REST API under /v1/,
+// proxied to the coordinator at coordinatorAddr (dialled lazily with
+// dialOpts), and the files of staticDir at every other path (a JSON 404 there
+// when staticDir is empty). Errors: staticDir has no index.html; the proxy
+// cannot be set up.
+func newHandler(ctx context.Context, coordinatorAddr, staticDir string, dialOpts []grpc.DialOption) (http.Handler, error) {
+	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
+		writeJSONError(w, msg, code)
+	}
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard,
+			&runtime.JSONPb{OrigName: true, EmitDefaults: true}))
+	if err := pb.RegisterCoordinatorHandlerFromEndpoint(ctx, gw, coordinatorAddr, dialOpts); err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", gw)
+	if staticDir != "" {
+		if st, err := os.Stat(filepath.Join(staticDir, "index.html")); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm install && npm run build)", staticDir)
+		}
+		mux.Handle("/", noCache(http.FileServer(http.Dir(staticDir))))
+	} else {
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			writeJSONError(w, "not found: the REST API is under /v1/", http.StatusNotFound)
+		})
+	}
+	return mux, nil
+}
+
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "HTTP address to serve on (port 0: a free port)")
 	coordinator := flag.String("coordinator", "127.0.0.1:50051", "gRPC address of trainctl-coordinator")
 	tlsCA := flag.String("tls-ca", "", "PEM CA certificate to verify a TLS coordinator with (default: plaintext)")
 	tlsCert := flag.String("tls-cert", "", "PEM certificate to serve HTTPS with (with -tls-key; default: HTTP)")
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
+	staticDir := flag.String("static-dir", "", "directory of static files (the web dashboard, client/web/dist) to serve outside /v1/; empty: none")
 	flag.Parse()
 	if (*tlsCert == "") != (*tlsKey == "") {
 		log.Fatalf("trainctl-gateway: -tls-cert and -tls-key go together")
@@ -67,12 +113,6 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
-		writeJSONError(w, msg, code)
-	}
-	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard,
-			&runtime.JSONPb{OrigName: true, EmitDefaults: true}))
 	opts := []grpc.DialOption{grpc.WithInsecure()}
 	if *tlsCA != "" {
 		creds, err := credentials.NewClientTLSFromFile(*tlsCA, "")
@@ -81,15 +121,10 @@ func main() {
 		}
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	}
-	if err := pb.RegisterCoordinatorHandlerFromEndpoint(ctx, gw, *coordinator, opts); err != nil {
+	handler, err := newHandler(ctx, *coordinator, *staticDir, opts)
+	if err != nil {
 		log.Fatalf("trainctl-gateway: %v", err)
 	}
-
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", gw)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSONError(w, "not found: the REST API is under /v1/", http.StatusNotFound)
-	})
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -98,9 +133,9 @@ func main() {
 	// Same convention as trainctl-coordinator: tests read the port here.
 	fmt.Printf("listening on port %d\n", ln.Addr().(*net.TCPAddr).Port)
 	os.Stdout.Sync()
-	log.Printf("trainctl-gateway: serving /v1/ on %s, coordinator %s", ln.Addr(), *coordinator)
+	log.Printf("trainctl-gateway: serving /v1/ on %s, coordinator %s, static files %q", ln.Addr(), *coordinator, *staticDir)
 
-	srv := &http.Server{Handler: mux}
+	srv := &http.Server{Handler: handler}
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -129,4 +129,31 @@ req POST "/v1/jobs/424242:cancel"
 [[ $CODE == 404 ]] || fail "cancel of an unknown job: HTTP $CODE"
 ok "POST /v1/jobs/$cid:cancel -> JOB_STATE_CANCELLED"
 
+# 7. Logs as a server stream: newline-delimited JSON, {"result": chunk} lines.
+# nd EXPR: evaluates a Python expression over the body's lines parsed as JSON (l).
+nd() { python3 -c 'import json, sys, base64; l = [json.loads(x) for x in open(sys.argv[1]) if x.strip()]; print(eval(sys.argv[2]))' "$WORK/body" "$1"; }
+ndlog='b"".join(base64.b64decode(x["result"]["data"] or "") for x in l).decode()'
+req GET "/v1/jobs/$id/logs:stream?rank=0"
+[[ $CODE == 200 && $(nd "$ndlog") == "hello over REST from rank 0" && $(nd 'l[-1]["result"]["eof"]') == True ]] \
+  || fail "logs:stream of job $id"
+# Follow from submit: the response ends when the job is final, with all of it.
+req POST /v1/jobs '{"spec": {"name": "rest-follow", "command": ["sh", "-c", "echo one; sleep 0.5; echo two"]}}'
+fid=$(js 'j["job_id"]')
+req GET "/v1/jobs/$fid/logs:stream?follow=true"
+[[ $CODE == 200 && $(nd "$ndlog") == $'one\ntwo' ]] || fail "logs:stream?follow=true of job $fid"
+chunks=$(nd 'len(l)')
+req GET "/v1/jobs/$fid"
+[[ $(js 'j["job"]["state"]') == JOB_STATE_SUCCEEDED ]] || fail "followed job $fid not final when the stream ended"
+req GET "/v1/jobs/999999/logs:stream?follow=true"
+[[ $CODE == 404 && $(nd 'l[0]["error"]["grpc_code"]') == 5 ]] || fail "logs:stream of an unknown job: HTTP $CODE"
+ok "GET /v1/jobs/$fid/logs:stream?follow=true: $chunks NDJSON chunks until the job ended; unknown job -> 404"
+
+# 8. A sweep's trials.
+req POST /v1/jobs '{"spec": {"name": "rest-trial", "command": ["true"], "sweep_id": "gw-sweep", "params": {"lr": "0.001"}}}'
+[[ $CODE == 200 ]] || fail "submit trial: HTTP $CODE"
+req GET /v1/sweeps/gw-sweep/jobs
+[[ $CODE == 200 && $(js 'len(j["jobs"])') == 1 && $(js 'j["jobs"][0]["spec"]["params"]["lr"]') == 0.001 ]] \
+  || fail "GET /v1/sweeps/gw-sweep/jobs"
+ok "GET /v1/sweeps/gw-sweep/jobs: its 1 trial with params"
+
 e2e_done

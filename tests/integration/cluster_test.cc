@@ -328,5 +328,60 @@ TEST_F(ClusterTest, ListNodes_TwoAgents_GpusAndPackedExperiments) {
   EXPECT_EQ(busy_gpus, 1);
 }
 
+// StreamLogs with follow, opened right after submit (before the job is
+// placed): it waits for placement, sends the output as the rank writes it,
+// and ends OK once the job is final and the whole log was sent.
+TEST_F(ClusterTest, StreamLogs_FollowFromSubmit_WholeLogThenEnds) {
+  int64_t id;
+  ASSERT_TRUE(Submit(Shell("echo first; sleep 0.3; echo second; sleep 0.3; echo third"), &id).ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kDeadline));
+  v1::StreamLogsRequest req;
+  req.set_job_id(id);
+  req.set_follow(true);
+  auto reader = stub_->StreamLogs(&ctx, req);
+  std::string log;
+  v1::StreamLogsResponse chunk;
+  int chunks = 0;
+  bool eof = false;
+  while (reader->Read(&chunk)) {
+    // Chunks are contiguous: each starts where the previous one ended.
+    EXPECT_EQ(chunk.offset(), static_cast<int64_t>(log.size()));
+    log += chunk.data();
+    EXPECT_EQ(chunk.next_offset(), static_cast<int64_t>(log.size()));
+    eof = chunk.eof();
+    ++chunks;
+  }
+  grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(log, "first\nsecond\nthird\n");
+  EXPECT_TRUE(eof) << "the last chunk says the log is complete";
+  EXPECT_GE(chunks, 1);
+  EXPECT_EQ(Get(id).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+// Without follow the stream ends at what is there now; bad requests fail
+// with the code a REST client sees as 404 / 400.
+TEST_F(ClusterTest, StreamLogs_UnknownJobOrBadOffset_Errors) {
+  grpc::ClientContext ctx;
+  v1::StreamLogsRequest req;
+  req.set_job_id(987654);
+  req.set_follow(true);
+  auto reader = stub_->StreamLogs(&ctx, req);
+  v1::StreamLogsResponse chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("987654"));
+
+  grpc::ClientContext ctx2;
+  req.set_offset(-1);
+  auto reader2 = stub_->StreamLogs(&ctx2, req);
+  EXPECT_FALSE(reader2->Read(&chunk));
+  s = reader2->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("offset"));
+}
+
 }  // namespace
 }  // namespace trainctl

@@ -1,0 +1,231 @@
+// Pure view logic of the dashboard (no DOM, no network): colour scale,
+// number and time formatting, job summaries, log decoding, chart series.
+// Unit-tested in format.test.ts.
+
+import type { Job, JobSpec, NodeView } from "./types";
+
+/**
+ * Colour of a GPU tile for a utilization in percent (0-100; clamped):
+ * HSL hue from 210 (idle, blue) through 120 (green) to 0 (busy, red), so
+ * idle GPUs stand out as cool and saturated ones as hot. Returns "hsl(h, s%, l%)".
+ */
+export function utilColor(pct: number): string {
+  const p = Math.min(100, Math.max(0, Number.isFinite(pct) ? pct : 0));
+  const hue = Math.round(210 - 2.1 * p);
+  return `hsl(${hue}, 70%, ${p === 0 ? 88 : 62}%)`;
+}
+
+/** Bytes as a short binary size: 0 B, 512 B, 1.5 KiB, 80 GiB, 1.2 TiB. */
+export function formatBytes(bytes: number | string): string {
+  let b = Number(bytes);
+  if (!Number.isFinite(b) || b < 0) return "?";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (b >= 1024 && i < units.length - 1) {
+    b /= 1024;
+    i++;
+  }
+  if (i === 0) return `${b} B`;
+  const text = b >= 100 || Number.isInteger(b) ? b.toFixed(0) : b.toFixed(1);
+  return `${text} ${units[i]}`;
+}
+
+/** A duration in ms as "850 ms", "42 s", "3 m 05 s", "2 h 07 m", "3 d 4 h". */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "?";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} m ${String(s % 60).padStart(2, "0")} s`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h} h ${String(m % 60).padStart(2, "0")} m`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+/** "JOB_STATE_RUNNING" -> "RUNNING" (any enum name minus its prefix). */
+export function shortEnum(name: string | undefined, prefix: string): string {
+  if (!name) return "";
+  return name.startsWith(prefix) ? name.slice(prefix.length) : name;
+}
+
+/** True for SUCCEEDED, FAILED and CANCELLED (DESIGN.md section 2). */
+export function isFinalState(state: string): boolean {
+  return ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"].includes(state);
+}
+
+/** What a job asked for, as the CLI says it: "1/4 GPU", "2 x 4 GPUs", "8 GPUs". */
+export function resourceText(spec: JobSpec): string {
+  const nodes = Number(spec.nodes ?? 0);
+  const perNode = Number(spec.gpus_per_node ?? 0);
+  if (nodes > 0 && perNode > 0) return `${nodes} x ${perNode} GPUs`;
+  const gpus = Number(spec.gpus ?? 0);
+  if (gpus > 1) return `${gpus} GPUs`;
+  const frac = Number(spec.gpu_fraction ?? 0);
+  if (frac > 0 && frac < 1) {
+    for (const d of [2, 3, 4, 5, 6, 8, 10, 16]) {
+      const n = frac * d;
+      if (Math.abs(n - Math.round(n)) < 1e-9) return `${Math.round(n)}/${d} GPU`;
+    }
+    return `${frac.toFixed(3)} GPU`;
+  }
+  const mem = Number(spec.gpu_memory_bytes ?? 0);
+  if (mem > 0) return `${formatBytes(mem)} GPU memory`;
+  return "1 GPU";
+}
+
+/** Run time of a job in ms: end (or now, if still running) - start; 0 if never started. */
+export function runTimeMs(job: Job, nowMs: number): number {
+  const start = Number(job.start_time_ms ?? 0);
+  if (start <= 0) return 0;
+  const end = Number(job.end_time_ms ?? 0);
+  return Math.max(0, (end > 0 ? end : nowMs) - start);
+}
+
+/** The filters of the job list; empty fields match everything. */
+export interface JobFilter {
+  state: string; // a JobState name, "" for all, "ACTIVE" for the non-final ones
+  name: string; // substring of the name, case-insensitive
+  sweep: string; // exact sweep id
+}
+
+/** Jobs matching `f`, in the order given. */
+export function filterJobs(jobs: Job[], f: JobFilter): Job[] {
+  const name = f.name.trim().toLowerCase();
+  return jobs.filter((j) => {
+    if (f.state === "ACTIVE" ? isFinalState(j.state) : f.state && j.state !== f.state) return false;
+    if (name && !(j.spec?.name ?? "").toLowerCase().includes(name)) return false;
+    if (f.sweep && (j.spec?.sweep_id ?? "") !== f.sweep) return false;
+    return true;
+  });
+}
+
+/** Sweep ids of `jobs`, sorted, without duplicates or the empty id. */
+export function sweepIds(jobs: Job[]): string[] {
+  return [...new Set(jobs.map((j) => j.spec?.sweep_id ?? "").filter((s) => s))].sort();
+}
+
+/** Base64 (protobuf JSON `bytes`) to raw bytes. */
+export function base64ToBytes(b64: string): Uint8Array {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/**
+ * Splits newline-delimited JSON as it arrives: feed() takes the text of the
+ * next network chunk and returns the complete lines' parsed values; a partial
+ * last line waits for the next chunk. Blank lines are skipped.
+ */
+export class NdjsonSplitter {
+  private rest = "";
+  feed(text: string): unknown[] {
+    this.rest += text;
+    const lines = this.rest.split("\n");
+    this.rest = lines.pop() ?? "";
+    return lines.filter((l) => l.trim() !== "").map((l) => JSON.parse(l));
+  }
+}
+
+/** One point of the job utilization chart: time (ms) and mean GPU utilization (%). */
+export interface UtilPoint {
+  t: number;
+  pct: number;
+}
+
+/**
+ * Mean utilization (%) over the GPUs a job's tasks use right now, from the
+ * node samples of ListNodes; null when none of its GPUs is found (not placed,
+ * node gone).
+ */
+export function jobUtilization(job: Job, nodes: NodeView[]): number | null {
+  const wanted = new Set<string>();
+  for (const t of job.tasks ?? []) for (const u of t.gpu_uuids ?? []) wanted.add(u);
+  let sum = 0;
+  let n = 0;
+  for (const v of nodes) {
+    for (const g of v.node.gpus ?? []) {
+      if (wanted.has(g.uuid)) {
+        sum += Number(g.utilization_pct ?? 0);
+        n++;
+      }
+    }
+  }
+  return n === 0 ? null : sum / n;
+}
+
+/** How a sweep parameter is drawn: numbers on a linear or log axis, else categories. */
+export type AxisKind = "linear" | "logarithmic" | "category";
+
+/**
+ * Axis for the values of one hyper-parameter: "logarithmic" when all are
+ * positive numbers spanning at least a factor of 100 (learning rates, weight
+ * decay), "linear" for other numbers, "category" otherwise.
+ */
+export function paramAxis(values: string[]): AxisKind {
+  const nums = values.map((v) => Number(v));
+  if (values.length === 0 || nums.some((x) => !Number.isFinite(x)) || values.some((v) => v.trim() === ""))
+    return "category";
+  const min = Math.min(...nums);
+  const max = Math.max(...nums);
+  return min > 0 && max / min >= 100 ? "logarithmic" : "linear";
+}
+
+/** Names of the hyper-parameters of a sweep's trials, sorted. */
+export function paramNames(trials: Job[]): string[] {
+  const s = new Set<string>();
+  for (const t of trials) for (const k of Object.keys(t.spec?.params ?? {})) s.add(k);
+  return [...s].sort();
+}
+
+/** Chart point of a sweep trial: x the parameter value, y the metric, id the job. */
+export interface SweepPoint {
+  x: number | string;
+  y: number;
+  id: string;
+  state: string;
+}
+
+/**
+ * Points of the sweep comparison chart: for each trial that has parameter
+ * `param` and a metric value, (param value, metric). `metric` maps a job to
+ * its value or null (not known yet). Numeric axes get numbers.
+ */
+export function sweepPoints(
+  trials: Job[],
+  param: string,
+  metric: (j: Job) => number | null,
+): { axis: AxisKind; points: SweepPoint[] } {
+  const withParam = trials.filter((t) => (t.spec?.params ?? {})[param] !== undefined);
+  const axis = paramAxis(withParam.map((t) => t.spec!.params![param]));
+  const points: SweepPoint[] = [];
+  for (const t of withParam) {
+    const y = metric(t);
+    if (y === null || !Number.isFinite(y)) continue;
+    const raw = t.spec!.params![param];
+    points.push({ x: axis === "category" ? raw : Number(raw), y, id: t.id, state: t.state });
+  }
+  return { axis, points };
+}
+
+/**
+ * Points of the job utilization chart from the coordinator's history
+ * (GetJobUsage samples): t in seconds since `startMs` (the job's start; the
+ * first sample's time when 0), pct the job's mean GPU utilization (%).
+ */
+export function usagePoints(samples: { time_ms: string; gpu_util_pct: number }[], startMs: number): UtilPoint[] {
+  if (samples.length === 0) return [];
+  const t0 = startMs > 0 ? startMs : Number(samples[0].time_ms);
+  return samples.map((s) => ({ t: Math.round((Number(s.time_ms) - t0) / 100) / 10, pct: s.gpu_util_pct }));
+}
+
+/**
+ * Tick label on a logarithmic axis: the value for 1, 2 and 5 times a power
+ * of ten, "" for the ticks between (so labels never overlap).
+ */
+export function logTickLabel(v: number): string {
+  if (!(v > 0)) return "";
+  const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
+  return [1, 2, 5].some((x) => Math.abs(m - x) < 1e-6) ? String(Number(v.toPrecision(6))) : "";
+}

@@ -1,0 +1,133 @@
+// The JSON the REST gateway returns (proto field names, defaults printed,
+// 64-bit integers as strings, enums as names; proto/trainctl/v1/*.proto).
+// Only the fields the dashboard reads.
+
+export interface JobSpec {
+  name?: string;
+  command?: string[];
+  env?: Record<string, string>;
+  priority?: number;
+  gpus?: number;
+  gpu_fraction?: number;
+  gpu_memory_bytes?: string;
+  nodes?: number;
+  gpus_per_node?: number;
+  tasks_per_node?: number;
+  max_restarts?: number;
+  sweep_id?: string;
+  params?: Record<string, string>;
+  user?: string;
+  project?: string;
+}
+
+export interface Task {
+  rank: number;
+  local_rank: number;
+  node_rank: number;
+  node: string;
+  gpu_uuids?: string[];
+  gpu_indices?: number[];
+  reserved_bytes_per_gpu?: string;
+  state: string;
+  pid: number;
+  exit_code: number;
+  signal: number;
+  log_path?: string;
+  message?: string;
+  start_time_ms?: string;
+  end_time_ms?: string;
+}
+
+export interface Job {
+  id: string;
+  spec?: JobSpec;
+  kind: string;
+  state: string;
+  attempt: number;
+  reason?: string;
+  submit_time_ms?: string;
+  start_time_ms?: string;
+  end_time_ms?: string;
+  tasks?: Task[];
+  master_addr?: string;
+  master_port?: number;
+  world_size?: number;
+}
+
+export interface Gpu {
+  index: number;
+  uuid: string;
+  name: string;
+  memory_total_bytes: string;
+  memory_used_bytes: string;
+  utilization_pct: number;
+  temperature_c: number;
+  power_w: number;
+}
+
+export interface Node {
+  name: string;
+  address: string;
+  state: string;
+  last_heartbeat_ms: string;
+  gpus?: Gpu[];
+  fake_gpus?: boolean;
+}
+
+export interface GpuTaskRef {
+  job_id: string;
+  rank: number;
+  reserved_bytes: string;
+  job_name: string;
+}
+
+export interface NodeView {
+  node: Node;
+  gpu_tasks?: { tasks?: GpuTaskRef[] }[];
+}
+
+export interface LogChunk {
+  data: string | null; // base64; null when empty (grpc-gateway v1)
+  offset: string;
+  next_offset: string;
+  attempt: number;
+  eof: boolean;
+}
+
+// Optional endpoints that other work items add to the coordinator (the
+// dashboard uses them where the gateway has them).
+
+/** GET /v1/usage?job_ids=ID (GetJobUsage, telemetry.proto). */
+export interface JobUsageSample {
+  time_ms: string;
+  gpu_util_pct: number;
+  gpu_memory_used_bytes?: string;
+  cpu_pct?: number;
+}
+export interface JobUsage {
+  job_id: string;
+  samples?: JobUsageSample[];
+  findings?: { code: string; message: string }[];
+}
+
+/** GET /v1/jobs/{id}/metrics (GetMetrics, metrics.proto). */
+export interface MetricSeries {
+  key: string;
+  count: string;
+  last: number;
+  last_step: string;
+  min: number;
+  max: number;
+}
+
+/** GET /v1/jobs/{id}:why (WhyJob, sched.proto): why a job waits. */
+export interface WhyJob {
+  summary: string;
+  queue?: string;
+  position?: number;
+  quota?: string;
+  nodes?: string[];
+  reservation_job_id?: string;
+  reservation?: string;
+  reservation_eta_ms?: string;
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The web dashboard end to end in real headless Chromium: builds client/web
+# (npm install when node_modules is stale, vitest, vite build), starts a
+# coordinator, two agents with 2 fake GPUs each and trainctl-gateway
+# -static-dir client/web/dist on free loopback ports, then runs
+# client/web/e2e/dashboard.e2e.mjs (playwright-core + /usr/bin/chromium).
+# Usage: web_e2e.sh BUILD_BIN_DIR [SCREENSHOT_DIR]
+# Screenshots go to SCREENSHOT_DIR (default: the temp dir, removed unless KEEP
+# is set); `tests/e2e/web_e2e.sh build/bin docs` refreshes docs/dashboard.png.
+# Exits 77 (ctest: skipped) with "SKIP: ..." when chromium, node or npm is
+# missing (deploy/install-deps.sh installs them).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+WEB=$SRC/client/web
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+for t in node npm; do
+  command -v "$t" >/dev/null || { echo "SKIP: no $t (deploy/install-deps.sh installs nodejs npm)"; exit 77; }
+done
+[[ -x $CHROMIUM ]] || { echo "SKIP: no $CHROMIUM (deploy/install-deps.sh installs chromium)"; exit 77; }
+e2e_init web-e2e "${1:-}"
+SHOTS=$(mkdir -p "${2:-$WORK}" && cd "${2:-$WORK}" && pwd)
+
+# 1. Build the dashboard (npm install only when package-lock.json is newer
+# than the install). The versions are package-lock.json's; `npm install
+# --no-save` rather than `npm ci`, which refuses the lock file because the
+# registry here lacks some of rollup's optional packages for other platforms.
+cd "$WEB"
+if [[ ! node_modules/.package-lock.json -nt package-lock.json ]]; then
+  npm install --no-save --no-audit --no-fund >"$WORK/npm.log" 2>&1 || { cat "$WORK/npm.log"; fail "npm install"; }
+fi
+npx vitest run >"$WORK/vitest.log" 2>&1 || { cat "$WORK/vitest.log"; fail "vitest"; }
+ok "vitest: $(grep -Eo 'Tests +[0-9]+ passed' "$WORK/vitest.log" | head -1)"
+npm run build >"$WORK/vite.log" 2>&1 || { cat "$WORK/vite.log"; fail "vite build"; }
+[[ -f dist/index.html ]] || fail "vite build wrote no dist/index.html"
+ok "tsc + vite build: $(du -sk dist | cut -f1) KiB in client/web/dist"
+cd - >/dev/null
+
+# 2. The cluster: coordinator, two fake-GPU agents, gateway with the dashboard.
+"$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state" \
+  --node-timeout 5s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
+COORD=127.0.0.1:${line##* }
+for n in web-node-a web-node-b; do
+  "$BIN/trainctl-agent" --coordinator "$COORD" --node-name "$n" \
+    --fake-gpus 2:H200-fake:141GiB --log-dir "$WORK/logs-$n" >"$WORK/agent-$n.log" 2>&1 &
+  PIDS+=($!)
+  wait_line "$WORK/agent-$n.log" "registered with the coordinator" >/dev/null || fail "agent $n did not register"
+done
+"$BIN/trainctl-gateway" -listen 127.0.0.1:0 -coordinator "$COORD" -static-dir "$WEB/dist" \
+  >"$WORK/gateway.out" 2>"$WORK/gateway.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/gateway.out" "listening on port") || fail "gateway did not start"
+URL=http://127.0.0.1:${line##* }
+[[ $(curl -sS "$URL/") == *'id="view"'* ]] || fail "GET / is not the dashboard"
+ok "gateway serves the dashboard at $URL/ and the API under /v1/"
+
+# 3. The browser.
+cd "$WEB"
+CHROMIUM=$CHROMIUM node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
+[[ ${PIPESTATUS[0]} == 0 ]] || fail "browser test (screenshot at failure: $SHOTS/failure.png)"
+n=$(grep -Eo '^[0-9]+ passed' "$WORK/browser.log" | cut -d' ' -f1)
+pass=$((pass + n))
+e2e_done
