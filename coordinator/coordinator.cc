@@ -1497,7 +1497,15 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
         gpus, std::max(job->auto_pack_memory_bytes(), job->spec().gpu_memory_bytes()),
         now_ms);
     if (!c.gpu.has_value()) {
-      job->set_reason(c.reason);
+      std::string reason = c.reason;
+      if (job->oom_count() > 0) {
+        absl::StrAppendFormat(&reason,
+                              "; it ran out of GPU memory %d time(s) and now "
+                              "asks for %.1f GiB",
+                              job->oom_count(),
+                              job->auto_pack_memory_bytes() / double(int64_t{1} << 30));
+      }
+      job->set_reason(reason);
       continue;
     }
     sched::PackGpu& p = gpus[*c.gpu];
