@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:50051", advertise, state_dir, log_level = "info";
   std::string node_timeout = "10s", heartbeat = "1s", stop_grace = "10s";
   std::string metrics_listen;
+  // Telemetry and auto-packing (issue 4); defaults in CoordinatorConfig.
+  std::string usage_sample = "2s", pack_settle = "20s";
+  int usage_samples = 300, pack_util_target = 90, pack_max = 8;
   app.add_option("--listen", listen, "address:port to serve agents, users and ranks on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--advertise", advertise,
@@ -74,6 +77,21 @@ int main(int argc, char** argv) {
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
+  app.add_option("--usage-sample", usage_sample,
+                 "period of the per-job utilization history (GetJobUsage, top)")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--usage-samples", usage_samples,
+                 "samples kept per job (default 300: 10 minutes at 2 s)")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--auto-pack-settle", pack_settle,
+                 "auto-pack: how long a trial runs before it counts as measured")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--auto-pack-util-target", pack_util_target,
+                 "auto-pack: admit another trial onto a GPU only below this "
+                 "measured utilization, percent")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--auto-pack-max", pack_max, "auto-pack: at most this many trials per GPU")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("coordinator", log_level);
 
@@ -119,6 +137,11 @@ int main(int argc, char** argv) {
   config.heartbeat_interval = ToDuration(heartbeat);
   config.stop_grace = ToDuration(stop_grace);
   config.advertise_address = advertise;
+  config.usage_sample_period = ToDuration(usage_sample);
+  config.usage_history_samples = usage_samples;
+  config.packer.settle_ms = absl::ToInt64Milliseconds(ToDuration(pack_settle));
+  config.packer.util_target_pct = pack_util_target;
+  config.packer.max_tasks_per_gpu = pack_max;
   auto core = trainctl::coord::Coordinator::Create(config, store->get(), &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());
