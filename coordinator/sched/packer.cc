@@ -34,14 +34,14 @@ PackChoice Packer::Choose(const std::vector<PackGpu>& gpus,
     const int64_t total = g.memory_total_bytes;
     const int64_t headroom =
         static_cast<int64_t>(config_.memory_headroom_fraction * total);
-    int64_t reserve = job_memory_bytes;
+    // Never reserve less than the initial share: a trial not measured yet
+    // still holds some memory in the scheduler's books.
+    int64_t reserve = std::max<int64_t>(
+        {job_memory_bytes, 1,
+         static_cast<int64_t>(config_.initial_reservation_fraction * total)});
     if (n == 0) {
       // Rule 1: an empty GPU takes a trial (if what others reserve leaves it
       // the room its learned request needs).
-      if (reserve <= 0) {
-        reserve = std::max<int64_t>(
-            1, static_cast<int64_t>(config_.initial_reservation_fraction * total));
-      }
       if (g.other_reserved_bytes + reserve > total) {
         refuse(g, "other jobs' reservations leave too little memory");
         continue;
@@ -66,7 +66,8 @@ PackChoice Packer::Choose(const std::vector<PackGpu>& gpus,
         refuse(g, "waiting for its newest trial to settle before measuring");
         continue;
       }
-      if (g.util_pct >= config_.util_target_pct) {
+      if (g.util_pct >= config_.util_target_pct &&
+          !ThroughputInvitesMore(g.node, g.index, n)) {
         refuse(g, absl::StrFormat("measured utilization %.0f%% is at or above "
                                   "the packing target %d%%",
                                   g.util_pct, config_.util_target_pct));
@@ -128,6 +129,19 @@ bool Packer::ObserveThroughput(const std::string& node, int gpu, int k,
   const int before = g.cap;
   LowerCap(g, k - 1);
   return g.cap != before;
+}
+
+bool Packer::ThroughputInvitesMore(const std::string& node, int gpu,
+                                   int trials) const {
+  auto it = learned_.find({node, gpu});
+  if (it == learned_.end()) return false;
+  const std::map<int, double>& tp = it->second.throughput;
+  auto cur = tp.find(trials);
+  if (cur == tp.end()) return false;
+  if (trials == 1) return true;
+  auto prev = tp.find(trials - 1);
+  return prev != tp.end() &&
+         cur->second >= prev->second * (1.0 + config_.min_throughput_gain);
 }
 
 int Packer::Cap(const std::string& node, int gpu) const {

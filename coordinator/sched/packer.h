@@ -15,7 +15,13 @@
 //      - every trial on the GPU has run at least `settle_ms` (warm-up:
 //        cuDNN autotuning, the caching allocator and the data loader reach
 //        their steady state within the first tens of seconds),
-//      - the GPU's measured utilization is below `util_target_pct`,
+//      - the GPU's measured utilization is below `util_target_pct`, or,
+//        where trials report throughput, the GPU's aggregate throughput with
+//        its current k trials says more may help (k = 1 measured: probe
+//        k = 2; k > 1: k gave at least `min_throughput_gain` more than
+//        k - 1). NVML utilization is the fraction of time any kernel ran,
+//        not how much of the GPU it used, so a small launch-bound training
+//        reads "busy" while most SMs idle; measured throughput overrules it,
 //      - its measured free memory, less `memory_headroom_fraction` of the
 //        GPU, holds the new trial's estimate: the largest peak measured for a
 //        trial on that GPU (or the job's own learned request) times
@@ -135,6 +141,10 @@ class Packer {
 
   // The learned cap of a GPU: at most this many trials; 0 when none learned.
   int Cap(const std::string& node, int gpu) const;
+
+  // True when the throughput recorded for k = `trials` trials on the GPU
+  // invites one more (see rule 2). No errors.
+  bool ThroughputInvitesMore(const std::string& node, int gpu, int trials) const;
 
   const PackerConfig& config() const { return config_; }
 

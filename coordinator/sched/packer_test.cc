@@ -59,6 +59,29 @@ TEST(PackerTest, Choose_GpuBusyAboveTarget_AdmitsNothing) {
   EXPECT_NE(c.reason.find("93%"), std::string::npos) << c.reason;
 }
 
+TEST(PackerTest, Choose_BusyButThroughputStillGrowing_ProbesOneMore) {
+  Packer packer;
+  PackGpu g = Gpu("a", 0);
+  g.util_pct = 95;  // NVML says busy: a launch-bound small training.
+  g.memory_used_bytes = 4 * kGiB;
+  g.trials = {Trial(1, 0, 4 * kGiB)};
+  EXPECT_FALSE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+  // With one trial measured at 1000 samples/s, the packer probes a second.
+  packer.ObserveThroughput("a", 0, 1, 1000);
+  EXPECT_TRUE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+  // Two gave 1700 (+70 %): a third is worth trying.
+  g.trials.push_back(Trial(2, 0, 4 * kGiB));
+  g.memory_used_bytes = 8 * kGiB;
+  packer.ObserveThroughput("a", 0, 2, 1700);
+  EXPECT_TRUE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+  // Three gave 1720 (+1 %): capped at two, nothing more.
+  g.trials.push_back(Trial(3, 0, 4 * kGiB));
+  g.memory_used_bytes = 12 * kGiB;
+  packer.ObserveThroughput("a", 0, 3, 1720);
+  EXPECT_EQ(packer.Cap("a", 0), 2);
+  EXPECT_FALSE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+}
+
 TEST(PackerTest, Choose_MeasuredMemoryFull_AdmitsNothing) {
   Packer packer;
   // 80 GiB GPU, 8 GiB headroom; 3 trials peaking at 20 GiB use 60 GiB.

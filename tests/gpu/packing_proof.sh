@@ -147,7 +147,7 @@ run_mode() {
   sweep=$(tc sweep --name "$tag" --sweep-id "sw-$tag" "$@" \
     --grid lr=0.001,0.003,0.01,0.03 --grid seed=0,1,2,3 -- \
     "$PY" "$SHARE/packing_train.py" --lr '{lr}' --seed '{seed}' --steps "$STEPS" \
-    2>>"$WORK/cli.log" | tail -n 1)
+    2>>"$WORK/cli.log" | head -n 1)
   log "$tag: sweep $sweep submitted (16 trials); watching for up to $WINDOW_S s"
   for ((i = 0; ; i++)); do
     tc top --once -o json >"$WORK/top-$tag-$(printf %04d "$i").json" 2>>"$WORK/cli.log"
