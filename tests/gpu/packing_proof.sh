@@ -23,7 +23,13 @@
 # OUT_DIR/packing_proof.log (raw logs). Budget: under 8 minutes; every wait
 # has a timeout; every process started here is stopped on exit.
 #
-# Usage: packing_proof.sh BUNDLE_DIR OUT_DIR   (env: WINDOW_S=150 STEPS=4000)
+# Usage: packing_proof.sh BUNDLE_DIR OUT_DIR
+#   env: WINDOW_S=150 (per mode), STEPS=6000 (per trial; make a trial last
+#   well beyond the settle time), SETTLE=8s (coordinator --auto-pack-settle:
+#   a trial imports torch and creates its CUDA context in the first ~5 s).
+# Dry run without a GPU (checks the plumbing only): DRY_RUN=1 uses one fake
+# GPU and skips the PyTorch check; share/packing_train.py must then be a
+# CPU stand-in printing the same JSON lines.
 set -uo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -39,7 +45,11 @@ LOG=$OUT/packing_proof.log
 WORK=$(mktemp -d /tmp/packing_proof.XXXXXX)
 PY=$(command -v python3 || true)
 WINDOW_S=${WINDOW_S:-150}
-STEPS=${STEPS:-4000}
+DRY_RUN=${DRY_RUN:-}
+AGENT_GPUS=(--gpus 0)
+[[ -n "$DRY_RUN" ]] && AGENT_GPUS=(--fake-gpus 1:dry-run:80GiB)
+STEPS=${STEPS:-6000}
+export SETTLE=${SETTLE:-8s}
 : >"$LOG"
 
 export NCCL_NVLS_ENABLE=0
@@ -100,7 +110,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if [[ -z "$PY" ]] || ! "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>>"$LOG"; then
+if [[ -z "$PY" ]] || { [[ -z "$DRY_RUN" ]] && ! "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>>"$LOG"; }; then
   log "ERROR: python3 with CUDA-enabled PyTorch is needed"
   "$PY" -c 'import json,sys; json.dump({"error": "no python3 with CUDA torch"}, open(sys.argv[1], "w"))' \
     "$OUT/packing_proof.json" 2>/dev/null
@@ -125,7 +135,7 @@ start_cluster() {
     tc nodes >/dev/null 2>&1 && break
     sleep 0.5
   done
-  setsid "$BIN/trainctl-agent" --coordinator "$ADDR" --node-name gpu-host --gpus 0 \
+  setsid "$BIN/trainctl-agent" --coordinator "$ADDR" --node-name gpu-host "${AGENT_GPUS[@]}" \
     --log-dir "$WORK/logs-$tag" --address 127.0.0.1 >>"$WORK/agent-$tag.log" 2>&1 &
   PIDS+=("$!")
   for i in $(seq 1 60); do
@@ -182,7 +192,7 @@ print(sum(1 for j in d.get("jobs", []) if j.get("state") in ("JOB_STATE_SUCCEEDE
 
 start_cluster baseline --usage-sample 1s || exit 1
 run_mode baseline --gpus 1
-start_cluster packed --usage-sample 1s --auto-pack-settle 10s || exit 1
+start_cluster packed --usage-sample 1s --auto-pack-settle "$SETTLE" || exit 1
 run_mode packed --auto-pack
 stop_cluster
 
@@ -277,6 +287,7 @@ report = {
     "sweep": "16 trials: lr in {0.001,0.003,0.01,0.03} x seed in {0..3}; packing_train.py "
              f"--steps {steps} (bs 128, CNN width 32, synthetic 3x32x32 data on the GPU)",
     "window_s_max": window_s,
+    "settle": os.environ.get("SETTLE", "8s"),
     "baseline_one_trial_per_gpu": base,
     "auto_packed": packed,
     "k_chosen_by_packer": packed["trials_on_gpu_max"],
