@@ -29,10 +29,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "client/completion.h"
 #include "client/sweep.h"
+#include "client/table.h"
 #include "client/top.h"
-#include "coordinator/diagnosis.h"
 #include "common/units.h"
+#include "coordinator/diagnosis.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 
@@ -50,9 +52,9 @@ constexpr absl::Duration kWaitPoll = absl::Seconds(30);
 constexpr absl::Duration kWaitSlack = absl::Seconds(5);
 // `logs -f` blocks this long on WaitJob when it has caught up with the log.
 constexpr absl::Duration kFollowPoll = absl::Seconds(1);
-// Width of a truncated cell when the terminal width is unknown.
-constexpr int kDefaultTruncateWidth = 60;
-constexpr int kMinTruncateWidth = 20;
+// With a progress line (CliOptions::progress), `wait` polls this often so
+// that the line's elapsed time and state stay current.
+constexpr absl::Duration kProgressPoll = absl::Seconds(1);
 
 // ------------------------------------------------------------ formatting
 
@@ -141,51 +143,6 @@ std::string FormatExit(const v1::Task& t) {
   return "-";
 }
 
-std::string Truncate(const std::string& s, int width) {
-  if (width <= 0 || static_cast<int>(s.size()) <= width) return s;
-  if (width <= 3) return s.substr(0, width);
-  return s.substr(0, width - 3) + "...";
-}
-
-// Rows of left-aligned cells, each column as wide as its widest cell,
-// separated by two spaces; the first row is the header.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header) {
-    rows_.push_back(std::move(header));
-  }
-  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-
-  // Prints the table; the last column is truncated so that lines fit
-  // `terminal_width` (0: unknown, cap the last column at 60 columns).
-  void Print(std::ostream& out, int terminal_width) const {
-    const size_t n = rows_[0].size();
-    std::vector<int> widths(n, 0);
-    for (const auto& row : rows_) {
-      for (size_t i = 0; i < n; ++i) {
-        widths[i] = std::max<int>(widths[i], row[i].size());
-      }
-    }
-    int last_width = kDefaultTruncateWidth;
-    if (terminal_width > 0) {
-      int used = 0;
-      for (size_t i = 0; i + 1 < n; ++i) used += widths[i] + 2;
-      last_width = std::max(kMinTruncateWidth, terminal_width - used);
-    }
-    for (const auto& row : rows_) {
-      std::string line;
-      for (size_t i = 0; i + 1 < n; ++i) {
-        absl::StrAppendFormat(&line, "%-*s  ", widths[i], row[i]);
-      }
-      absl::StrAppend(&line, Truncate(row[n - 1], last_width));
-      out << absl::StripTrailingAsciiWhitespace(line) << "\n";
-    }
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
-
 // The protobuf JSON of `message` (proto field names, defaults included).
 std::string ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
@@ -272,12 +229,15 @@ class Session {
   // The "Utilization" section of `describe`: history summary and diagnosis.
   // Prints nothing when the coordinator has no history (or predates it).
   void DescribeUsage(const v1::Job& job);
+  // `wait` and `submit --wait` draw a progress line on stderr (see
+  // CliOptions::progress).
+  void EnableProgress() { progress_ = true; }
   // Submits every trial of a sweep as a job of `base` with the trial's
   // command and params, spec.sweep_id, name "<name>-<i>" and request id
   // "<sweep_id>-<i>" (so running it again submits nothing twice).
   int Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
             const std::string& sweep_id, const std::string& name);
-  int SweepList();
+  int SweepList(bool json);
   int SweepDescribe(const std::string& sweep_id, bool json);
   int SweepCancel(const std::string& sweep_id);
 
@@ -315,6 +275,11 @@ class Session {
 
   // Prints the one-line outcome of a final job to stderr.
   void PrintSummary(const v1::Job& job);
+  // Redraws the progress line: "/ job 42 running 1m5s (attempt 1): reason",
+  // cut to the terminal's width so that it never wraps.
+  void DrawProgress(const v1::Job& job, absl::Duration elapsed, int frame);
+  // Erases the progress line, if one is drawn.
+  void ClearProgress();
   std::string Ago(int64_t ms) const {
     return FormatAge(clock_.Now() - FromMs(ms));
   }
@@ -325,6 +290,8 @@ class Session {
   std::ostream& err_;
   const Clock& clock_;
   int terminal_width_;
+  bool progress_ = false;
+  bool progress_drawn_ = false;
 };
 
 int Session::Submit(v1::SubmitJobRequest request, bool wait) {
@@ -378,6 +345,10 @@ int Session::List(const std::vector<std::string>& states, bool json) {
                   FormatGpus(job->spec()), absl::StrCat(job->attempt()),
                   Ago(job->submit_time_ms()), runtime, job->reason()});
   }
+  // On a narrow terminal NAME and REASON are cut, ATTEMPT and RUNTIME go.
+  for (int column : {0, 2, 3, 4, 6}) table.KeepWhole(column);
+  table.Optional(5);
+  table.Optional(7);
   table.Print(out_, terminal_width_);
   return kExitOk;
 }
@@ -589,11 +560,13 @@ int Session::Cancel(int64_t job_id) {
 }
 
 int Session::Wait(int64_t job_id, std::optional<absl::Duration> timeout) {
+  const absl::Time start = clock_.Now();
   const absl::Time deadline =
-      timeout ? clock_.Now() + *timeout : absl::InfiniteFuture();
+      timeout ? start + *timeout : absl::InfiniteFuture();
   v1::WaitJobResponse response;
-  while (true) {
-    absl::Duration poll = std::min(kWaitPoll, deadline - clock_.Now());
+  for (int frame = 0;; ++frame) {
+    absl::Duration poll = std::min(progress_ ? kProgressPoll : kWaitPoll,
+                                   deadline - clock_.Now());
     v1::WaitJobRequest request;
     request.set_job_id(job_id);
     // 0 would mean the server's default of 30 s.
@@ -603,10 +576,12 @@ int Session::Wait(int64_t job_id, std::optional<absl::Duration> timeout) {
             Call(&Stub::WaitJob, request, &response,
                  std::max(poll, absl::ZeroDuration()) + kWaitSlack);
         !s.ok()) {
+      ClearProgress();
       return Fail(s);
     }
     if (response.done()) break;
     if (clock_.Now() >= deadline) {
+      ClearProgress();
       err_ << absl::StrFormat(
           "trainctl: error: job %d is still %s after %s; wait again with "
           "`trainctl wait %d`\n",
@@ -614,9 +589,34 @@ int Session::Wait(int64_t job_id, std::optional<absl::Duration> timeout) {
           absl::FormatDuration(*timeout), job_id);
       return kExitWaitTimeout;
     }
+    if (progress_) DrawProgress(response.job(), clock_.Now() - start, frame);
   }
+  ClearProgress();
   PrintSummary(response.job());
   return Cli::WaitExitStatus(response.job());
+}
+
+void Session::DrawProgress(const v1::Job& job, absl::Duration elapsed,
+                           int frame) {
+  static constexpr char kFrames[] = "|/-\\";
+  std::string line =
+      absl::StrFormat("%c job %d %s %s", kFrames[frame % 4], job.id(),
+                      StateName(job.state()), FormatAge(elapsed));
+  if (job.attempt() > 0) absl::StrAppend(&line, " (attempt ", job.attempt(), ")");
+  if (!job.reason().empty()) absl::StrAppend(&line, ": ", job.reason());
+  // One column short of the width: a full line would wrap on some terminals.
+  if (terminal_width_ > 1) line = Truncate(line, terminal_width_ - 1);
+  // \r and "erase to end of line" (ECMA-48 EL) redraw it in place.
+  err_ << "\r\033[K" << line;
+  err_.flush();
+  progress_drawn_ = true;
+}
+
+void Session::ClearProgress() {
+  if (!progress_drawn_) return;
+  err_ << "\r\033[K";
+  err_.flush();
+  progress_drawn_ = false;
 }
 
 void Session::PrintSummary(const v1::Job& job) {
@@ -687,6 +687,10 @@ int Session::Nodes(bool json) {
                     jobs.empty() ? "-" : absl::StrJoin(jobs, ",")});
     }
   }
+  // On a narrow terminal names, models and jobs are cut; POWER and TEMP go.
+  for (int column : {1, 2, 5, 6, 7}) table.KeepWhole(column);
+  table.Optional(7);
+  table.Optional(6);
   table.Print(out_, terminal_width_);
   if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
   return kExitOk;
@@ -754,11 +758,23 @@ absl::StatusOr<v1::ListJobsResponse> Session::SweepJobs(
   return response;
 }
 
-int Session::SweepList() {
+int Session::SweepList(bool json) {
   v1::ListJobsResponse response;
   if (absl::Status s = Call(&Stub::ListJobs, v1::ListJobsRequest(), &response);
       !s.ok()) {
     return Fail(s);
+  }
+  if (json) {
+    // The trials themselves, newest first, as `list -o json` prints jobs:
+    // the per-sweep counts are a view of them.
+    v1::ListJobsResponse trials;
+    for (v1::Job& job : *response.mutable_jobs()) {
+      if (job.spec().sweep_id().empty()) continue;
+      job.clear_attempt_token();
+      *trials.add_jobs() = std::move(job);
+    }
+    out_ << ToJson(trials);
+    return kExitOk;
   }
   struct Row {
     int trials = 0;
@@ -793,6 +809,10 @@ int Session::SweepList() {
                   absl::StrCat(row.by_state[v1::JOB_STATE_CANCELLED]),
                   Ago(row.first_submit_ms)});
   }
+  // The counts are never cut; on a narrow terminal AGE and CANCELLED go.
+  for (int column = 1; column < 8; ++column) table.KeepWhole(column);
+  table.Optional(7);
+  table.Optional(6);
   table.Print(out_, terminal_width_);
   return kExitOk;
 }
@@ -1169,6 +1189,17 @@ int Cli::Run(int argc, char** argv) {
   CLI::App* sweep_cancel = sweep->add_subcommand(
       "cancel", "Cancel every trial of a sweep that has not ended");
   sweep_cancel->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
+  sweep_list
+      ->add_option("-o,--output", f.output,
+                   "Output format: table, or json (the sweeps' trials, as "
+                   "`list -o json` prints jobs)")
+      ->check(CLI::IsMember({"table", "json"}));
+  sweep_list->footer(
+      Example("  trainctl sweep list\n  trainctl sweep list -o json"));
+  sweep_describe->footer(Example(
+      "  trainctl sweep describe sw-1f2e3d4c\n"
+      "  trainctl sweep describe sw-1f2e3d4c -o json"));
+  sweep_cancel->footer(Example("  trainctl sweep cancel sw-1f2e3d4c"));
 
   // list
   CLI::App* list = app.add_subcommand("list", "List jobs, newest first");
@@ -1234,6 +1265,26 @@ int Cli::Run(int argc, char** argv) {
   top->footer(Example("  trainctl top\n  trainctl top --once\n"
                       "  trainctl top --once -o json"));
 
+  // completion, help
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion", "Print a shell completion script (bash or zsh)");
+  completion->add_option("SHELL", shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  completion->footer(
+      Example("  source <(trainctl completion bash)     # in ~/.bashrc\n"
+              "  source <(trainctl completion zsh)      # in ~/.zshrc, after "
+              "compinit\n"
+              "  trainctl completion bash > /etc/bash_completion.d/trainctl"));
+  std::vector<std::string> help_topic;
+  CLI::App* help = app.add_subcommand(
+      "help", "Show the help of a command, with examples");
+  help->add_option("COMMAND", help_topic,
+                   "The command, e.g. submit or sweep describe");
+  help->footer(Example("  trainctl help submit\n  trainctl help sweep describe"));
+
+  if (options_.inspect_app) options_.inspect_app(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -1251,6 +1302,35 @@ int Cli::Run(int argc, char** argv) {
     err_ << "trainctl: error: " << e.what() << hint << " (see " << command
          << " --help)\n";
     return kExitUsage;
+  }
+
+  if (completion->parsed()) {
+    out_ << (shell == "zsh" ? ZshCompletion(app) : BashCompletion(app));
+    return kExitOk;
+  }
+  if (help->parsed()) {
+    const CLI::App* topic = &app;
+    // CLI11 prints "Usage: PARENTS NAME": the path above the topic.
+    std::string parents;
+    for (const std::string& word : help_topic) {
+      const CLI::App* next = nullptr;
+      for (const CLI::App* sub : topic->get_subcommands(
+               [&word](const CLI::App* s) { return s->get_name() == word; })) {
+        next = sub;
+      }
+      if (next == nullptr) {
+        std::string name = topic == &app ? "trainctl" : topic->get_name();
+        return UsageError(
+            err_, absl::StrFormat("help: %s has no command %s (see `trainctl "
+                                  "--help`)",
+                                  name, word));
+      }
+      parents = parents.empty() ? topic->get_name()
+                                : absl::StrCat(parents, " ", topic->get_name());
+      topic = next;
+    }
+    out_ << topic->help(parents);
+    return kExitOk;
   }
 
   std::optional<absl::Duration> timeout;
@@ -1316,9 +1396,10 @@ int Cli::Run(int argc, char** argv) {
   Session session(make_stub_(address), address, out_, err_,
                   options_.clock != nullptr ? *options_.clock : real_clock,
                   options_.terminal_width);
+  if (options_.progress) session.EnableProgress();
   const bool json = f.output == "json";
   if (submit->parsed()) return session.Submit(f.submit, f.wait);
-  if (sweep_list->parsed()) return session.SweepList();
+  if (sweep_list->parsed()) return session.SweepList(json);
   if (sweep_describe->parsed()) return session.SweepDescribe(f.sweep_id, json);
   if (sweep_cancel->parsed()) return session.SweepCancel(f.sweep_id);
   if (sweep_run) {

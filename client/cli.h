@@ -9,6 +9,10 @@
 #include "trainctl/v1/service.grpc.pb.h"
 #include "trainctl/v1/types.pb.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace trainctl::cli {
 
 // Exit statuses of `trainctl` (besides those of `trainctl wait`, see
@@ -34,12 +38,22 @@ using StubFactory =
 
 // How the CLI renders its output; everything has a usable default.
 struct CliOptions {
-  // Width of the terminal in columns, used to truncate long cells (REASON);
-  // 0 means unknown (not a terminal): such cells are capped at 60 columns.
+  // Width of the terminal in columns: tables narrow their widest columns to
+  // fit it (client/table.h); 0 means unknown (not a terminal, $COLUMNS
+  // unset): only the last column is cut, at 60 columns.
   int terminal_width = 0;
   // Source of "now" for ages, runtimes and `wait --timeout`; null means the
   // system clock. Not owned.
   const Clock* clock = nullptr;
+  // Draw a progress line (spinner, state, elapsed time) on `err` while
+  // `wait` and `submit --wait` wait: main.cc sets it when stdout and stderr
+  // are terminals, so nothing of it reaches a pipe or a file. With it, the
+  // CLI polls the job every second instead of long-polling 30 s.
+  bool progress = false;
+  // Called with the parsed-to-be command line definition just before each
+  // Run parses argv (tests walk it to check completion and --help); may be
+  // empty.
+  std::function<void(const CLI::App&)> inspect_app;
 };
 
 // The `trainctl` command line: parses argv with CLI11, calls the Coordinator

@@ -4,10 +4,12 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "client/cli.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -15,9 +17,20 @@
 int main(int argc, char** argv) {
   trainctl::cli::CliOptions options;
   winsize ws{};
-  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
+      ws.ws_col > 0) {
     options.terminal_width = ws.ws_col;
+  } else if (const char* columns = std::getenv("COLUMNS")) {
+    // Piped, or a terminal that reports no size: $COLUMNS if the user set
+    // it (as ls and ps honour it).
+    int width = 0;
+    if (absl::SimpleAtoi(columns, &width) && width > 0) {
+      options.terminal_width = width;
+    }
   }
+  // The spinner of `wait` only where a person watches: never in a pipe or
+  // a file, on either stream.
+  options.progress = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
   // Created by the CLI once it knows the address; outlives Run.
   std::unique_ptr<trainctl::v1::Coordinator::Stub> stub;
   trainctl::cli::Cli cli(

@@ -92,6 +92,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   app.add_option("--auto-pack-max", pack_max, "auto-pack: at most this many trials per GPU")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  // Options may also come from a TOML file, KEY = VALUE per line with KEY a
+  // flag's long name (deploy/config/coordinator.conf documents every one; the
+  // systemd unit passes /etc/trainctl/coordinator.conf). Flags on the command line
+  // win; an unknown key is an error, so a typo does not pass silently.
+  app.set_config("--config", "",
+                 "read options from this TOML file: KEY = VALUE per line, KEY "
+                 "a flag's name without --; command-line flags win "
+                 "(example: deploy/config/coordinator.conf)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("coordinator", log_level);
 

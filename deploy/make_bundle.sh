@@ -10,12 +10,22 @@
 #               target's are at least as new) and NVIDIA's (libnccl, libcuda,
 #               libcudart, libnvidia-*: they must match the host's driver)
 #   OUT/share/  tests/gpu/*.py and *.sh
+#   OUT/share/systemd/  the systemd units (deploy/systemd/*.service)
+#   OUT/share/config/   the example configs, every option documented
+#                       (deploy/config/: coordinator.conf, agent.conf,
+#                       gateway.env)
+#   OUT/share/doc/      README.md: the multi-host install (deploy/README.md)
+#
+# Installed as /opt/trainctl (the units' ExecStart path): see
+# deploy/README.md.
 #
 # RUNPATH is $ORIGIN/../lib on binaries and $ORIGIN on libraries (patchelf),
 # so the bundle works from any directory. Binaries are stripped.
 #
 # Usage: deploy/make_bundle.sh BUILD_DIR OUT_DIR
 set -euo pipefail
+# An empty glob (no libraries to copy) expands to nothing.
+shopt -s nullglob
 
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 BUILD_DIR OUT_DIR" >&2
@@ -95,11 +105,14 @@ for f in "$out"/lib/*; do
   patchelf --set-rpath '$ORIGIN' "$f"
 done
 
-shopt -s nullglob
 for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh; do
   cp "$f" "$out/share/"
 done
 chmod +x "$out"/share/*.sh 2>/dev/null || true
+mkdir -p "$out/share/systemd" "$out/share/config" "$out/share/doc"
+cp "$src"/deploy/systemd/*.service "$out/share/systemd/"
+cp "$src"/deploy/config/* "$out/share/config/"
+cp "$src/deploy/README.md" "$out/share/doc/README.md"
 
 # Every binary must resolve all its non-host libraries from the bundle.
 for f in "$out"/bin/* "$out"/lib/libtrainctl_nccl.so; do

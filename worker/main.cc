@@ -72,6 +72,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
+  // Options may also come from a TOML file, KEY = VALUE per line with KEY a
+  // flag's long name (deploy/config/agent.conf documents every one; the
+  // systemd unit passes /etc/trainctl/agent.conf). Flags on the command line
+  // win; an unknown key is an error, so a typo does not pass silently.
+  app.set_config("--config", "",
+                 "read options from this TOML file: KEY = VALUE per line, KEY "
+                 "a flag's name without --; command-line flags win "
+                 "(example: deploy/config/agent.conf)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("agent", log_level);
 
