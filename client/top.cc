@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -56,13 +57,22 @@ std::string RenderTop(const v1::TopFrame& frame, int width) {
     gpus += v.node().gpus_size();
     ready += v.node().state() == v1::NODE_STATE_READY;
   }
+  // Jobs with tasks on a GPU now (finished jobs keep a history for a while;
+  // the live view leaves them out).
+  std::set<int64_t> on_gpus;
+  for (const v1::NodeView& v : frame.nodes()) {
+    for (const v1::GpuTasks& g : v.gpu_tasks()) {
+      for (const v1::GpuTaskRef& t : g.tasks()) on_gpus.insert(t.job_id());
+    }
+  }
   std::map<int64_t, const v1::JobUsage*> usage;
-  for (const v1::JobUsage& u : frame.jobs()) usage[u.job_id()] = &u;
-  int running = 0;
-  for (const v1::JobUsage& u : frame.jobs()) running += u.samples_size() > 0;
+  for (const v1::JobUsage& u : frame.jobs()) {
+    if (on_gpus.count(u.job_id()) > 0) usage[u.job_id()] = &u;
+  }
+  int running = static_cast<int>(on_gpus.size());
 
   std::string out = absl::StrFormat(
-      "trainctl top  %s  nodes %d/%d ready  GPUs %d  jobs with history %d\n\n",
+      "trainctl top  %s  nodes %d/%d ready  GPUs %d  jobs on GPUs %d\n\n",
       absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(frame.time_ms()),
                        absl::UTCTimeZone()),
       ready, frame.nodes_size(), gpus, running);

@@ -22,8 +22,8 @@ inline constexpr int kTopHistorySamples = 150;
 std::string Sparkline(const std::vector<double>& values, double max, int width);
 
 // One frame: a header line, a GPU table (node, GPU, model, utilization bar
-// and %, memory used/total, power W, temperature C, jobs on it) and a job
-// table (id, name, GPU utilization sparkline over the history, min/avg/max
+// and %, memory used/total, power W, temperature C, jobs on it) and a table
+// of the jobs on a GPU now (id, name, GPU utilization sparkline over the history, min/avg/max
 // utilization %, peak GPU memory, CPU %, diagnosis codes). `width` is the
 // terminal width in columns (0: 120). Lines end in "\n"; no escape codes.
 std::string RenderTop(const v1::TopFrame& frame, int width);

@@ -1492,11 +1492,22 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
       }
     }
   }
+  // Choose() depends only on the GPUs and the memory request, and the GPUs
+  // change only when a trial is placed: a request refused once this pass is
+  // refused again (a sweep's trials share one request, so a long queue costs
+  // one evaluation).
+  absl::flat_hash_map<int64_t, std::string> refused;
   for (v1::Job* job : pending) {
-    const sched::PackChoice c = packer_.Choose(
-        gpus, std::max(job->auto_pack_memory_bytes(), job->spec().gpu_memory_bytes()),
-        now_ms);
+    const int64_t request =
+        std::max(job->auto_pack_memory_bytes(), job->spec().gpu_memory_bytes());
+    sched::PackChoice c;
+    if (auto it = refused.find(request); it != refused.end()) {
+      c.reason = it->second;
+    } else {
+      c = packer_.Choose(gpus, request, now_ms);
+    }
     if (!c.gpu.has_value()) {
+      refused.emplace(request, c.reason);
       std::string reason = c.reason;
       if (job->oom_count() > 0) {
         absl::StrAppendFormat(&reason,
@@ -1518,6 +1529,7 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
                 p.memory_used_bytes >> 20, c.reserved_bytes >> 20);
     StartAttemptLocked(*job, placement);
     p.trials.push_back({job->id(), now_ms, 0});
+    refused.clear();  // The GPUs changed.
   }
 }
 

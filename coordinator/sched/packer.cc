@@ -39,7 +39,7 @@ PackChoice Packer::Choose(const std::vector<PackGpu>& gpus,
     int64_t reserve = std::max<int64_t>(
         {job_memory_bytes, 1,
          static_cast<int64_t>(config_.initial_reservation_fraction * total)});
-    if (n == 0) {
+    if (n == 0 && g.other_reserved_bytes == 0) {
       // Rule 1: an empty GPU takes a trial (if what others reserve leaves it
       // the room its learned request needs).
       if (g.other_reserved_bytes + reserve > total) {

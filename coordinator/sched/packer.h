@@ -10,7 +10,8 @@
 // The rule, one GPU at a time (the packing loop practitioners run by hand:
 // SHARCNET, "squeeze more juice out of a single GPU", runs 1, 3, 5, 8
 // trainings per GPU and stops where time per training stops improving):
-//   1. An empty GPU takes a trial.
+//   1. An empty GPU (no task at all) takes a trial. A GPU shared with
+//      other jobs' fractions is judged by rule 2 (measured util and memory).
 //   2. Another trial is admitted while
 //      - every trial on the GPU has run at least `settle_ms` (warm-up:
 //        cuDNN autotuning, the caching allocator and the data loader reach

@@ -124,6 +124,22 @@ TEST(PackerTest, Choose_PrefersLoadedGpuOverEmptyOne) {
   EXPECT_EQ(*c.gpu, 0u);
 }
 
+TEST(PackerTest, Choose_GpuSharedWithFractionJobs_JudgedByMeasurement) {
+  Packer packer;
+  // No trial yet, but a --gpu-fraction job reserves 40 GiB and keeps the GPU
+  // 95 % busy: not "empty", and too busy.
+  PackGpu g = Gpu("a", 0);
+  g.other_reserved_bytes = 40 * kGiB;
+  g.memory_used_bytes = 30 * kGiB;
+  g.util_pct = 95;
+  EXPECT_FALSE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+  // At 30 % busy it takes a trial with the initial 4 GiB reservation.
+  g.util_pct = 30;
+  PackChoice c = packer.Choose({g}, 0, 60 * kSec);
+  ASSERT_TRUE(c.gpu.has_value());
+  EXPECT_EQ(c.reserved_bytes, 4 * kGiB);
+}
+
 TEST(PackerTest, OnOutOfMemory_CapsGpuAndDoublesRequest) {
   Packer packer;
   // Trial peaked at 12 GiB with 4 trials on the GPU, then ran out of memory.
