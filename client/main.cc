@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "client/cli.h"
+#include "common/grpc_target.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
 
@@ -36,8 +37,14 @@ int main(int argc, char** argv) {
   trainctl::cli::Cli cli(
       [&stub](const std::string& address) {
         // TODO(security): TLS and bearer tokens (DESIGN.md section 6).
+        // "a:p,b:q": the leader and its standbys, tried in order.
+        absl::StatusOr<std::string> target = trainctl::GrpcTargetFor(address);
+        if (!target.ok()) {
+          std::cerr << "trainctl: --coordinator: " << target.status().message() << "\n";
+          std::exit(trainctl::cli::kExitUsage);
+        }
         stub = trainctl::v1::Coordinator::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+            grpc::CreateChannel(*target, grpc::InsecureChannelCredentials()));
         return stub.get();
       },
       std::cout, std::cerr, options);

@@ -785,6 +785,17 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
           absl::ToInt64Milliseconds(config_.stop_grace));
       conn->Send(msg);
     }
+    // Exits the agent sent that we may have died before storing: apply them
+    // (HandleTaskStatusLocked ignores tasks no longer live) before anything
+    // not reported is taken for lost.
+    for (const v1::TaskStatus& st : reg.finished_tasks()) {
+      const v1::TaskRef& r = st.task();
+      if (reported.contains({r.job_id(), r.attempt(), r.rank()})) continue;
+      if (st.state() == v1::TASK_STATE_EXITED ||
+          st.state() == v1::TASK_STATE_START_FAILED) {
+        HandleTaskStatusLocked(n.name(), st, deferred);
+      }
+    }
     draining_.erase(
         std::remove_if(draining_.begin(), draining_.end(),
                        [&](const DrainingTask& d) {

@@ -19,6 +19,7 @@ namespace trainctl::coord {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 using ::trainctl::testing::StatusIs;
 
@@ -414,6 +415,35 @@ TEST_F(CoordinatorTest, Restart_JobsSurviveAndAgentReconciles) {
   EXPECT_THAT(conn->Starts(), SizeIs(0));
   // New job ids continue after the old ones.
   EXPECT_GT(*core_->SubmitJob(Spec(), ""), *vanished);
+}
+
+TEST_F(CoordinatorTest, Restart_ExitSentButNotStored_AppliedFromRegistration) {
+  FakeConnection& a = Connect("a", 2);
+  auto ok_job = core_->SubmitJob(Spec(), "");
+  auto bad_job = core_->SubmitJob(Spec(), "");
+  auto starts = a.Starts();
+  Report("a", Status(starts[0], v1::TASK_STATE_RUNNING, 0, 111));
+  Report("a", Status(starts[1], v1::TASK_STATE_RUNNING, 0, 222));
+  // Both tasks exit; the agent sent the reports but the coordinator died
+  // before storing them (here: it never saw them).
+  conns_.clear();
+  Restart();
+  v1::RegisterNode reg = NodeReg("a", 2);
+  v1::TaskStatus* done = reg.add_finished_tasks();
+  *done->mutable_task() = starts[0].task();
+  done->set_state(v1::TASK_STATE_EXITED);
+  v1::TaskStatus* failed = reg.add_finished_tasks();
+  *failed->mutable_task() = starts[1].task();
+  failed->set_state(v1::TASK_STATE_EXITED);
+  failed->set_exit_code(3);
+  // An exit of a job already final is ignored.
+  *reg.add_finished_tasks() = *done;
+  auto conn = std::make_unique<FakeConnection>();
+  TC_ASSERT_OK(core_->RegisterAgent(reg, conn.get()));
+  EXPECT_EQ(Job(*ok_job).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Job(*bad_job).state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(Job(*bad_job).tasks(0).exit_code(), 3);
+  EXPECT_THAT(Job(*bad_job).reason(), Not(HasSubstr("was not running")));
 }
 
 TEST_F(CoordinatorTest, WaitJobAsync_NotFinal_ReturnsAtTimeoutThenAtEnd) {

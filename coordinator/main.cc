@@ -4,16 +4,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/paths.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/etcd/ha_leader.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/prometheus_metrics.h"
 #include "coordinator/state_store.h"
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   // Telemetry and auto-packing (issue 4); defaults in CoordinatorConfig.
   std::string usage_sample = "2s", pack_settle = "20s";
   int usage_samples = 300, pack_util_target = 90, pack_max = 8;
+  std::string etcd_endpoints, etcd_prefix = "/trainctl/", leader_lease = "3s";
   app.add_option("--listen", listen, "address:port to serve agents, users and ranks on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--advertise", advertise,
@@ -75,6 +79,18 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
+  app.add_option("--etcd-endpoints", etcd_endpoints,
+                 "etcd members host:port[,host:port...]: keep the state in etcd "
+                 "instead of SQLite and run as one of several coordinators; the "
+                 "leader is elected through an etcd lease, the others wait as "
+                 "standbys without listening; default: SQLite in --state-dir");
+  app.add_option("--etcd-prefix", etcd_prefix,
+                 "key prefix of this cluster's state and election in etcd")
+      ->capture_default_str();
+  app.add_option("--leader-lease", leader_lease,
+                 "with --etcd-endpoints: TTL of the leader's lease; a dead "
+                 "leader is replaced after at most this long (>= 2s)")
+      ->check(DurationCheck())->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
   app.add_option("--usage-sample", usage_sample,
@@ -103,22 +119,52 @@ int main(int argc, char** argv) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("coordinator", log_level);
+  // Debian's Abseil is built with Mutex deadlock detection on: every lock
+  // taken while another is held (gRPC's own locks are absl::Mutex too) walks
+  // a global lock-order graph. It was the top of the profile of the
+  // rendezvous fan-out (bench/README.md); tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Members in dependency order: clock and store before the core, the core
   // before the services, the services before the server.
   trainctl::RealClock clock;
-  if (state_dir.empty()) state_dir = trainctl::DefaultDataDir();
-  std::error_code ec;
-  std::filesystem::create_directories(state_dir, ec);
-  if (ec) {
-    TC_LOG_ERROR("cannot create --state-dir {}: {}", state_dir, ec.message());
-    return 1;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::unique_ptr<trainctl::coord::StateStore> store;
+  std::optional<trainctl::coord::HaLeadership> ha;
+  std::string state_where;
+  if (!etcd_endpoints.empty()) {
+    trainctl::coord::HaOptions options;
+    options.etcd_endpoints = etcd_endpoints;
+    options.prefix = etcd_prefix;
+    options.lease = ToDuration(leader_lease);
+    options.address = advertise.empty() ? listen : advertise;
+    auto acquired = trainctl::coord::AcquireLeadership(options, g_shutdown);
+    if (!acquired.ok()) {
+      if (absl::IsCancelled(acquired.status())) return 0;
+      TC_LOG_ERROR("{}", acquired.status().ToString());
+      return 1;
+    }
+    ha = std::move(*acquired);
+    state_where = absl::StrCat("etcd ", etcd_endpoints, " under ", etcd_prefix);
+  } else {
+    if (state_dir.empty()) state_dir = trainctl::DefaultDataDir();
+    std::error_code ec;
+    std::filesystem::create_directories(state_dir, ec);
+    if (ec) {
+      TC_LOG_ERROR("cannot create --state-dir {}: {}", state_dir, ec.message());
+      return 1;
+    }
+    auto sqlite = trainctl::coord::SqliteStateStore::Open(state_dir + "/trainctl.db");
+    if (!sqlite.ok()) {
+      TC_LOG_ERROR("{}", sqlite.status().ToString());
+      return 1;
+    }
+    store = std::move(*sqlite);
+    state_where = state_dir + "/trainctl.db";
   }
-  auto store = trainctl::coord::SqliteStateStore::Open(state_dir + "/trainctl.db");
-  if (!store.ok()) {
-    TC_LOG_ERROR("{}", store.status().ToString());
-    return 1;
-  }
+  trainctl::coord::StateStore* state_store =
+      ha.has_value() ? ha->store.get() : store.get();
 
   // The metrics endpoint before the core, which reports to it.
   std::unique_ptr<trainctl::coord::PrometheusMetrics> metrics;
@@ -151,7 +197,7 @@ int main(int argc, char** argv) {
   config.packer.settle_ms = absl::ToInt64Milliseconds(ToDuration(pack_settle));
   config.packer.util_target_pct = pack_util_target;
   config.packer.max_tasks_per_gpu = pack_max;
-  auto core = trainctl::coord::Coordinator::Create(config, store->get(), &clock);
+  auto core = trainctl::coord::Coordinator::Create(config, state_store, &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());
     return 1;
@@ -169,9 +215,9 @@ int main(int argc, char** argv) {
     if (host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
     (*core)->SetAdvertiseAddress(absl::StrCat(host, ":", port));
   }
-  TC_LOG_INFO("listening on port {}; state in {}/trainctl.db (insecure mode: "
+  TC_LOG_INFO("listening on port {}; state in {} (insecure mode: "
               "no TLS, no authentication)",
-              port, state_dir);
+              port, state_where);
   // Machine-readable line for scripts that start us with --listen ...:0.
   std::printf("trainctl-coordinator listening on port %d\n", port);
   if (metrics != nullptr) {
@@ -179,12 +225,18 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
 
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  int exit_code = 0;
   // The clock of the core: timeouts are applied every 100 ms; the metrics'
   // gauges are refreshed about once a second.
   absl::Time next_refresh = absl::InfinitePast();
   while (!g_shutdown.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (ha.has_value() && ha->election->lost().HasBeenNotified()) {
+      // Fenced already: no write of ours lands any more. Exit so a
+      // supervisor restarts us as a standby.
+      TC_LOG_ERROR("lost leadership (etcd lease not renewed); exiting");
+      exit_code = 3;
+      break;
+    }
     (*core)->Tick();
     if (metrics != nullptr && clock.Now() >= next_refresh) {
       metrics->Refresh((*core)->Stats());
@@ -192,6 +244,9 @@ int main(int argc, char** argv) {
     }
   }
   TC_LOG_INFO("shutting down");
+  // Hand over first: resigning lets a standby take over now rather than
+  // after the lease; our later writes (if any) are fenced off.
+  if (ha.has_value() && exit_code == 0) ha->election.reset();
   (*server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  return 0;
+  return exit_code;
 }

@@ -6,6 +6,9 @@
 #include <string>
 
 #include "common/testing/status_matchers.h"
+#include "coordinator/etcd/etcd_client.h"
+#include "coordinator/etcd/etcd_state_store.h"
+#include "coordinator/etcd/testing/etcd_server.h"
 #include "coordinator/state_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,12 +30,27 @@ class StateStoreConformanceTest : public ::testing::TestWithParam<std::string> {
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
+    if (GetParam() == "etcd") {
+      auto server = testing::EtcdServer::Start(dir_ + "/etcd");
+      if (absl::IsNotFound(server.status())) GTEST_SKIP() << server.status();
+      ASSERT_THAT(server, ::trainctl::testing::IsOk());
+      etcd_server_ = std::move(*server);
+      auto conn = ConnectEtcd(etcd_server_->endpoint(), absl::Seconds(20));
+      ASSERT_THAT(conn, ::trainctl::testing::IsOk());
+      etcd_ = std::move(*conn);
+    }
   }
   // Opens (or reopens) the backend under test.
   StateStore* Open() {
     if (GetParam() == "memory") {
       if (!memory_) memory_ = std::make_unique<MemoryStateStore>();
       return memory_.get();
+    }
+    if (GetParam() == "etcd") {
+      // Reopening is a new store over the same keys.
+      etcd_store_ = std::make_unique<EtcdStateStore>(etcd_.get(), "/conformance/",
+                                                     std::nullopt);
+      return etcd_store_.get();
     }
     sqlite_.reset();
     auto s = SqliteStateStore::Open(dir_ + "/state.db");
@@ -43,6 +61,9 @@ class StateStoreConformanceTest : public ::testing::TestWithParam<std::string> {
   std::string dir_;
   std::unique_ptr<MemoryStateStore> memory_;
   std::unique_ptr<SqliteStateStore> sqlite_;
+  std::unique_ptr<testing::EtcdServer> etcd_server_;
+  std::unique_ptr<EtcdConnection> etcd_;
+  std::unique_ptr<EtcdStateStore> etcd_store_;
 };
 
 v1::Job MakeJob(int64_t id, v1::JobState state) {
@@ -105,7 +126,7 @@ TEST_P(StateStoreConformanceTest, Load_Empty_NoJobsNoNodes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StateStoreConformanceTest,
-                         ::testing::Values("memory", "sqlite"));
+                         ::testing::Values("memory", "sqlite", "etcd"));
 
 TEST(SqliteStateStoreTest, Open_MissingDirectory_Unavailable) {
   EXPECT_THAT(SqliteStateStore::Open("/nonexistent-dir/x/state.db"),

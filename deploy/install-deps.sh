@@ -11,6 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev curl
   golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev
+  etcd-server golang-etcd-server-dev golang-github-gogo-protobuf-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

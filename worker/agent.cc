@@ -23,6 +23,8 @@ constexpr int64_t kOomScanBytes = 64 << 10;
 constexpr const char* kOomPatterns[] = {"CUDA out of memory",
                                         "CUDA error: out of memory",
                                         "OutOfMemoryError"};
+// Exits re-sent in a registration (RegisterNode.finished_tasks).
+constexpr size_t kRecentExits = 256;
 
 }  // namespace
 
@@ -72,6 +74,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   }
   absl::MutexLock lock(&mu_);
   for (const auto& [key, entry] : tasks_) *reg.add_running_tasks() = entry.ref;
+  for (const v1::TaskStatus& st : recent_exits_) *reg.add_finished_tasks() = st;
   return reg;
 }
 
@@ -201,6 +204,9 @@ void Agent::EmitLocked(v1::AgentMessage msg) {
   if (msg.has_task_status() && msg.task_status().state() != v1::TASK_STATE_RUNNING) {
     const v1::TaskRef& r = msg.task_status().task();
     tasks_.erase(Key{r.job_id(), r.attempt(), r.rank()});
+    // Sent is not stored: the coordinator may die before it stores this.
+    recent_exits_.push_back(msg.task_status());
+    if (recent_exits_.size() > kRecentExits) recent_exits_.pop_front();
   }
   outbox_(msg);
 }

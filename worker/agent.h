@@ -122,6 +122,9 @@ class Agent {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   Outbox outbox_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AgentMessage> queued_ ABSL_GUARDED_BY(mu_);
+  // Exits already sent, newest last, re-sent in the next registration
+  // (RegisterNode.finished_tasks); at most kRecentExits.
+  std::deque<v1::TaskStatus> recent_exits_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainctl::worker

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_target.h"
 #include "common/logging.h"
 #include "trainctl/v1/service.grpc.pb.h"
 
@@ -24,8 +25,10 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(),
-                                       args);
+  // A list of coordinators (leader and standbys) becomes one ordered address
+  // list; worker/main.cc has validated it.
+  channel_ = grpc::CreateCustomChannel(GrpcTargetFor(address_).value_or(address_),
+                                       grpc::InsecureChannelCredentials(), args);
 }
 
 void GrpcAgentSession::Run() {

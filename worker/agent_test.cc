@@ -145,8 +145,26 @@ TEST_F(AgentTest, Exit_WhileDisconnected_ListedAtRegistrationThenReported) {
   ASSERT_THAT(sent_, SizeIs(1));
   EXPECT_EQ(sent_[0].task_status().task().job_id(), 7);
   EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_EXITED);
-  // Once reported, it is forgotten.
-  EXPECT_THAT(agent_->Registration()->running_tasks(), SizeIs(1));
+  // Once reported, it is no longer running, but its exit is re-sent at the
+  // next registration in case the coordinator died before storing it.
+  auto again = agent_->Registration();
+  EXPECT_THAT(again->running_tasks(), SizeIs(1));
+  ASSERT_THAT(again->finished_tasks(), SizeIs(1));
+  EXPECT_EQ(again->finished_tasks(0).task().job_id(), 7);
+  EXPECT_EQ(again->finished_tasks(0).state(), v1::TASK_STATE_EXITED);
+}
+
+TEST_F(AgentTest, Registration_FinishedTasks_BoundedToTheNewest256) {
+  Make();
+  Connect();
+  for (int job = 1; job <= 300; ++job) {
+    agent_->Handle(Start(job, 0));
+    launcher_.Exit(launcher_.launched.rbegin()->first, ExitInfo{0, 0});
+  }
+  auto reg = agent_->Registration();
+  ASSERT_THAT(reg->finished_tasks(), SizeIs(256));
+  EXPECT_EQ(reg->finished_tasks(0).task().job_id(), 45);
+  EXPECT_EQ(reg->finished_tasks(255).task().job_id(), 300);
 }
 
 TEST_F(AgentTest, Registration_OfferedGpus_OnlyThoseAndTheirPeers) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "common/grpc_target.h"
 #include "common/logging.h"
 #include "common/paths.h"
 #include "worker/agent.h"
@@ -52,7 +53,9 @@ int main(int argc, char** argv) {
                "Without GPUs: trainctl-agent --fake-gpus 8:H100:80GiB"};
   std::string coordinator = "127.0.0.1:50051", node_name, address, gpus, fake,
               log_dir, port_range = "29500-29999", log_level = "info";
-  app.add_option("--coordinator", coordinator, "coordinator address:port")
+  app.add_option("--coordinator", coordinator,
+                 "coordinator address:port, or a comma-separated list of the "
+                 "HA leader and standbys (tried in order)")
       ->envname("TRAINCTL_COORDINATOR")
       ->capture_default_str();
   app.add_option("--node-name", node_name, "this node's name (default: the hostname)");
@@ -84,6 +87,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("agent", log_level);
 
+  if (absl::StatusOr<std::string> target = trainctl::GrpcTargetFor(coordinator);
+      !target.ok()) {
+    return Fail(absl::StrCat("--coordinator: ", target.status().message()));
+  }
   trainctl::worker::AgentConfig config;
   config.node_name = node_name.empty() ? Hostname() : node_name;
   config.address = address;

@@ -1,6 +1,7 @@
 #include "worker/nccl/nccl_bootstrap.h"
 
 #include <cstring>
+#include <future>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -60,7 +61,16 @@ absl::StatusOr<std::string> ExchangeUniqueIdFromEnv(
 absl::StatusOr<ncclComm_t> InitNcclCommFromEnv(absl::Duration timeout) {
   TC_ASSIGN_OR_RETURN(RankEnv env, RankEnvFromEnv());
 
+  // The id exchange (gRPC set-up, rank 0's ncclGetUniqueId, the long-poll)
+  // runs while this thread creates the CUDA context, which takes hundreds of
+  // ms (cudaSetDevice initializes the primary context since CUDA 12); neither
+  // needs the other. The future is always joined before returning.
+  std::future<absl::StatusOr<std::string>> exchange =
+      std::async(std::launch::async, [&env, timeout] {
+        return ExchangeWithEnv(env, NcclGetUniqueIdBytes, timeout);
+      });
   cudaError_t cuda = cudaSetDevice(env.local_rank);
+  absl::StatusOr<std::string> id_bytes = exchange.get();
   if (cuda != cudaSuccess) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
@@ -72,11 +82,10 @@ absl::StatusOr<ncclComm_t> InitNcclCommFromEnv(absl::Duration timeout) {
         env.rank, env.job_id, env.local_rank, cudaGetErrorString(cuda), count,
         visible == nullptr ? "" : visible));
   }
+  if (!id_bytes.ok()) return id_bytes.status();
 
-  TC_ASSIGN_OR_RETURN(std::string id_bytes,
-                      ExchangeWithEnv(env, NcclGetUniqueIdBytes, timeout));
   ncclUniqueId id;
-  std::memcpy(id.internal, id_bytes.data(), sizeof(id.internal));
+  std::memcpy(id.internal, id_bytes->data(), sizeof(id.internal));
 
   ncclComm_t comm = nullptr;
   ncclResult_t result =

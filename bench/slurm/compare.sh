@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# trainctl vs Slurm 22.05 on this machine, same run (issue 7, part 1).
+#
+#   bench/slurm/compare.sh BIN_DIR [--jobs 500] [--concurrency 8] [--out FILE]
+#                          [--no-slurm] [--tiny]
+#
+# Starts trainctl (trainctl-coordinator, state under $TMPDIR, + one
+# trainctl-agent with 8 fake GPUs) and, when slurmctld is installed, Slurm
+# (munge, slurmctld, slurmd with 8 fake GPUs on fake /dev/nvidia* nodes, the
+# tuned parameters of ../shared/RECIPES.md), then submits the same one-GPU
+# no-op jobs to each with driver.py: N CLI submits (`trainctl submit` /
+# `sbatch`, --concurrency at a time) and one batch submit of N (`trainctl
+# sweep --grid` / `sbatch --array`). Each job writes its start time
+# (`date +%s%N`), the same method for both. Prints a table, writes
+# --out (default bench/results/slurm_compare.json; "-" prints only).
+# Installs nothing: `apt-get install slurm-wlm slurmctld slurmd slurm-client
+# munge` first for the Slurm half (needs root for munge and mknod).
+# --tiny: 20 jobs (the ctest bench_slurm_smoke; Slurm only if installed).
+set -euo pipefail
+
+BIN=$(cd "${1:?usage: $0 BIN_DIR [options]}" && pwd)
+shift
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+JOBS=500
+CONC=8
+OUT=$ROOT/bench/results/slurm_compare.json
+SLURM=auto
+while (($#)); do
+  case $1 in
+    --jobs) JOBS=$2; shift 2 ;;
+    --concurrency) CONC=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --no-slurm) SLURM=no; shift ;;
+    --tiny) JOBS=20; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [[ $SLURM == auto ]]; then
+  if command -v slurmctld >/dev/null && command -v munged >/dev/null && [[ $(id -u) == 0 ]]; then
+    SLURM=yes
+  else
+    SLURM=no
+    echo "Slurm (slurmctld, munged) not installed or not root: trainctl half only" >&2
+  fi
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/trainctl-slurm-compare.XXXXXX")
+PIDS=()
+MUNGE_STARTED=
+cleanup() {
+  local daemons=() f p
+  for f in "$WORK/slurm/slurmd.pid" "$WORK/slurm/slurmctld.pid"; do
+    if [[ -f $f ]]; then daemons+=("$(cat "$f")"); fi
+  done
+  if [[ -n $MUNGE_STARTED && -f /run/munge/munged.pid ]]; then
+    daemons+=("$(cat /run/munge/munged.pid)")
+  fi
+  for p in "${daemons[@]}" "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  # The daemons are not our children: give them 5 s to write their state
+  # and exit before their directory goes.
+  for _ in $(seq 1 50); do
+    local alive=0
+    for p in "${daemons[@]}"; do
+      if [[ -d /proc/$p && $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]]; then alive=1; fi
+    done
+    ((alive)) || break
+    sleep 0.1
+  done
+  [[ -n ${KEEP:-} ]] || rm -rf "$WORK" 2>/dev/null || true
+}
+trap cleanup EXIT
+load_start=$(cut -d' ' -f1 /proc/loadavg)
+
+# ------------------------------------------------------------------ trainctl
+mkdir -p "$WORK/tc-state" "$WORK/tc-logs"
+"$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/tc-state" \
+  --log-level warn >"$WORK/coordinator.log" 2>&1 &
+PIDS+=($!)
+port=
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/^trainctl-coordinator listening on port \([0-9]*\)$/\1/p' "$WORK/coordinator.log" 2>/dev/null || true)
+  [[ -n $port ]] && break
+  sleep 0.1
+done
+[[ -n $port ]] || { cat "$WORK/coordinator.log" >&2; exit 1; }
+export TRAINCTL_COORDINATOR=127.0.0.1:$port
+"$BIN/trainctl-agent" --node-name bench-node --fake-gpus 8:H100:80GiB \
+  --log-dir "$WORK/tc-logs" --log-level warn >"$WORK/agent.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 300); do
+  "$BIN/trainctl" nodes 2>/dev/null | grep -q bench-node && break
+  sleep 0.1
+done
+"$BIN/trainctl" nodes | grep -q bench-node || { cat "$WORK/agent.log" >&2; exit 1; }
+
+run_driver() {  # SYSTEM MODE -> JSON file $WORK/SYSTEM-MODE.json
+  local sys=$1 mode=$2
+  python3 "$HERE/driver.py" --system "$sys" --mode "$mode" --jobs "$JOBS" \
+    --concurrency "$CONC" --dir "$WORK/stamps-$sys-$mode" --trainctl "$BIN/trainctl" \
+    >"$WORK/$sys-$mode.json"
+  echo "$sys $mode: $(cat "$WORK/$sys-$mode.json")"
+}
+run_driver trainctl cli
+run_driver trainctl batch
+
+# ------------------------------------------------------------------ Slurm
+if [[ $SLURM == yes ]]; then
+  S=$WORK/slurm
+  mkdir -p "$S/dev" "$S/state" "$S/spool"
+  for i in 0 1 2 3 4 5 6 7; do mknod -m 666 "$S/dev/nvidia$i" c 195 "$i"; done
+  host=$(hostname -s)
+  # Free ports for slurmctld and slurmd.
+  read -r p1 p2 < <(python3 -c 'import socket
+s=[socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+  cat >"$S/slurm.conf" <<CONF
+ClusterName=bench
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$p1
+SlurmdPort=$p2
+AuthType=auth/munge
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/slurmctld.log
+SlurmdLogFile=$S/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,default_queue_depth=1000
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+SlurmdParameters=config_overrides
+MpiDefault=none
+ReturnToService=2
+MaxArraySize=10001
+NodeName=$host CPUs=32 RealMemory=16000 Gres=gpu:8 State=UNKNOWN
+PartitionName=bench Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+  cat >"$S/gres.conf" <<CONF
+AutoDetect=off
+NodeName=$host Name=gpu File=$S/dev/nvidia[0-7]
+CONF
+  export SLURM_CONF=$S/slurm.conf
+  if ! pgrep -x munged >/dev/null; then
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    su -s /bin/sh munge -c /usr/sbin/munged
+    MUNGE_STARTED=1
+  fi
+  slurmctld -f "$S/slurm.conf"
+  slurmd -f "$S/slurm.conf"
+  for _ in $(seq 1 300); do
+    state=$(sinfo -h -o %T 2>/dev/null || true)
+    [[ $state == idle ]] && break
+    sleep 0.1
+  done
+  [[ $state == idle ]] || { echo "Slurm node not idle: '$state'" >&2; tail -20 "$S"/*.log >&2; exit 1; }
+  run_driver slurm cli
+  run_driver slurm batch
+fi
+load_end=$(cut -d' ' -f1 /proc/loadavg)
+
+python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" \
+  "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
+import json, os, sys
+out, work, slurm, l0, l1, commit = sys.argv[1:]
+rows = {}
+for sys_ in ("trainctl", "slurm"):
+    for mode in ("cli", "batch"):
+        p = os.path.join(work, "%s-%s.json" % (sys_, mode))
+        if os.path.exists(p):
+            rows["%s_%s" % (sys_, mode)] = json.load(open(p))
+ratios = {}
+for mode in ("cli", "batch"):
+    t, s = rows.get("trainctl_" + mode), rows.get("slurm_" + mode)
+    if t and s:
+        r = {"jobs_per_s": round(t["jobs_per_s"] / s["jobs_per_s"], 1)}
+        # Ratios only of positive latencies: a trainctl job often starts
+        # before its CLI has exited (ack_to_start < 0).
+        for key in ("ack_to_start", "issue_to_start"):
+            for q in ("p50_ms", "p99_ms"):
+                a, b = t[key].get(q), s[key].get(q)
+                if a and b and a > 0 and b > 0:
+                    r["%s_%s_lower_by" % (key, q[:3])] = round(b / a, 1)
+        ratios[mode] = r
+doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
+       "slurm": slurm == "yes", "rows": rows, "ratios_trainctl_over_slurm": ratios,
+       "targets": {"jobs_per_s_ratio": 100, "p99_submit_to_start_lower_by": 20},
+       "host": {"cores": os.cpu_count(), "load_avg_1m_start": float(l0),
+                "load_avg_1m_end": float(l1), "git_commit": commit}}
+print("%-16s %9s %10s %22s %22s" % ("system/mode", "jobs/s", "wall s",
+                                     "ack->start p50/p99 ms", "issue->start p50/p99"))
+for k, r in rows.items():
+    print("%-16s %9.1f %10.2f %10s / %-10s %10s / %-10s" % (
+        k, r["jobs_per_s"], r["wall_s"], r["ack_to_start"].get("p50_ms"),
+        r["ack_to_start"].get("p99_ms"), r["issue_to_start"].get("p50_ms"),
+        r["issue_to_start"].get("p99_ms")))
+for mode, r in ratios.items():
+    print("ratio", mode, r)
+text = json.dumps(doc, indent=1)
+if out != "-":
+    open(out, "w").write(text + "\n")
+    print("wrote", out)
+PY
