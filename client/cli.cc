@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -20,6 +23,7 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -901,6 +905,9 @@ constexpr char kWaitExitHelp[] =
 
 struct Flags {
   std::string coordinator;
+  std::string token;
+  std::string tls_ca;
+  std::string config;
   std::string output;
   // submit
   v1::SubmitJobRequest submit;
@@ -1069,9 +1076,132 @@ std::string Example(absl::string_view text) {
   return absl::StrCat("Example:\n", text);
 }
 
+// The config file to read: --config, else options.config_file, else
+// $XDG_CONFIG_HOME/trainctl/config, else ~/.config/trainctl/config ("" when
+// neither variable is set). `explicit_file` tells whether it must exist.
+std::string ConfigPath(const Flags& f, const CliOptions& options,
+                       bool* explicit_file) {
+  *explicit_file = !f.config.empty();
+  if (!f.config.empty()) return f.config;
+  if (!options.config_file.empty()) return options.config_file;
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg != nullptr && *xdg) {
+    return absl::StrCat(xdg, "/trainctl/config");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home) {
+    return absl::StrCat(home, "/.config/trainctl/config");
+  }
+  return "";
+}
+
+// Reads `key = "value"` lines of the config file with CLI11's config parser.
+// Errors: INVALID_ARGUMENT naming the file and the key (unknown key, a
+// section, a list value), or when it cannot be parsed.
+absl::StatusOr<std::map<std::string, std::string>> ReadConfigFile(
+    const std::string& path) {
+  static const std::set<std::string> kKeys = {"coordinator", "token", "ca_cert"};
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_file(path);
+  } catch (const CLI::Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  std::map<std::string, std::string> out;
+  for (const CLI::ConfigItem& item : items) {
+    // CLI11 marks section starts and ends with "++" / "--" items.
+    if (item.name == "++" || item.name == "--") continue;
+    if (!item.parents.empty() || kKeys.count(item.name) == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: unknown key \"%s\"; the keys are coordinator, token and "
+          "ca_cert (no sections)",
+          path, item.fullname()));
+    }
+    if (item.inputs.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s: expected one value, e.g. %s = \"...\"", path, item.name,
+          item.name));
+    }
+    out[item.name] = item.inputs.front();
+  }
+  return out;
+}
+
+// Resolves the Connection (see cli.h) from the flags (which already hold
+// the environment variables) and the config file. Warns on `err` about a
+// token kept in a file others can read, or sent without TLS off-host.
+// Errors: INVALID_ARGUMENT for an unreadable --config or CA file, a bad
+// config file, or a token gRPC cannot send.
+absl::StatusOr<Connection> ResolveConnection(const Flags& f,
+                                             const CliOptions& options,
+                                             std::ostream& err) {
+  bool explicit_file = false;
+  const std::string path = ConfigPath(f, options, &explicit_file);
+  std::map<std::string, std::string> config;
+  std::error_code ec;
+  if (!path.empty() && std::filesystem::is_regular_file(path, ec)) {
+    absl::StatusOr<std::map<std::string, std::string>> read = ReadConfigFile(path);
+    if (!read.ok()) return read.status();
+    config = *std::move(read);
+    const auto perms = std::filesystem::status(path, ec).permissions();
+    if (config.count("token") > 0 && !ec &&
+        (perms & (std::filesystem::perms::group_read |
+                  std::filesystem::perms::others_read)) !=
+            std::filesystem::perms::none) {
+      err << "trainctl: warning: " << path
+          << " holds a token and others can read it; run chmod 600 " << path
+          << "\n";
+    }
+  } else if (explicit_file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--config ", path, ": no such file"));
+  }
+  auto pick = [&config](const std::string& flag, const std::string& key) {
+    if (!flag.empty()) return flag;
+    auto it = config.find(key);
+    return it == config.end() ? std::string() : it->second;
+  };
+  Connection c;
+  c.address = pick(f.coordinator, "coordinator");
+  if (c.address.empty()) c.address = kDefaultCoordinator;
+  c.token = pick(f.token, "token");
+  for (char ch : c.token) {
+    if (!absl::ascii_isgraph(static_cast<unsigned char>(ch))) {
+      return absl::InvalidArgumentError(
+          "token: must be printable ASCII without spaces (check --token, "
+          "$TRAINCTL_AUTH_TOKEN and the config file)");
+    }
+  }
+  const std::string ca_file = pick(f.tls_ca, "ca_cert");
+  if (!ca_file.empty()) {
+    std::ifstream in(ca_file);
+    std::stringstream pem;
+    if (in) pem << in.rdbuf();
+    if (!in || pem.str().find("-----BEGIN ") == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls-ca ", ca_file, ": cannot read a PEM certificate there"));
+    }
+    c.ca_pem = pem.str();
+  }
+  const bool loopback = absl::StartsWith(c.address, "127.") ||
+                        absl::StartsWith(c.address, "localhost:") ||
+                        absl::StartsWith(c.address, "[::1]");
+  if (!c.token.empty() && c.ca_pem.empty() && !loopback) {
+    err << "trainctl: warning: sending the token to " << c.address
+        << " without TLS; pass --tls-ca (or ca_cert in the config file)\n";
+  }
+  return c;
+}
+
 }  // namespace
 
 Cli::Cli(StubFactory make_stub, std::ostream& out, std::ostream& err,
+         CliOptions options)
+    : Cli(ConnectionStubFactory(
+              [make_stub = std::move(make_stub)](const Connection& c) {
+                return make_stub(c.address);
+              }),
+          out, err, std::move(options)) {}
+
+Cli::Cli(ConnectionStubFactory make_stub, std::ostream& out, std::ostream& err,
          CliOptions options)
     : make_stub_(std::move(make_stub)),
       out_(out),
@@ -1117,6 +1247,20 @@ int Cli::Run(int argc, char** argv) {
                  "Coordinator address, host:port")
       ->envname("TRAINCTL_COORDINATOR")
       ->default_str(kDefaultCoordinator);
+  app.add_option("--token", f.token,
+                 "Bearer token for a coordinator run with --tokens-file "
+                 "(default: $TRAINCTL_AUTH_TOKEN, else `token` in the config "
+                 "file)")
+      ->envname("TRAINCTL_AUTH_TOKEN");
+  app.add_option("--tls-ca", f.tls_ca,
+                 "PEM CA certificate to verify a TLS coordinator with (default: "
+                 "$TRAINCTL_TLS_CA, else `ca_cert` in the config file; none: "
+                 "plaintext)")
+      ->envname("TRAINCTL_TLS_CA");
+  app.add_option("--config", f.config,
+                 "Config file with `coordinator`, `token` and `ca_cert` keys "
+                 "(default: $XDG_CONFIG_HOME/trainctl/config or "
+                 "~/.config/trainctl/config)");
   app.footer(
       Example("  trainctl --coordinator head-node:50051 list\n"
               "  trainctl submit --gpus 1 -- python train.py"));
@@ -1390,10 +1534,11 @@ int Cli::Run(int argc, char** argv) {
     }
   }
 
-  const std::string address =
-      f.coordinator.empty() ? kDefaultCoordinator : f.coordinator;
+  absl::StatusOr<Connection> connection = ResolveConnection(f, options_, err_);
+  if (!connection.ok()) return UsageError(err_, connection.status().message());
+  const std::string address = connection->address;
   RealClock real_clock;
-  Session session(make_stub_(address), address, out_, err_,
+  Session session(make_stub_(*connection), address, out_, err_,
                   options_.clock != nullptr ? *options_.clock : real_clock,
                   options_.terminal_width);
   if (options_.progress) session.EnableProgress();

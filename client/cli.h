@@ -36,6 +36,29 @@ inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
 using StubFactory =
     std::function<v1::Coordinator::StubInterface*(const std::string& address)>;
 
+// How to reach the coordinator, resolved by Cli::Run from (first wins) the
+// flags, the environment, the config file and the defaults:
+//   address  --coordinator, $TRAINCTL_COORDINATOR, `coordinator` key,
+//            kDefaultCoordinator;
+//   token    --token, $TRAINCTL_AUTH_TOKEN, `token` key; none by default
+//            ($TRAINCTL_TOKEN is a task's rendezvous token, never read here);
+//   ca_pem   contents of --tls-ca, $TRAINCTL_TLS_CA or the `ca_cert` key;
+//            none: plaintext.
+// The config file is $XDG_CONFIG_HOME/trainctl/config (default
+// ~/.config/trainctl/config) or --config FILE, in the INI/TOML subset CLI11
+// reads: `key = "value"` lines, `#` comments, no sections.
+struct Connection {
+  std::string address;
+  // Sent as `authorization: Bearer <token>` on every call; empty: none.
+  std::string token;
+  // PEM CA certificate to verify the coordinator with; empty: plaintext.
+  std::string ca_pem;
+};
+
+// Returns the stub for `connection`; same ownership as StubFactory.
+using ConnectionStubFactory =
+    std::function<v1::Coordinator::StubInterface*(const Connection& connection)>;
+
 // How the CLI renders its output; everything has a usable default.
 struct CliOptions {
   // Width of the terminal in columns: tables narrow their widest columns to
@@ -45,6 +68,10 @@ struct CliOptions {
   // Source of "now" for ages, runtimes and `wait --timeout`; null means the
   // system clock. Not owned.
   const Clock* clock = nullptr;
+  // The config file read when --config is not given; empty means
+  // $XDG_CONFIG_HOME/trainctl/config, else ~/.config/trainctl/config. A
+  // missing default file is fine; a missing --config file is a usage error.
+  std::string config_file;
   // Draw a progress line (spinner, state, elapsed time) on `err` while
   // `wait` and `submit --wait` wait: main.cc sets it when stdout and stderr
   // are terminals, so nothing of it reaches a pipe or a file. With it, the
@@ -67,6 +94,9 @@ class Cli {
   // kDefaultCoordinator). Standard output goes to `out`, messages to `err`.
   Cli(StubFactory make_stub, std::ostream& out, std::ostream& err,
       CliOptions options = {});
+  // Same, with the whole Connection (token and TLS CA too): what main.cc uses.
+  Cli(ConnectionStubFactory make_stub, std::ostream& out, std::ostream& err,
+      CliOptions options = {});
   // Same, with one stub whatever the address (tests).
   Cli(v1::Coordinator::StubInterface* stub, std::ostream& out,
       std::ostream& err, CliOptions options = {});
@@ -87,7 +117,7 @@ class Cli {
   static int WaitExitStatus(const v1::Job& job);
 
  private:
-  StubFactory make_stub_;
+  ConnectionStubFactory make_stub_;
   std::ostream& out_;
   std::ostream& err_;
   CliOptions options_;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "client/auth_channel.h"
 #include "client/cli.h"
 #include "common/grpc_target.h"
 #include "grpcpp/grpcpp.h"
@@ -35,18 +36,20 @@ int main(int argc, char** argv) {
   // Created by the CLI once it knows the address; outlives Run.
   std::unique_ptr<trainctl::v1::Coordinator::Stub> stub;
   trainctl::cli::Cli cli(
-      [&stub](const std::string& address) {
-        // TODO(security): TLS and bearer tokens (DESIGN.md section 6).
-        // "a:p,b:q": the leader and its standbys, tried in order.
-        absl::StatusOr<std::string> target = trainctl::GrpcTargetFor(address);
-        if (!target.ok()) {
-          std::cerr << "trainctl: --coordinator: " << target.status().message() << "\n";
-          std::exit(trainctl::cli::kExitUsage);
-        }
-        stub = trainctl::v1::Coordinator::NewStub(
-            grpc::CreateChannel(*target, grpc::InsecureChannelCredentials()));
-        return stub.get();
-      },
+      trainctl::cli::ConnectionStubFactory(
+          [&stub](const trainctl::cli::Connection& connection) {
+            // "a:p,b:q": the leader and its standbys, tried in order.
+            absl::StatusOr<std::string> target =
+                trainctl::GrpcTargetFor(connection.address);
+            if (!target.ok()) {
+              std::cerr << "trainctl: --coordinator: " << target.status().message()
+                        << "\n";
+              std::exit(trainctl::cli::kExitUsage);
+            }
+            stub = trainctl::v1::Coordinator::NewStub(
+                trainctl::cli::MakeCoordinatorChannel(connection, *target));
+            return stub.get();
+          }),
       std::cout, std::cerr, options);
   return cli.Run(argc, argv);
 }

@@ -52,6 +52,14 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view entry) {
 
 }  // namespace
 
+std::string FirstHost(absl::string_view addresses) {
+  std::vector<absl::string_view> entries =
+      absl::StrSplit(addresses, ',', absl::SkipWhitespace());
+  if (entries.empty()) return "";
+  absl::StatusOr<HostPort> hp = SplitHostPort(absl::StripAsciiWhitespace(entries[0]));
+  return hp.ok() ? hp->host : "";
+}
+
 absl::StatusOr<std::string> GrpcTargetFor(absl::string_view addresses) {
   std::vector<absl::string_view> entries =
       absl::StrSplit(addresses, ',', absl::SkipWhitespace());

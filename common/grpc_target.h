@@ -26,6 +26,13 @@ namespace trainctl {
 // name does not resolve.
 absl::StatusOr<std::string> GrpcTargetFor(absl::string_view addresses);
 
+// The host of the first entry of an address list ("head-a" of
+// "head-a:50051,head-b:50051"; "::1" of "[::1]:50051"), or "" when it has no
+// ":port". With TLS over a list, this is the name every coordinator's
+// certificate is checked against (GRPC_SSL_TARGET_NAME_OVERRIDE_ARG): the
+// static address list has no host name of its own.
+std::string FirstHost(absl::string_view addresses);
+
 }  // namespace trainctl
 
 #endif  // TRAINCTL_COMMON_GRPC_TARGET_H_

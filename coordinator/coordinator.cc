@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -119,6 +121,7 @@ absl::Status Coordinator::LoadLocked() {
   const absl::Time now = clock_->Now();
   for (v1::Job& job : state.jobs) {
     next_job_id_ = std::max(next_job_id_, job.id() + 1);
+    next_placement_seq_ = std::max(next_placement_seq_, job.placement_seq() + 1);
     if (!job.request_id().empty()) request_ids_[job.request_id()] = job.id();
     if (!job.spec().sweep_id().empty()) {
       sweep_jobs_[job.spec().sweep_id()].push_back(job.id());
@@ -146,9 +149,95 @@ absl::Status Coordinator::LoadLocked() {
     // A grace period to re-register before the node's tasks count as lost.
     e.last_heartbeat = now;
   }
-  TC_LOG_INFO("loaded {} jobs and {} nodes from the store", jobs_.size(),
-              nodes_.size());
+  // No waiter, log read or rendezvous fetch exists yet: nothing deferred
+  // needs to run.
+  Deferred unused;
+  const int stale = ResolveStaleReservationsLocked(unused);
+  TC_LOG_INFO("loaded {} jobs and {} nodes from the store{}", jobs_.size(),
+              nodes_.size(),
+              stale == 0 ? ""
+                         : absl::StrCat("; ", stale,
+                                        " tasks whose end was not stored are "
+                                        "taken as ended"));
   return absl::OkStatus();
+}
+
+int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
+  struct Claim {
+    int64_t seq;
+    int64_t job_id;
+    int rank;
+    bool draining;
+    int64_t bytes;
+  };
+  int resolved = 0;
+  // Each round ends one task, so this ends; stale records are rare and few.
+  for (;;) {
+    std::map<std::pair<std::string, int>, std::vector<Claim>> claims;
+    auto add = [&](const v1::Task& t, Claim c) {
+      for (int gpu : OwnedGpus(t)) claims[{t.node(), gpu}].push_back(c);
+    };
+    for (int64_t id : active_) {
+      const v1::Job& job = jobs_.at(id);
+      for (const v1::Task& t : job.tasks()) {
+        if (IsLive(t.state())) {
+          add(t, {job.placement_seq(), id, t.rank(), false, t.reserved_bytes_per_gpu()});
+        }
+      }
+    }
+    for (const DrainingTask& d : draining_) {
+      add(d.task, {d.placement_seq, d.job_id, d.task.rank(), true,
+                   d.task.reserved_bytes_per_gpu()});
+    }
+    const Claim* stale = nullptr;
+    std::string where;
+    for (const auto& [gpu, list] : claims) {
+      auto node = nodes_.find(gpu.first);
+      if (node == nodes_.end()) continue;
+      int64_t capacity = -1;
+      for (const v1::Gpu& g : node->second.node.gpus()) {
+        if (g.index() == gpu.second) capacity = g.memory_total_bytes();
+      }
+      if (capacity < 0) continue;
+      __int128 sum = 0;
+      for (const Claim& c : list) sum += c.bytes;
+      if (sum <= capacity) continue;
+      for (const Claim& c : list) {
+        if (stale == nullptr || std::tie(c.seq, c.job_id) < std::tie(stale->seq, stale->job_id)) {
+          stale = &c;
+          where = absl::StrCat(gpu.first, " GPU ", gpu.second);
+        }
+      }
+      break;
+    }
+    if (stale == nullptr) return resolved;
+    ++resolved;
+    const Claim c = *stale;
+    TC_LOG_WARN("job {} rank {}: its stored record and a later placement both "
+                "claim {}; taking it as ended (its end was not stored)",
+                c.job_id, c.rank, where);
+    if (c.draining) {
+      for (auto it = draining_.begin(); it != draining_.end(); ++it) {
+        if (it->job_id == c.job_id && it->task.rank() == c.rank &&
+            it->placement_seq == c.seq) {
+          draining_.erase(it);
+          break;
+        }
+      }
+      continue;
+    }
+    v1::Job& job = jobs_.at(c.job_id);
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (t.rank() != c.rank || !IsLive(t.state())) continue;
+      t.set_state(v1::TASK_STATE_LOST);
+      t.set_message(absl::StrCat(
+          "its end was not stored before a coordinator restart; a later "
+          "placement took its GPU (", where, ")"));
+      t.set_end_time_ms(ToUnixMs(clock_->Now()));
+    }
+    OnTaskEndedLocked(job, deferred);
+    PersistLocked(job);
+  }
 }
 
 v1::Job Coordinator::Redacted(const v1::Job& job) {
@@ -208,7 +297,9 @@ absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
     // A new attempt: tasks of the old one that still run keep their GPUs
     // until their exit is reported.
     for (const v1::Task& t : job.tasks()) {
-      if (IsLive(t.state())) draining_.push_back({job.id(), job.attempt(), t});
+      if (IsLive(t.state())) {
+        draining_.push_back({job.id(), job.attempt(), t, job.placement_seq()});
+      }
     }
     job.clear_tasks();
     job.clear_attempt_token();
@@ -290,7 +381,8 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
                                            int limit,
-                                           const std::string& sweep_id) const {
+                                           const std::string& sweep_id,
+                                           const std::string& user) const {
   if (limit <= 0) limit = kDefaultListLimit;
   absl::flat_hash_set<int> wanted(states.begin(), states.end());
   std::vector<v1::Job> out;
@@ -303,6 +395,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
       auto it = jobs_.find(*id);
       if (it == jobs_.end()) continue;
       if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+      if (!user.empty() && it->second.spec().user() != user) continue;
       out.push_back(Redacted(it->second));
     }
     return out;
@@ -310,6 +403,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
     if (static_cast<int>(out.size()) >= limit) break;
     if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
+    if (!user.empty() && it->second.spec().user() != user) continue;
     out.push_back(Redacted(it->second));
   }
   return out;
@@ -444,7 +538,7 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
         read->set_offset(offset);
         read->set_max_bytes(max_bytes == 0 ? kDefaultLogBytes : max_bytes);
         log_reads_[request_id] = LogRead{clock_->Now() + config_.log_read_timeout,
-                                         job_id, rank, std::move(done)};
+                                         job_id, rank, std::move(done), task->node()};
         node->second.conn->Send(msg);
         return;
       }
@@ -599,6 +693,7 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
     }
   }
   job.set_world_size(rank);
+  job.set_placement_seq(next_placement_seq_++);
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
@@ -745,6 +840,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     const bool was_lost = e.node.state() == v1::NODE_STATE_LOST;
     e.node = std::move(updated);
     e.conn = conn;
+    e.fences = reg.fences();
     e.last_heartbeat = clock_->Now();
     if (e.next_port < n.port_min() || e.next_port > n.port_max()) {
       e.next_port = n.port_min();
@@ -756,6 +852,8 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     v1::CoordinatorMessage ack;
     ack.mutable_register_ack()->set_heartbeat_interval_ms(
         absl::ToInt64Milliseconds(config_.heartbeat_interval));
+    ack.mutable_register_ack()->set_lease_ms(
+        absl::ToInt64Milliseconds(config_.node_timeout));
     conn->Send(ack);
 
     // Reconcile what the agent runs with what we expect there.
@@ -919,6 +1017,12 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
     switch (msg.msg_case()) {
       case v1::AgentMessage::kHeartbeat:
         e.last_heartbeat = clock_->Now();
+        if (e.fences) {
+          v1::CoordinatorMessage grant;
+          grant.mutable_lease_grant()->set_lease_ms(
+              absl::ToInt64Milliseconds(config_.node_timeout));
+          conn->Send(grant);
+        }
         for (const v1::GpuSample& s : msg.heartbeat().gpus()) {
           for (v1::Gpu& g : *e.node.mutable_gpus()) {
             if (g.index() != s.index()) continue;
@@ -958,6 +1062,13 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
         const v1::LogChunk& chunk = msg.log_chunk();
         auto rt = log_reads_.find(chunk.request_id());
         if (rt == log_reads_.end()) break;  // Timed out already.
+        if (rt->second.node != node) {
+          // Request ids are sequential: another node could guess one and
+          // answer with a forged log. Leave the read to its node.
+          return absl::PermissionDeniedError(absl::StrCat(
+              "node ", node, " answered log read ", chunk.request_id(),
+              " that was sent to node ", rt->second.node));
+        }
         LogRead read = std::move(rt->second);
         log_reads_.erase(rt);
         absl::StatusOr<v1::GetLogsResponse> result;
@@ -1003,9 +1114,12 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
     if (ended) {
       draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
                                      [&](const DrainingTask& d) {
+                                       // Only the node running the task
+                                       // may report it ended.
                                        return d.job_id == ref.job_id() &&
                                               d.attempt == ref.attempt() &&
-                                              d.task.rank() == ref.rank();
+                                              d.task.rank() == ref.rank() &&
+                                              d.task.node() == node;
                                      }),
                       draining_.end());
     }

@@ -181,10 +181,13 @@ class Coordinator {
   // Newest first; `states` empty means all; at most `limit` (0: 1000).
   // A non-empty `sweep_id` keeps only that sweep's trials (looked up in an
   // index, so a long history of other jobs costs nothing); an unknown sweep
-  // gives an empty list.
+  // gives an empty list. A non-empty `user` keeps only jobs whose spec.user
+  // is that user (the user API's view for non-admins); `limit` counts the
+  // jobs kept.
   std::vector<v1::Job> ListJobs(const std::vector<v1::JobState>& states,
                                 int limit,
-                                const std::string& sweep_id = "") const;
+                                const std::string& sweep_id = "",
+                                const std::string& user = "") const;
 
   // Cancels a job that is not final: its live tasks get SIGTERM, then SIGKILL
   // after the grace period. Cancelling a final job returns it unchanged. The
@@ -213,8 +216,8 @@ class Coordinator {
   // address), marks it READY and reconciles its running tasks: a task the
   // coordinator does not expect there is stopped; a task it expects but the
   // agent does not report is lost. An older connection of the same node is
-  // closed. On success the first message sent on `conn` is the RegisterAck,
-  // before any StartTask or StopTask.
+  // closed. On success the first message sent on `conn` is the RegisterAck
+  // (lease_ms = node_timeout), before any StartTask or StopTask.
   // A task reported running on a GPU that is now gone or smaller than what is
   // reserved on it is stopped and counts as lost.
   // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
@@ -227,8 +230,14 @@ class Coordinator {
   void AgentDisconnected(const std::string& node, AgentConnection* conn);
 
   // A heartbeat, task status or log chunk from a registered agent.
+  // Everything is attributed to `node`: a task status or log chunk about
+  // another node's task changes nothing. A heartbeat of an agent that
+  // registered with `fences` is answered with a LeaseGrant of node_timeout
+  // (the agent kills its tasks when its lease ends unrenewed, so a cut-off
+  // host keeps no rank that was restarted elsewhere).
   // Errors: FAILED_PRECONDITION when `conn` is not the node's current
-  // connection; INVALID_ARGUMENT for a malformed message.
+  // connection; INVALID_ARGUMENT for a malformed message; PERMISSION_DENIED
+  // for a log chunk answering a read sent to another node.
   absl::Status HandleAgentMessage(const std::string& node, AgentConnection* conn,
                                   const v1::AgentMessage& msg);
 
@@ -288,6 +297,8 @@ class Coordinator {
     int64_t job_id;
     int rank;
     LogsDone done;
+    // The node asked; only its answer is taken.
+    std::string node;
   };
   struct NodeEntry {
     v1::Node node;
@@ -304,18 +315,30 @@ class Coordinator {
     v1::TaskUsage usage;
     // Largest per-process GPU memory seen, bytes (0: not measured).
     int64_t peak_gpu_memory_bytes = 0;
+    // The agent fences itself (RegisterNode.fences): each heartbeat is
+    // answered with a LeaseGrant.
+    bool fences = false;
   };
   // A task of an earlier attempt of a job that still holds GPUs.
   struct DrainingTask {
     int64_t job_id;
     int attempt;
     v1::Task task;
+    // The placement_seq of its attempt.
+    int64_t placement_seq = 0;
   };
   // Callbacks collected under the lock, run after it is released.
   using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
 
   Coordinator(CoordinatorConfig config, StateStore* store, const Clock* clock);
   absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After loading: while the stored records reserve more of a GPU than it
+  // has (records left stale by failed store writes), the task of the
+  // earliest placement there is taken as ended (LOST, "its end was not
+  // stored") and its job goes on as after any lost task. Returns how many
+  // tasks were resolved so.
+  int ResolveStaleReservationsLocked(Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The one place a job changes state; rejects illegal edges (INTERNAL).
   absl::Status TransitionLocked(v1::Job& job, v1::JobState to,
@@ -385,6 +408,8 @@ class Coordinator {
   // finished jobs costs nothing per event.
   absl::btree_set<int64_t> active_ ABSL_GUARDED_BY(mu_);
   int64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Job.placement_seq of the next placement.
+  int64_t next_placement_seq_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, int64_t> request_ids_ ABSL_GUARDED_BY(mu_);
   // Sweep id -> ids of its trials, ascending (ListJobs' sweep filter).
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_

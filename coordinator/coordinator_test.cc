@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -347,6 +348,28 @@ TEST_F(CoordinatorTest, Tick_NodeMissesHeartbeats_LostAndGangFails) {
   EXPECT_FALSE(b.closed.ok());
   auto nodes = core_->ListNodes();
   EXPECT_EQ(nodes[1].node().state(), v1::NODE_STATE_LOST);
+}
+
+TEST_F(CoordinatorTest, Heartbeat_FencingAgent_AnsweredWithLeaseOfNodeTimeout) {
+  // A fencing agent is told its lease (the 10 s node timeout) in the ack and
+  // gets a LeaseGrant for each heartbeat; an agent that does not fence gets
+  // none (it would not know what to do with it).
+  FakeConnection fencing, plain;
+  v1::RegisterNode reg = NodeReg("f", 1);
+  reg.set_fences(true);
+  TC_ASSERT_OK(core_->RegisterAgent(reg, &fencing));
+  TC_ASSERT_OK(core_->RegisterAgent(NodeReg("p", 1), &plain));
+  ASSERT_THAT(fencing.sent, SizeIs(1));
+  EXPECT_EQ(fencing.sent[0].register_ack().lease_ms(), 10'000);
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  TC_ASSERT_OK(core_->HandleAgentMessage("f", &fencing, hb));
+  TC_ASSERT_OK(core_->HandleAgentMessage("f", &fencing, hb));
+  TC_ASSERT_OK(core_->HandleAgentMessage("p", &plain, hb));
+  ASSERT_THAT(fencing.sent, SizeIs(3));
+  EXPECT_EQ(fencing.sent[1].lease_grant().lease_ms(), 10'000);
+  EXPECT_EQ(fencing.sent[2].lease_grant().lease_ms(), 10'000);
+  EXPECT_THAT(plain.sent, SizeIs(1));  // the ack only
 }
 
 TEST_F(CoordinatorTest, Heartbeat_Samples_ShownInListNodes) {
@@ -715,6 +738,66 @@ TEST_F(CoordinatorTest, ListJobs_SweepFilter_OnlyThatSweepsTrialsAndSurvivesRest
   // A trial submitted after the restart joins its sweep.
   const int64_t a3 = submit("sw-a");
   EXPECT_EQ(ids({}, 0, "sw-a"), (std::vector<int64_t>{a3, a2, a1}));
+}
+
+// Security: an agent speaks only for its own node (the transport pins the
+// stream to the certificate's node; the core attributes reports to it).
+TEST_F(CoordinatorTest, TaskStatus_FromAnotherNode_DoesNotReleaseItsGpus) {
+  FakeConnection& a = Connect("a", 2);
+  Connect("b", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(1);
+  spec.set_gpus_per_node(2);
+  spec.set_max_restarts(1);
+  auto id = core_->SubmitJob(spec, "");
+  auto starts = a.Starts();
+  ASSERT_THAT(starts, SizeIs(2));
+  Report("a", Status(starts[0], v1::TASK_STATE_RUNNING));
+  Report("a", Status(starts[1], v1::TASK_STATE_EXITED, 1));
+  // Attempt 0 failed; rank 0 on a still holds GPU 0, so attempt 1 (2 GPUs on
+  // one node: only a fits) waits.
+  ASSERT_EQ(Job(*id).attempt(), 1);
+  // Node b claims a's rank 0 exited: ignored, the GPU stays held.
+  Report("b", Status(starts[0], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(a.Starts(), SizeIs(2));
+  // a itself reports it: attempt 1 starts.
+  Report("a", Status(starts[0], v1::TASK_STATE_EXITED, 143));
+  EXPECT_THAT(a.Starts(), SizeIs(4));
+}
+
+TEST_F(CoordinatorTest, LogChunk_FromAnotherNode_IsRefusedAndReadStaysOpen) {
+  FakeConnection& a = Connect("a", 1);
+  FakeConnection& b = Connect("b", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_gpus(2);  // one rank on each node
+  auto id = core_->SubmitJob(spec, "");
+  ASSERT_THAT(a.Starts(), SizeIs(1));
+  ASSERT_THAT(b.Starts(), SizeIs(1));
+  const int rank_on_a = a.Starts()[0].task().rank();
+  std::optional<absl::StatusOr<v1::GetLogsResponse>> got;
+  core_->GetLogsAsync(*id, rank_on_a, 0, 0,
+                      [&](absl::StatusOr<v1::GetLogsResponse> r) { got = std::move(r); });
+  ASSERT_FALSE(a.sent.empty());
+  ASSERT_TRUE(a.sent.back().has_read_log());
+  const int64_t request = a.sent.back().read_log().request_id();
+
+  // b answers the read sent to a with a forged log: refused, nothing
+  // reaches the user.
+  v1::AgentMessage forged;
+  forged.mutable_log_chunk()->set_request_id(request);
+  forged.mutable_log_chunk()->set_data("forged");
+  EXPECT_THAT(core_->HandleAgentMessage("b", &b, forged),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("sent to node a")));
+  EXPECT_FALSE(got.has_value());
+
+  // a's own answer is delivered.
+  v1::AgentMessage real = forged;
+  real.mutable_log_chunk()->set_data("real");
+  Report("a", real);
+  ASSERT_TRUE(got.has_value());
+  TC_ASSERT_OK(*got);
+  EXPECT_EQ((*got)->data(), "real");
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
@@ -25,17 +28,59 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
+namespace {
+
+// The caller of a user API call: AnonymousPrincipal() without a tokens file,
+// else the owner of the bearer token in the `authorization` metadata.
+// Errors: UNAUTHENTICATED (see TokenAuthenticator::Authenticate).
+absl::StatusOr<Principal> CallerOf(const TokenAuthenticator* tokens,
+                                   const grpc::CallbackServerContext* ctx) {
+  if (tokens == nullptr) return AnonymousPrincipal();
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  absl::string_view header;
+  if (it != metadata.end()) header = absl::string_view(it->second.data(), it->second.size());
+  return tokens->Authenticate(header);
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------- user API
 
+// Every call first authenticates its caller (CallerOf) and, for calls on one
+// job, checks the caller may act on it (CheckJobAccess) before the core
+// acts: a refused call changes nothing.
 class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService {
  public:
-  explicit UserApi(Coordinator* core) : core_(core) {}
+  UserApi(Coordinator* core, const TokenAuthenticator* tokens)
+      : core_(core), tokens_(tokens) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
                                       v1::SubmitJobResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<int64_t> id = core_->SubmitJob(req->spec(), req->request_id());
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
+      reactor->Finish(ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    v1::JobSpec spec = req->spec();
+    if (absl::Status s = ApplySubmitter(*who, &spec); !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return reactor;
+    }
+    absl::StatusOr<int64_t> id = core_->SubmitJob(spec, req->request_id());
+    if (id.ok() && !req->request_id().empty()) {
+      // A request id already used by another user's job must not hand that
+      // job to this caller.
+      absl::StatusOr<v1::Job> job = core_->GetJob(*id);
+      if (job.ok()) {
+        if (absl::Status s = CheckJobAccess(*who, *job, "reuse the request_id of");
+            !s.ok()) {
+          id = s;
+        }
+      }
+    }
     if (id.ok()) resp->set_job_id(*id);
     reactor->Finish(ToGrpcStatus(id.status()));
     return reactor;
@@ -45,7 +90,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                    const v1::GetJobRequest* req,
                                    v1::GetJobResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<v1::Job> job = core_->GetJob(req->job_id());
+    absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read");
     if (job.ok()) *resp->mutable_job() = std::move(*job);
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
@@ -60,9 +105,17 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                    "limit: must not be negative"));
       return reactor;
     }
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
+      reactor->Finish(ToGrpcStatus(who.status()));
+      return reactor;
+    }
     std::vector<v1::JobState> states;
     for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
-    for (v1::Job& job : core_->ListJobs(states, req->limit(), req->sweep_id())) {
+    // Users see their own jobs only; admins (and insecure mode) see all.
+    const std::string owner = who->admin ? "" : who->user;
+    for (v1::Job& job :
+         core_->ListJobs(states, req->limit(), req->sweep_id(), owner)) {
       *resp->add_jobs() = std::move(job);
     }
     reactor->Finish(grpc::Status::OK);
@@ -73,7 +126,8 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                       const v1::CancelJobRequest* req,
                                       v1::CancelJobResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<v1::Job> job = core_->CancelJob(req->job_id());
+    absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "cancel");
+    if (job.ok()) job = core_->CancelJob(req->job_id());
     if (job.ok()) *resp->mutable_job() = std::move(*job);
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
@@ -92,6 +146,11 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
         req->timeout_ms() == 0
             ? kDefaultWait
             : std::min(absl::Milliseconds(req->timeout_ms()), kMaxWait);
+    if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "wait for");
+        !job.ok()) {
+      reactor->Finish(ToGrpcStatus(job.status()));
+      return reactor;
+    }
     core_->WaitJobAsync(req->job_id(), timeout,
                         [reactor, resp](absl::StatusOr<v1::Job> job) {
                           if (job.ok()) {
@@ -107,7 +166,29 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                       const v1::ListNodesRequest* req,
                                       v1::ListNodesResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    for (v1::NodeView& view : core_->ListNodes()) *resp->add_nodes() = std::move(view);
+    // Any authenticated user may see the cluster; a non-admin sees the
+    // names of its own jobs only (other tasks keep their job id and size).
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
+      reactor->Finish(ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    absl::flat_hash_map<int64_t, bool> may_read;
+    for (v1::NodeView& view : core_->ListNodes()) {
+      if (!who->admin) {
+        for (v1::GpuTasks& gpu : *view.mutable_gpu_tasks()) {
+          for (v1::GpuTaskRef& task : *gpu.mutable_tasks()) {
+            auto [it, inserted] = may_read.try_emplace(task.job_id(), false);
+            if (inserted) {
+              absl::StatusOr<v1::Job> job = core_->GetJob(task.job_id());
+              it->second = job.ok() && CheckJobAccess(*who, *job, "read").ok();
+            }
+            if (!it->second) task.clear_job_name();
+          }
+        }
+      }
+      *resp->add_nodes() = std::move(view);
+    }
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
@@ -116,6 +197,11 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                     const v1::GetLogsRequest* req,
                                     v1::GetLogsResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
+    if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read the logs of");
+        !job.ok()) {
+      reactor->Finish(ToGrpcStatus(job.status()));
+      return reactor;
+    }
     core_->GetLogsAsync(req->job_id(), req->rank(), req->offset(), req->max_bytes(),
                         [reactor, resp](absl::StatusOr<v1::GetLogsResponse> r) {
                           if (r.ok()) *resp = std::move(*r);
@@ -138,7 +224,20 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   }
 
  private:
+  // The job, once the caller is authenticated and may `action` it.
+  // Errors: UNAUTHENTICATED; NOT_FOUND; PERMISSION_DENIED.
+  absl::StatusOr<v1::Job> AccessibleJob(const grpc::CallbackServerContext* ctx,
+                                        int64_t job_id, absl::string_view action) {
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) return who.status();
+    absl::StatusOr<v1::Job> job = core_->GetJob(job_id);
+    if (!job.ok()) return job.status();
+    if (absl::Status s = CheckJobAccess(*who, *job, action); !s.ok()) return s;
+    return job;
+  }
+
   Coordinator* const core_;
+  const TokenAuthenticator* const tokens_;
 };
 
 // ---------------------------------------------------------------- rendezvous
@@ -181,7 +280,16 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
                                                    v1::CoordinatorMessage>,
                     public AgentConnection {
  public:
-  explicit AgentStream(Coordinator* core) : core_(core) { StartRead(&in_); }
+  // `cert_name`: the node its verified client certificate names; empty
+  // when none is required. A non-OK `refuse` ends the stream at once with it.
+  AgentStream(Coordinator* core, std::string cert_name, const grpc::Status& refuse)
+      : core_(core), cert_name_(std::move(cert_name)) {
+    if (!refuse.ok()) {
+      FinishOnce(refuse);
+      return;
+    }
+    StartRead(&in_);
+  }
 
   void Send(const v1::CoordinatorMessage& msg) override {
     absl::MutexLock lock(&mu_);
@@ -205,6 +313,14 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
         FinishOnce(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                 "the first message must be `register`"));
         return;
+      }
+      if (!cert_name_.empty()) {
+        absl::Status s = CheckNodeIdentity(cert_name_, in_.register_().node().name());
+        if (!s.ok()) {
+          TC_LOG_WARN("refused an agent: {}", std::string(s.message()));
+          FinishOnce(ToGrpcStatus(s));
+          return;
+        }
       }
       // Set before registering: once registered, messages may arrive.
       node_ = in_.register_().node().name();
@@ -249,6 +365,7 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
   }
 
   Coordinator* const core_;
+  const std::string cert_name_;
   // Set once registered; read only by the reactor's own callbacks.
   std::string node_;
   v1::AgentMessage in_;
@@ -262,22 +379,45 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
 
 class GrpcCoordinatorServices::AgentApi : public v1::AgentService::CallbackService {
  public:
-  explicit AgentApi(Coordinator* core) : core_(core) {}
+  AgentApi(Coordinator* core, bool require_cert)
+      : core_(core), require_cert_(require_cert) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
-      grpc::CallbackServerContext*) override {
-    return new AgentStream(core_);
+      grpc::CallbackServerContext* ctx) override {
+    if (!require_cert_) return new AgentStream(core_, "", grpc::Status::OK);
+    // With GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY the common name is
+    // present only when the peer sent a certificate that the CA verified.
+    std::string cert_name;
+    std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+    if (auth != nullptr) {
+      std::vector<grpc::string_ref> cn =
+          auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);
+      if (!cn.empty()) cert_name.assign(cn.front().data(), cn.front().size());
+    }
+    if (cert_name.empty()) {
+      TC_LOG_WARN("refused an agent without a client certificate from {}",
+                  ctx->peer());
+      return new AgentStream(
+          core_, "",
+          grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                       "agents must present a client certificate signed by the "
+                       "coordinator's CA (trainctl-agent --tls-cert/--tls-key/"
+                       "--tls-ca; deploy/make_certs.sh makes them)"));
+    }
+    return new AgentStream(core_, std::move(cert_name), grpc::Status::OK);
   }
 
  private:
   Coordinator* const core_;
+  const bool require_cert_;
 };
 
 // ---------------------------------------------------------------- server
 
-GrpcCoordinatorServices::GrpcCoordinatorServices(Coordinator* core)
-    : user_(std::make_unique<UserApi>(core)),
-      agent_(std::make_unique<AgentApi>(core)),
+GrpcCoordinatorServices::GrpcCoordinatorServices(Coordinator* core,
+                                                 SecurityConfig security)
+    : user_(std::make_unique<UserApi>(core, security.tokens)),
+      agent_(std::make_unique<AgentApi>(core, security.require_agent_cert)),
       rendezvous_(std::make_unique<RendezvousApi>(core)) {}
 
 GrpcCoordinatorServices::~GrpcCoordinatorServices() = default;
@@ -288,10 +428,44 @@ void GrpcCoordinatorServices::RegisterWith(grpc::ServerBuilder& builder) {
   builder.RegisterService(rendezvous_.get());
 }
 
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", path, " is not a PEM file"));
+  }
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerTlsCredentials(
+    const TlsFiles& files) {
+  absl::StatusOr<std::string> cert = ReadPem(files.cert, "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(files.key, "--tls-key");
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::string> ca = ReadPem(files.ca, "--tls-ca");
+  if (!ca.ok()) return ca.status();
+  grpc::SslServerCredentialsOptions options(
+      GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = *ca;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(options);
+}
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartCoordinatorServer(
-    GrpcCoordinatorServices& services, const std::string& listen, int* bound_port) {
+    GrpcCoordinatorServices& services, const std::string& listen, int* bound_port,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
+  builder.AddListeningPort(
+      listen, credentials != nullptr ? credentials : grpc::InsecureServerCredentials(),
+      bound_port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   services.RegisterWith(builder);

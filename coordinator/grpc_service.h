@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -20,11 +21,45 @@ namespace trainctl::coord {
 // absl::Status -> grpc::Status, same code and message.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// Who the services let in (coordinator/auth.h has the rules). The default is
+// insecure mode: anyone who reaches the port may do anything.
+struct SecurityConfig {
+  // User API: null means no authentication (every caller is
+  // AnonymousPrincipal()); else every call needs `authorization: Bearer
+  // <token>` with a token of this authenticator (UNAUTHENTICATED otherwise).
+  // Not owned; must outlive the services.
+  const TokenAuthenticator* tokens = nullptr;
+  // Agent stream: true means Connect needs a client certificate verified
+  // against the server's CA (UNAUTHENTICATED without one), and the node may
+  // register only under the certificate's common name (PERMISSION_DENIED
+  // otherwise). Needs TLS credentials that request client certificates
+  // (MakeServerTlsCredentials).
+  bool require_agent_cert = false;
+};
+
+// PEM files of --tls-cert, --tls-key and --tls-ca.
+struct TlsFiles {
+  std::string cert;  // the coordinator's certificate (chain)
+  std::string key;   // its private key
+  std::string ca;    // CA that signs agents' client certificates
+};
+
+// TLS server credentials for one port shared by users, ranks and agents: a
+// client certificate is requested and, when sent, verified against `ca`
+// (GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY): a forged one fails the
+// handshake. It is not required at the handshake, so users (bearer token)
+// and ranks (TRAINCTL_TOKEN) connect with server TLS only; the agent stream
+// checks per call that one was verified (SecurityConfig::require_agent_cert).
+// Errors: NOT_FOUND naming the file that cannot be read; INVALID_ARGUMENT
+// when one is not PEM.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerTlsCredentials(
+    const TlsFiles& files);
+
 // The three services over one Coordinator (not owned; must outlive them and
 // the server they are registered with).
 class GrpcCoordinatorServices {
  public:
-  explicit GrpcCoordinatorServices(Coordinator* core);
+  explicit GrpcCoordinatorServices(Coordinator* core, SecurityConfig security = {});
   ~GrpcCoordinatorServices();
 
   // Registers the services with `builder`.
@@ -40,10 +75,12 @@ class GrpcCoordinatorServices {
 };
 
 // Builds and starts a server for `core` on `listen` ("host:port"; port 0
-// picks a free one). Sets *bound_port to the port bound.
+// picks a free one) with `credentials` (null: insecure, plaintext). Sets
+// *bound_port to the port bound.
 // Errors: UNAVAILABLE when the address cannot be bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartCoordinatorServer(
-    GrpcCoordinatorServices& services, const std::string& listen, int* bound_port);
+    GrpcCoordinatorServices& services, const std::string& listen, int* bound_port,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 }  // namespace trainctl::coord
 

@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
   // Telemetry and auto-packing (issue 4); defaults in CoordinatorConfig.
   std::string usage_sample = "2s", pack_settle = "20s";
   int usage_samples = 300, pack_util_target = 90, pack_max = 8;
+  trainctl::coord::TlsFiles tls;
+  std::string tokens_file;
   std::string etcd_endpoints, etcd_prefix = "/trainctl/", leader_lease = "3s";
   app.add_option("--listen", listen, "address:port to serve agents, users and ranks on (port 0: any free port)")
       ->capture_default_str();
@@ -79,6 +81,32 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
+  std::string sync = "full";
+  app.add_option("--sync", sync,
+                 "durability of each acknowledged write: full (fsync at every "
+                 "commit; survives power loss) or normal (survives a crash or "
+                 "kill -9 of the coordinator, not of the OS; several times the "
+                 "write rate on slow disks)")
+      ->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
+  CLI::Option* tls_cert = app.add_option(
+      "--tls-cert", tls.cert,
+      "PEM certificate of this coordinator (deploy/make_certs.sh: "
+      "coordinator.crt); with --tls-key and --tls-ca: TLS on --listen, and "
+      "agents must present a client certificate naming their node");
+  CLI::Option* tls_key =
+      app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  CLI::Option* tls_ca = app.add_option(
+      "--tls-ca", tls.ca, "PEM CA certificate that signs the agents' client certificates");
+  tls_cert->needs(tls_key)->needs(tls_ca);
+  tls_key->needs(tls_cert);
+  tls_ca->needs(tls_cert);
+  app.add_option("--tokens-file", tokens_file,
+                 "users' bearer tokens, protobuf text format "
+                 "(trainctl/v1/auth.proto TokensFile), e.g. lines "
+                 "tokens { token: \"<openssl rand -hex 32>\" user: \"alice\" } "
+                 "and role: ROLE_ADMIN for admins; without it the user API "
+                 "is open to anyone who reaches the port")
+      ->check(CLI::ExistingFile);
   app.add_option("--etcd-endpoints", etcd_endpoints,
                  "etcd members host:port[,host:port...]: keep the state in etcd "
                  "instead of SQLite and run as one of several coordinators; the "
@@ -155,7 +183,10 @@ int main(int argc, char** argv) {
       TC_LOG_ERROR("cannot create --state-dir {}: {}", state_dir, ec.message());
       return 1;
     }
-    auto sqlite = trainctl::coord::SqliteStateStore::Open(state_dir + "/trainctl.db");
+    auto sqlite = trainctl::coord::SqliteStateStore::Open(
+        state_dir + "/trainctl.db",
+        sync == "normal" ? trainctl::coord::SqliteStateStore::Sync::kNormal
+                         : trainctl::coord::SqliteStateStore::Sync::kFull);
     if (!sqlite.ok()) {
       TC_LOG_ERROR("{}", sqlite.status().ToString());
       return 1;
@@ -202,9 +233,33 @@ int main(int argc, char** argv) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());
     return 1;
   }
-  trainctl::coord::GrpcCoordinatorServices services(core->get());
+  // Security: the tokens and TLS credentials before the services that use
+  // them.
+  std::unique_ptr<trainctl::coord::TokenAuthenticator> tokens;
+  if (!tokens_file.empty()) {
+    auto loaded = trainctl::coord::TokenAuthenticator::FromFile(tokens_file);
+    if (!loaded.ok()) {
+      TC_LOG_ERROR("--tokens-file: {}", std::string(loaded.status().message()));
+      return 1;
+    }
+    tokens = std::move(*loaded);
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (!tls.cert.empty()) {
+    auto made = trainctl::coord::MakeServerTlsCredentials(tls);
+    if (!made.ok()) {
+      TC_LOG_ERROR("{}", std::string(made.status().message()));
+      return 1;
+    }
+    credentials = std::move(*made);
+  }
+  trainctl::coord::SecurityConfig security;
+  security.tokens = tokens.get();
+  security.require_agent_cert = credentials != nullptr;
+  trainctl::coord::GrpcCoordinatorServices services(core->get(), security);
   int port = 0;
-  auto server = trainctl::coord::StartCoordinatorServer(services, listen, &port);
+  auto server = trainctl::coord::StartCoordinatorServer(services, listen, &port,
+                                                        credentials);
   if (!server.ok()) {
     TC_LOG_ERROR("{}", server.status().ToString());
     return 1;
@@ -215,9 +270,32 @@ int main(int argc, char** argv) {
     if (host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
     (*core)->SetAdvertiseAddress(absl::StrCat(host, ":", port));
   }
-  TC_LOG_INFO("listening on port {}; state in {} (insecure mode: "
-              "no TLS, no authentication)",
-              port, state_where);
+  TC_LOG_INFO("listening on port {}; state in {}; {}; {}", port,
+              state_where,
+              credentials != nullptr
+                  ? "TLS on, agents need a client certificate naming their node"
+                  : "no TLS",
+              tokens != nullptr
+                  ? absl::StrCat("user API needs a bearer token (", tokens->size(),
+                                 " tokens)")
+                  : "user API unauthenticated");
+  if (credentials == nullptr && tokens == nullptr) {
+    TC_LOG_WARN("WARNING: INSECURE MODE: no TLS and no --tokens-file. Anyone who can reach "
+                "port {} can run commands on every node, read and cancel every "
+                "job and register fake nodes. Use it on one machine only, "
+                "listening on 127.0.0.1; for a cluster pass --tls-cert/--tls-key/"
+                "--tls-ca and --tokens-file (deploy/make_certs.sh)",
+                port);
+  } else if (credentials == nullptr) {
+    TC_LOG_WARN("no TLS: bearer tokens cross the network in clear text and any "
+                "process that reaches port {} can register as an agent and run "
+                "jobs' commands; pass --tls-cert/--tls-key/--tls-ca",
+                port);
+  } else if (tokens == nullptr) {
+    TC_LOG_WARN("no --tokens-file: anyone who reaches port {} can submit, read "
+                "and cancel every job (agents still need certificates)",
+                port);
+  }
   // Machine-readable line for scripts that start us with --listen ...:0.
   std::printf("trainctl-coordinator listening on port %d\n", port);
   if (metrics != nullptr) {

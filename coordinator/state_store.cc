@@ -91,7 +91,7 @@ absl::Status StepPut(sqlite3* db, sqlite3_stmt* stmt, const std::string& blob) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
-    const std::string& path) {
+    const std::string& path, Sync sync) {
   auto db = std::make_unique<Db>();
   if (sqlite3_open_v2(path.c_str(), &db->handle,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -105,6 +105,11 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
     sqlite3_free(err);
     return absl::UnavailableError(
         absl::StrCat("sqlite: cannot set up ", path, ": ", msg));
+  }
+  if (sync == Sync::kNormal &&
+      sqlite3_exec(db->handle, "PRAGMA synchronous = NORMAL;", nullptr, nullptr,
+                   nullptr) != SQLITE_OK) {
+    return db->Error("PRAGMA synchronous = NORMAL");
   }
   if (sqlite3_prepare_v2(db->handle,
                          "INSERT OR REPLACE INTO jobs (id, record) VALUES (?, ?)",

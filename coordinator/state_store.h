@@ -71,10 +71,23 @@ class MemoryStateStore : public StateStore {
 // survive only a process kill (https://www.sqlite.org/pragma.html#pragma_synchronous).
 class SqliteStateStore : public StateStore {
  public:
+  // How far a committed write is durable (SQLite's `PRAGMA synchronous`,
+  // WAL mode; https://www.sqlite.org/pragma.html#pragma_synchronous).
+  enum class Sync {
+    // fsync of the WAL at every commit: survives a power loss or OS crash.
+    // Costs one fsync per write (about 5 ms each on the shared CI disk, so
+    // about 200 writes/s; bench/results/durability_sigkill*.json).
+    kFull,
+    // The WAL is fsynced only at checkpoints: every commit survives a crash
+    // or `kill -9` of the coordinator (the write is in the OS before the
+    // ack), but an OS crash or power loss can lose the last commits.
+    kNormal,
+  };
+
   // Opens or creates `path` (its directory must exist).
   // Errors: UNAVAILABLE when the file cannot be opened or set up.
   static absl::StatusOr<std::unique_ptr<SqliteStateStore>> Open(
-      const std::string& path);
+      const std::string& path, Sync sync = Sync::kFull);
   ~SqliteStateStore() override;
 
   absl::Status PutJob(const v1::Job& job) override;

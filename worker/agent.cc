@@ -60,6 +60,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   node->set_port_max(config_.port_max);
   node->set_fake_gpus(config_.fake_gpus);
   node->set_agent_version("0.1.0");
+  reg.set_fences(config_.fences);
   for (const GpuInfo& g : gpus) {
     if (!offered.empty() && !offered.contains(g.index)) continue;
     v1::Gpu* gpu = node->add_gpus();
@@ -180,6 +181,29 @@ void Agent::Disconnected() {
   absl::MutexLock lock(&mu_);
   connected_ = false;
   outbox_ = nullptr;
+}
+
+int Agent::Fence(const std::string& why) {
+  std::vector<int> pids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, entry] : tasks_) {
+      if (!entry.exited && entry.ref.pid() != 0) pids.push_back(entry.ref.pid());
+    }
+  }
+  if (pids.empty()) return 0;
+  TC_LOG_ERROR("FENCING: {}; killing all {} tasks of this node (pids {})", why,
+               pids.size(), absl::StrJoin(pids, ","));
+  int killed = 0;
+  for (int pid : pids) {
+    absl::Status s = launcher_->Stop(pid, absl::ZeroDuration());
+    if (s.ok()) {
+      ++killed;
+    } else {
+      TC_LOG_WARN("fence: stop pid {}: {}", pid, s.ToString());
+    }
+  }
+  return killed;
 }
 
 int Agent::RunningTasks() const {

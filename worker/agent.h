@@ -51,6 +51,10 @@ struct AgentConfig {
   // Where per-task CPU use is read from (proc(5)); tests point it at a fake
   // tree.
   std::string proc_root = "/proc";
+  // Fence (kill every task) when the lease with the coordinator ends
+  // (lease.h): registrations say so (RegisterNode.fences) and the
+  // coordinator then answers heartbeats with lease grants.
+  bool fences = false;
 };
 
 // Thread-safe: Handle() runs on the transport's reader thread, exit callbacks
@@ -90,6 +94,13 @@ class Agent {
 
   // Handles StartTask, StopTask and ReadLog.
   void Handle(const v1::CoordinatorMessage& msg);
+
+  // Fencing: kills (SIGKILL to the process group, no grace) every task
+  // whose process runs now, because the coordinator has stopped hearing
+  // from this host and has failed them; `why` goes to the log. Their exits
+  // are reported as usual (queued until the next registration). Returns how
+  // many tasks were killed. No errors (a failed kill is logged).
+  int Fence(const std::string& why);
 
   // Tasks whose process runs now.
   int RunningTasks() const;

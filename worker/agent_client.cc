@@ -1,7 +1,10 @@
 #include "worker/agent_client.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_target.h"
@@ -13,10 +16,32 @@ namespace {
 
 constexpr absl::Duration kMinBackoff = absl::Milliseconds(200);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+constexpr absl::Duration kWatchdogPeriod = absl::Milliseconds(100);
 
 }  // namespace
 
-GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address)
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeAgentTlsCredentials(
+    const AgentTlsFiles& files) {
+  grpc::SslCredentialsOptions options;
+  for (auto [path, flag, dest] :
+       {std::tuple{&files.cert, "--tls-cert", &options.pem_cert_chain},
+        std::tuple{&files.key, "--tls-key", &options.pem_private_key},
+        std::tuple{&files.ca, "--tls-ca", &options.pem_root_certs}}) {
+    std::ifstream in(*path);
+    if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", *path));
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find("-----BEGIN ") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", *path, " is not a PEM file"));
+    }
+    *dest = text.str();
+  }
+  return grpc::SslCredentials(options);
+}
+
+GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials)
     : agent_(agent), address_(std::move(coordinator_address)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
@@ -26,12 +51,35 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   // A list of coordinators (leader and standbys) becomes one ordered address
-  // list; worker/main.cc has validated it.
-  channel_ = grpc::CreateCustomChannel(GrpcTargetFor(address_).value_or(address_),
-                                       grpc::InsecureChannelCredentials(), args);
+  // list; worker/main.cc has validated it. With TLS, every coordinator's
+  // certificate must then name the first listed host (make_certs.sh
+  // --server-name), which is the name checked for all of them.
+  if (credentials != nullptr && address_.find(',') != std::string::npos) {
+    args.SetSslTargetNameOverride(trainctl::FirstHost(address_));
+  }
+  channel_ = grpc::CreateCustomChannel(
+      GrpcTargetFor(address_).value_or(address_),
+      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
+}
+
+void GrpcAgentSession::Watchdog() {
+  while (!shutdown_.WaitForNotificationWithTimeout(kWatchdogPeriod)) {
+    const absl::Time expiry = lease_.Expiry();
+    if (!lease_.ExpiredAt(absl::Now())) continue;
+    const int killed = agent_->Fence(absl::StrCat(
+        "no lease renewal from the coordinator at ", address_, " since ",
+        absl::FormatTime("%H:%M:%E3S", expiry, absl::UTCTimeZone()),
+        " UTC (the coordinator counts this node as lost and its tasks as failed)"));
+    TC_LOG_WARN("lease with the coordinator at {} ended: fenced {} tasks; "
+                "re-registering when it is reachable",
+                address_, killed);
+    absl::MutexLock lock(&mu_);
+    if (current_ != nullptr) current_->TryCancel();
+  }
 }
 
 void GrpcAgentSession::Run() {
+  std::thread watchdog([this] { Watchdog(); });
   absl::Duration backoff = kMinBackoff;
   while (!shutdown_.HasBeenNotified()) {
     grpc::ClientContext ctx;
@@ -49,6 +97,7 @@ void GrpcAgentSession::Run() {
     if (shutdown_.WaitForNotificationWithTimeout(backoff)) break;
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
+  watchdog.join();
 }
 
 void GrpcAgentSession::Shutdown() {
@@ -80,17 +129,35 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   v1::AgentMessage first;
   *first.mutable_register_() = *reg;
   v1::CoordinatorMessage ack;
-  if (!stream->Write(first) || !stream->Read(&ack) || !ack.has_register_ack()) {
-    ctx.TryCancel();
+  const absl::Time register_sent = absl::Now();
+  const bool read = stream->Write(first) && stream->Read(&ack);
+  if (!read || !ack.has_register_ack()) {
+    // When the coordinator ended the stream (refused the registration),
+    // Finish returns its status; cancel only a stream it keeps open.
+    if (read) ctx.TryCancel();
     grpc::Status s = stream->Finish();
-    TC_LOG_WARN("cannot register with the coordinator at {}: {}", address_,
-                s.ok() ? "stream closed" : s.error_message());
+    if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+        s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      TC_LOG_ERROR("cannot register with the coordinator at {}: refused: {}",
+                   address_, s.error_message());
+    } else {
+      TC_LOG_WARN("cannot register with the coordinator at {}: {}", address_,
+                  s.ok() ? "stream closed" : s.error_message());
+    }
     return;
   }
   const absl::Duration interval =
       absl::Milliseconds(std::max<int64_t>(100, ack.register_ack().heartbeat_interval_ms()));
-  TC_LOG_INFO("registered with the coordinator at {} (heartbeat every {})", address_,
-              absl::FormatDuration(interval));
+  const bool fences = reg->fences() && ack.register_ack().lease_ms() > 0;
+  lease_.Registered(register_sent,
+                    fences ? absl::Milliseconds(ack.register_ack().lease_ms())
+                           : absl::ZeroDuration());
+  TC_LOG_INFO("registered with the coordinator at {} (heartbeat every {}{})", address_,
+              absl::FormatDuration(interval),
+              fences ? absl::StrCat(", fencing after a lease of ",
+                                    absl::FormatDuration(absl::Milliseconds(
+                                        ack.register_ack().lease_ms())))
+                     : "");
 
   absl::Mutex write_mu;
   auto write = [&](const v1::AgentMessage& msg) {
@@ -110,12 +177,20 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
       }
       v1::AgentMessage msg;
       *msg.mutable_heartbeat() = std::move(*hb);
+      // Noted before the write, so its grant cannot arrive first.
+      if (fences) lease_.HeartbeatSent(absl::Now());
       write(msg);
     }
   });
 
   v1::CoordinatorMessage msg;
-  while (stream->Read(&msg)) agent_->Handle(msg);
+  while (stream->Read(&msg)) {
+    if (msg.has_lease_grant()) {
+      lease_.Granted(absl::Milliseconds(msg.lease_grant().lease_ms()));
+    } else {
+      agent_->Handle(msg);
+    }
+  }
 
   agent_->Disconnected();
   stream_done.Notify();

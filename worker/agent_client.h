@@ -5,24 +5,47 @@
 // coordinator (agents dial out), reconnecting with capped exponential backoff.
 // Per stream: send RegisterNode, wait for the ack, then a heartbeat every
 // interval while a reader thread hands coordinator messages to the Agent.
+// When the agent fences (AgentConfig::fences), a watchdog thread checks the
+// lease (lease.h) every 100 ms: when it ends unrenewed, the agent's tasks
+// are killed (Agent::Fence) and the stream is cancelled, so the agent
+// re-registers from scratch once the coordinator is reachable again.
 
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/agent.h"
+#include "worker/lease.h"
 
 namespace trainctl::worker {
+
+// PEM files of the agent's --tls-cert, --tls-key and --tls-ca.
+struct AgentTlsFiles {
+  std::string cert;  // this node's client certificate (CN = node name)
+  std::string key;   // its private key
+  std::string ca;    // CA that signed the coordinator's certificate
+};
+
+// Mutual-TLS channel credentials: verifies the coordinator against `ca` and
+// presents the node's certificate.
+// Errors: NOT_FOUND naming the file that cannot be read; INVALID_ARGUMENT
+// when one is not PEM.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeAgentTlsCredentials(
+    const AgentTlsFiles& files);
 
 // Runs the agent's session until Shutdown(). Thread-safe.
 class GrpcAgentSession {
  public:
-  // `agent` is not owned and must outlive the session.
-  GrpcAgentSession(Agent* agent, std::string coordinator_address);
+  // `agent` is not owned and must outlive the session. `credentials` null
+  // means a plaintext channel (insecure mode); MakeAgentTlsCredentials gives
+  // mutual TLS.
+  GrpcAgentSession(Agent* agent, std::string coordinator_address,
+                   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
   // Connects, serves, reconnects; returns after Shutdown().
   void Run();
@@ -35,6 +58,8 @@ class GrpcAgentSession {
  private:
   // One stream's life; returns when it ends.
   void ServeOnce(grpc::ClientContext& ctx);
+  // Until Shutdown(): fences when the lease has ended.
+  void Watchdog();
 
   Agent* const agent_;
   const std::string address_;
@@ -43,6 +68,7 @@ class GrpcAgentSession {
   absl::Notification registered_;
   absl::Mutex mu_;
   grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  AgentLease lease_;
 };
 
 }  // namespace trainctl::worker

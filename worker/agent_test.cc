@@ -167,6 +167,32 @@ TEST_F(AgentTest, Registration_FinishedTasks_BoundedToTheNewest256) {
   EXPECT_EQ(reg->finished_tasks(255).task().job_id(), 300);
 }
 
+TEST_F(AgentTest, Fence_RunningTasks_KilledWithoutGraceAndExitsQueued) {
+  config_.fences = true;
+  Make();
+  EXPECT_TRUE(agent_->Registration()->fences());
+  Connect();
+  agent_->Handle(Start(7, 0));
+  agent_->Handle(Start(8, 1));
+  launcher_.Exit(1000, ExitInfo{0, 0});  // job 7 already ended
+  agent_->Disconnected();
+  sent_.clear();
+
+  // Only job 8 still runs: it is killed at once (no grace).
+  EXPECT_EQ(agent_->Fence("lease ended"), 1);
+  ASSERT_THAT(launcher_.stopped, SizeIs(1));
+  EXPECT_EQ(launcher_.stopped[0].first, 1001);
+  EXPECT_EQ(launcher_.stopped[0].second, absl::ZeroDuration());
+  launcher_.Exit(1001, ExitInfo{137, 9});
+  // The kill is reported after the next registration.
+  EXPECT_THAT(sent_, SizeIs(0));
+  Connect();
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().task().job_id(), 8);
+  EXPECT_EQ(sent_[0].task_status().signal(), 9);
+  EXPECT_EQ(agent_->Fence("again"), 0);
+}
+
 TEST_F(AgentTest, Registration_OfferedGpus_OnlyThoseAndTheirPeers) {
   config_.offered_gpus = {1, 3};
   Make();

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,6 +74,30 @@ int main(int argc, char** argv) {
   app.add_option("--port-range", port_range,
                  "MASTER_PORT range LO-HI offered to jobs whose rank 0 runs here")
       ->capture_default_str();
+  bool fence = true;
+  app.add_flag("--fence,!--no-fence", fence,
+               "kill this node's tasks when the coordinator has not renewed the "
+               "agent's lease for its node timeout (the coordinator has failed "
+               "them by then; default on)");
+  std::string task_shim;
+  app.add_option("--task-shim", task_shim,
+                 "trainctl-task-shim, which kills a task when the agent dies "
+                 "(default: next to this binary; 'none': tasks are started "
+                 "directly and outlive a killed agent)");
+  trainctl::worker::AgentTlsFiles tls;
+  CLI::Option* tls_cert = app.add_option(
+      "--tls-cert", tls.cert,
+      "PEM client certificate of this node, CN = --node-name "
+      "(deploy/make_certs.sh: nodes/NODE.crt); with --tls-key and --tls-ca: "
+      "mutual TLS to the coordinator");
+  CLI::Option* tls_key = app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  CLI::Option* tls_ca = app.add_option(
+      "--tls-ca", tls.ca,
+      "PEM CA certificate that signed the coordinator's certificate; tasks get "
+      "it as TRAINCTL_TLS_CA for the rendezvous");
+  tls_cert->needs(tls_key)->needs(tls_ca);
+  tls_key->needs(tls_cert);
+  tls_ca->needs(tls_cert);
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
   // Options may also come from a TOML file, KEY = VALUE per line with KEY a
@@ -121,9 +146,27 @@ int main(int argc, char** argv) {
         absl::StrCat(trainctl::DefaultDataDir(), "/agent-", config.node_name, "/logs");
   }
   config.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
+  config.fences = fence;
+  if (!fence) {
+    TC_LOG_WARN("--no-fence: tasks keep running when this host is cut off from "
+                "the coordinator, although it fails and may restart them elsewhere");
+  }
   for (char** e = environ; *e != nullptr; ++e) {
     std::pair<std::string, std::string> kv = absl::StrSplit(*e, absl::MaxSplits('=', 1));
     config.base_env.insert(kv);
+  }
+
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (!tls.cert.empty()) {
+    auto made = trainctl::worker::MakeAgentTlsCredentials(tls);
+    if (!made.ok()) return Fail(std::string(made.status().message()));
+    credentials = std::move(*made);
+    // Task processes reach the rendezvous over TLS too (worker/nccl reads it).
+    config.base_env["TRAINCTL_TLS_CA"] =
+        std::filesystem::absolute(tls.ca).string();
+  } else {
+    TC_LOG_WARN("no --tls-cert: plaintext to the coordinator, which accepts "
+                "this only in insecure mode");
   }
 
   // Hardware: NVML unless --fake-gpus is given.
@@ -149,10 +192,26 @@ int main(int argc, char** argv) {
   }
 
   // Members in dependency order: hardware, then the agent, then the session.
-  auto launcher = std::make_unique<trainctl::worker::PosixProcessLauncher>();
+  trainctl::worker::PosixProcessLauncher::Options launch_options;
+  if (task_shim.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    task_shim = (self.parent_path() / "trainctl-task-shim").string();
+    if (ec || access(task_shim.c_str(), X_OK) != 0) {
+      TC_LOG_WARN("no trainctl-task-shim next to the agent ({}): tasks will OUTLIVE "
+                  "a killed agent and keep their GPUs; pass --task-shim PATH",
+                  task_shim);
+      task_shim = "none";
+    }
+  }
+  if (task_shim != "none") {
+    launch_options.task_shim = std::filesystem::absolute(task_shim).string();
+  }
+  auto launcher =
+      std::make_unique<trainctl::worker::PosixProcessLauncher>(launch_options);
   trainctl::worker::Agent agent(config, inventory.get(), launcher.get());
   if (absl::Status s = agent.Validate(); !s.ok()) return Fail(s.ToString());
-  trainctl::worker::GrpcAgentSession session(&agent, coordinator);
+  trainctl::worker::GrpcAgentSession session(&agent, coordinator, credentials);
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -24,7 +24,8 @@ mkdir -p "$GOPATH_DIR/src" "$BUILD/bin"
 protoc -I "$SRC/proto" \
   --go_out=plugins=grpc:"$GOPATH_DIR/src" \
   --grpc-gateway_out=logtostderr=true,grpc_api_configuration="$SRC/deploy/gateway/trainctl_http.yaml":"$GOPATH_DIR/src" \
-  "$SRC/proto/trainctl/v1/types.proto" "$SRC/proto/trainctl/v1/telemetry.proto" \
+  "$SRC/proto/trainctl/v1/types.proto" "$SRC/proto/trainctl/v1/preflight.proto" \
+  "$SRC/proto/trainctl/v1/telemetry.proto" \
   "$SRC/proto/trainctl/v1/service.proto"
 
 export GOPATH=$GOPATH_DIR:/usr/share/gocode GO111MODULE=off GOPROXY=off GOFLAGS=

@@ -7,7 +7,12 @@
 // NOT_FOUND -> 404, UNAVAILABLE -> 503, ...) with a JSON body
 // {"error", "message", "code"}. The caller's `Authorization` header is
 // forwarded to the coordinator as gRPC metadata `authorization` (grpc-gateway's
-// runtime.AnnotateContext does this for every request).
+// runtime.AnnotateContext does this for every request), so a coordinator run
+// with --tokens-file authenticates the HTTP caller's bearer token.
+//
+// TLS: -tls-ca verifies a coordinator run with --tls-cert (server TLS; the
+// gateway needs no client certificate, it speaks for users, not nodes);
+// -tls-cert/-tls-key serve HTTPS (deploy/make_certs.sh: gateway.crt/key).
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 
 	pb "trainctl/v1"
 )
@@ -50,7 +56,13 @@ func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "HTTP address to serve on (port 0: a free port)")
 	coordinator := flag.String("coordinator", "127.0.0.1:50051", "gRPC address of trainctl-coordinator")
+	tlsCA := flag.String("tls-ca", "", "PEM CA certificate to verify a TLS coordinator with (default: plaintext)")
+	tlsCert := flag.String("tls-cert", "", "PEM certificate to serve HTTPS with (with -tls-key; default: HTTP)")
+	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	flag.Parse()
+	if (*tlsCert == "") != (*tlsKey == "") {
+		log.Fatalf("trainctl-gateway: -tls-cert and -tls-key go together")
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -62,6 +74,13 @@ func main() {
 		runtime.WithMarshalerOption(runtime.MIMEWildcard,
 			&runtime.JSONPb{OrigName: true, EmitDefaults: true}))
 	opts := []grpc.DialOption{grpc.WithInsecure()}
+	if *tlsCA != "" {
+		creds, err := credentials.NewClientTLSFromFile(*tlsCA, "")
+		if err != nil {
+			log.Fatalf("trainctl-gateway: -tls-ca: %v", err)
+		}
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	}
 	if err := pb.RegisterCoordinatorHandlerFromEndpoint(ctx, gw, *coordinator, opts); err != nil {
 		log.Fatalf("trainctl-gateway: %v", err)
 	}
@@ -88,7 +107,11 @@ func main() {
 		<-sig
 		srv.Close()
 	}()
-	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+	serve := func() error { return srv.Serve(ln) }
+	if *tlsCert != "" {
+		serve = func() error { return srv.ServeTLS(ln, *tlsCert, *tlsKey) }
+	}
+	if err := serve(); err != nil && err != http.ErrServerClosed {
 		log.Fatalf("trainctl-gateway: %v", err)
 	}
 }

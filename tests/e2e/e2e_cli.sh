@@ -7,6 +7,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init e2e "${1:-}"
 # Starts the coordinator on 127.0.0.1:${1:-0} (0: a free port); sets PORT.
 start_coordinator() {
+  # Empty the old output first: the background job's own `>` may truncate it
+  # only after wait_line has already seen the previous run's line.
+  : >"$WORK/coord.out"
   "$BIN/trainctl-coordinator" --listen "127.0.0.1:${1:-0}" --state-dir "$WORK/state" \
     --node-timeout 5s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
   COORD_PID=$!

@@ -142,6 +142,62 @@ TEST(RequestFuzzKnownIssueTest,
   EXPECT_NE(job->reason().find("no longer fits"), std::string::npos) << job->reason();
 }
 
+// FIXED (a regression test now), found by the fuzzer as
+// restart_after_failed_writes_double_books: a task's end is kept in memory
+// but its store write fails; its GPU goes to a later job, whose placement is
+// stored. A restart loaded both records as live on the one GPU (160 GiB
+// reserved on 80 GiB) until the agent re-registered. Fixed: the load keeps
+// the later placement (Job.placement_seq) and takes the earlier task as
+// ended, saying why.
+TEST(RequestFuzzKnownIssueTest,
+     FixedIssue_RestartAfterFailedWrites_LaterPlacementKeepsTheGpu) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  FakeClock clock;
+  coord::MemoryStateStore store;
+  int64_t a = 0, b = 0;
+  {
+    auto core = coord::Coordinator::Create({}, &store, &clock);
+    ASSERT_TRUE(core.ok());
+    RecordingConnection conn;
+    ASSERT_TRUE((*core)->RegisterAgent(OneGpuNode(80 * kGiB), &conn).ok());
+    v1::JobSpec spec;
+    spec.add_command("python");  // a whole-GPU experiment: reserves 80 GiB
+    auto id = (*core)->SubmitJob(spec, "a");
+    ASSERT_TRUE(id.ok());
+    a = *id;
+    // Job a runs, then exits; that exit's store write fails: the store
+    // still says RUNNING.
+    v1::AgentMessage msg;
+    v1::TaskStatus* st = msg.mutable_task_status();
+    st->mutable_task()->set_job_id(a);
+    st->set_state(v1::TASK_STATE_RUNNING);
+    ASSERT_TRUE((*core)->HandleAgentMessage("n0", &conn, msg).ok());
+    store.SetFailing(true);
+    st->set_state(v1::TASK_STATE_EXITED);
+    ASSERT_TRUE((*core)->HandleAgentMessage("n0", &conn, msg).ok());
+    store.SetFailing(false);
+    // Job b takes the freed GPU; its placement is stored.
+    id = (*core)->SubmitJob(spec, "b");
+    ASSERT_TRUE(id.ok());
+    b = *id;
+    ASSERT_EQ((*core)->GetJob(b)->state(), v1::JOB_STATE_SCHEDULED);
+  }
+  // Restart (as after kill -9) over the store.
+  auto core = coord::Coordinator::Create({}, &store, &clock);
+  ASSERT_TRUE(core.ok());
+  const std::vector<v1::NodeView> nodes = (*core)->ListNodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  ASSERT_EQ(nodes[0].gpu_tasks_size(), 1);
+  ASSERT_EQ(nodes[0].gpu_tasks(0).tasks_size(), 1);
+  EXPECT_EQ(nodes[0].gpu_tasks(0).tasks(0).job_id(), b);
+  EXPECT_EQ((*core)->GetJob(b)->state(), v1::JOB_STATE_SCHEDULED);
+  auto job_a = (*core)->GetJob(a);
+  ASSERT_TRUE(job_a.ok());
+  EXPECT_EQ(job_a->state(), v1::JOB_STATE_FAILED);
+  EXPECT_NE(job_a->reason().find("its end was not stored"), std::string::npos)
+      << job_a->reason();
+}
+
 // FIXED ISSUE 2 (a regression test now), found by the fuzzer (classified as
 // failed_register_still_applies_inventory). Coordinator::RegisterAgent
 // (coordinator/coordinator.cc, the block after the argument checks) replaces

@@ -528,7 +528,7 @@ fi
 
 # --------------------------------------- (b) one agent with both GPUs vs by hand
 if start_cluster b "node-ab:0,1:29500-29599"; then
-  for i in 1 2; do
+  for i in $(seq 1 "${NCCL_RUNS:-2}"); do
     (($(left_s) < 60)) && break
     run_job b trainctl 2 90 --gpus 2 --env NCCL_NVLS_ENABLE=0 -- "$BIN/trainctl-nccl-allreduce"
     run_hand_nccl b "$i"

@@ -183,8 +183,8 @@ ExitInfo ToExitInfo(int status) {
 
 }  // namespace
 
-PosixProcessLauncher::PosixProcessLauncher()
-    : housekeeper_([this] { Housekeep(); }) {
+PosixProcessLauncher::PosixProcessLauncher(Options options)
+    : options_(std::move(options)), housekeeper_([this] { Housekeep(); }) {
   // Orphans of a task's processes are reparented to this process rather than
   // to init, so Wait() can reap the whole group before reporting the exit.
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
@@ -235,9 +235,19 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
   for (const auto& [name, value] : spec.env) {
     env_strings.push_back(name + "=" + value);
   }
+  // Through the shim: trainctl-task-shim AGENT_PID GRACE_MS PROGRAM ARGV...
+  std::vector<std::string> shim_args;
+  if (!options_.task_shim.empty()) {
+    shim_args = {options_.task_shim, std::to_string(getpid()),
+                 std::to_string(absl::ToInt64Milliseconds(options_.orphan_grace)),
+                 *program};
+  }
   std::vector<char*> argv;
+  for (std::string& arg : shim_args) argv.push_back(arg.data());
   for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  const std::string& exec_path =
+      options_.task_shim.empty() ? *program : options_.task_shim;
   std::vector<char*> envp;
   for (std::string& var : env_strings) envp.push_back(var.data());
   envp.push_back(nullptr);
@@ -259,7 +269,7 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
   // execs exactly it. glibc reports exec and file-action failures of the
   // child as the return value.
   pid_t pid = 0;
-  err = posix_spawn(&pid, program->c_str(), setup.actions(), setup.attr(),
+  err = posix_spawn(&pid, exec_path.c_str(), setup.actions(), setup.attr(),
                     argv.data(), envp.data());
   close(*log_fd);
   if (err == ENOENT) {

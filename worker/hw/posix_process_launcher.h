@@ -4,6 +4,7 @@
 // ProcessLauncher for real processes on Linux (posix_spawn, process groups).
 
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,9 +43,24 @@ namespace trainctl::worker {
 // the launcher owns its children's exit statuses.
 //
 // Thread-safe.
+// With Options::task_shim set, each task is started through
+// trainctl-task-shim (task_shim.cc), which watches the agent's pid and kills
+// the task's process group when the agent dies, even by SIGKILL: no task
+// outlives its agent. The pid returned by Launch() is then the shim's (the
+// group leader); the exit reported is the task's own.
 class PosixProcessLauncher : public ProcessLauncher {
  public:
-  PosixProcessLauncher();
+  struct Options {
+    // Path of trainctl-task-shim; empty: tasks are started directly and
+    // survive the agent's death (reparented to init).
+    std::string task_shim;
+    // How long the shim waits after SIGTERM before SIGKILL, once the agent
+    // is gone.
+    absl::Duration orphan_grace = absl::Seconds(5);
+  };
+
+  PosixProcessLauncher() : PosixProcessLauncher(Options()) {}
+  explicit PosixProcessLauncher(Options options);
   ~PosixProcessLauncher() override;
   PosixProcessLauncher(const PosixProcessLauncher&) = delete;
   PosixProcessLauncher& operator=(const PosixProcessLauncher&) = delete;
@@ -74,6 +90,8 @@ class PosixProcessLauncher : public ProcessLauncher {
 
   void Wait(int pid);
   void Housekeep();
+
+  const Options options_;
 
   absl::Mutex mu_;
   // Children whose leader has not been reaped, by pid.

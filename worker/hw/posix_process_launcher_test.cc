@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -363,6 +365,103 @@ TEST(PosixProcessLauncher, Destructor_RunningTask_IsKilledAndReported) {
   EXPECT_EQ(kill(-pid, 0), -1);
   EXPECT_EQ(errno, ESRCH);
 }
+
+#ifdef TRAINCTL_TASK_SHIM_PATH
+// True when `pid` is gone or a zombie (its parent has not reaped it yet).
+bool Dead(int pid) {
+  if (kill(pid, 0) != 0) return true;
+  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || stat.substr(paren + 2, 1) == "Z";
+}
+
+// Polls Dead(pid) until kTimeout.
+bool WaitDead(int pid) {
+  const absl::Time deadline = absl::Now() + kTimeout;
+  while (absl::Now() < deadline) {
+    if (Dead(pid)) return true;
+    absl::SleepFor(absl::Milliseconds(10));  // polling a condition, with a deadline
+  }
+  return Dead(pid);
+}
+
+class TaskShimTest : public PosixProcessLauncherTest {
+ protected:
+  PosixProcessLauncher shimmed_{{.task_shim = TRAINCTL_TASK_SHIM_PATH,
+                                 .orphan_grace = absl::Milliseconds(200)}};
+};
+
+TEST_F(TaskShimTest, Launch_ThroughShim_ReportsTheTasksExitCode) {
+  ExitWaiter exit;
+  TC_ASSERT_OK(shimmed_.Launch(Spec({"sh", "-c", "echo $0; exit 3"}), exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 3);
+  EXPECT_EQ(exit.info.signal, 0);
+  // argv[0] is the task's own, not the shim's.
+  EXPECT_EQ(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"), "sh\n");
+}
+
+TEST_F(TaskShimTest, Stop_ThroughShim_ReportsTheTasksSignal) {
+  ReadyFifo ready(dir_ / "ready");
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = shimmed_.Launch(
+      Spec({"sh", "-c", "echo ready > " + ready.path().string() + "; exec sleep 1000"}),
+      exit.Callback());
+  TC_ASSERT_OK(pid);
+  ASSERT_EQ(ready.ReadLine(), "ready");
+  // SIGTERM to the group: the task dies of it, the shim reports it as such.
+  TC_ASSERT_OK(shimmed_.Stop(*pid, absl::Seconds(30)));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.signal, SIGTERM);
+}
+
+TEST(TaskShim, WatchedAgentKilled_WholeTaskGroupDies) {
+  char pattern[] = "/tmp/tc_shim_test.XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const fs::path dir = pattern;
+  // A stand-in for the agent: a child that waits until killed.
+  const pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    pause();
+    _exit(0);
+  }
+  ReadyFifo ready(dir / "ready");
+  // The task leaves a grandchild in its group: it must die too.
+  const std::string script =
+      "sleep 1000 & echo $! > " + ready.path().string() + "; wait";
+  std::vector<std::string> args = {TRAINCTL_TASK_SHIM_PATH, std::to_string(agent),
+                                   "200", "/bin/sh", "sh", "-c", script};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t shim = 0;
+  ASSERT_EQ(posix_spawn(&shim, args[0].c_str(), nullptr, &attr, argv.data(), environ), 0);
+  posix_spawnattr_destroy(&attr);
+  std::optional<std::string> line = ready.ReadLine();
+  ASSERT_TRUE(line.has_value());
+  int grandchild = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(*line, &grandchild)) << *line;
+  EXPECT_FALSE(Dead(grandchild));
+
+  // The agent dies of SIGKILL: no chance to clean up itself.
+  kill(agent, SIGKILL);
+  waitpid(agent, nullptr, 0);
+
+  // The shim ends its group: the task and its grandchild are gone.
+  EXPECT_TRUE(WaitDead(shim));
+  int status = 0;
+  EXPECT_EQ(waitpid(shim, &status, 0), shim);
+  EXPECT_TRUE(WIFSIGNALED(status) || WIFEXITED(status));
+  EXPECT_TRUE(WaitDead(grandchild));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+#endif  // TRAINCTL_TASK_SHIM_PATH
 
 }  // namespace
 }  // namespace trainctl::worker

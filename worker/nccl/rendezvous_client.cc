@@ -1,7 +1,10 @@
 #include "worker/nccl/rendezvous_client.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -115,8 +118,26 @@ GrpcRendezvousClient::Create(const std::string& address,
               static_cast<int>(absl::ToInt64Milliseconds(options.initial_backoff)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.max_backoff)));
-  auto channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
+  std::string ca_file = options.tls_ca_file;
+  if (const char* env = std::getenv("TRAINCTL_TLS_CA"); ca_file.empty() && env != nullptr) {
+    ca_file = env;
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (!ca_file.empty()) {
+    std::ifstream in(ca_file);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat(
+          "cannot read the coordinator's CA certificate ", ca_file,
+          " (TRAINCTL_TLS_CA)"));
+    }
+    std::stringstream pem;
+    pem << in.rdbuf();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = pem.str();
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel(address, credentials, args);
   return std::unique_ptr<GrpcRendezvousClient>(new GrpcRendezvousClient(
       std::make_unique<Impl>(address, options, std::move(channel))));
 }

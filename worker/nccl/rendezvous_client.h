@@ -69,16 +69,23 @@ struct GrpcRendezvousOptions {
   // so that the coordinator's own DEADLINE_EXCEEDED (naming the missing ranks)
   // arrives before the client gives up on its own.
   absl::Duration deadline_grace = absl::Seconds(5);
+  // PEM CA certificate to verify a TLS coordinator with. Empty: the file
+  // named by $TRAINCTL_TLS_CA (the agent sets it for its tasks when it runs
+  // with --tls-ca); neither: a plaintext channel (insecure mode).
+  std::string tls_ca_file;
 };
 
 // UniqueIdExchange over the coordinator's `Rendezvous` gRPC service
-// (proto/trainctl/v1/service.proto), on an insecure channel for now.
+// (proto/trainctl/v1/service.proto), over server TLS when a CA is given
+// (GrpcRendezvousOptions::tls_ca_file), else plaintext; either way the
+// per-attempt TRAINCTL_TOKEN authorizes the calls.
 // Thread-safe: gRPC stubs are.
 class GrpcRendezvousClient : public UniqueIdExchange {
  public:
   // Creates a client of the coordinator at `address` ("host:port"). Does not
   // connect yet: gRPC connects on the first call.
-  // Errors: INVALID_ARGUMENT when `address` is empty.
+  // Errors: INVALID_ARGUMENT when `address` is empty; NOT_FOUND when the
+  // TLS CA file cannot be read.
   static absl::StatusOr<std::unique_ptr<GrpcRendezvousClient>> Create(
       const std::string& address, GrpcRendezvousOptions options = {});
 

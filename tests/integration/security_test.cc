@@ -1,0 +1,454 @@
+// Tier 3, security: a real gRPC server on loopback with real TLS (a CA, the
+// coordinator's certificate and per-node client certificates made by
+// deploy/make_certs.sh in a temporary directory at test time; no key is ever
+// committed) and a tokens file with two users and an admin. A table of
+// forbidden calls, each refused with UNAUTHENTICATED or PERMISSION_DENIED and
+// changing nothing, then the allowed calls. The agent side is a raw
+// AgentService stream, so the test controls the identity it claims.
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "coordinator/auth.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/grpc_service.h"
+#include "coordinator/state_store.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "trainctl/v1/service.grpc.pb.h"
+
+namespace trainctl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr char kAlice[] = "alice-token-5f0c2a9e41d7";
+constexpr char kBob[] = "bob-token-8d1e7b3c60a2f";
+constexpr char kOps[] = "ops-token-c4a91f27e0b35";
+constexpr absl::Duration kRpcDeadline = absl::Seconds(20);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Certificates for the whole suite: made once (OpenSSL key generation is the
+// slow part).
+class SecurityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    certs_ = new std::string(::testing::TempDir() + "/security-certs");
+    std::filesystem::remove_all(*certs_);
+    const std::string script = TRAINCTL_SOURCE_DIR "/deploy/make_certs.sh";
+    ASSERT_EQ(std::system(absl::StrCat(script, " ", *certs_,
+                                       " node-a node-b > /dev/null")
+                              .c_str()),
+              0);
+    // A second CA, whose certificates the coordinator must not trust.
+    ASSERT_EQ(std::system(absl::StrCat(script, " ", *certs_,
+                                       "/rogue node-a > /dev/null")
+                              .c_str()),
+              0);
+  }
+  static void TearDownTestSuite() { delete certs_; }
+
+  void SetUp() override {
+    ASSERT_FALSE(HasFatalFailure());
+    auto tokens = coord::TokenAuthenticator::FromText(absl::StrCat(
+        "tokens { token: \"", kAlice, "\" user: \"alice\" }\n",
+        "tokens { token: \"", kBob, "\" user: \"bob\" role: ROLE_USER }\n",
+        "tokens { token: \"", kOps, "\" user: \"ops\" role: ROLE_ADMIN }\n"));
+    ASSERT_TRUE(tokens.ok()) << tokens.status();
+    tokens_ = std::move(*tokens);
+
+    auto core = coord::Coordinator::Create({}, &store_, &clock_);
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(*core);
+    coord::SecurityConfig security;
+    security.tokens = tokens_.get();
+    security.require_agent_cert = true;
+    services_ = std::make_unique<coord::GrpcCoordinatorServices>(core_.get(), security);
+    auto creds = coord::MakeServerTlsCredentials(
+        {Cert("coordinator.crt"), Cert("coordinator.key"), Cert("ca.crt")});
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    int port = 0;
+    auto server =
+        coord::StartCoordinatorServer(*services_, "127.0.0.1:0", &port, *creds);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    address_ = absl::StrCat("127.0.0.1:", port);
+
+    // Users and ranks: server TLS only (no client certificate).
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(Cert("ca.crt"));
+    user_channel_ = grpc::CreateChannel(address_, grpc::SslCredentials(ssl));
+    users_ = v1::Coordinator::NewStub(user_channel_);
+    ranks_ = v1::Rendezvous::NewStub(user_channel_);
+  }
+
+  void TearDown() override {
+    for (auto& a : agents_) {
+      if (a->finished) continue;
+      a->ctx.TryCancel();
+      a->stream->Finish().ok();
+    }
+    agents_.clear();
+    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  }
+
+  static std::string Cert(const std::string& name) { return *certs_ + "/" + name; }
+
+  // A client context with a deadline and, when `token` is not null, the
+  // bearer token.
+  static std::unique_ptr<grpc::ClientContext> As(const char* token) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + kRpcDeadline));
+    if (token != nullptr) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token));
+    return ctx;
+  }
+
+  grpc::Status Submit(const char* token, int64_t* id, const std::string& user = "",
+                      const std::string& request_id = "", const std::string& name = "") {
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->set_name(name);
+    req.mutable_spec()->add_command("true");
+    req.mutable_spec()->set_gpus(1);
+    req.mutable_spec()->set_user(user);
+    req.set_request_id(request_id);
+    v1::SubmitJobResponse resp;
+    grpc::Status s = users_->SubmitJob(As(token).get(), req, &resp);
+    *id = resp.job_id();
+    return s;
+  }
+
+  grpc::Status GetJob(const char* token, int64_t id, v1::Job* job = nullptr) {
+    v1::GetJobRequest req;
+    req.set_job_id(id);
+    v1::GetJobResponse resp;
+    grpc::Status s = users_->GetJob(As(token).get(), req, &resp);
+    if (job != nullptr) *job = resp.job();
+    return s;
+  }
+
+  grpc::Status CancelJob(const char* token, int64_t id) {
+    v1::CancelJobRequest req;
+    req.set_job_id(id);
+    v1::CancelJobResponse resp;
+    return users_->CancelJob(As(token).get(), req, &resp);
+  }
+
+  grpc::Status WaitJob(const char* token, int64_t id, v1::WaitJobResponse* resp) {
+    v1::WaitJobRequest req;
+    req.set_job_id(id);
+    req.set_timeout_ms(1);
+    return users_->WaitJob(As(token).get(), req, resp);
+  }
+
+  grpc::Status GetLogs(const char* token, int64_t id) {
+    v1::GetLogsRequest req;
+    req.set_job_id(id);
+    v1::GetLogsResponse resp;
+    return users_->GetLogs(As(token).get(), req, &resp);
+  }
+
+  grpc::Status ListJobs(const char* token, std::vector<int64_t>* ids) {
+    v1::ListJobsResponse resp;
+    grpc::Status s = users_->ListJobs(As(token).get(), v1::ListJobsRequest(), &resp);
+    ids->clear();
+    for (const v1::Job& j : resp.jobs()) ids->push_back(j.id());
+    return s;
+  }
+
+  grpc::Status ListNodes(const char* token) {
+    v1::ListNodesResponse resp;
+    return users_->ListNodes(As(token).get(), v1::ListNodesRequest(), &resp);
+  }
+
+  // A raw agent stream with the given client certificate ("" for none) of
+  // the given CA directory.
+  struct RawAgent {
+    grpc::ClientContext ctx;
+    std::unique_ptr<v1::AgentService::Stub> stub;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>>
+        stream;
+    bool finished = false;  // Finish() was called (it may be called once)
+  };
+  RawAgent* Connect(const std::string& cert_node, const std::string& ca_dir = "") {
+    const std::string dir = ca_dir.empty() ? *certs_ : ca_dir;
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(Cert("ca.crt"));
+    if (!cert_node.empty()) {
+      ssl.pem_cert_chain = ReadFile(dir + "/nodes/" + cert_node + ".crt");
+      ssl.pem_private_key = ReadFile(dir + "/nodes/" + cert_node + ".key");
+    }
+    auto agent = std::make_unique<RawAgent>();
+    agent->ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    agent->stub = v1::AgentService::NewStub(
+        grpc::CreateChannel(address_, grpc::SslCredentials(ssl)));
+    agent->stream = agent->stub->Connect(&agent->ctx);
+    agents_.push_back(std::move(agent));
+    return agents_.back().get();
+  }
+
+  // Sends RegisterNode for `name` (2 fake GPUs); returns the status the
+  // stream ends with, or OK once the RegisterAck arrived.
+  static grpc::Status Register(RawAgent* agent, const std::string& name) {
+    v1::AgentMessage msg;
+    v1::Node* node = msg.mutable_register_()->mutable_node();
+    node->set_name(name);
+    node->set_address("127.0.0.1");
+    node->set_cpu_count(4);
+    node->set_port_min(29500);
+    node->set_port_max(29599);
+    node->set_fake_gpus(true);
+    for (int i = 0; i < 2; ++i) {
+      v1::Gpu* gpu = node->add_gpus();
+      gpu->set_index(i);
+      gpu->set_uuid(absl::StrCat("GPU-", name, "-", i));
+      gpu->set_name("Fake H100");
+      gpu->set_memory_total_bytes(int64_t{80} << 30);
+    }
+    agent->stream->Write(msg);
+    v1::CoordinatorMessage reply;
+    if (agent->stream->Read(&reply) && reply.has_register_ack()) return grpc::Status::OK;
+    agent->finished = true;
+    return agent->stream->Finish();
+  }
+
+  static std::string* certs_;
+  FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  coord::MemoryStateStore store_;
+  std::unique_ptr<coord::TokenAuthenticator> tokens_;
+  std::unique_ptr<coord::Coordinator> core_;
+  std::unique_ptr<coord::GrpcCoordinatorServices> services_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> user_channel_;
+  std::unique_ptr<v1::Coordinator::Stub> users_;
+  std::unique_ptr<v1::Rendezvous::Stub> ranks_;
+  std::vector<std::unique_ptr<RawAgent>> agents_;
+};
+
+std::string* SecurityTest::certs_ = nullptr;
+
+TEST_F(SecurityTest, ForbiddenCalls_AreRefused_AndChangeNothing) {
+  int64_t alice_job = 0;
+  ASSERT_TRUE(Submit(kAlice, &alice_job, "", "alice-req-1").ok());
+
+  struct Forbidden {
+    const char* what;
+    std::function<grpc::Status()> call;
+    grpc::StatusCode code;
+    const char* message;
+  };
+  int64_t unused = 0;
+  v1::WaitJobResponse wait;
+  const std::vector<Forbidden> table = {
+      {"submit without a token", [&] { return Submit(nullptr, &unused); },
+       grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
+      {"submit with a wrong token", [&] { return Submit("not-a-token-at-all-xyz", &unused); },
+       grpc::StatusCode::UNAUTHENTICATED, "unknown or revoked token"},
+      {"list without a token",
+       [&] {
+         std::vector<int64_t> ids;
+         return ListJobs(nullptr, &ids);
+       },
+       grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
+      {"nodes without a token", [&] { return ListNodes(nullptr); },
+       grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
+      {"get without a token", [&] { return GetJob(nullptr, alice_job); },
+       grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
+      {"cancel with a wrong token",
+       [&] { return CancelJob("alice-token-5f0c2a9e41d8", alice_job); },
+       grpc::StatusCode::UNAUTHENTICATED, "unknown or revoked token"},
+      {"get another user's job", [&] { return GetJob(kBob, alice_job); },
+       grpc::StatusCode::PERMISSION_DENIED, "user bob may not read job"},
+      {"cancel another user's job", [&] { return CancelJob(kBob, alice_job); },
+       grpc::StatusCode::PERMISSION_DENIED, "user bob may not cancel job"},
+      {"logs of another user's job", [&] { return GetLogs(kBob, alice_job); },
+       grpc::StatusCode::PERMISSION_DENIED, "may not read the logs of job"},
+      {"wait for another user's job", [&] { return WaitJob(kBob, alice_job, &wait); },
+       grpc::StatusCode::PERMISSION_DENIED, "may not wait for job"},
+      {"submit as another user", [&] { return Submit(kBob, &unused, "alice"); },
+       grpc::StatusCode::PERMISSION_DENIED, "spec.user"},
+      {"reuse another user's request id",
+       [&] { return Submit(kBob, &unused, "", "alice-req-1"); },
+       grpc::StatusCode::PERMISSION_DENIED, "may not reuse the request_id"},
+  };
+  for (const Forbidden& f : table) {
+    grpc::Status s = f.call();
+    EXPECT_EQ(s.error_code(), f.code) << f.what << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(f.message)) << f.what;
+  }
+
+  // Nothing changed: alice's job is still pending (no node) and hers; no
+  // other job was accepted.
+  v1::Job job;
+  ASSERT_TRUE(GetJob(kOps, alice_job, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(job.spec().user(), "alice");
+  std::vector<int64_t> all;
+  ASSERT_TRUE(ListJobs(kOps, &all).ok());
+  EXPECT_THAT(all, ElementsAre(alice_job));
+}
+
+TEST_F(SecurityTest, OwnJobs_Allowed_ListShowsOwnOnly_AdminSeesAll) {
+  int64_t a1 = 0, a2 = 0, b1 = 0;
+  ASSERT_TRUE(Submit(kAlice, &a1).ok());
+  ASSERT_TRUE(Submit(kAlice, &a2, "alice").ok());  // naming oneself is fine
+  ASSERT_TRUE(Submit(kBob, &b1).ok());
+  int64_t on_behalf = 0;
+  ASSERT_TRUE(Submit(kOps, &on_behalf, "bob").ok());  // admin submits for bob
+
+  // spec.user comes from the token.
+  v1::Job job;
+  ASSERT_TRUE(GetJob(kAlice, a1, &job).ok());
+  EXPECT_EQ(job.spec().user(), "alice");
+
+  std::vector<int64_t> ids;
+  ASSERT_TRUE(ListJobs(kAlice, &ids).ok());
+  EXPECT_THAT(ids, UnorderedElementsAre(a1, a2));
+  ASSERT_TRUE(ListJobs(kBob, &ids).ok());
+  EXPECT_THAT(ids, UnorderedElementsAre(b1, on_behalf));
+  ASSERT_TRUE(ListJobs(kOps, &ids).ok());
+  EXPECT_THAT(ids, UnorderedElementsAre(a1, a2, b1, on_behalf));
+  EXPECT_TRUE(ListNodes(kBob).ok());
+
+  // The owner cancels and waits for its own job; the admin cancels bob's.
+  ASSERT_TRUE(CancelJob(kAlice, a1).ok());
+  v1::WaitJobResponse wait;
+  ASSERT_TRUE(WaitJob(kAlice, a1, &wait).ok());
+  EXPECT_TRUE(wait.done());
+  EXPECT_EQ(wait.job().state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(CancelJob(kOps, b1).ok());
+  ASSERT_TRUE(GetJob(kBob, b1, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
+  // A retried submit of alice's with her own request id is the same job.
+  int64_t first = 0, again = 0;
+  ASSERT_TRUE(Submit(kAlice, &first, "", "retry-1").ok());
+  ASSERT_TRUE(Submit(kAlice, &again, "", "retry-1").ok());
+  EXPECT_EQ(first, again);
+}
+
+TEST_F(SecurityTest, AgentWithoutClientCertificate_IsUnauthenticated) {
+  RawAgent* agent = Connect("");
+  grpc::Status s = Register(agent, "node-a");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("client certificate"));
+}
+
+TEST_F(SecurityTest, AgentWithAnotherNodesCertificate_IsPermissionDenied) {
+  // node-b's certificate claiming to be node-a.
+  RawAgent* agent = Connect("node-b");
+  grpc::Status s = Register(agent, "node-a");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("names node \"node-b\""));
+  // Nothing registered.
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(users_->ListNodes(As(kOps).get(), {}, &nodes).ok());
+  EXPECT_EQ(nodes.nodes_size(), 0);
+}
+
+TEST_F(SecurityTest, AgentWithCertificateOfAnotherCa_FailsTheHandshake) {
+  RawAgent* agent = Connect("node-a", *certs_ + "/rogue");
+  grpc::Status s = Register(agent, "node-a");
+  // The TLS handshake fails before any RPC: gRPC reports UNAVAILABLE.
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(users_->ListNodes(As(kOps).get(), {}, &nodes).ok());
+  EXPECT_EQ(nodes.nodes_size(), 0);
+}
+
+TEST_F(SecurityTest, PlaintextClient_CannotTalkToTheTlsPort) {
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  v1::ListJobsResponse resp;
+  grpc::Status s = stub->ListJobs(As(kOps).get(), {}, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST_F(SecurityTest, Rendezvous_OwnAttemptToken_Works_AnotherJobsIsDenied) {
+  // node-a with its own certificate registers; two 1-GPU jobs of two users
+  // land on it, each attempt with its own TRAINCTL_TOKEN.
+  RawAgent* agent = Connect("node-a");
+  ASSERT_TRUE(Register(agent, "node-a").ok());
+  int64_t job_a = 0, job_b = 0;
+  ASSERT_TRUE(Submit(kAlice, &job_a, "", "", "alice-secret-project").ok());
+  ASSERT_TRUE(Submit(kBob, &job_b, "", "", "bob-run").ok());
+  std::map<int64_t, std::string> token_of;
+  v1::CoordinatorMessage msg;
+  while (token_of.size() < 2 && agent->stream->Read(&msg)) {
+    if (!msg.has_start_task()) continue;
+    token_of[msg.start_task().task().job_id()] =
+        msg.start_task().env().at("TRAINCTL_TOKEN");
+  }
+  ASSERT_EQ(token_of.size(), 2u);
+  ASSERT_NE(token_of[job_a], token_of[job_b]);
+
+  // Rank 0 of job A publishes with A's token: allowed, and A reads it back.
+  const std::string id(128, 'x');
+  v1::PublishUniqueIdRequest publish;
+  publish.set_job_id(job_a);
+  publish.set_rank(0);
+  publish.set_token(token_of[job_a]);
+  publish.set_unique_id(id);
+  v1::PublishUniqueIdResponse published;
+  grpc::Status s = ranks_->PublishUniqueId(As(nullptr).get(), publish, &published);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  v1::FetchUniqueIdRequest fetch;
+  fetch.set_job_id(job_a);
+  fetch.set_rank(0);
+  fetch.set_token(token_of[job_a]);
+  fetch.set_timeout_ms(1000);
+  v1::FetchUniqueIdResponse fetched;
+  s = ranks_->FetchUniqueId(As(nullptr).get(), fetch, &fetched);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(fetched.unique_id(), id);
+
+  // Job B's attempt token cannot read job A's ncclUniqueId, nor a user token.
+  fetch.set_token(token_of[job_b]);
+  s = ranks_->FetchUniqueId(As(nullptr).get(), fetch, &fetched);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("wrong TRAINCTL_TOKEN"));
+  fetch.set_token(kAlice);
+  s = ranks_->FetchUniqueId(As(kAlice).get(), fetch, &fetched);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  // Nor can it publish a forged id for job B's rank 0 with A's token.
+  publish.set_job_id(job_b);
+  s = ranks_->PublishUniqueId(As(nullptr).get(), publish, &published);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+
+  // The cluster view: bob sees both tasks, but only his own job's name; the
+  // admin sees both names.
+  auto names = [&](const char* token) {
+    v1::ListNodesResponse nodes;
+    EXPECT_TRUE(users_->ListNodes(As(token).get(), {}, &nodes).ok());
+    std::map<int64_t, std::string> out;
+    for (const v1::NodeView& n : nodes.nodes()) {
+      for (const v1::GpuTasks& g : n.gpu_tasks()) {
+        for (const v1::GpuTaskRef& t : g.tasks()) out[t.job_id()] = t.job_name();
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(names(kBob), (std::map<int64_t, std::string>{{job_a, ""}, {job_b, "bob-run"}}));
+  EXPECT_EQ(names(kOps), (std::map<int64_t, std::string>{
+                             {job_a, "alice-secret-project"}, {job_b, "bob-run"}}));
+}
+
+}  // namespace
+}  // namespace trainctl

@@ -1,0 +1,159 @@
+// trainctl-task-shim: the first process of every task, so that a task never
+// outlives its agent (no orphan holding a GPU after `kill -9` of the agent).
+//
+//   trainctl-task-shim WATCH_PID GRACE_MS PROGRAM ARGV0 [ARGS...]
+//
+// PosixProcessLauncher starts it as the leader of the task's process group
+// with WATCH_PID = the agent's pid. The shim opens a pidfd on WATCH_PID
+// (pidfd_open, Linux >= 5.3), forks, and the child execs PROGRAM with argv
+// ARGV0 ARGS... (the environment, working directory and descriptors as the
+// launcher set them). The shim then waits for whichever comes first:
+//  - the task ends: the shim exits with the task's exit code, or dies of the
+//    task's signal, so the launcher sees the task's own status;
+//  - WATCH_PID ends (the agent was killed): the shim sends SIGTERM to the
+//    whole process group, waits up to GRACE_MS for the task, then SIGKILLs
+//    the group (itself included).
+//
+// Why a pidfd, not prctl(PR_SET_PDEATHSIG): the death signal fires when the
+// *thread* that forked the child ends, not the process (the agent spawns
+// from several threads), it reaches only the direct child (not the rest of
+// the group, e.g. the workers under `sh -c` or torchrun), and it is cleared
+// by exec of a set-uid program. A pidfd watches the process as a whole, and
+// the shim, staying behind, kills the whole group.
+//
+// The shim ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT (a group-wide SIGTERM
+// from the launcher's Stop() reaches the task directly; the shim stays to
+// report its status); the task gets default dispositions back before exec.
+// Exit codes of its own: 125 bad usage or setup failure, 127 exec failed
+// (both with a line on stderr, i.e. in the task's log).
+//
+// Limit: between the spawn and pidfd_open, the agent could die and its pid be
+// reused; then the shim watches the wrong process. The window is
+// microseconds; the shim checks that WATCH_PID exists.
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+constexpr int kIgnored[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
+int PidfdOpen(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+bool ParseInt(const char* s, long* out) {
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtol(s, &end, 10);
+  return errno == 0 && end != s && *end == '\0';
+}
+
+// Exits as the task did: its code, or its signal (default action).
+[[noreturn]] void ExitLike(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    raise(sig);
+    // A signal whose default is to ignore it (cannot end a process): exit as
+    // a shell would report it.
+    _exit(128 + sig);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+}
+
+// Waits up to `ms` for `child` (its pidfd) to end; reaps it. True if it did.
+bool WaitChild(pid_t child, int child_fd, int ms, int* status) {
+  pollfd p{child_fd, POLLIN, 0};
+  while (poll(&p, 1, ms) < 0 && errno == EINTR) {
+  }
+  return waitpid(child, status, WNOHANG) == child;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long watch = 0, grace_ms = 0;
+  if (argc < 5 || !ParseInt(argv[1], &watch) || watch <= 0 ||
+      !ParseInt(argv[2], &grace_ms) || grace_ms < 0) {
+    std::fprintf(stderr,
+                 "usage: trainctl-task-shim WATCH_PID GRACE_MS PROGRAM ARGV0 "
+                 "[ARGS...]\n");
+    return 125;
+  }
+  const int watch_fd = PidfdOpen(static_cast<pid_t>(watch));
+  if (watch_fd < 0) {
+    std::fprintf(stderr,
+                 "trainctl-task-shim: cannot watch the agent (pid %ld): %s; "
+                 "not starting the task\n",
+                 watch, std::strerror(errno));
+    return 125;
+  }
+  for (int sig : kIgnored) signal(sig, SIG_IGN);
+
+  const pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "trainctl-task-shim: fork: %s\n", std::strerror(errno));
+    return 125;
+  }
+  if (child == 0) {
+    for (int sig : kIgnored) signal(sig, SIG_DFL);
+    close(watch_fd);
+    execv(argv[3], argv + 4);
+    std::fprintf(stderr, "trainctl-task-shim: cannot exec %s: %s\n", argv[3],
+                 std::strerror(errno));
+    _exit(127);
+  }
+  const int child_fd = PidfdOpen(child);
+  if (child_fd < 0) {
+    // Cannot happen for our own unreaped child; fall back to waiting.
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    ExitLike(status);
+  }
+
+  pollfd fds[2] = {{child_fd, POLLIN, 0}, {watch_fd, POLLIN, 0}};
+  for (;;) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    int status = 0;
+    if (fds[0].revents != 0) {
+      while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      ExitLike(status);
+    }
+    if (fds[1].revents != 0) {
+      std::fprintf(stderr,
+                   "trainctl-task-shim: the agent (pid %ld) is gone: stopping "
+                   "the task (SIGTERM, SIGKILL after %ld ms)\n",
+                   watch, grace_ms);
+      kill(0, SIGTERM);
+      if (!WaitChild(child, child_fd, static_cast<int>(grace_ms), &status)) {
+        kill(0, SIGKILL);  // The group, this shim included.
+      }
+      // The task ended within the grace; the rest of the group goes too.
+      signal(SIGTERM, SIG_DFL);
+      kill(0, SIGKILL);
+      _exit(137);
+    }
+  }
+  std::fprintf(stderr, "trainctl-task-shim: poll: %s\n", std::strerror(errno));
+  kill(0, SIGKILL);
+  return 125;
+}
