@@ -309,15 +309,15 @@ class Coordinator {
     // GPU index -> utilization smoothed over heartbeats (each new sample
     // weighs half), 0-100; what the packer looks at.
     absl::flat_hash_map<int, double> util_avg;
+    // The agent fences itself (RegisterNode.fences): each heartbeat is
+    // answered with a LeaseGrant.
+    bool fences = false;
   };
   // The latest usage of one task (job, attempt, rank).
   struct TaskLive {
     v1::TaskUsage usage;
     // Largest per-process GPU memory seen, bytes (0: not measured).
     int64_t peak_gpu_memory_bytes = 0;
-    // The agent fences itself (RegisterNode.fences): each heartbeat is
-    // answered with a LeaseGrant.
-    bool fences = false;
   };
   // A task of an earlier attempt of a job that still holds GPUs.
   struct DrainingTask {
