@@ -37,7 +37,9 @@
 #include "client/completion.h"
 #include "client/sweep.h"
 #include "client/table.h"
+#include "client/top.h"
 #include "common/units.h"
+#include "coordinator/diagnosis.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 
@@ -228,6 +230,12 @@ class Session {
   int Nodes(bool json);
   // `trainctl why`: the WhyJob answer as lines for people, or JSON.
   int Why(int64_t job_id, bool json);
+  // `trainctl top`: one frame (once) or a frame every `interval` redrawn in
+  // place with ANSI escapes until interrupted; json prints TopFrame(s).
+  int Top(absl::Duration interval, bool once, bool json);
+  // The "Utilization" section of `describe`: history summary and diagnosis.
+  // Prints nothing when the coordinator has no history (or predates it).
+  void DescribeUsage(const v1::Job& job);
   // `wait` and `submit --wait` draw a progress line on stderr (see
   // CliOptions::progress).
   void EnableProgress() { progress_ = true; }
@@ -495,6 +503,14 @@ int Session::Describe(int64_t job_id, bool json) {
   if (job.world_size() > 0)
     field("World size:", absl::StrCat(job.world_size()));
   DescribeRecords(job);
+  if (spec.auto_pack()) {
+    field("Auto-pack:",
+          job.oom_count() > 0
+              ? absl::StrFormat("on; %d out-of-memory requeue(s), now asks %s",
+                                job.oom_count(),
+                                FormatBytes(job.auto_pack_memory_bytes()))
+              : "on");
+  }
   if (job.tasks_size() == 0) return kExitOk;
 
   out_ << "\n";
@@ -512,7 +528,72 @@ int Session::Describe(int64_t job_id, bool json) {
   // The log path is what users copy: never truncate it.
   table.Print(out_, /*terminal_width=*/1 << 20);
   for (const std::string& m : messages) out_ << m << "\n";
+  DescribeUsage(job);
   return kExitOk;
+}
+
+void Session::DescribeUsage(const v1::Job& job) {
+  v1::GetJobUsageRequest request;
+  request.add_job_ids(job.id());
+  v1::GetJobUsageResponse response;
+  if (!Call(&Stub::GetJobUsage, request, &response).ok() ||
+      response.jobs_size() == 0 || response.jobs(0).samples_size() == 0) {
+    return;
+  }
+  const v1::JobUsage& u = response.jobs(0);
+  const std::vector<v1::JobUsageSample> samples(u.samples().begin(),
+                                                u.samples().end());
+  const coord::UsageSummary s = coord::Summarize(samples);
+  out_ << absl::StrFormat(
+      "\nUtilization over the last %s (%d samples):\n",
+      absl::FormatDuration(absl::Seconds(s.span_ms / 1000)), s.samples);
+  out_ << absl::StrFormat("  GPU util     %.0f%% min, %.0f%% avg, %.0f%% max  %s\n",
+                          s.util_min, s.util_mean, s.util_max,
+                          Sparkline([&] {
+                            std::vector<double> v;
+                            for (const auto& x : samples) v.push_back(x.gpu_util_pct());
+                            return v;
+                          }(), 100, 40));
+  out_ << absl::StrFormat("  GPU memory   %s min, %s avg, %s max of %s\n",
+                          FormatBytes(s.memory_min), FormatBytes(s.memory_mean),
+                          FormatBytes(s.memory_max), FormatBytes(s.memory_total));
+  out_ << absl::StrFormat("  CPU          %.0f%% of a core on average\n", s.cpu_mean);
+  if (u.findings_size() == 0) {
+    out_ << "Diagnosis:   nothing stands out\n";
+    return;
+  }
+  out_ << "Diagnosis:\n";
+  for (const v1::UsageFinding& f : u.findings()) out_ << "  - " << f.message() << "\n";
+}
+
+int Session::Top(absl::Duration interval, bool once, bool json) {
+  for (bool first = true;; first = false) {
+    v1::TopFrame frame;
+    v1::ListNodesResponse nodes;
+    if (absl::Status st = Call(&Stub::ListNodes, v1::ListNodesRequest(), &nodes);
+        !st.ok()) {
+      return Fail(st);
+    }
+    v1::GetJobUsageRequest request;
+    request.set_max_samples(kTopHistorySamples);
+    v1::GetJobUsageResponse usage;
+    if (absl::Status st = Call(&Stub::GetJobUsage, request, &usage); !st.ok()) {
+      return Fail(st);
+    }
+    frame.set_time_ms(absl::ToUnixMillis(clock_.Now()));
+    frame.mutable_nodes()->Swap(nodes.mutable_nodes());
+    frame.mutable_jobs()->Swap(usage.mutable_jobs());
+    if (json) {
+      out_ << ToJson(frame);
+    } else {
+      // Home, clear to the end: redraw in place without flicker.
+      if (!once) out_ << (first ? "\x1b[2J\x1b[H" : "\x1b[H\x1b[J");
+      out_ << RenderTop(frame, terminal_width_);
+    }
+    out_.flush();
+    if (once) return kExitOk;
+    absl::SleepFor(interval);
+  }
 }
 
 int Session::Logs(int64_t job_id, int rank, bool follow) {
@@ -1219,6 +1300,11 @@ struct Flags {
   int64_t grace_steps = 1;
   int reduction_factor = 3;
   int64_t max_steps = 0;
+  // submit/sweep --auto-pack
+  bool auto_pack = false;
+  // top
+  double interval_s = 2;
+  bool once = false;
 };
 
 // A sweep id like "sw-1f2e3d4c": 32 random bits.
@@ -1295,6 +1381,13 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
                   "User the job is charged to for quotas (default: $USER)");
   sub->add_option("--project", f.project,
                   "Project the job is charged to for quotas");
+  sub->add_flag("--auto-pack", f.auto_pack,
+                "Experiments: let the coordinator pack trials onto GPUs from "
+                "measured memory and utilization (default off); --gpu-mem is "
+                "then the first memory request")
+      ->excludes(gpus)
+      ->excludes(nodes_opt)
+      ->excludes(fraction);
 }
 
 // Fills flags->submit from the job spec flags (AddJobSpecOptions) and the
@@ -1332,6 +1425,7 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
     }
     spec->set_time_limit_ms(absl::ToInt64Milliseconds(limit));
   }
+  spec->set_auto_pack(flags->auto_pack);
   if (!flags->gpu_mem.empty()) {
     absl::StatusOr<int64_t> bytes = ParseByteSize(flags->gpu_mem);
     if (!bytes.ok())
@@ -1765,6 +1859,20 @@ int Cli::Run(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "json"}));
   nodes_cmd->footer(Example("  trainctl nodes\n  trainctl nodes -o json"));
 
+  // top
+  CLI::App* top = app.add_subcommand(
+      "top", "Live view of every GPU and job: utilization, memory, power, "
+             "temperature, per-job history and diagnosis");
+  top->add_option("-n,--interval", f.interval_s,
+                  "Seconds between refreshes (default 2)")
+      ->check(CLI::Range(0.1, 3600.0));
+  top->add_flag("--once", f.once, "Print one frame and exit (scripts, tests)");
+  top->add_option("-o,--output", f.output,
+                  "Output format: table or json (a TopFrame per refresh)")
+      ->check(CLI::IsMember({"table", "json"}));
+  top->footer(Example("  trainctl top\n  trainctl top --once\n"
+                      "  trainctl top --once -o json"));
+
   // completion, help
   std::string shell;
   CLI::App* completion = app.add_subcommand(
@@ -1952,6 +2060,9 @@ int Cli::Run(int argc, char** argv) {
   if (wait->parsed()) return session.Wait(f.job_id, timeout);
   if (nodes_cmd->parsed()) return session.Nodes(json);
   if (why->parsed()) return session.Why(f.job_id, json);
+  if (top->parsed()) {
+    return session.Top(absl::Seconds(f.interval_s), f.once, json);
+  }
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
 

@@ -419,6 +419,9 @@ TEST_F(CliTest, Describe_FailedGang_ShowsSpecAndRanks) {
   EXPECT_CALL(stub_, GetJob(_, _, _))
       .WillOnce(DoAll(SaveArg<1>(&request), SetArgPointee<2>(response),
                       Return(grpc::Status::OK)));
+  // No utilization history: describe prints no such section.
+  EXPECT_CALL(stub_, GetJobUsage(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "")));
   ASSERT_EQ(Run({"describe", "9"}), 0);
   EXPECT_EQ(request.job_id(), 9);
   const std::string out = out_.str();

@@ -160,7 +160,8 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       store_(store),
       clock_(clock),
       scheduler_(config_.scheduler),
-      advertise_address_(config_.advertise_address) {}
+      advertise_address_(config_.advertise_address),
+      packer_(config_.packer) {}
 
 void Coordinator::SetAdvertiseAddress(std::string address) {
   absl::MutexLock lock(&mu_);
@@ -834,6 +835,8 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
   for (int64_t id : active_) {
     const v1::Job& job = jobs_.at(id);
     if (job.state() != v1::JOB_STATE_PENDING) continue;
+    // Auto-packed trials are placed by the packer, after the scheduler.
+    if (job.spec().auto_pack()) continue;
     queue.push_back(ToJobRequest(job));
     queue.back().victims_stopping = waiting_on_victims.contains(id);
   }
@@ -842,7 +845,10 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
 
 void Coordinator::ScheduleLocked(Deferred& deferred) {
   std::vector<sched::JobRequest> queue = PendingQueueLocked();
-  if (queue.empty()) return;
+  if (queue.empty()) {
+    PackPendingLocked(deferred);
+    return;
+  }
   const absl::Time pass_start = clock_->Now();
   const std::vector<sched::Decision> decisions =
       scheduler_.Schedule(SnapshotLocked(), queue);
@@ -876,6 +882,7 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         break;
     }
   }
+  PackPendingLocked(deferred);
   if (config_.on_schedule_pass) {
     deferred.push_back([this, took = clock_->Now() - pass_start]() {
       config_.on_schedule_pass(took);
@@ -1058,6 +1065,12 @@ void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
 void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
   if (IsFinal(job.state()) || job.state() == v1::JOB_STATE_PENDING) return;
   for (const v1::Task& t : job.tasks()) {
+    if (TaskFailed(t) && t.out_of_memory() && job.spec().auto_pack() &&
+        RequeueAfterOomLocked(job, t, deferred)) {
+      return;
+    }
+  }
+  for (const v1::Task& t : job.tasks()) {
     if (TaskFailed(t)) {
       std::string why = absl::StrCat("rank ", t.rank(), " on ", t.node(), " ",
                                      ExitText(t));
@@ -1157,6 +1170,14 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
     metric_points_[job_id] -= n;
     return absl::UnavailableError(
         absl::StrCat("the metrics were not stored: ", stored.message()));
+  }
+  // Reported throughput feeds the auto-packer's back-off and probe (newest
+  // point of the report wins).
+  for (auto p = points.rbegin(); p != points.rend(); ++p) {
+    if (p->key() == kThroughputMetricKey) {
+      ReportThroughput(job_id, p->value()).IgnoreError();
+      break;
+    }
   }
   // Early stopping (ASHA) of a sweep trial by its metric.
   Deferred deferred;
@@ -1473,9 +1494,30 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
             g.set_utilization_pct(s.utilization_pct());
             g.set_temperature_c(s.temperature_c());
             g.set_power_w(s.power_w());
+            auto [avg, fresh] = e.util_avg.try_emplace(s.index(), s.utilization_pct());
+            if (!fresh) avg->second = 0.5 * avg->second + 0.5 * s.utilization_pct();
+          }
+        }
+        for (const v1::TaskUsage& u : msg.heartbeat().task_usage()) {
+          TaskLive& live = task_usage_[{u.job_id(), u.attempt(), u.rank()}];
+          live.usage = u;
+          if (u.gpu_memory_known()) {
+            live.peak_gpu_memory_bytes =
+                std::max(live.peak_gpu_memory_bytes, u.gpu_memory_bytes());
           }
         }
         break;
+      case v1::AgentMessage::kTaskOom: {
+        const v1::TaskOutOfMemory& oom = msg.task_oom();
+        auto jt = jobs_.find(oom.job_id());
+        if (jt == jobs_.end() || jt->second.attempt() != oom.attempt()) break;
+        for (v1::Task& t : *jt->second.mutable_tasks()) {
+          if (t.rank() == oom.rank() && t.node() == node) t.set_out_of_memory(true);
+        }
+        TC_LOG_WARN("job {} rank {} on {} ran out of GPU memory: {}", oom.job_id(),
+                    oom.rank(), node, oom.line());
+        break;
+      }
       case v1::AgentMessage::kTaskStatus:
         HandleTaskStatusLocked(node, msg.task_status(), deferred);
         ScheduleLocked(deferred);
@@ -1747,11 +1789,378 @@ void Coordinator::Tick() {
       log_reads_.erase(it++);
     }
     const bool timed_out = EnforceTimeLimitsLocked(now, deferred);
-    // Only a lost node or a stopped job changes what can be placed here;
-    // every other change schedules where it happens.
-    if (lost || timed_out) ScheduleLocked(deferred);
+    bool sampled = false;
+    if (now >= next_usage_sample_) {
+      SampleUsageLocked(now);
+      next_usage_sample_ = now + config_.usage_sample_period;
+      sampled = true;
+    }
+    // Only a lost node or a stopped job changes what can be placed here; new
+    // measurements change where auto-packed trials fit. Every other change
+    // schedules where it happens.
+    if (lost || timed_out) {
+      ScheduleLocked(deferred);
+    } else if (sampled) {
+      PackPendingLocked(deferred);
+    }
   }
   RunDeferred(deferred);
+}
+
+// ---------------------------------------------------------------- telemetry
+
+absl::StatusOr<std::vector<v1::JobUsage>> Coordinator::GetJobUsage(
+    const std::vector<int64_t>& job_ids, int max_samples) const {
+  if (max_samples < 0) {
+    return absl::InvalidArgumentError("max_samples: must not be negative");
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<int64_t> ids = job_ids;
+  if (ids.empty()) {
+    for (const auto& [id, h] : history_) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+  }
+  std::vector<v1::JobUsage> out;
+  for (int64_t id : ids) {
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) {
+      return absl::NotFoundError(absl::StrCat("job ", id, " does not exist"));
+    }
+    v1::JobUsage& u = out.emplace_back();
+    u.set_job_id(id);
+    u.set_job_name(jt->second.spec().name());
+    u.set_sample_period_ms(absl::ToInt64Milliseconds(config_.usage_sample_period));
+    auto ht = history_.find(id);
+    if (ht == history_.end()) continue;
+    const std::deque<v1::JobUsageSample>& h = ht->second;
+    const std::vector<v1::JobUsageSample> all(h.begin(), h.end());
+    for (const v1::UsageFinding& f :
+         Diagnose(all, jt->second.spec().auto_pack(), config_.diagnosis)) {
+      *u.add_findings() = f;
+    }
+    const size_t skip = max_samples > 0 && h.size() > static_cast<size_t>(max_samples)
+                            ? h.size() - max_samples
+                            : 0;
+    for (size_t i = skip; i < h.size(); ++i) *u.add_samples() = h[i];
+  }
+  return out;
+}
+
+absl::Status Coordinator::ReportThroughput(int64_t job_id, double samples_per_s) {
+  if (!std::isfinite(samples_per_s) || samples_per_s < 0) {
+    return absl::InvalidArgumentError(
+        "samples_per_s: must be a finite number >= 0");
+  }
+  absl::MutexLock lock(&mu_);
+  if (!jobs_.contains(job_id)) {
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+  }
+  throughput_[job_id] = samples_per_s;
+  return absl::OkStatus();
+}
+
+int Coordinator::AutoPackedOnGpuLocked(const std::string& node, int gpu) const {
+  int n = 0;
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    if (!job.spec().auto_pack()) continue;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state()) || t.node() != node) continue;
+      for (int g : OwnedGpus(t)) n += g == gpu;
+    }
+  }
+  return n;
+}
+
+void Coordinator::SampleUsageLocked(absl::Time now) {
+  const int64_t now_ms = ToUnixMs(now);
+  // Live tasks per GPU, every job's (to split a GPU's memory when nothing
+  // per-process is known).
+  absl::flat_hash_map<std::pair<std::string, int>, int> tasks_on;
+  for (int64_t id : active_) {
+    for (const v1::Task& t : jobs_.at(id).tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int g : OwnedGpus(t)) ++tasks_on[{t.node(), g}];
+    }
+  }
+  for (const DrainingTask& d : draining_) {
+    for (int g : OwnedGpus(d.task)) ++tasks_on[{d.task.node(), g}];
+  }
+  auto gpu_of = [&](const std::string& node, int index) -> const v1::Gpu* {
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) return nullptr;
+    for (const v1::Gpu& g : it->second.node.gpus()) {
+      if (g.index() == index) return &g;
+    }
+    return nullptr;
+  };
+
+  absl::flat_hash_set<std::tuple<int64_t, int, int>> live_keys;
+  absl::flat_hash_set<int64_t> sampled;
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    v1::JobUsageSample s;
+    s.set_time_ms(now_ms);
+    absl::flat_hash_set<std::pair<std::string, int>> owned;
+    double own_util_sum = 0;
+    bool own_util_known = true;
+    int tasks = 0;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      ++tasks;
+      live_keys.insert({id, job.attempt(), t.rank()});
+      for (int g : OwnedGpus(t)) owned.insert({t.node(), g});
+      auto nt = nodes_.find(t.node());
+      if (nt != nodes_.end()) {
+        s.set_cpu_cores(s.cpu_cores() +
+                        std::max(1, nt->second.node.cpu_count()) /
+                            static_cast<double>(std::max(1, t.local_world_size())));
+      }
+      auto ut = task_usage_.find({id, job.attempt(), t.rank()});
+      if (ut == task_usage_.end()) {
+        own_util_known = false;
+        continue;
+      }
+      const v1::TaskUsage& u = ut->second.usage;
+      s.set_cpu_pct(s.cpu_pct() + u.cpu_pct());
+      if (u.gpu_util_pct() >= 0) {
+        own_util_sum += u.gpu_util_pct();
+      } else {
+        own_util_known = false;
+      }
+      if (u.gpu_memory_known()) {
+        s.set_gpu_memory_used_bytes(s.gpu_memory_used_bytes() + u.gpu_memory_bytes());
+      } else {
+        for (int g : OwnedGpus(t)) {
+          const v1::Gpu* gpu = gpu_of(t.node(), g);
+          const int n = std::max(1, tasks_on[{t.node(), g}]);
+          if (gpu != nullptr) {
+            s.set_gpu_memory_used_bytes(s.gpu_memory_used_bytes() +
+                                        gpu->memory_used_bytes() / n);
+          }
+        }
+      }
+    }
+    if (tasks == 0 || owned.empty()) continue;
+    double device_sum = 0;
+    int devices = 0;
+    for (const auto& [node, index] : owned) {
+      const v1::Gpu* gpu = gpu_of(node, index);
+      if (gpu == nullptr) continue;
+      device_sum += gpu->utilization_pct();
+      ++devices;
+      s.set_gpu_memory_total_bytes(s.gpu_memory_total_bytes() + gpu->memory_total_bytes());
+      s.set_tasks_on_gpus(std::max(s.tasks_on_gpus(), tasks_on[{node, index}]));
+    }
+    if (devices == 0) continue;
+    s.set_device_util_pct(device_sum / devices);
+    s.set_gpu_util_pct(own_util_known ? own_util_sum / tasks : s.device_util_pct());
+    s.set_tasks(tasks);
+    std::deque<v1::JobUsageSample>& h = history_[id];
+    h.push_back(std::move(s));
+    while (static_cast<int>(h.size()) > std::max(1, config_.usage_history_samples)) {
+      h.pop_front();
+    }
+    sampled.insert(id);
+  }
+  // Histories of jobs that stopped running are kept for the newest
+  // usage_finished_jobs of them.
+  for (auto it = history_.begin(); it != history_.end(); ++it) {
+    auto at = std::find(finished_history_.begin(), finished_history_.end(), it->first);
+    if (sampled.contains(it->first)) {
+      // Running (again, after a requeue): not up for eviction.
+      if (at != finished_history_.end()) finished_history_.erase(at);
+    } else if (at == finished_history_.end()) {
+      finished_history_.push_back(it->first);
+    }
+  }
+  while (static_cast<int>(finished_history_.size()) >
+         std::max(0, config_.usage_finished_jobs)) {
+    history_.erase(finished_history_.front());
+    finished_history_.pop_front();
+  }
+  // Per-task usage of tasks that are gone.
+  for (auto it = task_usage_.begin(); it != task_usage_.end();) {
+    if (live_keys.contains(it->first)) {
+      ++it;
+    } else {
+      it = task_usage_.erase(it);
+    }
+  }
+  for (auto it = throughput_.begin(); it != throughput_.end();) {
+    if (active_.contains(it->first)) {
+      ++it;
+    } else {
+      throughput_.erase(it++);
+    }
+  }
+
+  // Throughput back-off: a GPU whose auto-packed trials have all settled and
+  // all report throughput gives the packer its aggregate for k trials.
+  absl::flat_hash_map<std::pair<std::string, int>, std::pair<int, double>> agg;
+  absl::flat_hash_set<std::pair<std::string, int>> incomplete;
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    if (!job.spec().auto_pack()) continue;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int g : OwnedGpus(t)) {
+        const std::pair<std::string, int> key{t.node(), g};
+        auto tp = throughput_.find(id);
+        const bool settled =
+            t.start_time_ms() > 0 &&
+            now_ms - t.start_time_ms() >= config_.packer.settle_ms;
+        if (tp == throughput_.end() || !settled) {
+          incomplete.insert(key);
+          continue;
+        }
+        agg[key].first += 1;
+        agg[key].second += tp->second;
+      }
+    }
+  }
+  for (const auto& [key, kv] : agg) {
+    if (incomplete.contains(key)) continue;
+    if (packer_.ObserveThroughput(key.first, key.second, kv.first, kv.second)) {
+      TC_LOG_INFO("auto-pack: GPU {} on {} capped at {} trials: {} trials give "
+                  "{:.1f} samples/s, not enough more than {} did",
+                  key.second, key.first, packer_.Cap(key.first, key.second),
+                  kv.first, kv.second, kv.first - 1);
+    }
+  }
+}
+
+void Coordinator::PackPendingLocked(Deferred& deferred) {
+  std::vector<v1::Job*> pending;
+  for (int64_t id : active_) {
+    v1::Job& job = jobs_.at(id);
+    if (job.state() == v1::JOB_STATE_PENDING && job.spec().auto_pack()) {
+      pending.push_back(&job);
+    }
+  }
+  if (pending.empty()) return;
+  std::stable_sort(pending.begin(), pending.end(), [](const v1::Job* a, const v1::Job* b) {
+    return a->spec().priority() > b->spec().priority();
+  });
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  const sched::ClusterSnapshot snap = SnapshotLocked();
+  std::vector<sched::PackGpu> gpus;
+  absl::flat_hash_map<std::pair<std::string, int>, size_t> slot;
+  for (const sched::NodeState& n : snap.nodes) {
+    const NodeEntry& e = nodes_.at(n.name);
+    for (const sched::GpuState& g : n.gpus) {
+      slot[{n.name, g.index}] = gpus.size();
+      sched::PackGpu& p = gpus.emplace_back();
+      p.node = n.name;
+      p.index = g.index;
+      p.memory_total_bytes = g.memory_total_bytes;
+      p.schedulable = n.schedulable;
+      p.other_reserved_bytes = g.reserved_bytes;
+      for (const v1::Gpu& vg : e.node.gpus()) {
+        if (vg.index() == g.index) p.memory_used_bytes = vg.memory_used_bytes();
+      }
+      auto u = e.util_avg.find(g.index);
+      p.util_pct = u == e.util_avg.end() ? 0 : u->second;
+    }
+  }
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    if (!job.spec().auto_pack()) continue;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int g : OwnedGpus(t)) {
+        auto it = slot.find({t.node(), g});
+        if (it == slot.end()) continue;
+        sched::PackGpu& p = gpus[it->second];
+        p.other_reserved_bytes -= t.reserved_bytes_per_gpu();
+        sched::PackedTrial& trial = p.trials.emplace_back();
+        trial.job_id = id;
+        trial.start_ms = t.start_time_ms() > 0 ? t.start_time_ms() : now_ms;
+        auto ut = task_usage_.find({id, job.attempt(), t.rank()});
+        if (ut != task_usage_.end()) {
+          trial.peak_memory_bytes = ut->second.peak_gpu_memory_bytes;
+        }
+      }
+    }
+  }
+  // Choose() depends only on the GPUs and the memory request, and the GPUs
+  // change only when a trial is placed: a request refused once this pass is
+  // refused again (a sweep's trials share one request, so a long queue costs
+  // one evaluation).
+  absl::flat_hash_map<int64_t, std::string> refused;
+  for (v1::Job* job : pending) {
+    const int64_t request =
+        std::max(job->auto_pack_memory_bytes(), job->spec().gpu_memory_bytes());
+    sched::PackChoice c;
+    if (auto it = refused.find(request); it != refused.end()) {
+      c.reason = it->second;
+    } else {
+      c = packer_.Choose(gpus, request, now_ms);
+    }
+    if (!c.gpu.has_value()) {
+      refused.emplace(request, c.reason);
+      std::string reason = c.reason;
+      if (job->oom_count() > 0) {
+        absl::StrAppendFormat(&reason,
+                              "; it ran out of GPU memory %d time(s) and now "
+                              "asks for %.1f GiB",
+                              job->oom_count(),
+                              job->auto_pack_memory_bytes() / double(int64_t{1} << 30));
+      }
+      job->set_reason(reason);
+      continue;
+    }
+    sched::PackGpu& p = gpus[*c.gpu];
+    sched::Placement placement;
+    placement.nodes.push_back({p.node, {p.index}});
+    placement.reserved_bytes_per_gpu = c.reserved_bytes;
+    TC_LOG_INFO("auto-pack: job {} goes to GPU {} on {} as trial {} there "
+                "(measured {:.0f}% busy, {} MiB used), reserving {} MiB",
+                job->id(), p.index, p.node, p.trials.size() + 1, p.util_pct,
+                p.memory_used_bytes >> 20, c.reserved_bytes >> 20);
+    StartAttemptLocked(*job, placement);
+    p.trials.push_back({job->id(), now_ms, 0});
+    refused.clear();  // The GPUs changed.
+  }
+}
+
+bool Coordinator::RequeueAfterOomLocked(v1::Job& job, const v1::Task& task,
+                                        Deferred& deferred) {
+  if (task.gpu_indices().empty()) return false;
+  const int gpu = task.gpu_indices(0);
+  const NodeEntry* e = nullptr;
+  if (auto it = nodes_.find(task.node()); it != nodes_.end()) e = &it->second;
+  int64_t total = 0;
+  if (e != nullptr) {
+    for (const v1::Gpu& g : e->node.gpus()) {
+      if (g.index() == gpu) total = g.memory_total_bytes();
+    }
+  }
+  const int64_t request = std::max(job.auto_pack_memory_bytes(),
+                                   task.reserved_bytes_per_gpu());
+  if (total <= 0 || request >= total) return false;
+  int64_t peak = 0;
+  if (auto ut = task_usage_.find({job.id(), job.attempt(), task.rank()});
+      ut != task_usage_.end()) {
+    peak = ut->second.peak_gpu_memory_bytes;
+  }
+  // The trial itself has exited; it ran with the live ones.
+  const int trials = AutoPackedOnGpuLocked(task.node(), gpu) + 1;
+  const int64_t next =
+      packer_.OnOutOfMemory(task.node(), gpu, trials, peak, request, total);
+  job.set_auto_pack_memory_bytes(next);
+  job.set_oom_count(job.oom_count() + 1);
+  const std::string why = absl::StrFormat(
+      "attempt %d ran out of GPU memory on GPU %d of %s with %d trials there; "
+      "requeued asking for %.1f GiB, and that GPU now takes at most %d trials",
+      job.attempt(), gpu, task.node(), trials, next / double(int64_t{1} << 30),
+      packer_.Cap(task.node(), gpu));
+  for (v1::Task& t : *job.mutable_tasks()) {
+    if (IsLive(t.state())) StopTaskLocked(job, t);
+  }
+  TransitionLocked(job, v1::JOB_STATE_PENDING, why, deferred).IgnoreError();
+  PersistLocked(job);
+  return true;
 }
 
 }  // namespace trainctl::coord

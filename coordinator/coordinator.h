@@ -38,6 +38,8 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
+#include <tuple>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,10 +58,13 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/asha.h"
+#include "coordinator/diagnosis.h"
 #include "coordinator/rendezvous.h"
+#include "coordinator/sched/packer.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_store.h"
 #include "trainctl/v1/service.pb.h"
+#include "trainctl/v1/telemetry.pb.h"
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
@@ -101,6 +106,17 @@ struct CoordinatorConfig {
   // 5 MB of SQLite rows per job; past it reports are refused with
   // RESOURCE_EXHAUSTED (never silently dropped).
   int64_t max_metric_points_per_job = 100000;
+  // Per-job utilization history (GetJobUsage): every usage_sample_period
+  // Tick() records one sample per job with live tasks from the latest
+  // heartbeats, keeping the newest usage_history_samples (default 2 s x 300
+  // = the last 10 minutes). Histories of ended jobs are kept for the newest
+  // usage_finished_jobs of them.
+  absl::Duration usage_sample_period = absl::Seconds(2);
+  int usage_history_samples = 300;
+  int usage_finished_jobs = 256;
+  // Auto-packing of experiments that opt in (JobSpec.auto_pack).
+  sched::PackerConfig packer;
+  DiagnosisConfig diagnosis;
   // Optional observers for metrics (empty: not called). They run outside the
   // coordinator's lock, on the thread of the call that caused them, so they
   // must be thread-safe and must not call back into the Coordinator.
@@ -299,10 +315,32 @@ class Coordinator {
   // its port only once bound).
   void SetAdvertiseAddress(std::string address);
 
+  // ------------------------------------------------------------ telemetry
+
+  // Utilization history and diagnosis of `job_ids` (empty: every job that
+  // has a history), the newest `max_samples` samples each (0: all). A job
+  // that exists but has no samples yet comes back with none.
+  // Errors: NOT_FOUND naming a requested job that does not exist;
+  // INVALID_ARGUMENT for a negative max_samples.
+  absl::StatusOr<std::vector<v1::JobUsage>> GetJobUsage(
+      const std::vector<int64_t>& job_ids, int max_samples) const;
+
+  // The metric key ReportMetrics forwards to ReportThroughput.
+  static constexpr char kThroughputMetricKey[] = "samples_per_s";
+
+  // The latest throughput a job reports, samples/s (its `samples_per_s`
+  // metric through ReportMetrics, kThroughputMetricKey). The packer compares the sum over the trials of
+  // a GPU as trials are added (back-off on flat or falling throughput).
+  // Errors: NOT_FOUND for an unknown job; INVALID_ARGUMENT for a negative or
+  // non-finite value.
+  absl::Status ReportThroughput(int64_t job_id, double samples_per_s);
+
   // ------------------------------------------------------------ time
 
   // Applies every timeout due at clock->Now(): lost nodes (their tasks fail),
-  // rendezvous and wait deadlines, unanswered log reads. The server calls it
+  // rendezvous and wait deadlines, unanswered log reads; records a usage
+  // sample per running job every usage_sample_period and then retries
+  // pending auto-packed trials (their admission depends on measurements). The server calls it
   // about every 100 ms; tests call it after advancing a FakeClock.
   void Tick();
 
@@ -332,9 +370,18 @@ class Coordinator {
     absl::Time last_heartbeat;
     // Round-robin cursor in the node's MASTER_PORT range.
     int next_port = 0;
+    // GPU index -> utilization smoothed over heartbeats (each new sample
+    // weighs half), 0-100; what the packer looks at.
+    absl::flat_hash_map<int, double> util_avg;
     // The agent fences itself (RegisterNode.fences): each heartbeat is
     // answered with a LeaseGrant.
     bool fences = false;
+  };
+  // The latest usage of one task (job, attempt, rank).
+  struct TaskLive {
+    v1::TaskUsage usage;
+    // Largest per-process GPU memory seen, bytes (0: not measured).
+    int64_t peak_gpu_memory_bytes = 0;
   };
   // A task of an earlier attempt of a job that still holds GPUs.
   struct DrainingTask {
@@ -409,6 +456,18 @@ class Coordinator {
   // Completes waiters of a job that just became final.
   void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records one usage sample per job with live tasks (Tick()).
+  void SampleUsageLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places pending auto-packed trials through the packer.
+  void PackPendingLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An auto-packed trial's task ran out of GPU memory: requeues the job with
+  // a larger memory request and caps its GPU. False when it already had the
+  // whole GPU (the attempt then fails as any other).
+  bool RequeueAfterOomLocked(v1::Job& job, const v1::Task& task,
+                             Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Live auto-packed tasks on GPU `gpu` of `node`.
+  int AutoPackedOnGpuLocked(const std::string& node, int gpu) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::Job Redacted(const v1::Job& job);
   // Redacted, with the running attempt's GPU-hours counted up to now and
   // the job's stored metric points.
@@ -460,6 +519,16 @@ class Coordinator {
   // Metric points stored per job (loaded from the store, then counted as
   // reports arrive; a report reserves its points here before it is stored).
   absl::flat_hash_map<int64_t, int64_t> metric_points_ ABSL_GUARDED_BY(mu_);
+  // Telemetry (issue 4): latest per-task usage, per-job histories (oldest
+  // first), ended jobs whose history is kept (oldest first), reported
+  // throughput, the packer's learned state.
+  std::map<std::tuple<int64_t, int, int>, TaskLive> task_usage_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, std::deque<v1::JobUsageSample>> history_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<int64_t> finished_history_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, double> throughput_ ABSL_GUARDED_BY(mu_);
+  sched::Packer packer_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_usage_sample_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 // True for SUCCEEDED, FAILED and CANCELLED.

@@ -383,6 +383,19 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return new LogStream(core_, *req);
   }
 
+  grpc::ServerUnaryReactor* GetJobUsage(grpc::CallbackServerContext* ctx,
+                                        const v1::GetJobUsageRequest* req,
+                                        v1::GetJobUsageResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<std::vector<v1::JobUsage>> usage = core_->GetJobUsage(
+        {req->job_ids().begin(), req->job_ids().end()}, req->max_samples());
+    if (usage.ok()) {
+      for (v1::JobUsage& u : *usage) *resp->add_jobs() = std::move(u);
+    }
+    reactor->Finish(ToGrpcStatus(usage.status()));
+    return reactor;
+  }
+
  private:
   // The job, once the caller is authenticated and may `action` it.
   // Errors: UNAUTHENTICATED; NOT_FOUND; PERMISSION_DENIED.

@@ -237,6 +237,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
       return Invalid("nodes", absl::StrCat("at most ", kMaxGpus, " GPUs in all"));
     }
   }
+  if (spec.auto_pack() && (spec.gpus() > 1 || spec.nodes() > 0)) {
+    return Invalid("auto_pack",
+                   "only experiments (one process on one GPU) can be "
+                   "auto-packed; drop --gpus/--nodes or --auto-pack");
+  }
   const int t = spec.tasks_per_node();
   if (t < 0) return Invalid("tasks_per_node", "must not be negative");
   if (t > 1 && !(spec.nodes() > 0 && t == spec.gpus_per_node())) {

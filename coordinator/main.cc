@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   std::string metrics_listen;
   std::string checkpoint_root;
   int64_t max_metric_points = trainctl::coord::CoordinatorConfig().max_metric_points_per_job;
+  // Telemetry and auto-packing (issue 4); defaults in CoordinatorConfig.
+  std::string usage_sample = "2s", pack_settle = "20s";
+  int usage_samples = 300, pack_util_target = 90, pack_max = 8;
   trainctl::coord::TlsFiles tls;
   std::string tokens_file;
   std::string etcd_endpoints, etcd_prefix = "/trainctl/", leader_lease = "3s";
@@ -140,6 +143,21 @@ int main(int argc, char** argv) {
       ->check(DurationCheck())->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
+  app.add_option("--usage-sample", usage_sample,
+                 "period of the per-job utilization history (GetJobUsage, top)")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--usage-samples", usage_samples,
+                 "samples kept per job (default 300: 10 minutes at 2 s)")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--auto-pack-settle", pack_settle,
+                 "auto-pack: how long a trial runs before it counts as measured")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--auto-pack-util-target", pack_util_target,
+                 "auto-pack: admit another trial onto a GPU only below this "
+                 "measured utilization, percent")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--auto-pack-max", pack_max, "auto-pack: at most this many trials per GPU")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   // Options may also come from a TOML file, KEY = VALUE per line with KEY a
   // flag's long name (deploy/config/coordinator.conf documents every one; the
   // systemd unit passes /etc/trainctl/coordinator.conf). Flags on the command line
@@ -241,6 +259,11 @@ int main(int argc, char** argv) {
                 config.scheduler.policy.user_gpu_quota.size(),
                 config.scheduler.policy.project_gpu_quota.size());
   }
+  config.usage_sample_period = ToDuration(usage_sample);
+  config.usage_history_samples = usage_samples;
+  config.packer.settle_ms = absl::ToInt64Milliseconds(ToDuration(pack_settle));
+  config.packer.util_target_pct = pack_util_target;
+  config.packer.max_tasks_per_gpu = pack_max;
   auto core = trainctl::coord::Coordinator::Create(config, state_store, &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());

@@ -15,13 +15,24 @@ namespace trainctl::worker {
 namespace {
 
 constexpr int kMaxLogRead = 2 << 20;
+// How much of a failed task's log end is searched for an out-of-memory error.
+constexpr int64_t kOomScanBytes = 64 << 10;
+// What PyTorch and the CUDA runtime print when an allocation fails:
+// torch.cuda.OutOfMemoryError "CUDA out of memory. Tried to allocate ...",
+// cudaErrorMemoryAllocation "CUDA error: out of memory".
+constexpr const char* kOomPatterns[] = {"CUDA out of memory",
+                                        "CUDA error: out of memory",
+                                        "OutOfMemoryError"};
 // Exits re-sent in a registration (RegisterNode.finished_tasks).
 constexpr size_t kRecentExits = 256;
 
 }  // namespace
 
 Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launcher)
-    : config_(std::move(config)), inventory_(inventory), launcher_(launcher) {}
+    : config_(std::move(config)),
+      inventory_(inventory),
+      launcher_(launcher),
+      proc_sampler_(config_.proc_root) {}
 
 absl::Status Agent::Validate() {
   TC_ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, inventory_->ListGpus());
@@ -82,7 +93,77 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
     out->set_temperature_c(s.temperature_c);
     out->set_power_w(s.power_w);
   }
+
+  // Per-task use. Each task leads its own process group (pgid = pid).
+  std::vector<v1::TaskRef> running;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, entry] : tasks_) {
+      if (!entry.exited && entry.ref.pid() > 0) running.push_back(entry.ref);
+    }
+  }
+  if (running.empty()) return hb;
+  std::vector<int> pgids;
+  for (const v1::TaskRef& r : running) pgids.push_back(r.pid());
+  const std::map<int, GroupUsage> groups = proc_sampler_.Sample(pgids);
+  absl::StatusOr<std::vector<ProcessGpuSample>> procs = inventory_->SampleProcesses();
+  if (!procs.ok()) {
+    TC_LOG_WARN("per-process GPU sample failed: {}", procs.status().ToString());
+    procs = std::vector<ProcessGpuSample>{};
+  }
+  for (const v1::TaskRef& r : running) {
+    v1::TaskUsage* u = hb.add_task_usage();
+    u->set_job_id(r.job_id());
+    u->set_attempt(r.attempt());
+    u->set_rank(r.rank());
+    u->set_gpu_util_pct(-1);
+    auto g = groups.find(r.pid());
+    if (g == groups.end()) continue;
+    u->set_cpu_pct(g->second.cpu_pct);
+    u->set_rss_bytes(g->second.rss_bytes);
+    const absl::flat_hash_set<int> members(g->second.pids.begin(), g->second.pids.end());
+    int64_t memory = 0;
+    int util = 0;
+    bool memory_known = false, util_known = false;
+    for (const ProcessGpuSample& p : *procs) {
+      if (!members.contains(p.pid)) continue;
+      if (p.memory_used_bytes >= 0) {
+        memory += p.memory_used_bytes;
+        memory_known = true;
+      }
+      if (p.sm_util_pct >= 0) {
+        util += p.sm_util_pct;
+        util_known = true;
+      }
+    }
+    u->set_gpu_memory_known(memory_known);
+    u->set_gpu_memory_bytes(memory);
+    if (util_known) u->set_gpu_util_pct(std::min(100, util));
+  }
   return hb;
+}
+
+std::string Agent::OutOfMemoryLine(const v1::TaskRef& ref) const {
+  std::ifstream in(LogPath(ref), std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const int64_t size = in.tellg();
+  const int64_t from = std::max<int64_t>(0, size - kOomScanBytes);
+  std::string tail(size - from, '\0');
+  in.seekg(from);
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  tail.resize(std::max<std::streamsize>(0, in.gcount()));
+  for (const char* pattern : kOomPatterns) {
+    const size_t at = tail.rfind(pattern);
+    if (at == std::string::npos) continue;
+    const size_t begin = tail.rfind('\n', at);
+    const size_t end = tail.find('\n', at);
+    std::string line = tail.substr(begin == std::string::npos ? 0 : begin + 1,
+                                   end == std::string::npos ? std::string::npos
+                                                            : end - (begin + 1));
+    if (line.size() > 512) line.resize(512);
+    return line;
+  }
+  return "";
 }
 
 void Agent::Connected(Outbox outbox) {
@@ -140,7 +221,7 @@ std::string Agent::LogPath(const v1::TaskRef& ref) const {
 void Agent::EmitLocked(v1::AgentMessage msg) {
   if (!connected_) {
     // Only task reports are worth keeping across a reconnect.
-    if (msg.has_task_status()) queued_.push_back(std::move(msg));
+    if (msg.has_task_status() || msg.has_task_oom()) queued_.push_back(std::move(msg));
     return;
   }
   // An exit is forgotten once sent: the next registration will not list it.
@@ -256,6 +337,19 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   st->set_log_path(LogPath(it->second.ref));
   TC_LOG_INFO("job {} rank {} exited: code {}, signal {}", std::get<0>(key),
               std::get<2>(key), info.exit_code, info.signal);
+  if (info.exit_code != 0 || info.signal != 0) {
+    // Said before the exit, so the coordinator knows why when the exit comes.
+    std::string line = OutOfMemoryLine(it->second.ref);
+    if (!line.empty()) {
+      v1::AgentMessage oom;
+      v1::TaskOutOfMemory* o = oom.mutable_task_oom();
+      o->set_job_id(it->second.ref.job_id());
+      o->set_attempt(it->second.ref.attempt());
+      o->set_rank(it->second.ref.rank());
+      o->set_line(std::move(line));
+      EmitLocked(std::move(oom));
+    }
+  }
   EmitLocked(std::move(msg));
 }
 

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "trainctl/v1/service.pb.h"
 #include "worker/hw/gpu_inventory.h"
+#include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
 
 namespace trainctl::worker {
@@ -47,6 +48,9 @@ struct AgentConfig {
   // The agent's own environment; a task gets it with the launch environment
   // on top (so site settings such as NCCL_* or PATH pass through).
   std::map<std::string, std::string> base_env;
+  // Where per-task CPU use is read from (proc(5)); tests point it at a fake
+  // tree.
+  std::string proc_root = "/proc";
   // Fence (kill every task) when the lease with the coordinator ends
   // (lease.h): registrations say so (RegisterNode.fences) and the
   // coordinator then answers heartbeats with lease grants.
@@ -74,7 +78,12 @@ class Agent {
   // reported as ended. Errors: UNAVAILABLE from the inventory.
   absl::StatusOr<v1::RegisterNode> Registration();
 
-  // One sample of the offered GPUs. Errors: UNAVAILABLE from the inventory.
+  // One sample of the offered GPUs, and the use of every running task's
+  // process group: CPU (since the previous heartbeat) and resident memory
+  // from /proc, GPU memory and SM utilization of its processes from the
+  // inventory's per-process accounting where it has it.
+  // Errors: UNAVAILABLE from the inventory's Sample() (per-process failures
+  // only leave the GPU figures of the tasks unknown).
   absl::StatusOr<v1::Heartbeat> Heartbeat();
 
   // Attaches the outbox of a newly registered stream and sends the queued
@@ -110,10 +119,14 @@ class Agent {
   void OnExit(const Key& key, ExitInfo info);
   void EmitLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentMessage ReadLog(const v1::ReadLog& read) const;
+  // The line of the end of a task's log that says CUDA ran out of memory;
+  // empty when none does.
+  std::string OutOfMemoryLine(const v1::TaskRef& ref) const;
 
   const AgentConfig config_;
   GpuInventory* const inventory_;
   ProcessLauncher* const launcher_;
+  ProcessGroupSampler proc_sampler_;
 
   mutable absl::Mutex mu_;
   absl::btree_map<Key, TaskEntry> tasks_ ABSL_GUARDED_BY(mu_);

@@ -124,4 +124,15 @@ void FakeGpuInventory::SetFailing(bool failing) {
   failing_ = failing;
 }
 
+absl::StatusOr<std::vector<ProcessGpuSample>> FakeGpuInventory::SampleProcesses() {
+  absl::MutexLock lock(&mu_);
+  if (failing_) return absl::UnavailableError("fake GPU inventory: failing");
+  return process_samples_;
+}
+
+void FakeGpuInventory::SetProcessSamples(std::vector<ProcessGpuSample> samples) {
+  absl::MutexLock lock(&mu_);
+  process_samples_ = std::move(samples);
+}
+
 }  // namespace trainctl::worker

@@ -56,9 +56,14 @@ class FakeGpuInventory : public GpuInventory {
   // Errors: UNAVAILABLE while failing.
   absl::StatusOr<std::vector<GpuSample>> Sample() override;
 
+  // Errors: UNAVAILABLE while failing.
+  absl::StatusOr<std::vector<ProcessGpuSample>> SampleProcesses() override;
+
   // Makes later Sample() calls report `sample` for GPU `sample.index`; an
   // index outside 0..count-1 is ignored.
   void SetSample(const GpuSample& sample);
+  // Makes later SampleProcesses() calls report `samples` (none until set).
+  void SetProcessSamples(std::vector<ProcessGpuSample> samples);
   // Turns failure injection on or off.
   void SetFailing(bool failing);
 
@@ -67,6 +72,7 @@ class FakeGpuInventory : public GpuInventory {
   const std::string node_name_;
   absl::Mutex mu_;
   std::vector<GpuSample> samples_ ABSL_GUARDED_BY(mu_);
+  std::vector<ProcessGpuSample> process_samples_ ABSL_GUARDED_BY(mu_);
   bool failing_ ABSL_GUARDED_BY(mu_) = false;
 };
 

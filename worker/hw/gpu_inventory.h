@@ -36,6 +36,18 @@ struct GpuSample {
   double power_w = 0;
 };
 
+// What one process uses of one GPU (NVML per-process accounting).
+struct ProcessGpuSample {
+  int gpu_index = 0;
+  int pid = 0;
+  // GPU memory the process holds, bytes; -1 when the driver does not say
+  // (e.g. some containers).
+  int64_t memory_used_bytes = -1;
+  // SM utilization of the process over the last sample period, 0-100; -1
+  // when the driver does not give it.
+  int sm_util_pct = -1;
+};
+
 // Lists and samples the host's GPUs. Implementations are thread-safe.
 class GpuInventory {
  public:
@@ -46,6 +58,12 @@ class GpuInventory {
   // One sample of every GPU, in index order.
   // Errors: UNAVAILABLE when the driver cannot be queried.
   virtual absl::StatusOr<std::vector<GpuSample>> Sample() = 0;
+  // The compute processes on every GPU now, with what each uses. The
+  // default (an inventory that cannot tell) returns none.
+  // Errors: UNAVAILABLE when the driver cannot be queried.
+  virtual absl::StatusOr<std::vector<ProcessGpuSample>> SampleProcesses() {
+    return std::vector<ProcessGpuSample>{};
+  }
 };
 
 }  // namespace trainctl::worker

@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <algorithm>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,10 +28,36 @@ constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
 constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
 constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
 constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
 
 struct nvmlDevice_st;
 using nvmlDevice_t = nvmlDevice_st*;
+
+// nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it
+// (nvmlProcessInfo_v2_t in nvml.h); usedGpuMemory is bytes, or
+// NVML_VALUE_NOT_AVAILABLE.
+struct nvmlProcessInfo_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t ABI");
+constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ULL;
+
+// nvmlProcessUtilizationSample_t: percent of the sample period; timeStamp in
+// microseconds (CPU clock).
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32,
+              "nvmlProcessUtilizationSample_t ABI");
 
 // nvmlMemory_t: bytes.
 struct nvmlMemory_t {
@@ -109,6 +136,13 @@ struct NvmlGpuInventory::Api {
   nvmlReturn_t (*DeviceGetMemoryInfoV2)(nvmlDevice_t, nvmlMemory_v2_t*);
   nvmlReturn_t (*DeviceGetNvLinkRemoteDeviceType)(nvmlDevice_t, unsigned int,
                                                   int*);
+  // nvmlDeviceGetComputeRunningProcesses_v3 and
+  // nvmlDeviceGetProcessUtilization (per-process accounting).
+  nvmlReturn_t (*DeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
+                                                   nvmlProcessInfo_t*);
+  nvmlReturn_t (*DeviceGetProcessUtilization)(nvmlDevice_t,
+                                              nvmlProcessUtilizationSample_t*,
+                                              unsigned int*, unsigned long long);
 
   std::string Error(nvmlReturn_t r) const {
     const char* s = ErrorString != nullptr ? ErrorString(r) : nullptr;
@@ -237,6 +271,12 @@ absl::StatusOr<std::unique_ptr<NvmlGpuInventory>> NvmlGpuInventory::Create() {
   api->DeviceGetNvLinkRemoteDeviceType =
       reinterpret_cast<decltype(api->DeviceGetNvLinkRemoteDeviceType)>(
           dlsym(library, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+  api->DeviceGetComputeRunningProcesses =
+      reinterpret_cast<decltype(api->DeviceGetComputeRunningProcesses)>(
+          dlsym(library, "nvmlDeviceGetComputeRunningProcesses_v3"));
+  api->DeviceGetProcessUtilization =
+      reinterpret_cast<decltype(api->DeviceGetProcessUtilization)>(
+          dlsym(library, "nvmlDeviceGetProcessUtilization"));
   const nvmlReturn_t r = api->Init();
   if (r != NVML_SUCCESS) {
     absl::Status error = absl::UnavailableError(absl::StrFormat(
@@ -394,6 +434,67 @@ absl::StatusOr<std::vector<GpuSample>> NvmlGpuInventory::Sample() {
     }
   }
   return samples;
+}
+
+absl::StatusOr<std::vector<ProcessGpuSample>> NvmlGpuInventory::SampleProcesses() {
+  absl::MutexLock lock(&mu_);
+  const Api& api = *api_;
+  std::vector<ProcessGpuSample> out;
+  if (api.DeviceGetComputeRunningProcesses == nullptr) return out;  // Old driver.
+  absl::StatusOr<std::vector<nvmlDevice_t>> devices = Devices(api);
+  if (!devices.ok()) return devices.status();
+  last_util_timestamp_.resize(devices->size(), 0);
+  for (int i = 0; i < static_cast<int>(devices->size()); ++i) {
+    nvmlDevice_t device = (*devices)[i];
+    // The process list can grow between the two calls: retry with room.
+    std::vector<nvmlProcessInfo_t> procs(16);
+    nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
+    for (int attempt = 0; attempt < 4 && r == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+      unsigned int count = static_cast<unsigned int>(procs.size());
+      r = api.DeviceGetComputeRunningProcesses(device, &count, procs.data());
+      if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+        procs.resize(count + 16);
+      } else {
+        procs.resize(r == NVML_SUCCESS ? count : 0);
+      }
+    }
+    if (r != NVML_SUCCESS) {
+      if (IsUnsupported(r)) continue;
+      return NvmlError(api, "nvmlDeviceGetComputeRunningProcesses_v3", i, r);
+    }
+    const size_t first = out.size();
+    for (const nvmlProcessInfo_t& p : procs) {
+      ProcessGpuSample& s = out.emplace_back();
+      s.gpu_index = i;
+      s.pid = static_cast<int>(p.pid);
+      s.memory_used_bytes = p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE
+                                ? -1
+                                : static_cast<int64_t>(p.usedGpuMemory);
+    }
+    if (api.DeviceGetProcessUtilization == nullptr || out.size() == first) continue;
+    // Samples newer than the last call's newest; the newest per process wins.
+    unsigned int count = 0;
+    r = api.DeviceGetProcessUtilization(device, nullptr, &count,
+                                        last_util_timestamp_[i]);
+    if (r != NVML_ERROR_INSUFFICIENT_SIZE || count == 0) continue;
+    std::vector<nvmlProcessUtilizationSample_t> util(count);
+    r = api.DeviceGetProcessUtilization(device, util.data(), &count,
+                                        last_util_timestamp_[i]);
+    if (r != NVML_SUCCESS) continue;  // NOT_FOUND: no new samples.
+    util.resize(count);
+    std::sort(util.begin(), util.end(), [](const auto& a, const auto& b) {
+      return a.timeStamp < b.timeStamp;
+    });
+    for (const nvmlProcessUtilizationSample_t& u : util) {
+      last_util_timestamp_[i] = std::max(last_util_timestamp_[i], u.timeStamp);
+      for (size_t k = first; k < out.size(); ++k) {
+        if (out[k].pid == static_cast<int>(u.pid)) {
+          out[k].sm_util_pct = static_cast<int>(std::min(100u, u.smUtil));
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace trainctl::worker

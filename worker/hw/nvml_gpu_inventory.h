@@ -39,6 +39,11 @@ class NvmlGpuInventory : public GpuInventory {
   // boards) are reported as 0.
   // Errors: UNAVAILABLE as for ListGpus().
   absl::StatusOr<std::vector<GpuSample>> Sample() override;
+  // Per-process memory (nvmlDeviceGetComputeRunningProcesses_v3) and SM
+  // utilization (nvmlDeviceGetProcessUtilization, newer samples than the
+  // previous call's). Returns none where the driver lacks the call.
+  // Errors: UNAVAILABLE when NVML fails otherwise.
+  absl::StatusOr<std::vector<ProcessGpuSample>> SampleProcesses() override;
 
   // Implementation detail: the NVML entry points, defined in the .cc file.
   struct Api;
@@ -49,6 +54,8 @@ class NvmlGpuInventory : public GpuInventory {
   absl::Mutex mu_;
   void* const library_;              // dlopen handle.
   const std::unique_ptr<Api> api_ ABSL_PT_GUARDED_BY(mu_);
+  // Per GPU, the newest process-utilization timestamp seen (microseconds).
+  std::vector<unsigned long long> last_util_timestamp_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainctl::worker
