@@ -1694,6 +1694,13 @@ CoordinatorStats Coordinator::Stats() const {
   absl::MutexLock lock(&mu_);
   stats.jobs_by_state = jobs_by_state_;
   stats.pending_jobs = jobs_by_state_[v1::JOB_STATE_PENDING];
+  stats.pending_by_queue["default"] = 0;
+  for (const auto& q : config_.scheduler.policy.queues) stats.pending_by_queue[q.name] = 0;
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    if (job.state() != v1::JOB_STATE_PENDING) continue;
+    ++stats.pending_by_queue[job.spec().queue().empty() ? "default" : job.spec().queue()];
+  }
   for (const auto& [name, e] : nodes_) {
     const bool ready = e.node.state() == v1::NODE_STATE_READY;
     if (ready) ++stats.nodes_ready;

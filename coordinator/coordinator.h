@@ -163,8 +163,11 @@ struct CoordinatorStats {
   // Jobs per state, indexed by v1::JobState (UNSPECIFIED stays 0); counts
   // every job the coordinator knows, finished history included.
   std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state{};
-  // Jobs waiting to be scheduled (PENDING). There is one queue for now.
+  // Jobs waiting to be scheduled (PENDING).
   int64_t pending_jobs = 0;
+  // The same by named queue (JobSpec.queue; "" counts as "default"). Queues
+  // of the scheduler config with nothing pending are listed with 0.
+  std::map<std::string, int64_t> pending_by_queue;
   int nodes_ready = 0;
   int nodes_lost = 0;
   // Every GPU of every known node, ordered by node name then as registered.

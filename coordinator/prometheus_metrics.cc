@@ -89,7 +89,7 @@ PrometheusMetrics::PrometheusMetrics()
     if (s == v1::JOB_STATE_UNSPECIFIED || !v1::JobState_IsValid(s)) continue;
     jobs_->Add({{"state", StateLabel(static_cast<v1::JobState>(s))}});
   }
-  queue_length_->Add({{"queue", "default"}});
+  queue_series_["default"] = &queue_length_->Add({{"queue", "default"}});
   nodes_->Add({{"state", "ready"}});
   nodes_->Add({{"state", "lost"}});
 }
@@ -125,8 +125,14 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
     jobs_->Add({{"state", StateLabel(static_cast<v1::JobState>(s))}})
         .Set(static_cast<double>(stats.jobs_by_state[s]));
   }
-  queue_length_->Add({{"queue", "default"}})
-      .Set(static_cast<double>(stats.pending_jobs));
+  // Queues seen before and absent now read 0 (a queue removed from the
+  // config keeps its series until restart).
+  for (auto& [queue, gauge] : queue_series_) gauge->Set(0);
+  for (const auto& [queue, pending] : stats.pending_by_queue) {
+    prometheus::Gauge*& gauge = queue_series_[queue];
+    if (gauge == nullptr) gauge = &queue_length_->Add({{"queue", queue}});
+    gauge->Set(static_cast<double>(pending));
+  }
   nodes_->Add({{"state", "ready"}}).Set(stats.nodes_ready);
   nodes_->Add({{"state", "lost"}}).Set(stats.nodes_lost);
 

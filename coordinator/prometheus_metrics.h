@@ -102,6 +102,7 @@ class PrometheusMetrics {
   std::mutex mu_;  // Guards the two maps (Refresh() against itself).
   std::map<prometheus::Labels, GpuGauges> gpu_series_;
   std::map<prometheus::Labels, prometheus::Gauge*> job_series_;
+  std::map<std::string, prometheus::Gauge*> queue_series_;  // by queue name
 
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
