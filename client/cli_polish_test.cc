@@ -269,7 +269,9 @@ TEST(WalkCommandsTest, WalkCommands_Subcommand_HasOwnAndProgramOptions) {
       EXPECT_TRUE(o.takes_value);
       EXPECT_EQ(o.choices, (std::vector<std::string>{"table", "json"}));
     }
-    if (o.names.back() == "--wait") EXPECT_FALSE(o.takes_value);
+    if (o.names.back() == "--wait") {
+      EXPECT_FALSE(o.takes_value);
+    }
   }
   EXPECT_EQ(names,
             (std::vector<std::string>{"-h,--help", "-o,--output", "--wait",

@@ -74,8 +74,8 @@ absl::StatusOr<sched::PolicyConfig> PolicyFromProto(
       last = t;
     }
   }
-  if (file.has_backfill()) policy.backfill = file.backfill();
-  if (file.has_preemption()) policy.preemption = file.preemption();
+  policy.backfill = !file.disable_backfill();
+  policy.preemption = !file.disable_preemption();
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < file.queues_size(); ++i) {
     const v1::QueueSpec& q = file.queues(i);

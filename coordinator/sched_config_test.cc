@@ -27,7 +27,7 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
   const std::string path = WriteFile("sched.textproto", R"pb(
     order: "fifo"
-    backfill: false
+    disable_backfill: true
     queues { name: "default" }
     queues { name: "prod" weight: 3 }
     user_quotas { name: "*" gpus: 16 }
@@ -51,7 +51,7 @@ TEST(SchedConfigTest, LoadSchedulerConfig_Json_SameMessage) {
   const std::string path = WriteFile(
       "sched.json",
       R"({"order": "las", "lasThresholdsGpuS": [100, 200],
-          "queues": [{"name": "a", "weight": 2}], "preemption": false})");
+          "queues": [{"name": "a", "weight": 2}], "disablePreemption": true})");
   absl::StatusOr<sched::PolicyConfig> p = LoadSchedulerConfig(path);
   TC_ASSERT_OK(p);
   EXPECT_EQ(p->order, sched::QueueOrder::kLas);
