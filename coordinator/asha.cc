@@ -22,7 +22,7 @@ absl::Status ValidateEarlyStop(const v1::JobSpec& spec) {
   const v1::EarlyStop& c = spec.early_stop();
   if (spec.sweep_id().empty()) {
     return absl::InvalidArgumentError(
-        "early_stop: only for sweep trials (sweep_id is empty)");
+        "spec.early_stop: only for sweep trials (spec.sweep_id is empty)");
   }
   const std::string& m = c.metric();
   if (m.empty() || m.size() > 128 ||
@@ -31,25 +31,25 @@ absl::Status ValidateEarlyStop(const v1::JobSpec& spec) {
                ch == '/' || ch == '-';
       })) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "early_stop.metric: \"", m,
+        "spec.early_stop.metric: \"", m,
         "\" must be 1-128 bytes of letters, digits and _ . : / -"));
   }
   if (c.mode() != "min" && c.mode() != "max") {
     return absl::InvalidArgumentError(
-        absl::StrCat("early_stop.mode: must be \"min\" or \"max\", got \"", c.mode(), "\""));
+        absl::StrCat("spec.early_stop.mode: must be \"min\" or \"max\", got \"", c.mode(), "\""));
   }
   if (c.grace_steps() < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("early_stop.grace_steps: must be >= 1, got ", c.grace_steps()));
+        absl::StrCat("spec.early_stop.grace_steps: must be >= 1, got ", c.grace_steps()));
   }
   if (c.reduction_factor() < 0 || c.reduction_factor() == 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "early_stop.reduction_factor: must be >= 2 (0 means 3), got ",
+        "spec.early_stop.reduction_factor: must be >= 2 (0 means 3), got ",
         c.reduction_factor()));
   }
   if (c.max_steps() < 0 || (c.max_steps() > 0 && c.max_steps() <= c.grace_steps())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "early_stop.max_steps: must be 0 (no limit) or past grace_steps (",
+        "spec.early_stop.max_steps: must be 0 (no limit) or past grace_steps (",
         c.grace_steps(), "), got ", c.max_steps()));
   }
   return absl::OkStatus();

@@ -474,7 +474,6 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
   TC_RETURN_IF_ERROR(ValidateJobSpec(spec, config_.scheduler.policy));
-  TC_RETURN_IF_ERROR(ValidateEarlyStop(spec));
   if (request_id.size() > kMaxRequestIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));

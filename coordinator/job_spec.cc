@@ -1,5 +1,7 @@
 #include "coordinator/job_spec.h"
 
+#include "coordinator/asha.h"
+
 #include <cmath>
 
 #include "absl/strings/ascii.h"
@@ -255,7 +257,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                    "--pack/--spread place the ranks of a gang (--gpus > 1 or "
                    "--nodes); this job is one process");
   }
-  return absl::OkStatus();
+  return ValidateEarlyStop(spec);
 }
 
 v1::JobKind KindOf(const v1::JobSpec& spec) {
