@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/testing/fake_agent_connection.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -24,28 +25,7 @@ using ::trainctl::testing::StatusIs;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-class FakeConnection : public AgentConnection {
- public:
-  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
-  void Close(const absl::Status& status) override {}
-
-  std::vector<v1::StartTask> Starts() const {
-    std::vector<v1::StartTask> out;
-    for (const auto& m : sent) {
-      if (m.has_start_task()) out.push_back(m.start_task());
-    }
-    return out;
-  }
-  std::vector<v1::StopTask> Stops() const {
-    std::vector<v1::StopTask> out;
-    for (const auto& m : sent) {
-      if (m.has_stop_task()) out.push_back(m.stop_task());
-    }
-    return out;
-  }
-
-  std::vector<v1::CoordinatorMessage> sent;
-};
+using FakeConnection = ::trainctl::coord::testing::FakeAgentConnection;
 
 v1::RegisterNode NodeReg(const std::string& name, int gpus) {
   v1::RegisterNode reg;

@@ -3,6 +3,7 @@
 // no threads, no sleeps.
 
 #include "coordinator/coordinator.h"
+#include "coordinator/testing/fake_agent_connection.h"
 
 #include <map>
 #include <memory>
@@ -27,29 +28,7 @@ using ::trainctl::testing::StatusIs;
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 // Records what the coordinator sends to one agent.
-class FakeConnection : public AgentConnection {
- public:
-  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
-  void Close(const absl::Status& status) override { closed = status; }
-
-  std::vector<v1::StartTask> Starts() const {
-    std::vector<v1::StartTask> out;
-    for (const auto& m : sent) {
-      if (m.has_start_task()) out.push_back(m.start_task());
-    }
-    return out;
-  }
-  std::vector<v1::StopTask> Stops() const {
-    std::vector<v1::StopTask> out;
-    for (const auto& m : sent) {
-      if (m.has_stop_task()) out.push_back(m.stop_task());
-    }
-    return out;
-  }
-
-  std::vector<v1::CoordinatorMessage> sent;
-  absl::Status closed;
-};
+using FakeConnection = ::trainctl::coord::testing::FakeAgentConnection;
 
 v1::RegisterNode NodeReg(const std::string& name, int gpus, int64_t mem = 80 * kGiB) {
   v1::RegisterNode reg;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/testing/fake_agent_connection.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,14 +26,7 @@ using ::trainctl::testing::StatusIs;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-class FakeConnection : public AgentConnection {
- public:
-  void Send(const v1::CoordinatorMessage& msg) override {
-    if (msg.has_start_task()) starts.push_back(msg.start_task());
-  }
-  void Close(const absl::Status&) override {}
-  std::vector<v1::StartTask> starts;
-};
+using FakeConnection = ::trainctl::coord::testing::FakeAgentConnection;
 
 v1::RegisterNode NodeReg(const std::string& name, int gpus) {
   v1::RegisterNode reg;
@@ -92,7 +86,7 @@ class ExperimentRecordTest : public ::testing::Test {
     spec.add_command("python");
     auto id = core_->SubmitJob(spec, "");
     EXPECT_THAT(id, ::trainctl::testing::IsOk());
-    Agent(Status(conn_->starts.back(), v1::TASK_STATE_RUNNING));
+    Agent(Status(conn_->Starts().back(), v1::TASK_STATE_RUNNING));
     return *id;
   }
 
@@ -102,7 +96,7 @@ class ExperimentRecordTest : public ::testing::Test {
 
   // A report as the job's current rank 0 sends it (its launch env's token).
   v1::ReportMetricsRequest FromRank0(std::vector<v1::MetricPoint> points) {
-    const v1::StartTask& start = conn_->starts.back();
+    const v1::StartTask start = conn_->Starts().back();
     v1::ReportMetricsRequest req;
     req.set_job_id(start.task().job_id());
     req.set_attempt(start.task().attempt());
@@ -180,8 +174,8 @@ TEST_F(ExperimentRecordTest, ReportMetrics_OldAttempt_PermissionDenied) {
   const int64_t id = SubmitRunning(spec);
   const v1::ReportMetricsRequest old = FromRank0({Point("loss", 1, 1)});
   // Attempt 0 fails; attempt 1 starts with a new token.
-  Agent(Status(conn_->starts.back(), v1::TASK_STATE_EXITED, 1));
-  ASSERT_THAT(conn_->starts, SizeIs(2));
+  Agent(Status(conn_->Starts().back(), v1::TASK_STATE_EXITED, 1));
+  ASSERT_THAT(conn_->Starts(), SizeIs(2));
   EXPECT_THAT(core_->ReportMetrics(old),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("current attempt (1)")));
   TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point("loss", 1, 1)})));
@@ -234,11 +228,11 @@ TEST_F(ExperimentRecordTest, CheckpointDir_RestartedAttempt_GetsSameDirectory) {
   spec.set_max_restarts(1);
   const int64_t id = SubmitRunning(spec);
   const std::string want = absl::StrCat("/shared/ckpt/", id);
-  EXPECT_EQ(conn_->starts[0].env().at("TRAINCTL_CHECKPOINT_DIR"), want);
-  Agent(Status(conn_->starts[0], v1::TASK_STATE_EXITED, 1));
-  ASSERT_THAT(conn_->starts, SizeIs(2));
-  EXPECT_EQ(conn_->starts[1].task().attempt(), 1);
-  EXPECT_EQ(conn_->starts[1].env().at("TRAINCTL_CHECKPOINT_DIR"), want);
+  EXPECT_EQ(conn_->Starts()[0].env().at("TRAINCTL_CHECKPOINT_DIR"), want);
+  Agent(Status(conn_->Starts()[0], v1::TASK_STATE_EXITED, 1));
+  ASSERT_THAT(conn_->Starts(), SizeIs(2));
+  EXPECT_EQ(conn_->Starts()[1].task().attempt(), 1);
+  EXPECT_EQ(conn_->Starts()[1].env().at("TRAINCTL_CHECKPOINT_DIR"), want);
   EXPECT_EQ(core_->GetJob(id)->checkpoint_dir(), want);
 }
 
@@ -248,11 +242,11 @@ TEST_F(ExperimentRecordTest, Attempts_FailThenSucceed_OutcomesExitCodesGpuHours)
   const int64_t id = SubmitRunning(spec);
   // Attempt 0 holds 1 GPU for 30 min, then exits 3: 0.5 GPU-hours.
   clock_.Advance(absl::Minutes(30));
-  Agent(Status(conn_->starts[0], v1::TASK_STATE_EXITED, 3));
+  Agent(Status(conn_->Starts()[0], v1::TASK_STATE_EXITED, 3));
   // Attempt 1 runs 1 h and succeeds: 1.0 GPU-hours.
-  Agent(Status(conn_->starts[1], v1::TASK_STATE_RUNNING));
+  Agent(Status(conn_->Starts()[1], v1::TASK_STATE_RUNNING));
   clock_.Advance(absl::Hours(1));
-  Agent(Status(conn_->starts[1], v1::TASK_STATE_EXITED, 0));
+  Agent(Status(conn_->Starts()[1], v1::TASK_STATE_EXITED, 0));
 
   const v1::Job job = *core_->GetJob(id);
   ASSERT_THAT(job.attempts(), SizeIs(2));
@@ -324,7 +318,7 @@ TEST_F(ExperimentRecordTest, EarlyStop_WorseTrialAtRung_CancelledWithReason) {
   TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point("val_loss", 0.7, 10)})));
   EXPECT_EQ(core_->GetJob(third)->state(), v1::JOB_STATE_CANCELLED);
   EXPECT_THAT(core_->GetJob(third)->reason(), HasSubstr("cutoff 0.6"));
-  Agent(Status(conn_->starts.back(), v1::TASK_STATE_EXITED, 143));
+  Agent(Status(conn_->Starts().back(), v1::TASK_STATE_EXITED, 143));
   const int64_t fourth = SubmitRunning(spec);
   TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point("val_loss", 0.5, 10)})));
   EXPECT_EQ(core_->GetJob(fourth)->state(), v1::JOB_STATE_RUNNING);

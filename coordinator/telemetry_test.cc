@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/testing/fake_agent_connection.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,14 +23,7 @@ using ::trainctl::testing::StatusIs;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-class FakeConnection : public AgentConnection {
- public:
-  void Send(const v1::CoordinatorMessage& msg) override {
-    if (msg.has_start_task()) starts.push_back(msg.start_task());
-  }
-  void Close(const absl::Status&) override {}
-  std::vector<v1::StartTask> starts;
-};
+using FakeConnection = ::trainctl::coord::testing::FakeAgentConnection;
 
 class TelemetryTest : public ::testing::Test {
  protected:
@@ -69,7 +63,7 @@ class TelemetryTest : public ::testing::Test {
   // The agent says the task of start `i` runs.
   void Running(int i) {
     v1::AgentMessage msg;
-    *msg.mutable_task_status()->mutable_task() = conn_.starts[i].task();
+    *msg.mutable_task_status()->mutable_task() = conn_.Starts()[i].task();
     msg.mutable_task_status()->mutable_task()->set_pid(1000 + i);
     msg.mutable_task_status()->set_state(v1::TASK_STATE_RUNNING);
     Send(msg);
@@ -83,7 +77,7 @@ class TelemetryTest : public ::testing::Test {
     g->set_index(0);
     g->set_utilization_pct(util);
     g->set_memory_used_bytes(used);
-    for (const v1::StartTask& s : conn_.starts) {
+    for (const v1::StartTask& s : conn_.Starts()) {
       v1::TaskUsage* u = msg.mutable_heartbeat()->add_task_usage();
       u->set_job_id(s.task().job_id());
       u->set_attempt(s.task().attempt());
@@ -174,23 +168,23 @@ TEST_F(TelemetryTest, AutoPack_AdmitsTrialsOneAtATimeWhileMeasurementsLeaveRoom)
   const int64_t t3 = Submit(true);
   // The empty GPU takes the first trial at once; the others wait for it to
   // be measured.
-  ASSERT_THAT(conn_.starts, SizeIs(1));
-  EXPECT_EQ(conn_.starts[0].task().job_id(), t1);
+  ASSERT_THAT(conn_.Starts(), SizeIs(1));
+  EXPECT_EQ(conn_.Starts()[0].task().job_id(), t1);
   Running(0);
   Run(10, 40, 8 * kGiB, 8 * kGiB);
-  EXPECT_THAT(conn_.starts, SizeIs(1));
+  EXPECT_THAT(conn_.Starts(), SizeIs(1));
   EXPECT_THAT(core_->GetJob(t2)->reason(), HasSubstr("settle"));
   // 20 s: trial 1 settled at 40 % and 8 GiB; trial 2 is admitted, reserving
   // 8 GiB x 1.25 = 10 GiB.
   Run(10, 40, 8 * kGiB, 8 * kGiB);
-  ASSERT_THAT(conn_.starts, SizeIs(2));
-  EXPECT_EQ(conn_.starts[1].task().job_id(), t2);
+  ASSERT_THAT(conn_.Starts(), SizeIs(2));
+  EXPECT_EQ(conn_.Starts()[1].task().job_id(), t2);
   EXPECT_EQ(core_->GetJob(t2)->tasks(0).reserved_bytes_per_gpu(), 10 * kGiB);
-  EXPECT_EQ(conn_.starts[1].env().at("CUDA_VISIBLE_DEVICES"), "GPU-a-0");
+  EXPECT_EQ(conn_.Starts()[1].env().at("CUDA_VISIBLE_DEVICES"), "GPU-a-0");
   Running(1);
   // Both settled, but the GPU is now 95 % busy: trial 3 waits.
   Run(30, 95, 16 * kGiB, 8 * kGiB);
-  EXPECT_THAT(conn_.starts, SizeIs(2));
+  EXPECT_THAT(conn_.Starts(), SizeIs(2));
   EXPECT_THAT(core_->GetJob(t3)->reason(), HasSubstr("utilization"));
 }
 
@@ -200,7 +194,7 @@ TEST_F(TelemetryTest, AutoPack_OutOfMemory_RequeuesWithLargerRequestAndCapsGpu) 
   Running(0);
   Run(22, 40, 8 * kGiB, 8 * kGiB);
   const int64_t t2 = Submit(true);
-  ASSERT_THAT(conn_.starts, SizeIs(2));
+  ASSERT_THAT(conn_.Starts(), SizeIs(2));
   Running(1);
   Heartbeat(60, 18 * kGiB, 9 * kGiB);
   // Trial 2 runs out of memory: the agent says so, then reports the exit.
@@ -211,7 +205,7 @@ TEST_F(TelemetryTest, AutoPack_OutOfMemory_RequeuesWithLargerRequestAndCapsGpu) 
   oom.mutable_task_oom()->set_line("torch.OutOfMemoryError: CUDA out of memory.");
   Send(oom);
   v1::AgentMessage exit;
-  *exit.mutable_task_status()->mutable_task() = conn_.starts[1].task();
+  *exit.mutable_task_status()->mutable_task() = conn_.Starts()[1].task();
   exit.mutable_task_status()->set_state(v1::TASK_STATE_EXITED);
   exit.mutable_task_status()->set_exit_code(1);
   Send(exit);
@@ -226,7 +220,7 @@ TEST_F(TelemetryTest, AutoPack_OutOfMemory_RequeuesWithLargerRequestAndCapsGpu) 
   EXPECT_THAT(job.reason(), HasSubstr("ran out of GPU memory 1 time(s)"));
   // Trial 1 still runs alone; trial 2 does not come back next to it.
   Run(30, 40, 8 * kGiB, 8 * kGiB);
-  EXPECT_THAT(conn_.starts, SizeIs(2));
+  EXPECT_THAT(conn_.Starts(), SizeIs(2));
   EXPECT_THAT(core_->GetJob(t2)->reason(), HasSubstr("limit"));
   EXPECT_EQ(core_->GetJob(t1)->state(), v1::JOB_STATE_RUNNING);
 }
@@ -241,13 +235,13 @@ TEST_F(TelemetryTest, AutoPack_FlatThroughput_StopsAddingTrials) {
   Running(0);
   TC_ASSERT_OK(core_->ReportThroughput(t1, 1000));
   Run(12, 40, 8 * kGiB, 8 * kGiB);  // 1 trial, 1000 samples/s; trial 2 admitted.
-  ASSERT_THAT(conn_.starts, SizeIs(2));
+  ASSERT_THAT(conn_.Starts(), SizeIs(2));
   Running(1);
   // Two trials give 500 + 520 = 1020 samples/s: +2 %, below the 5 % gain.
   TC_ASSERT_OK(core_->ReportThroughput(t1, 500));
   TC_ASSERT_OK(core_->ReportThroughput(t2, 520));
   Run(20, 50, 16 * kGiB, 8 * kGiB);
-  EXPECT_THAT(conn_.starts, SizeIs(2));
+  EXPECT_THAT(conn_.Starts(), SizeIs(2));
   EXPECT_THAT(core_->GetJob(t3)->reason(), HasSubstr("limit"));
   EXPECT_THAT(core_->ReportThroughput(t1, -1),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
