@@ -499,21 +499,31 @@ class SchedulePass {
     // A preemptible job the holder may preempt (MayPreempt's rule) cannot
     // delay it either.
     if (!policy_.preemption || !job.preemptible) return false;
-    if (job.priority != holder_priority_) return job.priority < holder_priority_;
-    return LasLevel(policy_, job.attained_gpu_s) > holder_level_ ||
-           job.submit_seq > holder_submit_seq_;
+    return OutranksForPreemption(holder_priority_, holder_level_,
+                                 holder_submit_seq_, job.priority,
+                                 LasLevel(policy_, job.attained_gpu_s),
+                                 job.submit_seq);
+  }
+
+  // Whether a job of (priority, LAS level, submit_seq) `a` may preempt a
+  // preemptible job `b`: lower priority, or equal priority and a deeper
+  // level; with overtake_preemption also equal priority and level and `b`
+  // submitted later. Jobs of one level do not preempt each other by default:
+  // they would take turns at every scheduling event (LAS's round robin at
+  // event granularity), paying a restart each time.
+  bool OutranksForPreemption(int a_priority, int a_level, int64_t a_seq,
+                             int b_priority, int b_level, int64_t b_seq) const {
+    if (b_priority != a_priority) return b_priority < a_priority;
+    if (b_level != a_level) return b_level > a_level;
+    return policy_.overtake_preemption && b_seq > a_seq;
   }
 
   // Whether `job` may preempt running job `r`.
   bool MayPreempt(const JobRequest& job, const RunningJob& r) const {
     if (!r.preemptible) return false;
-    if (r.priority < job.priority) return true;
-    if (r.priority > job.priority) return false;
-    if (LasLevel(policy_, r.attained_gpu_s) >
-        LasLevel(policy_, job.attained_gpu_s)) {
-      return true;
-    }
-    return r.submit_seq > job.submit_seq;  // It overtook `job`.
+    return OutranksForPreemption(
+        job.priority, LasLevel(policy_, job.attained_gpu_s), job.submit_seq,
+        r.priority, LasLevel(policy_, r.attained_gpu_s), r.submit_seq);
   }
 
   // Frees (sign -1) or re-takes (+1) the GPUs of running job `r` in nodes_.
