@@ -142,6 +142,23 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
   return state;
 }
 
+absl::StatusOr<std::vector<v1::Job>> EtcdStateStore::ReadJobs(
+    const std::vector<int64_t>& ids) {
+  std::vector<v1::Job> out;
+  for (int64_t id : ids) {
+    int64_t revision = 0;
+    absl::Status s = ForEach(absl::StrFormat("%sjobs/%020d", prefix_, id), &revision,
+                             [&](const std::string& v) {
+                               if (!out.emplace_back().ParseFromString(v)) {
+                                 return absl::DataLossError("job record does not parse");
+                               }
+                               return absl::OkStatus();
+                             });
+    if (!s.ok()) return s;
+  }
+  return out;
+}
+
 absl::Status EtcdStateStore::AppendMetrics(
     int64_t job_id, const std::vector<v1::MetricPoint>& points) {
   if (job_id <= 0) return absl::InvalidArgumentError("job_id must be > 0");

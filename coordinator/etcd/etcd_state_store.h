@@ -56,6 +56,16 @@ class EtcdStateStore : public StateStore {
   // that does not parse; UNAVAILABLE when etcd does not answer.
   absl::StatusOr<StoredState> Load() override;
 
+  // One Range per id, each at the latest revision (ids are fixed-width keys,
+  // so a key's prefix range holds only that key). LoadSummarized is the
+  // default: Load() and a split (etcd keeps no summary columns; an HA
+  // coordinator still parses every record at start, but keeps only the
+  // summaries of retired jobs in memory afterwards).
+  // Errors: UNAVAILABLE when etcd does not answer; DATA_LOSS for a record
+  // that does not parse.
+  absl::StatusOr<std::vector<v1::Job>> ReadJobs(
+      const std::vector<int64_t>& ids) override;
+
   // Errors: as PutJob; INVALID_ARGUMENT for job_id <= 0 or an empty key.
   absl::Status AppendMetrics(int64_t job_id,
                              const std::vector<v1::MetricPoint>& points) override;
