@@ -17,6 +17,8 @@
 #    (no job matches: the whole finished index is filtered) and `trainctl describe` of the oldest, middle and newest job
 #    (GetJob of a finished job), 5 runs each, median; the whole CLI process
 #    (connect + call + print) as a user sees it, and RSS again after them.
+#    `trainctl list` on the empty coordinator is the floor (process start,
+#    connect, one call).
 # --out defaults to bench/results/history.json; "-" prints only.
 set -euo pipefail
 
@@ -69,7 +71,8 @@ median_ms() {
   printf '%s\n' "${runs[@]}" | sort -n | sed -n 3p | awk '{printf "%.1f", $1 / 1000}'
 }
 
-# Starts the coordinator on $1 ("probe" as $2: also time CLI reads), waits for its "listening" line; sets M_NS
+# Starts the coordinator on $1 ("probe" as $2: also time CLI reads; "floor":
+# only `trainctl list`), waits for its "listening" line; sets M_NS
 # (nanoseconds to listen), M_RSS and M_HWM (KiB) and stops it.
 measure() {
   local dir=$1 log=$1.log t0 port=
@@ -87,6 +90,9 @@ measure() {
   rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$COORD_PID/status")
   hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$COORD_PID/status")
   M_LAT=
+  if [[ ${2:-} == floor ]]; then
+    M_LAT="\"list_ms\": $(median_ms "$port" list)"
+  fi
   if [[ ${2:-} == probe ]]; then
     local mid=$(((JOBS + 1) / 2))
     M_LAT="\"list_ms\": $(median_ms "$port" list),"
@@ -101,8 +107,8 @@ measure() {
   M_NS=$((t1 - t0)) M_RSS=$rss M_HWM=$hwm
 }
 
-measure "$WORK/empty"
-empty_s=$M_NS empty_rss=$M_RSS empty_hwm=$M_HWM
+measure "$WORK/empty" floor
+empty_s=$M_NS empty_rss=$M_RSS empty_hwm=$M_HWM empty_lat=$M_LAT
 measure "$WORK/history" probe
 hist_s=$M_NS hist_rss=$M_RSS hist_hwm=$M_HWM hist_lat=$M_LAT
 load_end=$(cut -d' ' -f1 /proc/loadavg)
@@ -119,7 +125,8 @@ doc = {
   "sqlite_file_bytes": $db_bytes,
   "sqlite_bytes_per_job": round($db_bytes / jobs, 1),
   "empty_coordinator": {"rss_bytes": empty, "hwm_bytes": $empty_hwm * 1024,
-                        "start_s": round($empty_s / 1e9, 3)},
+                        "start_s": round($empty_s / 1e9, 3),
+                        "cli_reads": {$empty_lat}},
   "with_history": {"rss_bytes": rss, "hwm_bytes": $hist_hwm * 1024,
                    "start_s": round($hist_s / 1e9, 3)},
   "cli_reads": {$hist_lat},
