@@ -240,14 +240,17 @@ TEST_P(StateStoreConformanceTest, ReadJobs_KnownAndUnknownIds_InAskedOrderUnknow
   TC_ASSERT_OK(store->PutJob(MakeJob(1, v1::JOB_STATE_SUCCEEDED)));
   TC_ASSERT_OK(store->PutJob(MakeJob(2, v1::JOB_STATE_FAILED)));
   TC_ASSERT_OK(store->PutJob(MakeJob(12, v1::JOB_STATE_CANCELLED)));
+  TC_ASSERT_OK(store->PutJob(MakeJob(500, v1::JOB_STATE_SUCCEEDED)));
   store = Open();
-  auto jobs = store->ReadJobs({12, 99, 1});
+  // Job 2 lies between asked ids and is not returned; 99 is not stored.
+  auto jobs = store->ReadJobs({12, 99, 500, 1});
   TC_ASSERT_OK(jobs);
-  ASSERT_THAT(*jobs, SizeIs(2));
+  ASSERT_THAT(*jobs, SizeIs(3));
   EXPECT_EQ((*jobs)[0].id(), 12);
   EXPECT_EQ((*jobs)[0].state(), v1::JOB_STATE_CANCELLED);
-  EXPECT_EQ((*jobs)[1].id(), 1);
-  EXPECT_EQ((*jobs)[1].spec().command(1).size(), 1000u);
+  EXPECT_EQ((*jobs)[1].id(), 500);
+  EXPECT_EQ((*jobs)[2].id(), 1);
+  EXPECT_EQ((*jobs)[2].spec().command(1).size(), 1000u);
   auto none = store->ReadJobs({});
   TC_ASSERT_OK(none);
   EXPECT_THAT(*none, SizeIs(0));

@@ -56,8 +56,9 @@ class EtcdStateStore : public StateStore {
   // that does not parse; UNAVAILABLE when etcd does not answer.
   absl::StatusOr<StoredState> Load() override;
 
-  // One Range per id, each at the latest revision (ids are fixed-width keys,
-  // so a key's prefix range holds only that key). LoadSummarized is the
+  // Ids at most 16 apart are read as one key range (ids are fixed-width
+  // keys, so key order is id order), all ranges at one revision; a page of
+  // ListJobs is a few Range calls. LoadSummarized is the
   // default: Load() and a split (etcd keeps no summary columns; an HA
   // coordinator still parses every record at start, but keeps only the
   // summaries of retired jobs in memory afterwards).
@@ -80,6 +81,10 @@ class EtcdStateStore : public StateStore {
   // (0: the latest; set to the revision read).
   absl::Status ForEach(const std::string& prefix, int64_t* revision,
                        const std::function<absl::Status(const std::string&)>& on_value);
+  // The same over the keys in [begin, end).
+  absl::Status ForRange(const std::string& begin, const std::string& end,
+                        int64_t* revision,
+                        const std::function<absl::Status(const std::string&)>& on_value);
 
   EtcdConnection* conn_;
   std::string prefix_;
