@@ -282,6 +282,29 @@ TEST_P(HistoryTest, RetiredJob_CancelWaitWhy_AnswerAsBefore) {
   EXPECT_THAT(core_->GetMetrics(req), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
 }
 
+TEST_P(HistoryTest, GetLogsAsync_RetiredJob_AsksItsAgentForTheRankLog) {
+  RunHistory(*this, *core_);
+  core_->Tick();
+  const size_t sent = conns_["a"]->sent.size();
+  bool answered = false;
+  core_->GetLogsAsync(2, 0, 0, 0, [&](absl::StatusOr<v1::GetLogsResponse>) {
+    answered = true;
+  });
+  // The record read from the store names rank 0's node: its agent is asked.
+  ASSERT_EQ(conns_["a"]->sent.size(), sent + 1);
+  const v1::CoordinatorMessage& msg = conns_["a"]->sent.back();
+  ASSERT_TRUE(msg.has_read_log());
+  EXPECT_EQ(msg.read_log().task().job_id(), 2);
+  EXPECT_EQ(msg.read_log().task().rank(), 0);
+  EXPECT_FALSE(answered);
+  // A rank the job never had is NOT_FOUND, as before.
+  absl::Status missing;
+  core_->GetLogsAsync(2, 5, 0, 0, [&](absl::StatusOr<v1::GetLogsResponse> r) {
+    missing = r.status();
+  });
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kNotFound, ::testing::HasSubstr("no rank 5")));
+}
+
 TEST_P(HistoryTest, SubmitJob_RequestIdOfRetiredJob_ReturnsItAlsoAfterRestart) {
   RunHistory(*this, *core_);
   core_->Tick();
