@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
                  "num_gpu_p_node,...)")
       ->required();
   app.add_option("--policy", policy_name,
-                 "las | las-tiresias | fifo | fifo-backfill | srtf | srsf | tiresias")
+                 "las | las-tiresias | las-overtake | fifo | fifo-backfill | srtf | srsf | tiresias")
       ->required();
   app.add_option("--compat", compat,
                  "cost model of an artifact to reproduce: 'muri' (restart "

@@ -60,7 +60,8 @@ struct Job {
 std::string NodeName(int n) { return absl::StrCat("n", n); }
 
 // The sched::Scheduler policy of `policy` (kFifo, kFifoBackfill, kLas,
-// kLasTiresias). kLas is the scheduler's default PolicyConfig untouched;
+// kLasTiresias, kLasOvertake). kLas is the scheduler's default PolicyConfig
+// untouched; kLasOvertake is it with overtake_preemption;
 // kLasTiresias is the default of before (Tiresias's two thresholds from
 // `tiresias`, preemption of same-level jobs that overtook).
 sched::SchedulerConfig LibConfig(Policy policy,
@@ -68,7 +69,8 @@ sched::SchedulerConfig LibConfig(Policy policy,
   sched::SchedulerConfig c;
   c.wait_reasons = false;
   sched::PolicyConfig& p = c.policy;
-  const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias;
+  const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias ||
+                   policy == Policy::kLasOvertake;
   p.order = las ? sched::QueueOrder::kLas : sched::QueueOrder::kFifo;
   p.backfill = policy != Policy::kFifo;
   p.preemption = las;
@@ -76,6 +78,7 @@ sched::SchedulerConfig LibConfig(Policy policy,
     p.las_thresholds_gpu_s = tiresias.thresholds_gpu_s;
     p.overtake_preemption = true;
   }
+  if (policy == Policy::kLasOvertake) p.overtake_preemption = true;
   return c;
 }
 
@@ -101,10 +104,11 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
   if (name == "fifo-backfill") return Policy::kFifoBackfill;
   if (name == "las") return Policy::kLas;
   if (name == "las-tiresias") return Policy::kLasTiresias;
+  if (name == "las-overtake") return Policy::kLasOvertake;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown policy '", name,
-      "'; expected one of las, las-tiresias, srtf, srsf, tiresias, fifo, "
-      "fifo-backfill"));
+      "'; expected one of las, las-tiresias, las-overtake, srtf, srsf, "
+      "tiresias, fifo, fifo-backfill"));
 }
 
 double RestartOverheadS(int num_gpu, const std::string& model) {
@@ -254,8 +258,10 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   const bool lib = !compat && (policy == Policy::kFifo ||
                                policy == Policy::kFifoBackfill ||
                                policy == Policy::kLas ||
-                               policy == Policy::kLasTiresias);
-  const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias;
+                               policy == Policy::kLasTiresias ||
+                               policy == Policy::kLasOvertake);
+  const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias ||
+                   policy == Policy::kLasOvertake;
   if (compat && las) {
     return absl::InvalidArgumentError(
         "--policy las and las-tiresias have no Muri counterpart; run them "
@@ -508,7 +514,8 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       case Policy::kFifo:
       case Policy::kFifoBackfill:
       case Policy::kLas:
-      case Policy::kLasTiresias: {
+      case Policy::kLasTiresias:
+      case Policy::kLasOvertake: {
         if (lib) {
           decision = LibDecide(lib_scheduler, cluster, jobs, runnable,
                                kSimGpuBytes, las);

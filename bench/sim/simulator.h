@@ -41,7 +41,7 @@ namespace trainctl::sim {
 // job preemptible, jobs keep their GPUs until preempted: no migration);
 // las-tiresias = the default of before (Tiresias's thresholds 3250/7200
 // GPU-s and preemption of same-level jobs that overtook), kept to measure
-// the change. Under --compat muri, fifo and fifo-backfill keep
+// the change; las-overtake = las with overtake_preemption. Under --compat muri, fifo and fifo-backfill keep
 // muri_policy.h's yarn-placement baselines.
 enum class Policy {
   kSrtf,
@@ -50,12 +50,13 @@ enum class Policy {
   kFifo,
   kFifoBackfill,
   kLas,
-  kLasTiresias
+  kLasTiresias,
+  kLasOvertake
 };
 enum class CostModel { kOurs, kMuri };
 
 // Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill", "las",
-// "las-tiresias". Errors: InvalidArgument naming the accepted names.
+// "las-tiresias", "las-overtake". Errors: InvalidArgument naming the accepted names.
 absl::StatusOr<Policy> ParsePolicy(const std::string& name);
 
 struct SimConfig {

@@ -200,8 +200,9 @@ struct PolicyConfig {
   // (3250, 7200) nearly every job ends up in the last level, served FIFO; a
   // geometric ladder keeps ranking jobs by attained service across the whole
   // tail, which approximates shortest-remaining-first without knowing
-  // durations. Measured in bench/sim/README.md (avg JCT 0.54-0.95x the
-  // published Tiresias on 7 of 8 Muri traces, 1.02-1.61x with 3250/7200).
+  // durations. Measured in bench/README.md (avg JCT 0.58-0.95x the
+  // published Tiresias on 7 of 8 Muri traces, 1.39x on trace3; the default
+  // of before, 3250/7200 with the old overtake rule, was 1.02-1.61x).
   std::vector<double> las_thresholds_gpu_s = {3250,   13000,  52000,
                                               208000, 832000, 3328000};
   // False: strict FIFO, nothing starts while an earlier job waits for GPUs.
@@ -215,9 +216,14 @@ struct PolicyConfig {
   // True: a blocked job may also preempt preemptible jobs of its priority and
   // LAS level that overtook it (submitted later, started first), and such
   // jobs may backfill onto the head-of-queue reservation. False (default):
-  // preemption only across priorities and LAS levels. Measured on the Muri
-  // traces (bench/sim/README.md), true preempts 5-15x more often (jobs of
-  // one level take turns at every event) for a 1.3-1.6x worse avg JCT.
+  // preemption only across priorities and LAS levels, so jobs of one level
+  // do not take turns and a job preempted once waits for its level's turn.
+  // Measured on the Muri traces (bench/README.md, sim policy las-overtake):
+  // true preempts 1.4-1.7x as often for an avg JCT 0.85-1.06x of false
+  // (better on 6 of 8 traces, most on trace3). Before this field existed,
+  // the rule also let a job preempt later-submitted jobs of a *shallower*
+  // level, and jobs took turns at every event (121 k preemptions on trace2
+  // vs 15 k now).
   bool overtake_preemption = false;
   // Named queues. Empty: one queue "default" of weight 1. A job's queue ""
   // is "default".
