@@ -12,14 +12,21 @@
 //   start_p99_us      emitted (the spawn, on the agent's side)
 //   cycle_p50_us,     StartTask -> EXITED report (spawn, the process's whole
 //   cycle_p99_us      life, reaping, the report)
+//   agent_cpu_us_per_task  CPU time of this process (the agent's side) per
+//                     task, and of the tasks themselves (the shim and what it
+//   task_cpu_us_per_task   runs; reaped children): steadier than wall time
+//                     on a shared machine
 //
 // Cases: shim:0/1 (tasks started directly, or through trainctl-task-shim as
 // trainctl-agent does by default); cmd:0 `true`, cmd:1 the Slurm comparison's
 // job `sh -c 'date +%s%N > FILE'`.
 //
 // Flags (besides Google Benchmark's): --shim=PATH of trainctl-task-shim
-// (default: next to this binary); --smoke: 20 tasks per iteration.
+// (default: next to this binary); --dir=DIR for the task logs (default
+// $TMPDIR: compare a disk with tmpfs, /dev/shm, to see what creating each
+// task's log directory and file costs); --smoke: 20 tasks per iteration.
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +64,16 @@ using worker::PosixProcessLauncher;
 int g_tasks = 1000;
 constexpr int kSlots = 8;
 std::string g_shim;
+std::string g_dir;  // --dir: where logs and stamps go (default $TMPDIR)
+
+// CPU seconds (user + system) of this process, or of its reaped children
+// (the tasks, with their own children).
+double CpuSeconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -139,11 +156,12 @@ v1::CoordinatorMessage StartMessage(int64_t job, int gpu, bool date_cmd,
 void BM_AgentLaunch(benchmark::State& state) {
   const bool shim = state.range(0) != 0;
   const bool date_cmd = state.range(1) != 0;
-  const fs::path dir = fs::temp_directory_path() /
+  const fs::path dir = (g_dir.empty() ? fs::temp_directory_path() : fs::path(g_dir)) /
                        absl::StrCat("trainctl-launch-bench-", getpid());
   std::vector<double> start_us, cycle_us;
   int64_t next_job = 1;
   int failed = 0;
+  double agent_cpu = 0, task_cpu = 0;
   for (auto _ : state) {
     state.PauseTiming();
     fs::remove_all(dir);
@@ -163,6 +181,8 @@ void BM_AgentLaunch(benchmark::State& state) {
     agent.Connected([&recorder](const v1::AgentMessage& m) { recorder.Record(m); });
     std::map<int64_t, absl::Time> sent;
     std::map<int64_t, int> gpu_of;
+    const double self0 = CpuSeconds(RUSAGE_SELF);
+    const double children0 = CpuSeconds(RUSAGE_CHILDREN);
     state.ResumeTiming();
 
     int started = 0, done = 0;
@@ -181,6 +201,8 @@ void BM_AgentLaunch(benchmark::State& state) {
     }
 
     state.PauseTiming();
+    agent_cpu += CpuSeconds(RUSAGE_SELF) - self0;
+    task_cpu += CpuSeconds(RUSAGE_CHILDREN) - children0;
     for (const auto& [job, at] : sent) {
       start_us.push_back(absl::ToDoubleMicroseconds(recorder.RunningAt(job) - at));
       cycle_us.push_back(absl::ToDoubleMicroseconds(recorder.ExitedAt(job) - at));
@@ -198,6 +220,9 @@ void BM_AgentLaunch(benchmark::State& state) {
   state.counters["start_p99_us"] = Percentile(start_us, 99);
   state.counters["cycle_p50_us"] = Percentile(cycle_us, 50);
   state.counters["cycle_p99_us"] = Percentile(cycle_us, 99);
+  const double tasks = static_cast<double>(state.iterations() * g_tasks);
+  state.counters["agent_cpu_us_per_task"] = agent_cpu * 1e6 / tasks;
+  state.counters["task_cpu_us_per_task"] = task_cpu * 1e6 / tasks;
   state.counters["failed"] = failed;
   if (failed > 0) state.SkipWithError("some tasks exited non-zero");
 }
@@ -217,6 +242,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--smoke") {
       trainctl::bench::g_tasks = 20;
+    } else if (arg.rfind("--dir=", 0) == 0) {
+      trainctl::bench::g_dir = arg.substr(6);
     } else if (arg.rfind("--shim=", 0) == 0) {
       trainctl::bench::g_shim = arg.substr(7);
     } else {
