@@ -2,7 +2,8 @@
 # trainctl vs Slurm 22.05 on this machine, same run (issue 7, part 1).
 #
 #   bench/slurm/compare.sh BIN_DIR [--jobs 500] [--concurrency 8] [--out FILE]
-#                          [--rounds 1] [--no-slurm] [--tiny]
+#                          [--rounds 1] [--coordinator-args "ARGS"]
+#                          [--no-slurm] [--tiny]
 #
 # Starts trainctl (trainctl-coordinator, state under $TMPDIR, + one
 # trainctl-agent with 8 fake GPUs) and, when slurmctld is installed, Slurm
@@ -19,7 +20,9 @@
 # call) is measured first and every submit->start latency is also given as a
 # multiple of its p50. Same job shape on both sides: one GPU each
 # (`--gpus 1` / `--gres=gpu:1`) of 8 (`--fake-gpus 8` / `Gres=gpu:8`).
-# Prints a table, writes --out (default bench/results/slurm_compare.json;
+# --coordinator-args: extra flags for trainctl-coordinator (e.g. "--sync
+# normal" to see what the default per-write fsync costs; recorded in the
+# JSON). Prints a table, writes --out (default bench/results/slurm_compare.json;
 # "-" prints only).
 # Installs nothing: `apt-get install slurm-wlm slurmctld slurmd slurm-client
 # munge` first for the Slurm half (needs root for munge and mknod).
@@ -33,6 +36,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 JOBS=500
 CONC=8
 ROUNDS=1
+COORD_ARGS=
 OUT=$ROOT/bench/results/slurm_compare.json
 SLURM=auto
 while (($#)); do
@@ -40,6 +44,7 @@ while (($#)); do
     --jobs) JOBS=$2; shift 2 ;;
     --concurrency) CONC=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --coordinator-args) COORD_ARGS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-slurm) SLURM=no; shift ;;
     --tiny) JOBS=20; shift ;;
@@ -93,8 +98,9 @@ fi
 
 # ------------------------------------------------------------------ trainctl
 mkdir -p "$WORK/tc-state" "$WORK/tc-logs"
+# shellcheck disable=SC2086  # COORD_ARGS is a list of flags.
 "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/tc-state" \
-  --log-level warn >"$WORK/coordinator.log" 2>&1 &
+  --log-level warn $COORD_ARGS >"$WORK/coordinator.log" 2>&1 &
 PIDS+=($!)
 port=
 for _ in $(seq 1 300); do
@@ -192,10 +198,10 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
-python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" \
+python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" "$COORD_ARGS" \
   "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
 import json, os, statistics, sys
-out, work, slurm, l0, l1, rounds, commit = sys.argv[1:]
+out, work, slurm, l0, l1, rounds, coord_args, commit = sys.argv[1:]
 rounds = int(rounds)
 floor = None
 if os.path.exists(os.path.join(work, "floor.json")):
@@ -245,6 +251,7 @@ for mode in ("cli", "batch"):
         ratios[mode] = r
 doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
        "slurm": slurm == "yes", "rounds": rounds,
+       "coordinator_args": coord_args,
        "job_shape": "one GPU each of 8 (trainctl --gpus 1 on --fake-gpus 8; "
                     "sbatch --gres=gpu:1 on Gres=gpu:8)",
        "transport_floor_us": floor,
