@@ -243,7 +243,8 @@ class Session {
   void EnableProgress() { progress_ = true; }
   // Submits every trial of a sweep as a job of `base` with the trial's
   // command and params, spec.sweep_id, name "<name>-<i>" and request id
-  // "<sweep_id>-<i>" (so running it again submits nothing twice).
+  // "<sweep_id>-<i>" (so running it again submits nothing twice). Up to 32
+  // trials are in flight at once, so job ids need not follow trial order.
   int Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
             const std::string& sweep_id, const std::string& name);
   int SweepList(bool json);
