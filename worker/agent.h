@@ -80,7 +80,8 @@ class Agent {
   absl::Status Validate();
 
   // The first message of a stream: node inventory and the tasks not yet
-  // reported as ended. Errors: UNAVAILABLE from the inventory.
+  // reported as ended (one being launched is listed with pid 0).
+  // Errors: UNAVAILABLE from the inventory.
   absl::StatusOr<v1::RegisterNode> Registration();
 
   // One sample of the offered GPUs, and the use of every running task's
