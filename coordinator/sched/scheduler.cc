@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -132,6 +134,8 @@ struct ClusterShape {
   int max_gpus_on_node = 0;
   int64_t max_gpu_memory_bytes = 0;
   std::vector<int> gpus_on_node;
+  // nodes_with_at_least[k]: nodes with k or more usable GPUs (k <= max).
+  std::vector<int> nodes_with_at_least;
 
   explicit ClusterShape(const ClusterSnapshot& cluster) {
     node_count = static_cast<int>(cluster.nodes.size());
@@ -146,12 +150,16 @@ struct ClusterShape {
             std::max(max_gpu_memory_bytes, gpu.memory_total_bytes);
       }
     }
+    nodes_with_at_least.assign(max_gpus_on_node + 2, 0);
+    for (int gpus : gpus_on_node) ++nodes_with_at_least[gpus];
+    for (int k = max_gpus_on_node - 1; k >= 0; --k) {
+      nodes_with_at_least[k] += nodes_with_at_least[k + 1];
+    }
   }
 
   int NodesWithAtLeast(int gpus) const {
-    return static_cast<int>(std::count_if(gpus_on_node.begin(),
-                                          gpus_on_node.end(),
-                                          [gpus](int n) { return n >= gpus; }));
+    if (gpus > max_gpus_on_node) return 0;
+    return nodes_with_at_least[std::max(gpus, 0)];
   }
 
   bool CouldEverHold(const Layout& layout) const {
@@ -322,10 +330,13 @@ class SchedulePass {
                const std::vector<JobRequest>& queue)
       : config_(config),
         policy_(config.policy),
+        indexed_(!config.linear_search),
         shape_(cluster),
         nodes_(cluster.nodes),
-        running_(cluster.running) {
+        running_(cluster.running),
+        queue_(queue) {
     held_.reserve(nodes_.size());
+    node_index_.reserve(nodes_.size());
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       const NodeState& node = nodes_[n];
       held_.emplace_back(node.gpus.size(), false);
@@ -337,12 +348,12 @@ class SchedulePass {
         total_bytes_ += static_cast<double>(gpu.memory_total_bytes);
       }
     }
-    for (const JobRequest& job : queue) pending_.insert({job.job_id, false});
     evicted_.assign(running_.size(), false);
     for (const RunningJob& r : running_) {
       const Usage u = UsageOf(r.placement);
       AddUsage(QueueName(r.queue), r.user, r.project, u, +1);
     }
+    if (indexed_) BuildIndexes();
   }
 
   // Decides every job of `queue`; decisions in scheduling order.
@@ -351,11 +362,19 @@ class SchedulePass {
     explain_id_ = explain_id;
     explanation_ = explanation;
     // One list per queue, configured queues first.
+    // A job with its order key, worked out once.
+    struct Entry {
+      std::tuple<int, int, int64_t> key;
+      const JobRequest* job;
+    };
     struct QueueList {
       std::string name;
       double weight = 1.0;
-      std::vector<const JobRequest*> jobs;
+      std::vector<Entry> jobs;
       size_t next = 0;
+      // DominantShare(name) / weight as of usage_version_ == share_version.
+      double share = 0;
+      int64_t share_version = -1;
     };
     std::vector<QueueList> lists;
     absl::flat_hash_map<std::string, size_t> list_of;
@@ -364,16 +383,18 @@ class SchedulePass {
       lists.push_back({q.name, q.weight > 0 ? q.weight : 1.0, {}, 0});
     }
     for (const JobRequest& job : queue) {
-      const std::string name(QueueName(job.queue));
-      auto [it, added] = list_of.insert({name, lists.size()});
-      if (added) lists.push_back({name, 1.0, {}, 0});
-      lists[it->second].jobs.push_back(&job);
+      const absl::string_view name = QueueName(job.queue);
+      auto it = list_of.find(name);
+      if (it == list_of.end()) {
+        it = list_of.emplace(std::string(name), lists.size()).first;
+        lists.push_back({std::string(name), 1.0, {}, 0});
+      }
+      lists[it->second].jobs.push_back(Entry{OrderKey(job), &job});
     }
     for (QueueList& list : lists) {
-      std::stable_sort(list.jobs.begin(), list.jobs.end(),
-                       [this](const JobRequest* a, const JobRequest* b) {
-                         return OrderKey(*a) < OrderKey(*b);
-                       });
+      std::stable_sort(
+          list.jobs.begin(), list.jobs.end(),
+          [](const Entry& a, const Entry& b) { return a.key < b.key; });
     }
     std::vector<Decision> decisions;
     decisions.reserve(queue.size());
@@ -382,19 +403,22 @@ class SchedulePass {
       std::tuple<int, int, double, int64_t> best_key;
       for (QueueList& list : lists) {
         if (list.next == list.jobs.size()) continue;
-        const JobRequest& head = *list.jobs[list.next];
-        const auto [neg_priority, level, seq] = OrderKey(head);
-        auto key = std::make_tuple(neg_priority, level,
-                                   lists.size() == 1
-                                       ? 0.0
-                                       : DominantShare(list.name) / list.weight,
-                                   seq);
+        const auto [neg_priority, level, seq] = list.jobs[list.next].key;
+        double share = 0.0;
+        if (lists.size() > 1) {
+          if (list.share_version != usage_version_) {
+            list.share = DominantShare(list.name) / list.weight;
+            list.share_version = usage_version_;
+          }
+          share = list.share;
+        }
+        auto key = std::make_tuple(neg_priority, level, share, seq);
         if (best == nullptr || key < best_key) {
           best = &list;
           best_key = key;
         }
       }
-      const JobRequest& job = *best->jobs[best->next++];
+      const JobRequest& job = *best->jobs[best->next++].job;
       decisions.push_back(Decide(job, static_cast<int>(decisions.size()) + 1));
     }
     return decisions;
@@ -440,6 +464,7 @@ class SchedulePass {
 
   void AddUsage(absl::string_view queue, const std::string& user,
                 const std::string& project, const Usage& u, int sign) {
+    ++usage_version_;
     Usage& q = queue_usage_[std::string(queue)];
     q.gpus += sign * u.gpus;
     q.bytes += sign * u.bytes;
@@ -530,7 +555,42 @@ class SchedulePass {
             0, gpu.reserved_bytes + sign * r.placement.reserved_bytes_per_gpu);
         gpu.task_count = std::max(0, gpu.task_count + sign);
       }
+      NodeChanged(it->second);
     }
+  }
+
+  // Whether any running job not yet evicted is one `job` may preempt
+  // (MayPreempt), in O(log priorities) instead of O(running jobs).
+  bool AnyMayBePreempted(const JobRequest& job) {
+    if (!preemptible_summary_) {
+      preemptible_summary_.emplace();
+      for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
+        const RunningJob& r = running_[i];
+        if (evicted_[i] || !r.preemptible) continue;
+        auto [it, added] = preemptible_summary_->insert(
+            {r.priority, {LasLevel(policy_, r.attained_gpu_s), r.submit_seq}});
+        if (!added) {
+          it->second.first =
+              std::max(it->second.first, LasLevel(policy_, r.attained_gpu_s));
+          it->second.second = std::max(it->second.second, r.submit_seq);
+        }
+      }
+    }
+    if (preemptible_summary_->empty()) return false;
+    if (preemptible_summary_->begin()->first < job.priority) return true;
+    auto it = preemptible_summary_->find(job.priority);
+    if (it == preemptible_summary_->end()) return false;
+    return it->second.first > LasLevel(policy_, job.attained_gpu_s) ||
+           it->second.second > job.submit_seq;
+  }
+
+  // Whether `preemptor` is a job of this call's queue not placed yet.
+  bool WaitsForPreemptor(int64_t preemptor) {
+    if (queued_ids_.empty()) {
+      queued_ids_.reserve(queue_.size());
+      for (const JobRequest& j : queue_) queued_ids_.insert(j.job_id);
+    }
+    return queued_ids_.contains(preemptor) && !placed_.contains(preemptor);
   }
 
   bool FitsNow(const JobRequest& job, bool honor_hold) const {
@@ -543,14 +603,15 @@ class SchedulePass {
   // their GPUs in nodes_, marks them evicted and returns their ids.
   std::optional<std::vector<int64_t>> TryPreempt(const JobRequest& job,
                                                  bool honor_hold) {
+    if (preemption_searches_ >= policy_.max_preemption_searches) {
+      return std::nullopt;
+    }
+    if (!AnyMayBePreempted(job)) return std::nullopt;
     std::vector<int> candidates;
     for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
       if (!evicted_[i] && MayPreempt(job, running_[i])) candidates.push_back(i);
     }
     if (candidates.empty()) return std::nullopt;
-    if (preemption_searches_ >= policy_.max_preemption_searches) {
-      return std::nullopt;
-    }
     ++preemption_searches_;
     // Lowest rank first: lowest priority, deepest LAS level, latest submit.
     std::sort(candidates.begin(), candidates.end(), [this](int a, int b) {
@@ -586,6 +647,7 @@ class SchedulePass {
     }
     victims.push_back(chosen.back());
     std::vector<int64_t> ids;
+    preemptible_summary_.reset();
     for (int v : victims) {
       evicted_[v] = true;
       const RunningJob& r = running_[v];
@@ -641,7 +703,7 @@ class SchedulePass {
   void Account(const JobRequest& job, const Placement& placement) {
     AddUsage(QueueName(job.queue), job.user, job.project, UsageOf(placement),
              +1);
-    pending_[job.job_id] = true;  // placed
+    placed_.insert(job.job_id);
   }
 
   bool Place(const JobRequest& job, bool honor_hold, Placement& placement) {
@@ -682,8 +744,7 @@ class SchedulePass {
       return decision;
     }
     if (job.preempted_for != 0) {
-      auto it = pending_.find(job.preempted_for);
-      if (it != pending_.end() && !it->second) {
+      if (WaitsForPreemptor(job.preempted_for)) {
         decision.outcome = Outcome::kRetryLater;
         decision.reason = absl::StrFormat(
             "was preempted for job %d and waits until it starts",
@@ -732,9 +793,7 @@ class SchedulePass {
     }
     decision.outcome = Outcome::kRetryLater;
     if (config_.wait_reasons || job.job_id == explain_id_) {
-      decision.reason = job.kind == JobKind::kExperiment
-                            ? ExperimentWaitReason(job)
-                            : GangWaitReason(job);
+      decision.reason = WaitReason(job);
     }
     if (!policy_.backfill && fifo_blocker_ == 0) fifo_blocker_ = job.job_id;
     if (!hold_taken_) {
@@ -769,9 +828,8 @@ class SchedulePass {
         quota && decision.outcome == Outcome::kRetryLater) {
       e.quota = *quota;
     }
-    if (job.preempted_for != 0) {
-      auto it = pending_.find(job.preempted_for);
-      if (it != pending_.end() && !it->second) e.preempted_for = job.preempted_for;
+    if (job.preempted_for != 0 && WaitsForPreemptor(job.preempted_for)) {
+      e.preempted_for = job.preempted_for;
     }
     if (hold_taken_) {
       e.reservation_job = holder_job_id_;
@@ -862,6 +920,40 @@ class SchedulePass {
   // The best-fit GPU for `job` now, skipping held GPUs if `honor_hold`.
   std::optional<GpuRef> FindExperimentGpu(const JobRequest& job,
                                           bool honor_hold) const {
+    return indexed_ ? FindExperimentGpuIndexed(job, honor_hold)
+                    : FindExperimentGpuLinear(job, honor_hold);
+  }
+
+  // FindExperimentGpu from the indexes: in each memory class the first GPU
+  // with free bytes >= the reservation is that class's best fit (the key
+  // orders by free bytes, then the same ties as the linear scan); the best
+  // of the classes wins. O(classes x log GPUs), plus the held GPUs skipped.
+  std::optional<GpuRef> FindExperimentGpuIndexed(const JobRequest& job,
+                                                 bool honor_hold) const {
+    std::optional<GpuRef> best;
+    // (room left after placing, then ExpKey's ties).
+    std::tuple<int64_t, int, int, int, int, int> best_key;
+    for (const MemoryClass& c : classes_) {
+      const int64_t want = ReservationBytes(job, c.memory_bytes);
+      auto it = c.gpus.lower_bound(ExpKey{want, INT32_MIN, INT32_MIN,
+                                          INT32_MIN, INT32_MIN, INT32_MIN});
+      for (; it != c.gpus.end(); ++it) {
+        const auto& [free, whole_free, rank, index, n, g] = *it;
+        if (honor_hold && IsHeld(n, g)) continue;
+        auto key = std::make_tuple(free - want, whole_free, rank, index, n, g);
+        if (!best || key < best_key) {
+          best = GpuRef{n, g};
+          best_key = key;
+        }
+        break;
+      }
+    }
+    return best;
+  }
+
+  // The reference: every GPU of the cluster, O(GPUs).
+  std::optional<GpuRef> FindExperimentGpuLinear(const JobRequest& job,
+                                                bool honor_hold) const {
     std::optional<GpuRef> best;
     // (room left after placing, whole free GPUs on the node, name, index).
     std::tuple<int64_t, int, absl::string_view, int> best_key;
@@ -898,13 +990,53 @@ class SchedulePass {
     ++gpu.task_count;
     placement.nodes.push_back(NodeAssignment{node.name, {gpu.index}});
     placement.reserved_bytes_per_gpu = want;
+    NodeChanged(ref->node);
     return true;
   }
 
-  std::string ExperimentWaitReason(const JobRequest& job) const {
+  // What a waiting experiment's reason depends on besides its shape.
+  struct ExperimentFacts {
+    // It would fit now but for the hold.
+    bool blocked_by_hold = false;
+    // Some GPU has room for it but runs max_tasks_per_gpu tasks.
+    bool task_limited = false;
+    // The most free bytes on any GPU.
+    int64_t max_free = 0;
+  };
+
+  ExperimentFacts ExperimentWaitFacts(const JobRequest& job) const {
+    ExperimentFacts f;
     if (hold_taken_ && FindExperimentGpu(job, /*honor_hold=*/false)) {
-      return BlockedByHoldReason();
+      f.blocked_by_hold = true;
+      return f;
     }
+    if (indexed_) {
+      for (const MemoryClass& c : classes_) {
+        if (c.free_all.empty()) continue;
+        const int64_t most = *c.free_all.rbegin();
+        f.max_free = std::max(f.max_free, most);
+        if (ReservationBytes(job, c.memory_bytes) <= most) {
+          f.task_limited = true;
+        }
+      }
+      return f;
+    }
+    for (const NodeState& node : nodes_) {
+      if (!node.schedulable) continue;
+      for (const GpuState& gpu : node.gpus) {
+        if (!IsUsable(gpu)) continue;
+        f.max_free = std::max(f.max_free, FreeBytes(gpu));
+        if (ReservationBytes(job, gpu.memory_total_bytes) <= FreeBytes(gpu)) {
+          f.task_limited = true;  // Room enough, so the task count blocks it.
+        }
+      }
+    }
+    return f;
+  }
+
+  std::string ExperimentWaitReason(const JobRequest& job,
+                                   const ExperimentFacts& f) const {
+    if (f.blocked_by_hold) return BlockedByHoldReason();
     std::string want;
     if (job.gpu_memory_bytes > 0) {
       want = absl::StrFormat("%s free on one GPU", GiB(job.gpu_memory_bytes));
@@ -916,25 +1048,13 @@ class SchedulePass {
           job.gpu_fraction * 100.0,
           GiB(ReservationBytes(job, shape_.max_gpu_memory_bytes)));
     }
-    int64_t max_free = 0;
-    bool task_limited = false;
-    for (const NodeState& node : nodes_) {
-      if (!node.schedulable) continue;
-      for (const GpuState& gpu : node.gpus) {
-        if (!IsUsable(gpu)) continue;
-        max_free = std::max(max_free, FreeBytes(gpu));
-        if (ReservationBytes(job, gpu.memory_total_bytes) <= FreeBytes(gpu)) {
-          task_limited = true;  // Room enough, so the task count blocks it.
-        }
-      }
-    }
     std::string now =
-        task_limited
+        f.task_limited
             ? absl::StrFormat(
                   "every GPU with that much free memory already runs %d "
                   "tasks, the limit",
                   config_.max_tasks_per_gpu)
-            : absl::StrFormat("at most %s free on any GPU", GiB(max_free));
+            : absl::StrFormat("at most %s free on any GPU", GiB(f.max_free));
     return absl::StrFormat("waiting for %s (now %s%s)", want, now,
                            shape_.LostNote());
   }
@@ -963,6 +1083,7 @@ class SchedulePass {
     }
     if (!best) return;
     held_[best->node][best->gpu] = true;
+    NodeChanged(best->node);
     const NodeState& node = nodes_[best->node];
     held_description_ =
         absl::StrFormat("GPU %d on %s", node.gpus[best->gpu].index, node.name);
@@ -972,6 +1093,7 @@ class SchedulePass {
 
   // Whole free GPUs of node `n` a gang may take now.
   int GangFreeCount(int n, bool honor_hold) const {
+    if (indexed_) return honor_hold ? unheld_free_[n] : whole_free_[n];
     const NodeState& node = nodes_[n];
     if (!node.schedulable) return 0;
     int count = 0;
@@ -1041,6 +1163,50 @@ class SchedulePass {
   // the best-fit nodes (fewest free GPUs left, then name).
   std::optional<GangPlan> FindGang(const JobRequest& job,
                                    bool honor_hold) const {
+    return indexed_ ? FindGangIndexed(job, honor_hold)
+                    : FindGangLinear(job, honor_hold);
+  }
+
+  // FindGang from the per-count node buckets: nodes with >= per_node free
+  // GPUs are the buckets per_node..max, already in (count, name) order.
+  // O(layouts x (GPUs per node + nodes taken x log nodes)).
+  std::optional<GangPlan> FindGangIndexed(const JobRequest& job,
+                                          bool honor_hold) const {
+    const std::vector<NodeBucket>& buckets =
+        honor_hold ? unheld_buckets_ : all_buckets_;
+    const int max_count = static_cast<int>(buckets.size()) - 1;
+    const bool spread = job.placement == GangPlacement::kSpread;
+    std::vector<Layout> layouts =
+        GangLayouts(job, static_cast<int>(nodes_.size()));
+    if (spread) std::reverse(layouts.begin(), layouts.end());
+    for (const Layout& layout : layouts) {
+      if (layout.per_node > max_count) continue;
+      int64_t fitting = 0;
+      for (int k = std::max(layout.per_node, 1); k <= max_count; ++k) {
+        fitting += static_cast<int64_t>(buckets[k].size());
+      }
+      if (fitting < layout.nodes) continue;
+      GangPlan plan;
+      plan.nodes.reserve(layout.nodes);
+      // PACK: best fit (fewest free GPUs first); SPREAD: emptiest first.
+      for (int i = 0; i <= max_count - layout.per_node &&
+                      static_cast<int>(plan.nodes.size()) < layout.nodes;
+           ++i) {
+        const int k = spread ? max_count - i : layout.per_node + i;
+        if (k < 1) continue;
+        for (const auto& [rank, n] : buckets[k]) {
+          if (static_cast<int>(plan.nodes.size()) == layout.nodes) break;
+          plan.nodes.emplace_back(n, PickGpus(n, layout.per_node, honor_hold));
+        }
+      }
+      return plan;
+    }
+    return std::nullopt;
+  }
+
+  // The reference: every node, O(GPUs + nodes log nodes) per layout.
+  std::optional<GangPlan> FindGangLinear(const JobRequest& job,
+                                         bool honor_hold) const {
     const int node_count = static_cast<int>(nodes_.size());
     std::vector<int> free(node_count);
     for (int n = 0; n < node_count; ++n) free[n] = GangFreeCount(n, honor_hold);
@@ -1089,31 +1255,65 @@ class SchedulePass {
         }
       }
       placement.nodes.push_back(std::move(assignment));
+      NodeChanged(n);
     }
     placement.reserved_bytes_per_gpu = per_gpu;
     return true;
   }
 
-  std::string GangWaitReason(const JobRequest& job) const {
-    if (hold_taken_ && FindGang(job, /*honor_hold=*/false)) {
-      return BlockedByHoldReason();
-    }
-    std::vector<Layout> layouts;
-    std::vector<std::string> wanted;
-    for (const Layout& layout : GangLayouts(job, shape_.node_count)) {
-      if (!shape_.CouldEverHold(layout)) continue;
-      layouts.push_back(layout);
-      wanted.push_back(DescribeLayout(layout, /*free=*/true));
-    }
-    // Not empty: the job passed InfeasibleReason.
-    const Layout& first = layouts.front();
+  // What a waiting gang's reason depends on besides its shape.
+  struct GangFacts {
+    // It would fit now but for the hold.
+    bool blocked_by_hold = false;
+    // The most whole free GPUs on any node, and the nodes with at least the
+    // per-node count of its first layout that this cluster could hold.
     int max_free = 0;
     int big_enough = 0;
+  };
+
+  // The layouts of `job` this cluster could ever hold (not empty for a job
+  // that passed InfeasibleReason).
+  std::vector<Layout> PossibleLayouts(const JobRequest& job) const {
+    std::vector<Layout> layouts;
+    for (const Layout& layout : GangLayouts(job, shape_.node_count)) {
+      if (shape_.CouldEverHold(layout)) layouts.push_back(layout);
+    }
+    return layouts;
+  }
+
+  GangFacts GangWaitFacts(const JobRequest& job) const {
+    GangFacts f;
+    if (hold_taken_ && FindGang(job, /*honor_hold=*/false)) {
+      f.blocked_by_hold = true;
+      return f;
+    }
+    const int per_node = PossibleLayouts(job).front().per_node;
+    if (indexed_) {
+      for (int k = static_cast<int>(all_buckets_.size()) - 1; k >= 0; --k) {
+        if (all_buckets_[k].empty()) continue;
+        if (f.max_free == 0) f.max_free = k;
+        if (k >= per_node) f.big_enough += static_cast<int>(all_buckets_[k].size());
+      }
+      return f;
+    }
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       const int free = GangFreeCount(n, /*honor_hold=*/false);
-      max_free = std::max(max_free, free);
-      if (free >= first.per_node) ++big_enough;
+      f.max_free = std::max(f.max_free, free);
+      if (free >= per_node) ++f.big_enough;
     }
+    return f;
+  }
+
+  std::string GangWaitReason(const JobRequest& job, const GangFacts& f) const {
+    if (f.blocked_by_hold) return BlockedByHoldReason();
+    std::vector<std::string> wanted;
+    const std::vector<Layout> layouts = PossibleLayouts(job);
+    for (const Layout& layout : layouts) {
+      wanted.push_back(DescribeLayout(layout, /*free=*/true));
+    }
+    const Layout& first = layouts.front();
+    const int max_free = f.max_free;
+    const int big_enough = f.big_enough;
     std::string now =
         max_free < first.per_node
             ? absl::StrFormat("at most %s on any node",
@@ -1132,15 +1332,16 @@ class SchedulePass {
       std::vector<int> candidates;
       for (int n = 0; n < node_count; ++n) {
         if (nodes_[n].schedulable &&
-            UsableGpuCount(nodes_[n]) >= layout.per_node) {
+            shape_.gpus_on_node[n] >= layout.per_node) {
           candidates.push_back(n);
         }
       }
       if (static_cast<int>(candidates.size()) < layout.nodes) continue;
       // Most GPUs first, then most whole free GPUs now, then name.
       auto key = [this](int n) {
-        return std::make_tuple(-UsableGpuCount(nodes_[n]),
-                               -WholeFreeCount(nodes_[n]),
+        return std::make_tuple(-shape_.gpus_on_node[n],
+                               indexed_ ? -whole_free_[n]
+                                        : -WholeFreeCount(nodes_[n]),
                                absl::string_view(nodes_[n].name));
       };
       std::sort(candidates.begin(), candidates.end(),
@@ -1149,12 +1350,37 @@ class SchedulePass {
       for (int i = 0; i < layout.nodes; ++i) {
         const int n = candidates[i];
         std::fill(held_[n].begin(), held_[n].end(), true);
+        NodeChanged(n);
         names.push_back(nodes_[n].name);
       }
       held_description_ = absl::StrCat(names.size() == 1 ? "node " : "nodes ",
                                        JoinList(names, "and"));
       return;
     }
+  }
+
+  // The kRetryLater reason of `job`: ExperimentWaitReason or GangWaitReason.
+  // Jobs of one shape waiting for the same facts share one sentence, worked
+  // out once per pass.
+  std::string WaitReason(const JobRequest& job) {
+    // (kind, fraction, bytes, nodes, gpus per node, total GPUs, blocked by
+    // the hold, task limited, most free bytes or GPUs, nodes big enough).
+    std::tuple<int, double, int64_t, int, int, int, bool, bool, int64_t, int>
+        key;
+    if (job.kind == JobKind::kExperiment) {
+      const ExperimentFacts f = ExperimentWaitFacts(job);
+      key = {0, job.gpu_fraction, job.gpu_memory_bytes, 0, 0, 0,
+             f.blocked_by_hold, f.task_limited, f.max_free, 0};
+      auto it = reasons_.find(key);
+      if (it != reasons_.end()) return it->second;
+      return reasons_.emplace(key, ExperimentWaitReason(job, f)).first->second;
+    }
+    const GangFacts f = GangWaitFacts(job);
+    key = {1, 0.0, 0, job.nodes, job.gpus_per_node, job.total_gpus,
+           f.blocked_by_hold, false, f.max_free, f.big_enough};
+    auto it = reasons_.find(key);
+    if (it != reasons_.end()) return it->second;
+    return reasons_.emplace(key, GangWaitReason(job, f)).first->second;
   }
 
   // For a job that would fit now but for the hold.
@@ -1168,18 +1394,156 @@ class SchedulePass {
                              : std::string());
   }
 
+  // --- Free-capacity indexes (indexed_ only) ---
+  //
+  // Kept equal to what the linear scans would compute from nodes_ and
+  // held_: every change to either goes through NodeChanged(n).
+
+  // Best-fit key of GPU (n, g) in its memory class: (free bytes, whole free
+  // GPUs on node n, rank of n's name, GPU index, n, g): the linear scan's
+  // order (room left, whole free, name, index, scan order) within a class.
+  using ExpKey = std::tuple<int64_t, int, int, int, int, int>;
+  // The GPUs of one memory size that can take another task (usable, on a
+  // schedulable node, below max_tasks_per_gpu).
+  struct MemoryClass {
+    int64_t memory_bytes = 0;
+    absl::btree_set<ExpKey> gpus;
+    // Free bytes of every GPU of the class, at the task limit or not (wait
+    // reasons).
+    absl::btree_multiset<int64_t> free_all;
+  };
+  // (name rank, n) of the schedulable nodes with one count of whole free GPUs.
+  using NodeBucket = absl::btree_set<std::pair<int, int>>;
+
+  void BuildIndexes() {
+    const int node_count = static_cast<int>(nodes_.size());
+    // Equal names share a rank, as they compare equal in the linear scans.
+    std::vector<int> by_name(node_count);
+    std::iota(by_name.begin(), by_name.end(), 0);
+    std::stable_sort(by_name.begin(), by_name.end(), [this](int a, int b) {
+      return nodes_[a].name < nodes_[b].name;
+    });
+    name_rank_.assign(node_count, 0);
+    for (int i = 0; i < node_count; ++i) {
+      const bool same = i > 0 && nodes_[by_name[i]].name ==
+                                     nodes_[by_name[i - 1]].name;
+      name_rank_[by_name[i]] = same ? name_rank_[by_name[i - 1]] : i;
+    }
+    size_t max_gpus = 0;
+    class_of_.resize(node_count);
+    exp_key_.resize(node_count);
+    free_key_.resize(node_count);
+    for (int n = 0; n < node_count; ++n) {
+      const NodeState& node = nodes_[n];
+      max_gpus = std::max(max_gpus, node.gpus.size());
+      class_of_[n].assign(node.gpus.size(), -1);
+      exp_key_[n].assign(node.gpus.size(), std::nullopt);
+      free_key_[n].assign(node.gpus.size(), std::nullopt);
+      if (!node.schedulable) continue;
+      for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+        const GpuState& gpu = node.gpus[g];
+        if (!IsUsable(gpu)) continue;
+        auto it = std::find_if(classes_.begin(), classes_.end(),
+                               [&](const MemoryClass& c) {
+                                 return c.memory_bytes == gpu.memory_total_bytes;
+                               });
+        if (it == classes_.end()) {
+          classes_.emplace_back().memory_bytes = gpu.memory_total_bytes;
+          it = classes_.end() - 1;
+        }
+        class_of_[n][g] = static_cast<int>(it - classes_.begin());
+      }
+    }
+    all_buckets_.assign(max_gpus + 1, NodeBucket());
+    unheld_buckets_.assign(max_gpus + 1, NodeBucket());
+    whole_free_.assign(node_count, 0);
+    unheld_free_.assign(node_count, 0);
+    for (int n = 0; n < node_count; ++n) NodeChanged(n);
+  }
+
+  // Re-indexes node `n` after its GPUs or its held_ marks changed.
+  void NodeChanged(int n) {
+    if (!indexed_) return;
+    const NodeState& node = nodes_[n];
+    all_buckets_[whole_free_[n]].erase({name_rank_[n], n});
+    unheld_buckets_[unheld_free_[n]].erase({name_rank_[n], n});
+    for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+      if (exp_key_[n][g]) {
+        classes_[class_of_[n][g]].gpus.erase(*exp_key_[n][g]);
+        exp_key_[n][g].reset();
+      }
+      if (free_key_[n][g]) {
+        MemoryClass& c = classes_[class_of_[n][g]];
+        c.free_all.erase(c.free_all.find(*free_key_[n][g]));
+        free_key_[n][g].reset();
+      }
+    }
+    whole_free_[n] = 0;
+    unheld_free_[n] = 0;
+    if (!node.schedulable) return;
+    for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+      if (!IsWholeFree(node.gpus[g])) continue;
+      ++whole_free_[n];
+      if (!IsHeld(n, g)) ++unheld_free_[n];
+    }
+    all_buckets_[whole_free_[n]].insert({name_rank_[n], n});
+    unheld_buckets_[unheld_free_[n]].insert({name_rank_[n], n});
+    for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+      const GpuState& gpu = node.gpus[g];
+      if (class_of_[n][g] < 0) continue;
+      free_key_[n][g] = FreeBytes(gpu);
+      classes_[class_of_[n][g]].free_all.insert(*free_key_[n][g]);
+      if (gpu.task_count >= config_.max_tasks_per_gpu) continue;
+      exp_key_[n][g] = ExpKey{FreeBytes(gpu), whole_free_[n], name_rank_[n],
+                              gpu.index, n, g};
+      classes_[class_of_[n][g]].gpus.insert(*exp_key_[n][g]);
+    }
+  }
+
+  std::vector<MemoryClass> classes_;
+  // class_of_[n][g]: index in classes_, -1 for an unusable GPU or one on an
+  // unschedulable node. exp_key_[n][g]: its key in that class, if there.
+  std::vector<std::vector<int>> class_of_;
+  std::vector<std::vector<std::optional<ExpKey>>> exp_key_;
+  // free_key_[n][g]: its entry in the class's free_all, if there.
+  std::vector<std::vector<std::optional<int64_t>>> free_key_;
+  std::vector<int> name_rank_;
+  // Whole free GPUs of node n (0 when unschedulable), and those not held.
+  std::vector<int> whole_free_;
+  std::vector<int> unheld_free_;
+  // [count]: the nodes with that many whole free (resp. whole free, unheld)
+  // GPUs.
+  std::vector<NodeBucket> all_buckets_;
+  std::vector<NodeBucket> unheld_buckets_;
+
   const SchedulerConfig& config_;
   const PolicyConfig& policy_;
+  // False: the linear scans (SchedulerConfig.linear_search).
+  const bool indexed_;
   const ClusterShape shape_;
   // The snapshot with this call's placements applied (and preemption
   // victims' GPUs freed).
   std::vector<NodeState> nodes_;
   absl::flat_hash_map<std::string, int> node_index_;
-  std::vector<RunningJob> running_;
+  const std::vector<RunningJob>& running_;
+  const std::vector<JobRequest>& queue_;
   // evicted_[i]: running_[i] is preempted by this call.
   std::vector<bool> evicted_;
-  // Job id -> placed by this call, for every job of the queue.
-  absl::flat_hash_map<int64_t, bool> pending_;
+  // Per priority, the deepest LAS level and the latest submit_seq among the
+  // preemptible running jobs not evicted; rebuilt after evictions.
+  std::optional<std::map<int, std::pair<int, int64_t>>> preemptible_summary_;
+  // Ids of the queue's jobs (filled on first use) and of those placed by
+  // this call.
+  absl::flat_hash_set<int64_t> queued_ids_;
+  absl::flat_hash_set<int64_t> placed_;
+  // Bumped by every AddUsage (queue shares are cached against it).
+  int64_t usage_version_ = 0;
+  // WaitReason's sentences by (shape, facts). BlockedByHoldReason is the same
+  // for every job after the hold is taken.
+  absl::flat_hash_map<
+      std::tuple<int, double, int64_t, int, int, int, bool, bool, int64_t, int>,
+      std::string>
+      reasons_;
   double total_gpus_ = 0;
   double total_bytes_ = 0;
   absl::flat_hash_map<std::string, Usage> queue_usage_;

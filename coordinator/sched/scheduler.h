@@ -220,6 +220,12 @@ struct SchedulerConfig {
   // False: kRetryLater decisions carry an empty reason (the simulator shows
   // none, and a long queue's sentences cost more than the decisions).
   bool wait_reasons = true;
+  // True: find GPUs by scanning every GPU of the cluster for every job
+  // (O(GPUs) per lookup) instead of the free-capacity indexes (O(log GPUs)).
+  // The decisions are the same; this is the reference the differential test
+  // (scheduler_index_test.cc) compares the indexes against. Not for
+  // production use.
+  bool linear_search = false;
 };
 
 // Why a pending job waits, in parts a user can act on (Scheduler::Explain).
