@@ -13,6 +13,8 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -115,11 +117,14 @@ std::string DescribeLayout(const Layout& layout, bool free) {
   return absl::StrFormat("%s on each of %d nodes", gpus, layout.nodes);
 }
 
+// A gang's layouts; inline up to 16 (no allocation per job in a long queue).
+using Layouts = absl::InlinedVector<Layout, 16>;
+
 // The layouts a (valid) gang accepts, fewest nodes first, using at most
 // `max_nodes` nodes.
-std::vector<Layout> GangLayouts(const JobRequest& job, int max_nodes) {
+Layouts GangLayouts(const JobRequest& job, int max_nodes) {
   if (job.nodes >= 1) return {Layout{job.nodes, job.gpus_per_node}};
-  std::vector<Layout> layouts;
+  Layouts layouts;
   for (int k = 1; k <= job.total_gpus && k <= max_nodes; ++k) {
     if (job.total_gpus % k == 0) layouts.push_back({k, job.total_gpus / k});
   }
@@ -542,21 +547,42 @@ class SchedulePass {
   }
 
   // Frees (sign -1) or re-takes (+1) the GPUs of running job `r` in nodes_.
-  void ApplyRunning(const RunningJob& r, int sign) {
-    for (const NodeAssignment& a : r.placement.nodes) {
-      auto it = node_index_.find(a.node);
-      if (it == node_index_.end()) continue;
-      for (GpuState& gpu : nodes_[it->second].gpus) {
-        if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) ==
-            a.gpu_indices.end()) {
-          continue;
-        }
+  void ApplyRunning(int i, int sign) {
+    const RunningJob& r = running_[i];
+    for (const auto& [n, positions] : RunningGpus(i)) {
+      for (int g : positions) {
+        GpuState& gpu = nodes_[n].gpus[g];
         gpu.reserved_bytes = std::max<int64_t>(
             0, gpu.reserved_bytes + sign * r.placement.reserved_bytes_per_gpu);
         gpu.task_count = std::max(0, gpu.task_count + sign);
       }
-      NodeChanged(it->second);
+      NodeChanged(n);
     }
+  }
+
+  // The GPUs of running_[i] as (node position, GPU positions) in nodes_,
+  // nodes not in the snapshot left out; worked out on first use.
+  const std::vector<std::pair<int, std::vector<int>>>& RunningGpus(int i) {
+    if (running_gpus_.empty()) running_gpus_.resize(running_.size());
+    std::optional<std::vector<std::pair<int, std::vector<int>>>>& gpus =
+        running_gpus_[i];
+    if (!gpus) {
+      gpus.emplace();
+      for (const NodeAssignment& a : running_[i].placement.nodes) {
+        auto it = node_index_.find(a.node);
+        if (it == node_index_.end()) continue;
+        std::vector<int> positions;
+        const std::vector<GpuState>& node_gpus = nodes_[it->second].gpus;
+        for (int g = 0; g < static_cast<int>(node_gpus.size()); ++g) {
+          if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(),
+                        node_gpus[g].index) != a.gpu_indices.end()) {
+            positions.push_back(g);
+          }
+        }
+        gpus->emplace_back(it->second, std::move(positions));
+      }
+    }
+    return *gpus;
   }
 
   // Whether any running job not yet evicted is one `job` may preempt
@@ -594,9 +620,27 @@ class SchedulePass {
   }
 
   bool FitsNow(const JobRequest& job, bool honor_hold) const {
-    return job.kind == JobKind::kExperiment
-               ? FindExperimentGpu(job, honor_hold).has_value()
-               : FindGang(job, honor_hold).has_value();
+    if (job.kind == JobKind::kExperiment) {
+      return FindExperimentGpu(job, honor_hold).has_value();
+    }
+    return indexed_ ? GangFitsIndexed(job, honor_hold)
+                    : FindGang(job, honor_hold).has_value();
+  }
+
+  // Whether FindGangIndexed would find a plan, without making it.
+  bool GangFitsIndexed(const JobRequest& job, bool honor_hold) const {
+    const std::vector<NodeBucket>& buckets =
+        honor_hold ? unheld_buckets_ : all_buckets_;
+    const int max_count = static_cast<int>(buckets.size()) - 1;
+    for (const Layout& layout :
+         GangLayouts(job, static_cast<int>(nodes_.size()))) {
+      int64_t fitting = 0;
+      for (int k = std::max(layout.per_node, 1); k <= max_count; ++k) {
+        fitting += static_cast<int64_t>(buckets[k].size());
+      }
+      if (fitting >= layout.nodes) return true;
+    }
+    return false;
   }
 
   // Finds running jobs whose preemption lets `job` fit; on success frees
@@ -614,18 +658,21 @@ class SchedulePass {
     if (candidates.empty()) return std::nullopt;
     ++preemption_searches_;
     // Lowest rank first: lowest priority, deepest LAS level, latest submit.
-    std::sort(candidates.begin(), candidates.end(), [this](int a, int b) {
-      const RunningJob& x = running_[a];
-      const RunningJob& y = running_[b];
-      return std::make_tuple(x.priority, -LasLevel(policy_, x.attained_gpu_s),
-                             -x.submit_seq) <
-             std::make_tuple(y.priority, -LasLevel(policy_, y.attained_gpu_s),
-                             -y.submit_seq);
-    });
+    std::vector<std::tuple<int, int, int64_t, int>> ranked;
+    ranked.reserve(candidates.size());
+    for (int c : candidates) {
+      const RunningJob& r = running_[c];
+      ranked.emplace_back(r.priority, -LasLevel(policy_, r.attained_gpu_s),
+                          -r.submit_seq, c);
+    }
+    std::sort(ranked.begin(), ranked.end());
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      candidates[i] = std::get<3>(ranked[i]);
+    }
     std::vector<int> chosen;
     bool fits = false;
     for (int c : candidates) {
-      ApplyRunning(running_[c], -1);
+      ApplyRunning(c, -1);
       chosen.push_back(c);
       if (FitsNow(job, honor_hold)) {
         fits = true;
@@ -633,15 +680,15 @@ class SchedulePass {
       }
     }
     if (!fits) {
-      for (int c : chosen) ApplyRunning(running_[c], +1);
+      for (int c : chosen) ApplyRunning(c, +1);
       return std::nullopt;
     }
     // Spare victims it does not need, the most valuable (last chosen) first.
     std::vector<int> victims;
     for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
-      ApplyRunning(running_[chosen[i]], +1);
+      ApplyRunning(chosen[i], +1);
       if (!FitsNow(job, honor_hold)) {
-        ApplyRunning(running_[chosen[i]], -1);
+        ApplyRunning(chosen[i], -1);
         victims.push_back(chosen[i]);
       }
     }
@@ -689,14 +736,14 @@ class SchedulePass {
     std::vector<int> released;
     for (int i : on_hold) {
       if (running_[i].remaining_s < 0) break;
-      ApplyRunning(running_[i], -1);
+      ApplyRunning(i, -1);
       released.push_back(i);
       if (FitsNow(job, /*honor_hold=*/false)) {
         eta = running_[i].remaining_s;
         break;
       }
     }
-    for (int i : released) ApplyRunning(running_[i], +1);
+    for (int i : released) ApplyRunning(i, +1);
     return eta;
   }
 
@@ -808,6 +855,7 @@ class SchedulePass {
         HoldForGang(job);
       }
       hold_eta_s_ = HoldEta(job);
+      ++state_version_;
       decision.eta_s = hold_eta_s_;
       if (hold_eta_s_ >= 0) {
         absl::StrAppend(&decision.reason, "; holds a reservation on ",
@@ -1176,7 +1224,7 @@ class SchedulePass {
         honor_hold ? unheld_buckets_ : all_buckets_;
     const int max_count = static_cast<int>(buckets.size()) - 1;
     const bool spread = job.placement == GangPlacement::kSpread;
-    std::vector<Layout> layouts =
+    Layouts layouts =
         GangLayouts(job, static_cast<int>(nodes_.size()));
     if (spread) std::reverse(layouts.begin(), layouts.end());
     for (const Layout& layout : layouts) {
@@ -1211,7 +1259,7 @@ class SchedulePass {
     std::vector<int> free(node_count);
     for (int n = 0; n < node_count; ++n) free[n] = GangFreeCount(n, honor_hold);
     const bool spread = job.placement == GangPlacement::kSpread;
-    std::vector<Layout> layouts = GangLayouts(job, node_count);
+    Layouts layouts = GangLayouts(job, node_count);
     // SPREAD: the most nodes first.
     if (spread) std::reverse(layouts.begin(), layouts.end());
     for (const Layout& layout : layouts) {
@@ -1273,8 +1321,8 @@ class SchedulePass {
 
   // The layouts of `job` this cluster could ever hold (not empty for a job
   // that passed InfeasibleReason).
-  std::vector<Layout> PossibleLayouts(const JobRequest& job) const {
-    std::vector<Layout> layouts;
+  Layouts PossibleLayouts(const JobRequest& job) const {
+    Layouts layouts;
     for (const Layout& layout : GangLayouts(job, shape_.node_count)) {
       if (shape_.CouldEverHold(layout)) layouts.push_back(layout);
     }
@@ -1283,7 +1331,7 @@ class SchedulePass {
 
   GangFacts GangWaitFacts(const JobRequest& job) const {
     GangFacts f;
-    if (hold_taken_ && FindGang(job, /*honor_hold=*/false)) {
+    if (hold_taken_ && FitsNow(job, /*honor_hold=*/false)) {
       f.blocked_by_hold = true;
       return f;
     }
@@ -1307,7 +1355,7 @@ class SchedulePass {
   std::string GangWaitReason(const JobRequest& job, const GangFacts& f) const {
     if (f.blocked_by_hold) return BlockedByHoldReason();
     std::vector<std::string> wanted;
-    const std::vector<Layout> layouts = PossibleLayouts(job);
+    const Layouts layouts = PossibleLayouts(job);
     for (const Layout& layout : layouts) {
       wanted.push_back(DescribeLayout(layout, /*free=*/true));
     }
@@ -1363,24 +1411,46 @@ class SchedulePass {
   // Jobs of one shape waiting for the same facts share one sentence, worked
   // out once per pass.
   std::string WaitReason(const JobRequest& job) {
-    // (kind, fraction, bytes, nodes, gpus per node, total GPUs, blocked by
-    // the hold, task limited, most free bytes or GPUs, nodes big enough).
+    // Same shape, nothing changed since: the same sentence.
+    const std::tuple<int, double, int64_t, int, int, int> shape =
+        job.kind == JobKind::kExperiment
+            ? std::make_tuple(0, job.gpu_fraction, job.gpu_memory_bytes, 0, 0,
+                              0)
+            : std::make_tuple(1, 0.0, int64_t{0}, job.nodes, job.gpus_per_node,
+                              job.total_gpus);
+    auto [last, added] = last_reason_.try_emplace(shape);
+    if (!added && last->second.first == state_version_) {
+      return *last->second.second;
+    }
+    // (shape, blocked by the hold, task limited, most free bytes or GPUs,
+    // nodes big enough).
     std::tuple<int, double, int64_t, int, int, int, bool, bool, int64_t, int>
         key;
+    const std::string* reason = nullptr;
     if (job.kind == JobKind::kExperiment) {
       const ExperimentFacts f = ExperimentWaitFacts(job);
-      key = {0, job.gpu_fraction, job.gpu_memory_bytes, 0, 0, 0,
-             f.blocked_by_hold, f.task_limited, f.max_free, 0};
+      key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold,
+                                                  f.task_limited, f.max_free,
+                                                  0));
       auto it = reasons_.find(key);
-      if (it != reasons_.end()) return it->second;
-      return reasons_.emplace(key, ExperimentWaitReason(job, f)).first->second;
+      if (it == reasons_.end()) {
+        it = reasons_.emplace(key, ExperimentWaitReason(job, f)).first;
+      }
+      reason = &it->second;
+    } else {
+      const GangFacts f = GangWaitFacts(job);
+      key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold, false,
+                                                  int64_t{f.max_free},
+                                                  f.big_enough));
+      auto it = reasons_.find(key);
+      if (it == reasons_.end()) {
+        it = reasons_.emplace(key, GangWaitReason(job, f)).first;
+      }
+      reason = &it->second;
     }
-    const GangFacts f = GangWaitFacts(job);
-    key = {1, 0.0, 0, job.nodes, job.gpus_per_node, job.total_gpus,
-           f.blocked_by_hold, false, f.max_free, f.big_enough};
-    auto it = reasons_.find(key);
-    if (it != reasons_.end()) return it->second;
-    return reasons_.emplace(key, GangWaitReason(job, f)).first->second;
+    // reasons_ is a node map: the pointer stays valid.
+    last->second = {state_version_, reason};
+    return *reason;
   }
 
   // For a job that would fit now but for the hold.
@@ -1458,45 +1528,55 @@ class SchedulePass {
     unheld_buckets_.assign(max_gpus + 1, NodeBucket());
     whole_free_.assign(node_count, 0);
     unheld_free_.assign(node_count, 0);
+    node_indexed_.assign(node_count, false);
     for (int n = 0; n < node_count; ++n) NodeChanged(n);
   }
 
   // Re-indexes node `n` after its GPUs or its held_ marks changed.
+  // Only the entries whose keys changed are touched.
   void NodeChanged(int n) {
+    ++state_version_;
     if (!indexed_) return;
     const NodeState& node = nodes_[n];
-    all_buckets_[whole_free_[n]].erase({name_rank_[n], n});
-    unheld_buckets_[unheld_free_[n]].erase({name_rank_[n], n});
-    for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
-      if (exp_key_[n][g]) {
-        classes_[class_of_[n][g]].gpus.erase(*exp_key_[n][g]);
-        exp_key_[n][g].reset();
-      }
-      if (free_key_[n][g]) {
-        MemoryClass& c = classes_[class_of_[n][g]];
-        c.free_all.erase(c.free_all.find(*free_key_[n][g]));
-        free_key_[n][g].reset();
-      }
-    }
-    whole_free_[n] = 0;
-    unheld_free_[n] = 0;
-    if (!node.schedulable) return;
+    if (!node.schedulable) return;  // Never indexed.
+    int whole_free = 0;
+    int unheld_free = 0;
     for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
       if (!IsWholeFree(node.gpus[g])) continue;
-      ++whole_free_[n];
-      if (!IsHeld(n, g)) ++unheld_free_[n];
+      ++whole_free;
+      if (!IsHeld(n, g)) ++unheld_free;
     }
-    all_buckets_[whole_free_[n]].insert({name_rank_[n], n});
-    unheld_buckets_[unheld_free_[n]].insert({name_rank_[n], n});
+    const std::pair<int, int> entry(name_rank_[n], n);
+    if (!node_indexed_[n] || whole_free != whole_free_[n]) {
+      if (node_indexed_[n]) all_buckets_[whole_free_[n]].erase(entry);
+      all_buckets_[whole_free].insert(entry);
+      whole_free_[n] = whole_free;
+    }
+    if (!node_indexed_[n] || unheld_free != unheld_free_[n]) {
+      if (node_indexed_[n]) unheld_buckets_[unheld_free_[n]].erase(entry);
+      unheld_buckets_[unheld_free].insert(entry);
+      unheld_free_[n] = unheld_free;
+    }
+    node_indexed_[n] = true;
     for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
       const GpuState& gpu = node.gpus[g];
       if (class_of_[n][g] < 0) continue;
-      free_key_[n][g] = FreeBytes(gpu);
-      classes_[class_of_[n][g]].free_all.insert(*free_key_[n][g]);
-      if (gpu.task_count >= config_.max_tasks_per_gpu) continue;
-      exp_key_[n][g] = ExpKey{FreeBytes(gpu), whole_free_[n], name_rank_[n],
-                              gpu.index, n, g};
-      classes_[class_of_[n][g]].gpus.insert(*exp_key_[n][g]);
+      MemoryClass& c = classes_[class_of_[n][g]];
+      const int64_t free = FreeBytes(gpu);
+      if (free_key_[n][g] != free) {
+        if (free_key_[n][g]) c.free_all.erase(c.free_all.find(*free_key_[n][g]));
+        c.free_all.insert(free);
+        free_key_[n][g] = free;
+      }
+      std::optional<ExpKey> key;
+      if (gpu.task_count < config_.max_tasks_per_gpu) {
+        key = ExpKey{free, whole_free, name_rank_[n], gpu.index, n, g};
+      }
+      if (key != exp_key_[n][g]) {
+        if (exp_key_[n][g]) c.gpus.erase(*exp_key_[n][g]);
+        if (key) c.gpus.insert(*key);
+        exp_key_[n][g] = key;
+      }
     }
   }
 
@@ -1511,6 +1591,8 @@ class SchedulePass {
   // Whole free GPUs of node n (0 when unschedulable), and those not held.
   std::vector<int> whole_free_;
   std::vector<int> unheld_free_;
+  // Whether node n is in the buckets (schedulable nodes, once indexed).
+  std::vector<bool> node_indexed_;
   // [count]: the nodes with that many whole free (resp. whole free, unheld)
   // GPUs.
   std::vector<NodeBucket> all_buckets_;
@@ -1526,6 +1608,9 @@ class SchedulePass {
   std::vector<NodeState> nodes_;
   absl::flat_hash_map<std::string, int> node_index_;
   const std::vector<RunningJob>& running_;
+  // RunningGpus(i), once worked out.
+  std::vector<std::optional<std::vector<std::pair<int, std::vector<int>>>>>
+      running_gpus_;
   const std::vector<JobRequest>& queue_;
   // evicted_[i]: running_[i] is preempted by this call.
   std::vector<bool> evicted_;
@@ -1540,10 +1625,17 @@ class SchedulePass {
   int64_t usage_version_ = 0;
   // WaitReason's sentences by (shape, facts). BlockedByHoldReason is the same
   // for every job after the hold is taken.
-  absl::flat_hash_map<
+  absl::node_hash_map<
       std::tuple<int, double, int64_t, int, int, int, bool, bool, int64_t, int>,
       std::string>
       reasons_;
+  // The last sentence per shape and the state_version_ it was made at.
+  absl::flat_hash_map<std::tuple<int, double, int64_t, int, int, int>,
+                      std::pair<int64_t, const std::string*>>
+      last_reason_;
+  // Bumped by every change to nodes_ or held_ (NodeChanged) and by taking
+  // the hold.
+  int64_t state_version_ = 0;
   double total_gpus_ = 0;
   double total_bytes_ = 0;
   absl::flat_hash_map<std::string, Usage> queue_usage_;
