@@ -369,7 +369,8 @@ class SchedulePass {
     // One list per queue, configured queues first.
     // A job with its order key, worked out once.
     struct Entry {
-      std::tuple<int, int, int64_t> key;
+      // OrderKey, then the position in `queue` (so std::sort is stable).
+      std::tuple<int, int, int64_t, size_t> key;
       const JobRequest* job;
     };
     struct QueueList {
@@ -394,12 +395,14 @@ class SchedulePass {
         it = list_of.emplace(std::string(name), lists.size()).first;
         lists.push_back({std::string(name), 1.0, {}, 0});
       }
-      lists[it->second].jobs.push_back(Entry{OrderKey(job), &job});
+      const auto [neg_priority, level, seq] = OrderKey(job);
+      lists[it->second].jobs.push_back(
+          Entry{{neg_priority, level, seq, static_cast<size_t>(&job - &queue[0])},
+                &job});
     }
     for (QueueList& list : lists) {
-      std::stable_sort(
-          list.jobs.begin(), list.jobs.end(),
-          [](const Entry& a, const Entry& b) { return a.key < b.key; });
+      std::sort(list.jobs.begin(), list.jobs.end(),
+                [](const Entry& a, const Entry& b) { return a.key < b.key; });
     }
     std::vector<Decision> decisions;
     decisions.reserve(queue.size());
@@ -408,7 +411,8 @@ class SchedulePass {
       std::tuple<int, int, double, int64_t> best_key;
       for (QueueList& list : lists) {
         if (list.next == list.jobs.size()) continue;
-        const auto [neg_priority, level, seq] = list.jobs[list.next].key;
+        const auto [neg_priority, level, seq, position] =
+            list.jobs[list.next].key;
         double share = 0.0;
         if (lists.size() > 1) {
           if (list.share_version != usage_version_) {
@@ -585,6 +589,62 @@ class SchedulePass {
     return *gpus;
   }
 
+  // Whether `job` would fit (FitsNow) once the running jobs `freed` were
+  // stopped, without changing nodes_: O(GPUs of `freed` + nodes x layouts).
+  // Exact when the running jobs' reservations are counted in their GPUs'
+  // state, as ClusterSnapshot requires.
+  bool FitsWithAllFreed(const JobRequest& job, bool honor_hold,
+                        const std::vector<int>& freed) {
+    // (node, GPU position) -> tasks and bytes freed on it.
+    absl::flat_hash_map<std::pair<int, int>, std::pair<int, int64_t>> gpus;
+    for (int i : freed) {
+      for (const auto& [n, positions] : RunningGpus(i)) {
+        for (int g : positions) {
+          auto& [tasks, bytes] = gpus[{n, g}];
+          tasks += 1;
+          bytes += running_[i].placement.reserved_bytes_per_gpu;
+        }
+      }
+    }
+    // A freed GPU as ApplyRunning(-1) would leave it (it clamps at 0).
+    auto after = [&](int n, int g, const std::pair<int, int64_t>& f) {
+      GpuState gpu = nodes_[n].gpus[g];
+      gpu.reserved_bytes = std::max<int64_t>(0, gpu.reserved_bytes - f.second);
+      gpu.task_count = std::max(0, gpu.task_count - f.first);
+      return gpu;
+    };
+    if (job.kind == JobKind::kExperiment) {
+      for (const auto& [ng, f] : gpus) {
+        const auto [n, g] = ng;
+        if (!nodes_[n].schedulable || (honor_hold && IsHeld(n, g))) continue;
+        const GpuState gpu = after(n, g, f);
+        if (IsUsable(gpu) && gpu.task_count < config_.max_tasks_per_gpu &&
+            ReservationBytes(job, gpu.memory_total_bytes) <= FreeBytes(gpu)) {
+          return true;
+        }
+      }
+      // The GPUs not freed did not fit before (Place failed).
+      return false;
+    }
+    std::vector<int> free(nodes_.size());
+    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+      free[n] = GangFreeCount(n, honor_hold);
+    }
+    for (const auto& [ng, f] : gpus) {
+      const auto [n, g] = ng;
+      if (!nodes_[n].schedulable || (honor_hold && IsHeld(n, g))) continue;
+      free[n] += static_cast<int>(IsWholeFree(after(n, g, f))) -
+                 static_cast<int>(IsWholeFree(nodes_[n].gpus[g]));
+    }
+    for (const Layout& layout :
+         GangLayouts(job, static_cast<int>(nodes_.size()))) {
+      int fitting = 0;
+      for (int count : free) fitting += count >= layout.per_node;
+      if (fitting >= layout.nodes) return true;
+    }
+    return false;
+  }
+
   // Whether any running job not yet evicted is one `job` may preempt
   // (MayPreempt), in O(log priorities) instead of O(running jobs).
   bool AnyMayBePreempted(const JobRequest& job) {
@@ -657,6 +717,12 @@ class SchedulePass {
     }
     if (candidates.empty()) return std::nullopt;
     ++preemption_searches_;
+    // Fitting is monotone in what is freed, so when stopping every candidate
+    // is not enough, no prefix of them is: the search below would free them
+    // all one by one and give up.
+    if (indexed_ && !FitsWithAllFreed(job, honor_hold, candidates)) {
+      return std::nullopt;
+    }
     // Lowest rank first: lowest priority, deepest LAS level, latest submit.
     std::vector<std::tuple<int, int, int64_t, int>> ranked;
     ranked.reserve(candidates.size());

@@ -74,9 +74,11 @@ class RandomCase {
       node.schedulable = !Chance(0.1);
       const int gpus = Pick(9);
       const int64_t memory = kMemories[Pick(4)] * kGiB;
+      // NVML indexes, unique on a node, sometimes not in position order.
+      const bool reversed = Chance(0.2);
       for (int g = 0; g < gpus; ++g) {
         GpuState gpu;
-        gpu.index = Chance(0.1) ? gpus - 1 - g : g;
+        gpu.index = reversed ? gpus - 1 - g : g;
         gpu.uuid = absl::StrCat("GPU-", n, "-", g);
         gpu.memory_total_bytes = Chance(0.05) ? 0 : memory;
         node.gpus.push_back(gpu);
