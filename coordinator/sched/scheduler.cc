@@ -400,9 +400,22 @@ class SchedulePass {
           Entry{{neg_priority, level, seq, static_cast<size_t>(&job - &queue[0])},
                 &job});
     }
+    auto by_key = [](const Entry& a, const Entry& b) { return a.key < b.key; };
     for (QueueList& list : lists) {
-      std::sort(list.jobs.begin(), list.jobs.end(),
-                [](const Entry& a, const Entry& b) { return a.key < b.key; });
+      // A queue that arrives in submit order (the coordinator's does) needs
+      // only its (priority, level) classes put in order: a stable counting
+      // sort by class, O(jobs), then a check.
+      std::map<std::pair<int, int>, std::vector<Entry>> classes;
+      for (const Entry& e : list.jobs) {
+        classes[{std::get<0>(e.key), std::get<1>(e.key)}].push_back(e);
+      }
+      list.jobs.clear();
+      for (auto& [cls, entries] : classes) {
+        list.jobs.insert(list.jobs.end(), entries.begin(), entries.end());
+      }
+      if (!std::is_sorted(list.jobs.begin(), list.jobs.end(), by_key)) {
+        std::sort(list.jobs.begin(), list.jobs.end(), by_key);
+      }
     }
     std::vector<Decision> decisions;
     decisions.reserve(queue.size());
@@ -428,7 +441,8 @@ class SchedulePass {
         }
       }
       const JobRequest& job = *best->jobs[best->next++].job;
-      decisions.push_back(Decide(job, static_cast<int>(decisions.size()) + 1));
+      const int position = static_cast<int>(decisions.size()) + 1;
+      Decide(job, position, decisions.emplace_back());
     }
     return decisions;
   }
@@ -825,36 +839,36 @@ class SchedulePass {
                : PlaceGang(job, honor_hold, placement);
   }
 
-  Decision Decide(const JobRequest& job, int position) {
-    Decision decision = DecideInner(job);
+  // Decides `job` into `decision` (a default Decision, built in place in
+  // the result: no copy per job).
+  void Decide(const JobRequest& job, int position, Decision& decision) {
+    DecideInner(job, decision);
     if (job.job_id == explain_id_ && explanation_ != nullptr) {
       Explain(job, decision, position);
     }
-    return decision;
   }
 
-  Decision DecideInner(const JobRequest& job) {
-    Decision decision;
+  void DecideInner(const JobRequest& job, Decision& decision) {
     decision.job_id = job.job_id;
     if (std::optional<std::string> reason = MalformedReason(job, config_)) {
       decision.outcome = Outcome::kInfeasible;
       decision.reason = *std::move(reason);
-      return decision;
+      return;
     }
     if (shape_.node_count == 0) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = "no nodes have registered yet";
-      return decision;
+      return;
     }
     if (shape_.gpu_count == 0) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = "no node with a GPU has registered yet";
-      return decision;
+      return;
     }
     if (std::optional<std::string> reason = InfeasibleReason(job, shape_)) {
       decision.outcome = Outcome::kInfeasible;
       decision.reason = *std::move(reason);
-      return decision;
+      return;
     }
     if (job.preempted_for != 0) {
       if (WaitsForPreemptor(job.preempted_for)) {
@@ -862,32 +876,32 @@ class SchedulePass {
         decision.reason = absl::StrFormat(
             "was preempted for job %d and waits until it starts",
             job.preempted_for);
-        return decision;
+        return;
       }
     }
     if (std::optional<std::string> quota = QuotaReason(job)) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = absl::StrCat("over quota: ", *quota);
-      return decision;
+      return;
     }
     if (!policy_.backfill && fifo_blocker_ != 0) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = absl::StrFormat(
           "waiting for job %d, earlier in the queue, to start (strict FIFO)",
           fifo_blocker_);
-      return decision;
+      return;
     }
     const bool honor_hold = !MayUseHold(job);
     if (Place(job, honor_hold, decision.placement)) {
       decision.outcome = Outcome::kPlaced;
       Account(job, decision.placement);
-      return decision;
+      return;
     }
     if (job.victims_stopping) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason =
           "waiting for the jobs it preempted to stop and free their GPUs";
-      return decision;
+      return;
     }
     if (policy_.preemption) {
       if (std::optional<std::vector<int64_t>> victims =
@@ -901,7 +915,7 @@ class SchedulePass {
             "preempting job%s %s (preemptible, ranked below it)",
             ids.size() == 1 ? "" : "s", JoinList(ids, "and"));
         Account(job, decision.placement);
-        return decision;
+        return;
       }
     }
     decision.outcome = Outcome::kRetryLater;
@@ -929,7 +943,7 @@ class SchedulePass {
                         ShortDuration(hold_eta_s_));
       }
     }
-    return decision;
+    return;
   }
 
   // Fills *explanation_ for `job`, decided as `decision`.
