@@ -45,6 +45,16 @@
 //      fits it (ties: more free bytes now, then node name, GPU index).
 //    Jobs later in the queue are never placed on a held GPU. Jobs earlier in
 //    the queue were decided before the hold existed.
+// 4. Lookups (data structures only; the rules above decide): experiments find
+//    their best-fit GPU in one ordered set per GPU memory size, keyed by
+//    (free bytes, whole free GPUs on the node, node name, GPU index), with a
+//    lower_bound on the reservation; gangs find nodes in per-count buckets of
+//    whole free GPUs (with and without the held GPUs). Every change to a node
+//    (placement, preemption trial, hold) re-indexes that node. Wait reasons
+//    are shared by jobs of one shape while the cluster is unchanged. Cost:
+//    O(Q log Q) to order Q pending jobs, then O(log GPUs) per lookup instead
+//    of O(GPUs); SchedulerConfig.linear_search keeps the scans as the
+//    reference (scheduler_index_test.cc).
 
 namespace trainctl::sched {
 namespace {
