@@ -347,7 +347,8 @@ class SchedulePass {
         policy_(config.policy),
         indexed_(!config.linear_search),
         shape_(cluster),
-        nodes_(cluster.nodes),
+        cluster_nodes_(cluster.nodes),
+        nodes_(MutableCopy(cluster.nodes)),
         running_(cluster.running),
         queue_(queue) {
     held_.reserve(nodes_.size());
@@ -844,9 +845,30 @@ class SchedulePass {
   }
 
   bool Place(const JobRequest& job, bool honor_hold, Placement& placement) {
-    return job.kind == JobKind::kExperiment
-               ? PlaceExperiment(job, honor_hold, placement)
-               : PlaceGang(job, honor_hold, placement);
+    const bool placed = job.kind == JobKind::kExperiment
+                            ? PlaceExperiment(job, honor_hold, placement)
+                            : PlaceGang(job, honor_hold, placement);
+    if (!placed && indexed_) not_fitting_[FitKey(job, honor_hold)] = state_version_;
+    return placed;
+  }
+
+  // What decides whether Place(job, honor_hold) succeeds, besides the state.
+  using FitKeyT = std::tuple<int, double, int64_t, int, int, int, int, bool>;
+  static FitKeyT FitKey(const JobRequest& job, bool honor_hold) {
+    if (job.kind == JobKind::kExperiment) {
+      return {0, job.gpu_fraction, job.gpu_memory_bytes, 0, 0, 0, 0, honor_hold};
+    }
+    return {1, 0.0, 0, job.nodes, job.gpus_per_node, job.total_gpus,
+            static_cast<int>(job.placement), honor_hold};
+  }
+
+  // Whether a job of the same shape failed to fit since the last change to
+  // the cluster (then this one cannot fit either): once the cluster is full,
+  // the long tail of the queue costs a hash lookup per job.
+  bool KnownNotToFit(const JobRequest& job, bool honor_hold) const {
+    if (!indexed_) return false;
+    auto it = not_fitting_.find(FitKey(job, honor_hold));
+    return it != not_fitting_.end() && it->second == state_version_;
   }
 
   // Decides `job` into `decision` (a default Decision, built in place in
@@ -902,7 +924,8 @@ class SchedulePass {
       return;
     }
     const bool honor_hold = !MayUseHold(job);
-    if (Place(job, honor_hold, decision.placement)) {
+    if (!KnownNotToFit(job, honor_hold) &&
+        Place(job, honor_hold, decision.placement)) {
       decision.outcome = Outcome::kPlaced;
       Account(job, decision.placement);
       return;
@@ -1262,7 +1285,8 @@ class SchedulePass {
       return g;
     };
     for (int g = 0; g < size; ++g) {
-      for (int peer : gpus[g].nvlink_peers) {
+      // nodes_ leaves the peers out (MutableCopy); the snapshot has them.
+      for (int peer : cluster_nodes_[n].gpus[g].nvlink_peers) {
         auto it = position_of_index.find(peer);
         if (it != position_of_index.end()) parent[find(g)] = find(it->second);
       }
@@ -1688,13 +1712,34 @@ class SchedulePass {
   std::vector<NodeBucket> all_buckets_;
   std::vector<NodeBucket> unheld_buckets_;
 
+  // `nodes` without what the pass never reads or changes (GPU UUIDs and
+  // NVLink peers, read from the snapshot): no allocation per GPU.
+  static std::vector<NodeState> MutableCopy(const std::vector<NodeState>& nodes) {
+    std::vector<NodeState> copy(nodes.size());
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      copy[n].name = nodes[n].name;
+      copy[n].schedulable = nodes[n].schedulable;
+      copy[n].gpus.resize(nodes[n].gpus.size());
+      for (size_t g = 0; g < nodes[n].gpus.size(); ++g) {
+        const GpuState& from = nodes[n].gpus[g];
+        GpuState& to = copy[n].gpus[g];
+        to.index = from.index;
+        to.memory_total_bytes = from.memory_total_bytes;
+        to.reserved_bytes = from.reserved_bytes;
+        to.task_count = from.task_count;
+      }
+    }
+    return copy;
+  }
+
   const SchedulerConfig& config_;
   const PolicyConfig& policy_;
   // False: the linear scans (SchedulerConfig.linear_search).
   const bool indexed_;
   const ClusterShape shape_;
+  const std::vector<NodeState>& cluster_nodes_;
   // The snapshot with this call's placements applied (and preemption
-  // victims' GPUs freed).
+  // victims' GPUs freed), positions as in cluster_nodes_.
   std::vector<NodeState> nodes_;
   absl::flat_hash_map<std::string, int> node_index_;
   const std::vector<RunningJob>& running_;
@@ -1726,6 +1771,8 @@ class SchedulePass {
   // Bumped by every change to nodes_ or held_ (NodeChanged) and by taking
   // the hold.
   int64_t state_version_ = 0;
+  // FitKey -> the state_version_ at which Place last failed for it.
+  absl::flat_hash_map<FitKeyT, int64_t> not_fitting_;
   double total_gpus_ = 0;
   double total_bytes_ = 0;
   absl::flat_hash_map<std::string, Usage> queue_usage_;
