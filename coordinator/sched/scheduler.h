@@ -307,7 +307,7 @@ class Scheduler {
   // the earlier placements of the same call took. Cost: O(G log G + R) to
   // index G GPUs and R running jobs, O(Q log Q) to order Q jobs, then
   // O(log G) per experiment and O(layouts x GPUs per node) per gang; at
-  // 10,000 GPUs and 100,000 pending jobs about 60-70 ms on one core
+  // 10,000 GPUs and 100,000 pending jobs about 50-60 ms on one core
   // (bench/scheduler_throughput_bench.cc).
   std::vector<Decision> Schedule(const ClusterSnapshot& cluster,
                                  const std::vector<JobRequest>& queue) const;
