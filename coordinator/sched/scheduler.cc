@@ -701,8 +701,10 @@ class SchedulePass {
     if (preemptible_summary_->begin()->first < job.priority) return true;
     auto it = preemptible_summary_->find(job.priority);
     if (it == preemptible_summary_->end()) return false;
+    // A superset of OutranksForPreemption at equal priority: a deeper level
+    // somewhere, or (overtake_preemption) a later submit somewhere.
     return it->second.first > LasLevel(policy_, job.attained_gpu_s) ||
-           it->second.second > job.submit_seq;
+           (policy_.overtake_preemption && it->second.second > job.submit_seq);
   }
 
   // Whether `preemptor` is a job of this call's queue not placed yet.
