@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   std::string policy_name;
   std::string compat;
   std::string jobs_out;
+  double reservation_min_wait_s = -1;
   app.add_option("--trace", trace_path,
                  "trace CSV (job_id,num_gpu,submit_time,iterations,"
                  "model_name,...,iteration_time; times in ms)")
@@ -51,6 +52,12 @@ int main(int argc, char** argv) {
                  "overhead charged at every event, upstream float order)")
       ->check(CLI::IsMember({"muri"}));
   app.add_option("--jobs-out", jobs_out, "write per-job results to this CSV");
+  app.add_option("--reservation-min-wait-s", reservation_min_wait_s,
+                 "policies through the scheduler library: a blocked job "
+                 "reserves GPUs only after waiting this many seconds "
+                 "(PolicyConfig.reservation_min_wait_s); default: the "
+                 "policy's own")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   absl::StatusOr<trainctl::sim::Policy> policy =
@@ -68,6 +75,7 @@ int main(int argc, char** argv) {
   config.cost_model = compat == "muri" ? trainctl::sim::CostModel::kMuri
                                        : trainctl::sim::CostModel::kOurs;
   config.cluster = *cluster;
+  config.reservation_min_wait_s = reservation_min_wait_s;
 
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<trainctl::sim::SimResult> result =
@@ -86,6 +94,9 @@ int main(int argc, char** argv) {
   auto& f = *out.mutable_fields();
   f["trace"].set_string_value(trace_path);
   f["policy"].set_string_value(policy_name);
+  if (reservation_min_wait_s >= 0) {
+    f["reservation_min_wait_s"].set_number_value(reservation_min_wait_s);
+  }
   f["compat"].set_string_value(compat.empty() ? "none" : compat);
   f["nodes"].set_number_value(cluster->num_nodes);
   f["gpus_per_node"].set_number_value(cluster->gpus_per_node);

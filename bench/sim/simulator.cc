@@ -54,6 +54,9 @@ struct Job {
   // for (table index + 1; 0 = none).
   sched::Placement lib_placement;
   int64_t preempted_for = 0;
+  // When it last entered the queue (submit, or preemption), s: the
+  // scheduler's JobRequest.waited_s is now minus this.
+  double queued_since_s = 0;
 };
 
 // Node names of the simulated cluster for sched::Scheduler.
@@ -65,7 +68,8 @@ std::string NodeName(int n) { return absl::StrCat("n", n); }
 // kLasTiresias is the default of before (Tiresias's two thresholds from
 // `tiresias`, preemption of same-level jobs that overtook).
 sched::SchedulerConfig LibConfig(Policy policy,
-                                 const muri::TiresiasConfig& tiresias) {
+                                 const muri::TiresiasConfig& tiresias,
+                                 double reservation_min_wait_s) {
   sched::SchedulerConfig c;
   c.wait_reasons = false;
   sched::PolicyConfig& p = c.policy;
@@ -79,6 +83,9 @@ sched::SchedulerConfig LibConfig(Policy policy,
     p.overtake_preemption = true;
   }
   if (policy == Policy::kLasOvertake) p.overtake_preemption = true;
+  if (reservation_min_wait_s >= 0) {
+    p.reservation_min_wait_s = reservation_min_wait_s;
+  }
   return c;
 }
 
@@ -139,7 +146,7 @@ namespace {
 muri::Decision LibDecide(const sched::Scheduler& scheduler,
                          const muri::GpuCluster& cluster, std::vector<Job>& jobs,
                          const std::vector<int>& runnable, int64_t gpu_bytes,
-                         bool preemptible) {
+                         bool preemptible, double now_s) {
   const int n = static_cast<int>(jobs.size());
   sched::ClusterSnapshot snap;
   snap.nodes.resize(cluster.num_nodes);
@@ -179,6 +186,7 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
     q.preemptible = preemptible;
     q.attained_gpu_s = job.executed * job.num_gpu;
     q.preempted_for = job.preempted_for;
+    q.waited_s = now_s - job.queued_since_s;
   }
   muri::Decision out;
   out.run.assign(n, false);
@@ -269,7 +277,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   }
   // LAS levels change while jobs run: demotion instants are events.
   const bool demotions = tiresias || las;
-  const sched::Scheduler lib_scheduler(LibConfig(policy, config.tiresias));
+  const sched::Scheduler lib_scheduler(LibConfig(policy, config.tiresias, config.reservation_min_wait_s));
   constexpr int64_t kSimGpuBytes = int64_t{80} << 30;
 
   // Jobs in upstream's order: stable by submit time (jobs.py sort_all_jobs).
@@ -439,6 +447,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         Job& job = jobs[j];
         job.status = Status::kPending;
         job.last_check = job.submit_s;
+        job.queued_since_s = job.submit_s;
         job.remaining_time = job.remaining_iteration * job.iteration_time_s;
         job.remaining_gputime = job.remaining_time * job.num_gpu;
         runnable.push_back(j);
@@ -518,7 +527,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       case Policy::kLasOvertake: {
         if (lib) {
           decision = LibDecide(lib_scheduler, cluster, jobs, runnable,
-                               kSimGpuBytes, las);
+                               kSimGpuBytes, las, t);
           break;
         }
         std::vector<muri::FifoJob> list;
@@ -542,6 +551,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       const bool run = decision.run[j];
       if (job.status == Status::kRunning && !run) {
         set_running(j, false);
+        job.queued_since_s = t;
         ++job.preempt;
         ++result.metrics.preemptions;
         job.placement.clear();

@@ -68,6 +68,10 @@ struct SimConfig {
   // floating-point ties): give up after this many events in a row at one
   // simulated time.
   int64_t max_events_at_one_time = 1000000;
+  // Policies through sched::Scheduler: PolicyConfig.reservation_min_wait_s
+  // (s) instead of the policy's own; < 0 keeps the policy's. Not a per-trace
+  // constant: a knob for sweeps (--reservation-min-wait-s).
+  double reservation_min_wait_s = -1;
 };
 
 // Restart overhead in seconds of a job of `num_gpu` GPUs running `model`

@@ -35,8 +35,8 @@
 //    judged against the whole cluster, lost nodes included, ignoring use.
 //    A GPU with memory_total_bytes <= 0 is ignored everywhere.
 // 3. Head-of-queue reservation ("hold"): the first job of the call that ends
-//    kRetryLater takes the one hold of the call, even if it finds nothing to
-//    hold. It holds, among schedulable nodes and ignoring current use:
+//    kRetryLater with waited_s >= reservation_min_wait_s takes the one hold
+//    of the call, even if it finds nothing to hold. It holds, among schedulable nodes and ignoring current use:
 //    - a gang: for the first of its layouts (fewest nodes first) that enough
 //      schedulable nodes could hold when empty, the `nodes` nodes with the
 //      most GPUs (ties: more whole free GPUs now, then name) having at least
@@ -968,6 +968,17 @@ class SchedulePass {
       decision.reason = WaitReason(job);
     }
     if (!policy_.backfill && fifo_blocker_ == 0) fifo_blocker_ = job.job_id;
+    if (!hold_taken_ && job.waited_s < policy_.reservation_min_wait_s) {
+      // Too young to reserve (Slurm's bf_min_age_reserve): later jobs may
+      // take the GPUs it would need until it has waited long enough.
+      if (config_.wait_reasons || job.job_id == explain_id_) {
+        absl::StrAppend(&decision.reason, "; reserves GPUs once it has waited ",
+                        ShortDuration(policy_.reservation_min_wait_s),
+                        " (waited ", ShortDuration(std::max(job.waited_s, 0.0)),
+                        ")");
+      }
+      return;
+    }
     if (!hold_taken_) {
       hold_taken_ = true;
       holder_job_id_ = job.job_id;

@@ -137,6 +137,12 @@ struct JobRequest {
   // Set while jobs this one preempted are still stopping: it waits for their
   // GPUs and preempts nothing more.
   bool victims_stopping = false;
+  // Seconds since it last entered the queue (its submit, or the end of its
+  // last attempt when it was requeued), from the caller's clock (the
+  // coordinator's injected clock, the simulator's simulated time). Decides
+  // whether it may hold the head-of-queue reservation
+  // (PolicyConfig.reservation_min_wait_s).
+  double waited_s = 0;
 };
 
 enum class Outcome {
@@ -225,6 +231,16 @@ struct PolicyConfig {
   // level, and jobs took turns at every event (121 k preemptions on trace2
   // vs 15 k now).
   bool overtake_preemption = false;
+  // A blocked job takes the head-of-queue reservation only once it has
+  // waited (JobRequest.waited_s) at least this many seconds; before that,
+  // later jobs may take the GPUs it would need, and the first blocked job
+  // old enough holds the reservation instead. 0: every blocked job may hold
+  // it at once. Slurm's sched/backfill bf_min_age_reserve (slurm.conf:
+  // "will not reserve resources for pending jobs until they have been
+  // pending and runnable for at least the specified number of seconds").
+  // A gang still cannot starve: once it has waited this long it reserves
+  // like before, so its wait grows by at most this bound.
+  double reservation_min_wait_s = 0;
   // Named queues. Empty: one queue "default" of weight 1. A job's queue ""
   // is "default".
   std::vector<QueueConfig> queues;
@@ -312,7 +328,7 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   NVLink island when one island has enough.
 // - Gangs with GangPlacement::kSpread: the most nodes, emptiest first.
 // - Head-of-queue reservation: the first job in queue order that cannot be
-//   placed now reserves the nodes it would use when they drain, with an
+//   placed now and has waited at least reservation_min_wait_s reserves the nodes it would use when they drain, with an
 //   estimated start from the running jobs' time limits (eta_s); jobs after
 //   it are placed on reserved GPUs only when they cannot delay it: their
 //   time limit ends before that estimate, or the holder may preempt them

@@ -60,6 +60,7 @@ class RandomCase {
     if (Chance(0.5)) p.queues = {{"a", 2.0}, {"b", 1.0}};
     if (Chance(0.3)) p.user_gpu_quota = {{"u0", 2.0}, {"*", 6.0}};
     if (Chance(0.2)) p.project_gpu_quota = {{"p1", 3.5}};
+    if (Chance(0.3)) p.reservation_min_wait_s = 600;
     return config;
   }
 
@@ -146,6 +147,7 @@ class RandomCase {
       job.attained_gpu_s = Pick(3) * 4000.0;
       if (Chance(0.1) && i > 0) job.preempted_for = 1 + Pick(i + 3);
       job.victims_stopping = Chance(0.05);
+      job.waited_s = Pick(1200);
       if (Chance(0.55)) {
         job.kind = JobKind::kExperiment;
         static constexpr double kFractions[] = {0.1, 0.25, 0.5, 1.0, 0.3};

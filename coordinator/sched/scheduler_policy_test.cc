@@ -266,6 +266,61 @@ TEST(SchedulerPolicyTest, Schedule_StreamOfSmallJobs_GangIsNotStarved) {
   }
 }
 
+TEST(SchedulerPolicyTest, Schedule_ReservationMinWait_YoungGangReservesOnlyAfterTheAge) {
+  // reservation_min_wait_s = 3600 s (Slurm's bf_min_age_reserve). Node a,
+  // 8 GPUs: job 100 holds GPUs 0-3 (3600 s left), job 101 GPUs 4-5 (7200 s
+  // left); GPUs 6 and 7 are free. Gang 1 (8 GPUs, level 0) cannot start;
+  // job 2 (1 GPU, level 0, no time limit, not preemptible) comes after it.
+  // - Gang 1 has waited 1800 s < 3600 s: too young to reserve. It takes no
+  //   reservation (eta_s stays -1) and job 2 takes a free GPU (6, best fit
+  //   on the only node).
+  // - Gang 1 has waited 3600 s >= 3600 s: it reserves node a (ETA
+  //   max(3600, 7200) = 7200 s) and job 2, which could delay it, waits.
+  // So the gang's wait grows by at most the age: once it is 3600 s old it
+  //   reserves exactly as with reservation_min_wait_s = 0.
+  SchedulerConfig config;
+  config.policy.reservation_min_wait_s = 3600;
+  const Scheduler scheduler(config);
+  JobRequest gang = Gang(1, 8);
+  gang.waited_s = 1800;
+  std::vector<Decision> d = scheduler.Schedule(BackfillCluster(), {gang, Gang(2, 1)});
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater);
+  EXPECT_DOUBLE_EQ(Of(d, 1).eta_s, -1);
+  EXPECT_THAT(Of(d, 1).reason,
+              HasSubstr("reserves GPUs once it has waited 1h00m (waited 30m)"));
+  ASSERT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+  EXPECT_THAT(Of(d, 2).placement.nodes[0].gpu_indices, ElementsAre(6));
+
+  gang.waited_s = 3600;
+  d = scheduler.Schedule(BackfillCluster(), {gang, Gang(2, 1)});
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater);
+  EXPECT_DOUBLE_EQ(Of(d, 1).eta_s, 7200);
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kRetryLater);
+  EXPECT_THAT(Of(d, 2).reason, HasSubstr("job 1"));
+}
+
+TEST(SchedulerPolicyTest, Schedule_ReservationMinWait_FirstOldEnoughJobHoldsIt) {
+  // Same node, age 3600 s. Queue (LAS level 0, submit order): gang 1 (8
+  // GPUs, waited 60 s: young), gang 2 (4 GPUs, waited 7200 s: old enough),
+  // then 1-GPU job 3. Gang 1 takes no reservation; gang 2 is the first
+  // blocked job old enough, so it holds it (node a; ETA 3600 s, when job
+  // 100 ends and 2 + 4 = 6 >= 4 GPUs are free), and job 3, which could
+  // delay it, waits for it instead of taking free GPU 6.
+  SchedulerConfig config;
+  config.policy.reservation_min_wait_s = 3600;
+  JobRequest young = Gang(1, 8);
+  young.waited_s = 60;
+  JobRequest old = Gang(2, 4);
+  old.waited_s = 7200;
+  std::vector<Decision> d =
+      Scheduler(config).Schedule(BackfillCluster(), {young, old, Gang(3, 1)});
+  EXPECT_DOUBLE_EQ(Of(d, 1).eta_s, -1);
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kRetryLater);
+  EXPECT_DOUBLE_EQ(Of(d, 2).eta_s, 3600);
+  EXPECT_EQ(Of(d, 3).outcome, Outcome::kRetryLater);
+  EXPECT_THAT(Of(d, 3).reason, HasSubstr("job 2"));
+}
+
 TEST(SchedulerPolicyTest, Schedule_StrictFifo_NothingOvertakesTheBlockedHead) {
   // One node of 4 GPUs, 2 free. Gang 1 (4 GPUs) waits; with backfill off
   // the 1-GPU job 2 after it waits too, although a GPU is free.
