@@ -979,6 +979,7 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
     }
   }
   std::vector<sched::JobRequest> queue;
+  const int64_t now_ms = ToUnixMs(clock_->Now());
   for (int64_t id : active_) {
     const v1::Job& job = jobs_.at(id);
     if (job.state() != v1::JOB_STATE_PENDING) continue;
@@ -986,6 +987,14 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
     if (job.spec().auto_pack()) continue;
     queue.push_back(ToJobRequest(job));
     queue.back().victims_stopping = waiting_on_victims.contains(id);
+    // Queued since its submit, or since its last attempt ended (requeue).
+    int64_t queued_since_ms = job.submit_time_ms();
+    if (job.attempts_size() > 0) {
+      queued_since_ms = std::max(queued_since_ms,
+                                 job.attempts(job.attempts_size() - 1).end_time_ms());
+    }
+    queue.back().waited_s =
+        static_cast<double>(std::max<int64_t>(0, now_ms - queued_since_ms)) / 1000.0;
   }
   return queue;
 }

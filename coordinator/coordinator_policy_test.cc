@@ -227,6 +227,36 @@ TEST_F(CoordinatorPolicyTest, WhyJob_BlockedGang_NodesReservationAndEta) {
   EXPECT_THAT(core_->WhyJob(999), StatusIs(absl::StatusCode::kNotFound, HasSubstr("999")));
 }
 
+TEST_F(CoordinatorPolicyTest, ReservationMinWait_GangReservesOnceOldEnoughByTheClock) {
+  // reservation_min_wait_s = 600. Node a, 8 GPUs; a 6-GPU job runs, so 2
+  // are free. The 4-GPU gang is submitted at t = 0 and cannot start.
+  // - t = 0: the gang has waited 0 s < 600 s, so it holds no reservation
+  //   and a 1-GPU job submitted now takes one of the 2 free GPUs.
+  // - t = 600 s (the coordinator's clock): the gang has waited 600 s, so it
+  //   holds node a and the next 1-GPU job waits for it, although a GPU is
+  //   free.
+  sched::PolicyConfig policy;
+  policy.reservation_min_wait_s = 600;
+  Start(policy);
+  FakeConnection& a = Connect("a", 8);
+  Submit(Gang(6));
+  for (const v1::StartTask& s : a.Starts()) Report("a", Status(s, v1::TASK_STATE_RUNNING));
+  const int64_t gang = Submit(Gang(4));
+  absl::StatusOr<v1::WhyJobResponse> why = core_->WhyJob(gang);
+  TC_ASSERT_OK(why);
+  EXPECT_EQ(why->reservation_job_id(), 0);
+  const int64_t early = Submit(Gang(1));
+  EXPECT_EQ(Job(early).state(), v1::JOB_STATE_SCHEDULED);
+
+  clock_.Advance(absl::Seconds(600));
+  const int64_t late = Submit(Gang(1));
+  EXPECT_EQ(Job(late).state(), v1::JOB_STATE_PENDING);
+  why = core_->WhyJob(gang);
+  TC_ASSERT_OK(why);
+  EXPECT_EQ(why->reservation_job_id(), gang);
+  EXPECT_EQ(Job(gang).state(), v1::JOB_STATE_PENDING);
+}
+
 TEST_F(CoordinatorPolicyTest, WhyJob_UserQuota_SaysWhichQuota) {
   sched::PolicyConfig policy;
   policy.user_gpu_quota = {{"alice", 2}};

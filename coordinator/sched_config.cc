@@ -77,6 +77,12 @@ absl::StatusOr<sched::PolicyConfig> PolicyFromProto(
   policy.backfill = !file.disable_backfill();
   policy.preemption = !file.disable_preemption();
   policy.overtake_preemption = file.overtake_preemption();
+  if (!(file.reservation_min_wait_s() >= 0)) {
+    return Invalid("reservation_min_wait_s",
+                   absl::StrCat("must be >= 0 seconds, got ",
+                                file.reservation_min_wait_s()));
+  }
+  policy.reservation_min_wait_s = file.reservation_min_wait_s();
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < file.queues_size(); ++i) {
     const v1::QueueSpec& q = file.queues(i);

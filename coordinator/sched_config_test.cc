@@ -29,6 +29,7 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
     order: "fifo"
     disable_backfill: true
     overtake_preemption: true
+    reservation_min_wait_s: 3600
     queues { name: "default" }
     queues { name: "prod" weight: 3 }
     user_quotas { name: "*" gpus: 16 }
@@ -40,6 +41,7 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
   EXPECT_FALSE(p->backfill);
   EXPECT_TRUE(p->preemption);  // not given: the default
   EXPECT_TRUE(p->overtake_preemption);
+  EXPECT_EQ(p->reservation_min_wait_s, 3600);
   ASSERT_EQ(p->queues.size(), 2u);
   EXPECT_EQ(p->queues[0].name, "default");
   EXPECT_EQ(p->queues[0].weight, 1.0);  // 0 (absent) means 1
@@ -75,6 +77,10 @@ TEST(SchedConfigTest, LoadSchedulerConfig_BadInput_InvalidArgumentNamingField) {
                   WriteFile("bad3.textproto", "user_quotas { name: \"x\" gpus: -1 }")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("user_quotas[0]: gpus must be >= 0")));
+  EXPECT_THAT(
+      LoadSchedulerConfig(WriteFile("bad5.textproto", "reservation_min_wait_s: -1")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("reservation_min_wait_s: must be >= 0 seconds, got -1")));
   EXPECT_THAT(LoadSchedulerConfig(WriteFile("bad4.textproto", "queues {")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 1")));
   EXPECT_THAT(LoadSchedulerConfig("/nonexistent/sched.textproto"),
