@@ -9,7 +9,10 @@
 # durations, an oracle). Prints a table and writes
 # bench/results/sim_policies.json (.txt beside it), then runs the starvation
 # scenario (a gang behind a stream of 1-GPU jobs) into
-# bench/results/sim_starvation.txt.
+# bench/results/sim_starvation.txt, and sweeps las's
+# reservation_min_wait_s (--reservation-min-wait-s: Slurm's
+# bf_min_age_reserve) over every trace and the starvation scenario into
+# bench/results/sim_reservation_age.{json,txt}.
 #
 #   bench/sim/compare_policies.sh [BUILD_DIR] [MURI_DIR]
 # BUILD_DIR defaults to build; MURI_DIR to ../shared/traces/muri. Any trace
@@ -112,7 +115,9 @@ PY
   echo "|---|---|---|---|"
   for spec in "fifo-backfill --compat muri:greedy backfill, no reservation (Muri-style baseline)" \
               "fifo-backfill:fifo-backfill (reservation + backfill)" \
-              "las:las (default)"; do
+              "las:las (default)" \
+              "las --reservation-min-wait-s 600:las, reservation_min_wait_s 600" \
+              "las --reservation-min-wait-s 3600:las, reservation_min_wait_s 3600"; do
     args="${spec%%:*}"; label="${spec#*:}"
     # shellcheck disable=SC2086
     json=$("$sim" --trace "$tmp/starvation.csv" --cluster "$tmp/one_node.csv" \
@@ -127,3 +132,69 @@ print("| %s | %.0f | %.0f | %.0f |" % (sys.argv[3], float(g["start_time_s"]),
 PY
   done
 } | tee bench/results/sim_starvation.txt
+
+# reservation_min_wait_s sweep (issue 3): las with a blocked job allowed to
+# hold the head-of-queue reservation only after waiting W seconds. 1e9 =
+# never within these traces (no reservation at all: starves gangs; a
+# reference, not a candidate).
+ages=(0 600 3600 14400 86400 345600 1e9)
+sweep="$tmp/sweep.tsv"
+: >"$sweep"
+for w in "${ages[@]}"; do
+  for trace in "${traces[@]}"; do
+    json=$("$sim" --trace "$muri/sim/$trace.csv" --cluster "$muri/sim/cluster_n8g8.csv" \
+      --policy las --reservation-min-wait-s "$w" | tail -n 1)
+    printf '%s\t%s\t%s\n' "$w" "$trace" "$json" >>"$sweep"
+  done
+  "$sim" --trace "$tmp/starvation.csv" --cluster "$tmp/one_node.csv" --policy las \
+    --reservation-min-wait-s "$w" --jobs-out "$tmp/starve.$w.csv" >/dev/null
+  printf '%s\tstarvation\t%s\n' "$w" "$tmp/starve.$w.csv" >>"$sweep"
+done
+python3 - "$sweep" "$muri" bench/results/sim_reservation_age.json <<'PY' | tee bench/results/sim_reservation_age.txt
+import csv, json, os, sys
+sweep, muri, dest = sys.argv[1:4]
+pub = {}
+with open(os.path.join(muri, "published_sim_results.csv")) as f:
+    for r in csv.DictReader(f):
+        if r["policy"] == "Tiresias (dlas-gpu)":
+            pub[r["trace"]] = float(r["avg_jct_s"])
+rows, traces, order = {}, [], []
+with open(sweep) as f:
+    for line in f:
+        w, trace, rest = line.rstrip("\n").split("\t", 2)
+        if w not in rows:
+            rows[w] = {"reservation_min_wait_s": float(w), "traces": {}}
+            order.append(w)
+        if trace == "starvation":
+            g = {r["job_id"]: r for r in csv.DictReader(open(rest))}["1000"]
+            rows[w]["starvation_gang_wait_s"] = (
+                float(g["start_time_s"]) - float(g["submit_time_s"]))
+            continue
+        if trace not in traces:
+            traces.append(trace)
+        m = json.loads(rest)
+        rows[w]["traces"][trace] = {
+            "avg_jct_s": m["avg_jct_s"],
+            "avg_jct_vs_published_tiresias":
+                m["avg_jct_s"] / pub[trace] if trace in pub else None,
+            "preemptions": int(m["preemptions"]),
+            "gpu_allocation_while_queued": m["gpu_allocation_while_queued"]}
+print("las, avg JCT / published Tiresias per trace, by reservation_min_wait_s"
+      " (W); last column: the starvation scenario's gang wait.")
+print()
+print("| W (s) | " + " | ".join(traces) + " | max | GPU alloc while queued | preemptions | gang wait (s) |")
+print("|---|" + "---|" * (len(traces) + 4))
+for w in order:
+    r = rows[w]
+    ratios = [r["traces"][t]["avg_jct_vs_published_tiresias"] for t in traces]
+    alloc = [r["traces"][t]["gpu_allocation_while_queued"] for t in traces]
+    pre = [r["traces"][t]["preemptions"] for t in traces]
+    print("| %s | %s | %.2f | %.1f-%.1f%% | %d-%d | %.0f |" % (
+        "never (1e9)" if float(w) >= 1e9 else "%g" % float(w),
+        " | ".join("%.2f" % x for x in ratios), max(ratios),
+        100 * min(alloc), 100 * max(alloc), min(pre), max(pre),
+        r["starvation_gang_wait_s"]))
+with open(dest, "w") as f:
+    json.dump({"policy": "las", "cluster": "cluster_n8g8 (8 nodes x 8 GPUs)",
+               "rows": [rows[w] for w in order]}, f, indent=1)
+PY

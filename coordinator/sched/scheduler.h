@@ -239,7 +239,11 @@ struct PolicyConfig {
   // "will not reserve resources for pending jobs until they have been
   // pending and runnable for at least the specified number of seconds").
   // A gang still cannot starve: once it has waited this long it reserves
-  // like before, so its wait grows by at most this bound.
+  // like before, so its wait grows by at most this bound. Off (0) by
+  // default: swept from 600 s to 4 days on the Muri traces
+  // (bench/README.md, "Reservation age"), no value improved avg JCT on
+  // every trace, and none brought trace3/trace4/trace4_pr under 0.8x the
+  // published Tiresias (no reservation at all: 1.30/0.83/0.88).
   double reservation_min_wait_s = 0;
   // Named queues. Empty: one queue "default" of weight 1. A job's queue ""
   // is "default".
