@@ -72,6 +72,33 @@ TEST(SimulateTest, Simulate_GangWaits_AllocationWhileQueuedCountsOnlyWaitingTime
   EXPECT_NEAR(r->metrics.gpu_allocation, 655.0 / 872.0, 1e-12);
 }
 
+TEST(SimulateTest, Simulate_ReservationMinWait_YoungGangLetsSmallJobRunFirst) {
+  // One node of 4 GPUs, las, our cost model (vgg16 restart overhead: 7 s on
+  // 1 or 2 GPUs, 8 s on 4). Job 0 (2 GPUs) runs 0 .. 101.5 + 7 = 108.5.
+  // Gang 1 (4 GPUs) arrives at 1 s, 1-GPU job 2 at 2 s; all stay at LAS
+  // level 0 (< 3250 GPU-s), so nobody preempts anybody.
+  // - Reservation age 0: gang 1 reserves the node at 1 s; job 2 waits.
+  //   Gang 1 runs 108.5 .. 108.5 + 109.5 = 218, then job 2 starts at 218.
+  // - Age 500 s: at 2 s the gang has waited 1 s, holds nothing, and job 2
+  //   takes a free GPU: 2 .. 2 + 108.5 = 110.5. At 108.5 s the gang (107.5 s
+  //   old, still too young) finds 3 GPUs free; at 110.5 s all 4: it starts
+  //   2 s later than with age 0 (bounded), and job 2 208 s earlier.
+  const std::vector<TraceJob> trace = {Job(0, 2, 0, 1000), Job(1, 4, 1, 1000),
+                                       Job(2, 1, 2, 1000)};
+  absl::StatusOr<SimResult> r =
+      Simulate(Config(Policy::kLas, CostModel::kOurs, 1, 4), trace);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(ById(*r)[1].start_time_s, 108.5, 1e-9);
+  EXPECT_NEAR(ById(*r)[2].start_time_s, 218, 1e-9);
+
+  SimConfig aged = Config(Policy::kLas, CostModel::kOurs, 1, 4);
+  aged.reservation_min_wait_s = 500;
+  r = Simulate(aged, trace);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(ById(*r)[2].start_time_s, 2, 1e-9);
+  EXPECT_NEAR(ById(*r)[1].start_time_s, 110.5, 1e-9);
+}
+
 TEST(SimulateTest, Simulate_MuriCompat_EveryEventCostsRestartOverhead) {
   // One 4-GPU node, FIFO. Job 0 (vgg16, 1 GPU: overhead 7 s) needs 101.5 s.
   // Jobs 1 and 2 arrive at 50 s and 60 s on free GPUs.
