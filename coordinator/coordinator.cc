@@ -163,6 +163,15 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       advertise_address_(config_.advertise_address),
       packer_(config_.packer) {}
 
+Coordinator::~Coordinator() {
+  WriteTicket last;
+  {
+    absl::MutexLock lock(&mu_);
+    last = last_ticket_;
+  }
+  store_->WaitDurable(last).IgnoreError();
+}
+
 void Coordinator::SetAdvertiseAddress(std::string address) {
   absl::MutexLock lock(&mu_);
   advertise_address_ = std::move(address);
@@ -400,9 +409,18 @@ std::vector<int64_t> Coordinator::ActiveIdsLocked() const {
   return {active_.begin(), active_.end()};
 }
 
+absl::Status Coordinator::EnqueueJobLocked(const v1::Job& job) {
+  absl::StatusOr<WriteTicket> ticket = store_->EnqueuePutJob(job);
+  if (!ticket.ok()) return ticket.status();
+  last_ticket_ = std::max(last_ticket_, *ticket);
+  return absl::OkStatus();
+}
+
 void Coordinator::PersistLocked(const v1::Job& job) {
   TrackLocked(job);
-  absl::Status s = store_->PutJob(job);
+  // Queued, not waited for: whoever replies on the strength of this write
+  // (SubmitJob, CancelJob, a StartTask) waits for its ticket outside mu_.
+  absl::Status s = EnqueueJobLocked(job);
   if (!s.ok()) {
     TC_LOG_ERROR("could not store job {}: {}", job.id(), s.ToString());
   }
@@ -479,42 +497,74 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
         absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));
   }
   Deferred deferred;
-  int64_t id;
+  int64_t id = 0;
+  WriteTicket durable_at = 0;
+  bool retried = false;
   {
     absl::MutexLock lock(&mu_);
     if (!request_id.empty()) {
       auto it = request_ids_.find(request_id);
-      if (it != request_ids_.end()) return it->second;
+      if (it != request_ids_.end()) {
+        // A retry: the first call may not have seen its write durable yet.
+        id = it->second;
+        durable_at = last_ticket_;
+        retried = true;
+      }
     }
-    id = next_job_id_;
-    v1::Job job;
-    job.set_id(id);
-    *job.mutable_spec() = spec;
-    job.set_kind(KindOf(spec));
-    job.set_state(v1::JOB_STATE_PENDING);
-    job.set_reason("waiting to be scheduled");
-    job.set_submit_time_ms(ToUnixMs(clock_->Now()));
-    job.set_request_id(request_id);
-    if (!config_.checkpoint_root.empty()) {
-      job.set_checkpoint_dir(absl::StrCat(
-          absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+    if (!retried) {
+      id = next_job_id_;
+      v1::Job job;
+      job.set_id(id);
+      *job.mutable_spec() = spec;
+      job.set_kind(KindOf(spec));
+      job.set_state(v1::JOB_STATE_PENDING);
+      job.set_reason("waiting to be scheduled");
+      job.set_submit_time_ms(ToUnixMs(clock_->Now()));
+      job.set_request_id(request_id);
+      if (!config_.checkpoint_root.empty()) {
+        job.set_checkpoint_dir(absl::StrCat(
+            absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+      }
+      // Queued first (a store that refuses at once refuses the job), then
+      // placed; when the job is placed in this pass its SCHEDULED record
+      // replaces the PENDING one still queued, so both go in one commit.
+      absl::Status stored = EnqueueJobLocked(job);
+      if (!stored.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("the job was not accepted: ", stored.message()));
+      }
+      ++next_job_id_;
+      if (!request_id.empty()) request_ids_[request_id] = id;
+      if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
+      TrackLocked(job);
+      jobs_.emplace(id, std::move(job));
+      ++jobs_by_state_[v1::JOB_STATE_PENDING];
+      TC_LOG_INFO("job {} submitted", id);
+      ScheduleLocked(deferred);
+      durable_at = last_ticket_;
     }
-    absl::Status stored = store_->PutJob(job);
-    if (!stored.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("the job was not accepted: ", stored.message()));
-    }
-    ++next_job_id_;
-    if (!request_id.empty()) request_ids_[request_id] = id;
-    if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
-    TrackLocked(job);
-    jobs_.emplace(id, std::move(job));
-    ++jobs_by_state_[v1::JOB_STATE_PENDING];
-    TC_LOG_INFO("job {} submitted", id);
-    ScheduleLocked(deferred);
+  }
+  if (retried) {
+    TC_RETURN_IF_ERROR(WaitStored(durable_at));
+    return id;
   }
   RunDeferred(deferred);
+  // The ack waits for the job's write, outside mu_ (group commit).
+  absl::Status stored = store_->WaitDurable(durable_at);
+  if (!stored.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("job ", id, " may not have been stored: ", stored.message(),
+                     "; retry with the same request id"));
+  }
   return id;
+}
+
+absl::Status Coordinator::WaitStored(WriteTicket ticket) {
+  absl::Status s = store_->WaitDurable(ticket);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("not stored: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
@@ -559,6 +609,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
 absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
   Deferred deferred;
   v1::Job result;
+  WriteTicket durable_at;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -572,17 +623,18 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
       }
       TC_RETURN_IF_ERROR(
           TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred));
-      TrackLocked(job);
-      absl::Status stored = store_->PutJob(job);
-      if (!stored.ok()) {
-        TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
-                     stored.ToString());
-      }
+      PersistLocked(job);
       ScheduleLocked(deferred);
     }
     result = Redacted(job);
+    durable_at = last_ticket_;
   }
   RunDeferred(deferred);
+  absl::Status stored = store_->WaitDurable(durable_at);
+  if (!stored.ok()) {
+    TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
+                 stored.ToString());
+  }
   return result;
 }
 
@@ -857,7 +909,7 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
     v1::Job& job = it->second;
     switch (d.outcome) {
       case sched::Outcome::kPlaced:
-        StartAttemptLocked(job, d.placement);
+        StartAttemptLocked(job, d.placement, deferred);
         break;
       case sched::Outcome::kInfeasible:
         if (TransitionLocked(job, v1::JOB_STATE_FAILED,
@@ -917,7 +969,8 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
 }
 
 void Coordinator::StartAttemptLocked(v1::Job& job,
-                                     const sched::Placement& placement) {
+                                     const sched::Placement& placement,
+                                     Deferred& deferred) {
   Deferred unused;
   job.clear_tasks();
   job.set_attempt_token(absl::StrFormat("%016x%016x",
@@ -959,6 +1012,8 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
   PersistLocked(job);
 
+  std::vector<v1::CoordinatorMessage> starts;
+  starts.reserve(job.tasks_size());
   for (const v1::Task& t : job.tasks()) {
     const NodeEntry& ne = nodes_[t.node()];
     LaunchContext ctx;
@@ -972,7 +1027,42 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
     start->mutable_argv()->CopyFrom(job.spec().command());
     for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
     start->set_workdir(job.spec().workdir());
-    SendLocked(t.node(), msg);
+    starts.push_back(std::move(msg));
+  }
+  // Sent once the SCHEDULED record is durable (after mu_ is released: the
+  // callback takes it; with a synchronous store it runs at once).
+  deferred.push_back([this, ticket = last_ticket_, id = job.id(),
+                      attempt = job.attempt(), seq = job.placement_seq(),
+                      starts = std::move(starts)]() mutable {
+    store_->WhenDurable(ticket, [this, id, attempt, seq, starts = std::move(starts)](
+                                    absl::Status stored) mutable {
+      SendStartsWhenStored(id, attempt, seq, std::move(starts), std::move(stored));
+    });
+  });
+}
+
+void Coordinator::SendStartsWhenStored(int64_t job_id, int attempt,
+                                       int64_t placement_seq,
+                                       std::vector<v1::CoordinatorMessage> starts,
+                                       absl::Status stored) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  const v1::Job& job = it->second;
+  if (job.attempt() != attempt || job.placement_seq() != placement_seq) return;
+  if (!stored.ok()) {
+    TC_LOG_ERROR("job {} attempt {}: not started, its placement was not stored: {}",
+                 job_id, attempt, stored.ToString());
+    return;
+  }
+  for (v1::CoordinatorMessage& msg : starts) {
+    const v1::TaskRef& ref = msg.start_task().task();
+    for (const v1::Task& t : job.tasks()) {
+      if (t.rank() == ref.rank() && t.state() == v1::TASK_STATE_STARTING) {
+        SendLocked(t.node(), msg);
+        break;
+      }
+    }
   }
 }
 
@@ -1290,10 +1380,14 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     // Stored first: a registration that cannot be stored changes nothing.
     v1::Node updated = n;
     updated.set_state(v1::NODE_STATE_READY);
-    absl::Status stored = store_->PutNode(updated);
+    // Queued, not waited for: a node record lost to a crash only means the
+    // agent registers again (it would anyway, after a restart).
+    absl::StatusOr<WriteTicket> stored = store_->EnqueuePutNode(updated);
+    if (stored.ok()) last_ticket_ = std::max(last_ticket_, *stored);
     if (!stored.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("could not store node ", n.name(), ": ", stored.message()));
+          absl::StrCat("could not store node ", n.name(), ": ",
+                       stored.status().message()));
     }
     NodeEntry& e = nodes_[n.name()];
     if (e.conn != nullptr && e.conn != conn) {
@@ -1628,7 +1722,9 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
     e.conn->Close(absl::UnavailableError(why));
     e.conn = nullptr;
   }
-  store_->PutNode(e.node).IgnoreError();
+  if (absl::StatusOr<WriteTicket> t = store_->EnqueuePutNode(e.node); t.ok()) {
+    last_ticket_ = std::max(last_ticket_, *t);
+  }
   TC_LOG_WARN("node {} lost: {}", e.node.name(), why);
   const std::string& name = e.node.name();
   draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
@@ -2124,7 +2220,7 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
                 "(measured {:.0f}% busy, {} MiB used), reserving {} MiB",
                 job->id(), p.index, p.node, p.trials.size() + 1, p.util_pct,
                 p.memory_used_bytes >> 20, c.reserved_bytes >> 20);
-    StartAttemptLocked(*job, placement);
+    StartAttemptLocked(*job, placement, deferred);
     p.trials.push_back({job->id(), now_ms, 0});
     refused.clear();  // The GPUs changed.
   }

@@ -191,6 +191,10 @@ class Coordinator {
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorConfig config, StateStore* store, const Clock* clock);
 
+  // Waits until every write it queued is durable and every StartTask held
+  // back for one has been sent (or dropped).
+  ~Coordinator();
+
   // ------------------------------------------------------------ user API
 
   // Validates, stores (durably) and queues a job, then schedules. A repeated
@@ -433,8 +437,24 @@ class Coordinator {
   // `now`. Returns whether any was.
   bool EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartAttemptLocked(v1::Job& job, const sched::Placement& placement)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places job's attempt (SCHEDULED, tasks STARTING) and queues its write;
+  // the StartTask messages go out from `deferred` only once that write is
+  // durable (a task never runs on the strength of state a crash can lose).
+  void StartAttemptLocked(v1::Job& job, const sched::Placement& placement,
+                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends held-back StartTask messages of job `job_id`'s attempt `attempt`
+  // (placement `placement_seq`) whose task is still STARTING: a cancel, a
+  // requeue or a lost node in the meantime drops them. `stored` is the status
+  // of the write that placed the attempt; on error nothing is sent.
+  void SendStartsWhenStored(int64_t job_id, int attempt, int64_t placement_seq,
+                            std::vector<v1::CoordinatorMessage> starts,
+                            absl::Status stored) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits (without mu_) until the write `ticket` is durable. Errors:
+  // UNAVAILABLE when it failed.
+  absl::Status WaitStored(WriteTicket ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `job`'s write (StateStore::EnqueuePutJob) and returns its status;
+  // the ticket goes into last_ticket_.
+  absl::Status EnqueueJobLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task of the current attempt ended or could not start; decides the
   // attempt's fate.
@@ -486,6 +506,9 @@ class Coordinator {
   const CoordinatorConfig config_;
   std::string advertise_address_ ABSL_GUARDED_BY(mu_);
   StateStore* const store_;
+  // The ticket of the last write queued (StateStore::EnqueuePut*); a reply
+  // that needs its write durable waits for it after releasing mu_.
+  WriteTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   const Clock* const clock_;
   const sched::Scheduler scheduler_;
   RendezvousTable rendezvous_;
