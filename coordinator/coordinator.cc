@@ -142,6 +142,20 @@ v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
   return ref;
 }
 
+// Holds the store's commits for one locked section (StateStore::HoldCommits):
+// the writes of one event go in one transaction. Declared after the
+// MutexLock, so it ends before mu_ is released.
+class CommitHold {
+ public:
+  explicit CommitHold(StateStore* store) : store_(store) { store_->HoldCommits(); }
+  ~CommitHold() { store_->ReleaseCommits(); }
+  CommitHold(const CommitHold&) = delete;
+  CommitHold& operator=(const CommitHold&) = delete;
+
+ private:
+  StateStore* const store_;
+};
+
 }  // namespace
 
 bool IsFinal(v1::JobState state) {
@@ -512,6 +526,9 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
       }
     }
     if (!retried) {
+      // This job's PENDING record and the placement it gets below commit
+      // together: one fsync per submit.
+      CommitHold hold(store_);
       id = next_job_id_;
       v1::Job job;
       job.set_id(id);
@@ -1565,6 +1582,8 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
+    // A task exit and the placements it makes room for commit together.
+    CommitHold hold(store_);
     auto it = nodes_.find(node);
     if (it == nodes_.end() || it->second.conn != conn) {
       return absl::FailedPreconditionError(

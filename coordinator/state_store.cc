@@ -310,7 +310,17 @@ void SqliteStateStore::WhenDurable(WriteTicket ticket,
 }
 
 bool SqliteStateStore::HasWorkLocked() const {
-  return stopping_ || last_ticket_ > durable_;
+  return stopping_ || (holds_ == 0 && last_ticket_ > durable_);
+}
+
+void SqliteStateStore::HoldCommits() {
+  absl::MutexLock lock(&queue_mu_);
+  ++holds_;
+}
+
+void SqliteStateStore::ReleaseCommits() {
+  absl::MutexLock lock(&queue_mu_);
+  --holds_;
 }
 
 SqliteStateStore::CommitStats SqliteStateStore::commit_stats() {

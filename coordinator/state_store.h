@@ -76,6 +76,14 @@ class StateStore {
   // Blocks until WhenDurable(ticket) would call back; returns its status.
   absl::Status WaitDurable(WriteTicket ticket);
 
+  // Holds back commits until the matching ReleaseCommits(), so that every
+  // write queued in between goes into one transaction (one fsync): the
+  // coordinator holds across one event (a submit and the placement it
+  // causes; a task exit and the next job started on the GPUs it freed).
+  // Nestable; never wait for a ticket while holding. Defaults do nothing.
+  virtual void HoldCommits() {}
+  virtual void ReleaseCommits() {}
+
   // Inserts or replaces the job with `job.id()`; durable when it returns OK.
   // Errors: INVALID_ARGUMENT for id <= 0; UNAVAILABLE / INTERNAL when the
   // write failed (nothing is then acknowledged to the user).
@@ -182,6 +190,8 @@ class SqliteStateStore : public StateStore {
   absl::StatusOr<WriteTicket> EnqueuePutNode(const v1::Node& node) override;
   void WhenDurable(WriteTicket ticket,
                    absl::AnyInvocable<void(absl::Status) &&> done) override;
+  void HoldCommits() override;
+  void ReleaseCommits() override;
 
   // Commits made so far (transactions, i.e. fsyncs with kFull) and the writes
   // they carried after coalescing; for benchmarks and tests.
@@ -233,6 +243,7 @@ class SqliteStateStore : public StateStore {
   std::vector<Failed> failed_ ABSL_GUARDED_BY(queue_mu_);
   CommitStats stats_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  int holds_ ABSL_GUARDED_BY(queue_mu_) = 0;
 
   absl::Mutex mu_;
   std::unique_ptr<Db> db_ ABSL_GUARDED_BY(mu_);

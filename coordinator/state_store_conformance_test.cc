@@ -350,5 +350,30 @@ TEST(SqliteStateStoreTest, PutJob_AckedWhileOpen_VisibleToAnotherConnection) {
   EXPECT_LE(stats.commits, 40);
 }
 
+// Writes queued while commits are held (one coordinator event: a submit and
+// its placement) go in one transaction, and that one commit acks them all.
+TEST(SqliteStateStoreTest, HoldCommits_WritesQueuedWhileHeld_OneCommit) {
+  const std::string dir = ::testing::TempDir() + "/sqlite-hold";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto store = SqliteStateStore::Open(dir + "/state.db");
+  TC_ASSERT_OK(store);
+  const int64_t before = (*store)->commit_stats().commits;
+  (*store)->HoldCommits();
+  auto t1 = (*store)->EnqueuePutJob(MakeJob(1, v1::JOB_STATE_PENDING));
+  auto t2 = (*store)->EnqueuePutJob(MakeJob(1, v1::JOB_STATE_SCHEDULED));
+  auto t3 = (*store)->EnqueuePutJob(MakeJob(2, v1::JOB_STATE_SUCCEEDED));
+  (*store)->ReleaseCommits();
+  TC_ASSERT_OK(t3);
+  TC_ASSERT_OK((*store)->WaitDurable(*t3));
+  TC_EXPECT_OK((*store)->WaitDurable(*t1));
+  const SqliteStateStore::CommitStats stats = (*store)->commit_stats();
+  EXPECT_EQ(stats.commits - before, 1);
+  auto state = (*store)->Load();
+  TC_ASSERT_OK(state);
+  ASSERT_THAT(state->jobs, SizeIs(2));
+  EXPECT_EQ(state->jobs[0].state(), v1::JOB_STATE_SCHEDULED);
+}
+
 }  // namespace
 }  // namespace trainctl::coord
