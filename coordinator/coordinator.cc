@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
@@ -505,11 +506,28 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
-  TC_RETURN_IF_ERROR(ValidateJobSpec(spec, config_.scheduler.policy));
-  if (request_id.size() > kMaxRequestIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));
+  absl::Notification notified;
+  absl::StatusOr<int64_t> result;
+  SubmitJobAsync(spec, request_id, [&](absl::StatusOr<int64_t> id) {
+    result = std::move(id);
+    notified.Notify();
+  });
+  notified.WaitForNotification();
+  return result;
+}
+
+void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
+                                 const std::string& request_id, SubmitDone done) {
+  if (absl::Status s = ValidateJobSpec(spec, config_.scheduler.policy); !s.ok()) {
+    std::move(done)(s);
+    return;
   }
+  if (request_id.size() > kMaxRequestIdBytes) {
+    std::move(done)(absl::InvalidArgumentError(
+        absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes")));
+    return;
+  }
+  absl::Status refused;
   Deferred deferred;
   int64_t id = 0;
   WriteTicket durable_at = 0;
@@ -547,33 +565,38 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
       // replaces the PENDING one still queued, so both go in one commit.
       absl::Status stored = EnqueueJobLocked(job);
       if (!stored.ok()) {
-        return absl::UnavailableError(
+        refused = absl::UnavailableError(
             absl::StrCat("the job was not accepted: ", stored.message()));
+      } else {
+        ++next_job_id_;
+        if (!request_id.empty()) request_ids_[request_id] = id;
+        if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
+        TrackLocked(job);
+        jobs_.emplace(id, std::move(job));
+        ++jobs_by_state_[v1::JOB_STATE_PENDING];
+        TC_LOG_INFO("job {} submitted", id);
+        ScheduleLocked(deferred);
+        durable_at = last_ticket_;
       }
-      ++next_job_id_;
-      if (!request_id.empty()) request_ids_[request_id] = id;
-      if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
-      TrackLocked(job);
-      jobs_.emplace(id, std::move(job));
-      ++jobs_by_state_[v1::JOB_STATE_PENDING];
-      TC_LOG_INFO("job {} submitted", id);
-      ScheduleLocked(deferred);
-      durable_at = last_ticket_;
     }
   }
-  if (retried) {
-    TC_RETURN_IF_ERROR(WaitStored(durable_at));
-    return id;
+  if (!refused.ok()) {
+    std::move(done)(std::move(refused));
+    return;
   }
   RunDeferred(deferred);
-  // The ack waits for the job's write, outside mu_ (group commit).
-  absl::Status stored = store_->WaitDurable(durable_at);
-  if (!stored.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("job ", id, " may not have been stored: ", stored.message(),
-                     "; retry with the same request id"));
-  }
-  return id;
+  // The ack waits for the job's write (a retry: for whatever was queued when
+  // it came, which covers the first call's write), outside mu_.
+  store_->WhenDurable(durable_at, [id, done = std::move(done)](
+                                      absl::Status stored) mutable {
+    if (!stored.ok()) {
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          "job ", id, " may not have been stored: ", stored.message(),
+          "; retry with the same request id")));
+      return;
+    }
+    std::move(done)(id);
+  });
 }
 
 absl::Status Coordinator::WaitStored(WriteTicket ticket) {

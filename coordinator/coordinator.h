@@ -204,6 +204,14 @@ class Coordinator {
   absl::StatusOr<int64_t> SubmitJob(const v1::JobSpec& spec,
                                     const std::string& request_id);
 
+  // SubmitJob without blocking the caller: `done` gets the job id once the
+  // job's write is durable (on the store's commit thread, or inline when the
+  // store is synchronous or the call fails early). The gRPC layer uses this
+  // so that no server thread waits for an fsync. Errors: as SubmitJob.
+  using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
+  void SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
+                      SubmitDone done);
+
   // The job as users see it (no attempt token). Errors: NOT_FOUND.
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
 
