@@ -830,14 +830,51 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
 
 // ---------------------------------------------------------------- scheduling
 
-sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
-  sched::ClusterSnapshot snap;
-  absl::flat_hash_map<std::string, size_t> index;
+namespace {
+
+// Whether `n` already describes node `e` (name, GPUs, NVLink peers); the
+// reservations are not compared (they are reset and recounted).
+bool SameNodeShape(const sched::NodeState& n, const std::string& name,
+                   const v1::Node& node) {
+  if (n.name != name || n.gpus.size() != static_cast<size_t>(node.gpus_size())) {
+    return false;
+  }
+  for (int i = 0; i < node.gpus_size(); ++i) {
+    const v1::Gpu& g = node.gpus(i);
+    const sched::GpuState& gs = n.gpus[i];
+    if (gs.index != g.index() || gs.uuid != g.uuid() ||
+        gs.memory_total_bytes != g.memory_total_bytes() ||
+        !std::equal(gs.nvlink_peers.begin(), gs.nvlink_peers.end(),
+                    g.nvlink_peers().begin(), g.nvlink_peers().end())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
+  // Rebuilt in place: node and GPU entries whose shape did not change are
+  // kept (no string or vector allocated per event), only their reservations
+  // are reset and recounted below. Per-event cost was dominated by malloc
+  // here (bench/README.md, swarm perf notes).
+  sched::ClusterSnapshot& snap = snapshot_cache_;
+  snap.running.clear();
+  if (snap.nodes.size() != nodes_.size()) snap.nodes.resize(nodes_.size());
+  size_t i = 0;
   for (const auto& [name, e] : nodes_) {
-    index[name] = snap.nodes.size();
-    sched::NodeState& n = snap.nodes.emplace_back();
-    n.name = name;
+    sched::NodeState& n = snap.nodes[i++];
     n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY;
+    if (SameNodeShape(n, name, e.node)) {
+      for (sched::GpuState& gs : n.gpus) {
+        gs.reserved_bytes = 0;
+        gs.task_count = 0;
+      }
+      continue;
+    }
+    n.name = name;
+    n.gpus.clear();
     for (const v1::Gpu& g : e.node.gpus()) {
       sched::GpuState& gs = n.gpus.emplace_back();
       gs.index = g.index();
@@ -847,10 +884,13 @@ sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
     }
   }
   auto reserve = [&](const v1::Task& t) {
-    auto it = index.find(t.node());
-    if (it == index.end()) return;
+    // nodes_ and snap.nodes are both in name order.
+    auto it = std::lower_bound(
+        snap.nodes.begin(), snap.nodes.end(), t.node(),
+        [](const sched::NodeState& n, const std::string& name) { return n.name < name; });
+    if (it == snap.nodes.end() || it->name != t.node()) return;
     for (int gpu : OwnedGpus(t)) {
-      for (sched::GpuState& gs : snap.nodes[it->second].gpus) {
+      for (sched::GpuState& gs : it->gpus) {
         if (gs.index != gpu) continue;
         gs.reserved_bytes += t.reserved_bytes_per_gpu();
         gs.task_count += 1;

@@ -436,7 +436,10 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Free capacity per GPU, and the jobs holding GPUs (their time limits, for
   // the reservation's ETA; owners, for quotas and fair share).
-  sched::ClusterSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The scheduler's view, rebuilt in place in snapshot_cache_ (valid until
+  // the next call).
+  const sched::ClusterSnapshot& SnapshotLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops `victim`'s live tasks (grace period) and requeues it as a new
   // attempt, preempted for job `by`.
   void PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
@@ -535,6 +538,9 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
       ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+  // SnapshotLocked's result, kept between calls so unchanged nodes cost no
+  // allocation.
+  mutable sched::ClusterSnapshot snapshot_cache_ ABSL_GUARDED_BY(mu_);
   std::vector<DrainingTask> draining_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
