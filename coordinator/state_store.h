@@ -164,8 +164,10 @@ class SqliteStateStore : public StateStore {
   // WAL mode; https://www.sqlite.org/pragma.html#pragma_synchronous).
   enum class Sync {
     // fsync of the WAL at every commit: survives a power loss or OS crash.
-    // Costs one fsync per write (about 5 ms each on the shared CI disk, so
-    // about 200 writes/s; bench/results/durability_sigkill*.json).
+    // Costs one fsync per commit (about 5 ms on the shared CI disk); group
+    // commit shares it among every write queued meanwhile, so throughput
+    // grows with concurrency (bench/results/durability_sigkill*.json,
+    // submit.json BM_SubmitJobConcurrent).
     kFull,
     // The WAL is fsynced only at checkpoints: every commit survives a crash
     // or `kill -9` of the coordinator (the write is in the OS before the
