@@ -842,8 +842,7 @@ bool SameNodeShape(const sched::NodeState& n, const std::string& name,
   for (int i = 0; i < node.gpus_size(); ++i) {
     const v1::Gpu& g = node.gpus(i);
     const sched::GpuState& gs = n.gpus[i];
-    if (gs.index != g.index() || gs.uuid != g.uuid() ||
-        gs.memory_total_bytes != g.memory_total_bytes() ||
+    if (gs.index != g.index() || gs.memory_total_bytes != g.memory_total_bytes() ||
         !std::equal(gs.nvlink_peers.begin(), gs.nvlink_peers.end(),
                     g.nvlink_peers().begin(), g.nvlink_peers().end())) {
       return false;
@@ -878,7 +877,11 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
     for (const v1::Gpu& g : e.node.gpus()) {
       sched::GpuState& gs = n.gpus.emplace_back();
       gs.index = g.index();
-      gs.uuid = g.uuid();
+      // gs.uuid stays empty: the scheduler places by index and never reads
+      // it, and StartAttemptLocked takes UUIDs from the node record. Not
+      // copying it saves a string allocation per GPU here and in every
+      // Schedule() pass's copy of the snapshot (40-byte NVML UUIDs do not
+      // fit the small-string buffer).
       gs.memory_total_bytes = g.memory_total_bytes();
       gs.nvlink_peers.assign(g.nvlink_peers().begin(), g.nvlink_peers().end());
     }
