@@ -92,6 +92,12 @@ class CountingStateStore : public coord::StateStore {
   void HoldCommits() override { base_->HoldCommits(); }
   void ReleaseCommits() override { base_->ReleaseCommits(); }
   absl::StatusOr<coord::StoredState> Load() override { return base_->Load(); }
+  absl::StatusOr<coord::StoredState> LoadSummarized() override {
+    return base_->LoadSummarized();
+  }
+  absl::StatusOr<std::vector<v1::Job>> ReadJobs(const std::vector<int64_t>& ids) override {
+    return base_->ReadJobs(ids);
+  }
   int64_t writes() const { return writes_.load(); }
 
  private:
