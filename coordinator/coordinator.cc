@@ -178,13 +178,17 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       advertise_address_(config_.advertise_address),
       packer_(config_.packer) {}
 
-Coordinator::~Coordinator() {
+Coordinator::~Coordinator() { WaitForWrites().IgnoreError(); }
+
+absl::Status Coordinator::WaitForWrites() {
   WriteTicket last;
   {
     absl::MutexLock lock(&mu_);
     last = last_ticket_;
   }
-  store_->WaitDurable(last).IgnoreError();
+  // Callbacks run in ticket order, so held-back StartTasks up to `last` go
+  // out before this returns.
+  return store_->WaitDurable(last);
 }
 
 void Coordinator::SetAdvertiseAddress(std::string address) {

@@ -200,6 +200,13 @@ class Coordinator {
   // back for one has been sent (or dropped).
   ~Coordinator();
 
+  // Waits until every write queued so far is durable and every StartTask
+  // held back for one has been sent (or dropped); returns the status of the
+  // last write. For tests and shutdown: agent messages are answered without
+  // waiting for the disk, so a StartTask may follow HandleAgentMessage's
+  // return (on the store's commit thread).
+  absl::Status WaitForWrites() ABSL_LOCKS_EXCLUDED(mu_);
+
   // ------------------------------------------------------------ user API
 
   // Validates, stores (durably) and queues a job, then schedules. A repeated
