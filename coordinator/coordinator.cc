@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
@@ -142,6 +143,20 @@ v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
   return ref;
 }
 
+// Holds the store's commits for one locked section (StateStore::HoldCommits):
+// the writes of one event go in one transaction. Declared after the
+// MutexLock, so it ends before mu_ is released.
+class CommitHold {
+ public:
+  explicit CommitHold(StateStore* store) : store_(store) { store_->HoldCommits(); }
+  ~CommitHold() { store_->ReleaseCommits(); }
+  CommitHold(const CommitHold&) = delete;
+  CommitHold& operator=(const CommitHold&) = delete;
+
+ private:
+  StateStore* const store_;
+};
+
 }  // namespace
 
 bool IsFinal(v1::JobState state) {
@@ -162,6 +177,19 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       scheduler_(config_.scheduler),
       advertise_address_(config_.advertise_address),
       packer_(config_.packer) {}
+
+Coordinator::~Coordinator() { WaitForWrites().IgnoreError(); }
+
+absl::Status Coordinator::WaitForWrites() {
+  WriteTicket last;
+  {
+    absl::MutexLock lock(&mu_);
+    last = last_ticket_;
+  }
+  // Callbacks run in ticket order, so held-back StartTasks up to `last` go
+  // out before this returns.
+  return store_->WaitDurable(last);
+}
 
 void Coordinator::SetAdvertiseAddress(std::string address) {
   absl::MutexLock lock(&mu_);
@@ -475,9 +503,20 @@ std::vector<int64_t> Coordinator::ActiveIdsLocked() const {
   return {active_.begin(), active_.end()};
 }
 
+absl::Status Coordinator::EnqueueJobLocked(const v1::Job& job) {
+  absl::StatusOr<WriteTicket> ticket = store_->EnqueuePutJob(job);
+  if (!ticket.ok()) return ticket.status();
+  last_ticket_ = std::max(last_ticket_, *ticket);
+  return absl::OkStatus();
+}
+
 void Coordinator::PersistLocked(const v1::Job& job) {
   TrackLocked(job);
-  absl::Status s = store_->PutJob(job);
+  // Queued, not waited for: whoever replies on the strength of this write
+  // (SubmitJob, CancelJob, a StartTask) waits for its ticket outside mu_.
+  // `s` says whether the store took it (a synchronous store: stored); a
+  // queued write that later fails to commit is logged by its waiter.
+  absl::Status s = EnqueueJobLocked(job);
   NoteStoredLocked(job.id(), s);
   if (!s.ok()) {
     TC_LOG_ERROR("could not store job {}: {}", job.id(), s.ToString());
@@ -549,48 +588,105 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
-  TC_RETURN_IF_ERROR(ValidateJobSpec(spec, config_.scheduler.policy));
-  if (request_id.size() > kMaxRequestIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));
+  absl::Notification notified;
+  absl::StatusOr<int64_t> result;
+  SubmitJobAsync(spec, request_id, [&](absl::StatusOr<int64_t> id) {
+    result = std::move(id);
+    notified.Notify();
+  });
+  notified.WaitForNotification();
+  return result;
+}
+
+void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
+                                 const std::string& request_id, SubmitDone done) {
+  if (absl::Status s = ValidateJobSpec(spec, config_.scheduler.policy); !s.ok()) {
+    std::move(done)(s);
+    return;
   }
+  if (request_id.size() > kMaxRequestIdBytes) {
+    std::move(done)(absl::InvalidArgumentError(
+        absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes")));
+    return;
+  }
+  absl::Status refused;
   Deferred deferred;
-  int64_t id;
+  int64_t id = 0;
+  WriteTicket durable_at = 0;
+  bool retried = false;
   {
     absl::MutexLock lock(&mu_);
     if (!request_id.empty()) {
       auto it = request_ids_.find(request_id);
-      if (it != request_ids_.end()) return it->second;
+      if (it != request_ids_.end()) {
+        // A retry: the first call may not have seen its write durable yet.
+        id = it->second;
+        durable_at = last_ticket_;
+        retried = true;
+      }
     }
-    id = next_job_id_;
-    v1::Job job;
-    job.set_id(id);
-    *job.mutable_spec() = spec;
-    job.set_kind(KindOf(spec));
-    job.set_state(v1::JOB_STATE_PENDING);
-    job.set_reason("waiting to be scheduled");
-    job.set_submit_time_ms(ToUnixMs(clock_->Now()));
-    job.set_request_id(request_id);
-    if (!config_.checkpoint_root.empty()) {
-      job.set_checkpoint_dir(absl::StrCat(
-          absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+    if (!retried) {
+      // This job's PENDING record and the placement it gets below commit
+      // together: one fsync per submit.
+      CommitHold hold(store_);
+      id = next_job_id_;
+      v1::Job job;
+      job.set_id(id);
+      *job.mutable_spec() = spec;
+      job.set_kind(KindOf(spec));
+      job.set_state(v1::JOB_STATE_PENDING);
+      job.set_reason("waiting to be scheduled");
+      job.set_submit_time_ms(ToUnixMs(clock_->Now()));
+      job.set_request_id(request_id);
+      if (!config_.checkpoint_root.empty()) {
+        job.set_checkpoint_dir(absl::StrCat(
+            absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+      }
+      // Queued first (a store that refuses at once refuses the job), then
+      // placed; when the job is placed in this pass its SCHEDULED record
+      // replaces the PENDING one still queued, so both go in one commit.
+      absl::Status stored = EnqueueJobLocked(job);
+      if (!stored.ok()) {
+        refused = absl::UnavailableError(
+            absl::StrCat("the job was not accepted: ", stored.message()));
+      } else {
+        ++next_job_id_;
+        if (!request_id.empty()) request_ids_[request_id] = id;
+        if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
+        TrackLocked(job);
+        jobs_.emplace(id, std::move(job));
+        ++jobs_by_state_[v1::JOB_STATE_PENDING];
+        TC_LOG_INFO("job {} submitted", id);
+        ScheduleLocked(deferred);
+        durable_at = last_ticket_;
+      }
     }
-    absl::Status stored = store_->PutJob(job);
-    if (!stored.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("the job was not accepted: ", stored.message()));
-    }
-    ++next_job_id_;
-    if (!request_id.empty()) request_ids_[request_id] = id;
-    if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
-    TrackLocked(job);
-    jobs_.emplace(id, std::move(job));
-    ++jobs_by_state_[v1::JOB_STATE_PENDING];
-    TC_LOG_INFO("job {} submitted", id);
-    ScheduleLocked(deferred);
+  }
+  if (!refused.ok()) {
+    std::move(done)(std::move(refused));
+    return;
   }
   RunDeferred(deferred);
-  return id;
+  // The ack waits for the job's write (a retry: for whatever was queued when
+  // it came, which covers the first call's write), outside mu_.
+  store_->WhenDurable(durable_at, [id, done = std::move(done)](
+                                      absl::Status stored) mutable {
+    if (!stored.ok()) {
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          "job ", id, " may not have been stored: ", stored.message(),
+          "; retry with the same request id")));
+      return;
+    }
+    std::move(done)(id);
+  });
+}
+
+absl::Status Coordinator::WaitStored(WriteTicket ticket) {
+  absl::Status s = store_->WaitDurable(ticket);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("not stored: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
@@ -697,6 +793,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
 absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
   Deferred deferred;
   v1::Job result;
+  WriteTicket durable_at;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -713,18 +810,18 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
       }
       TC_RETURN_IF_ERROR(
           TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred));
-      TrackLocked(job);
-      absl::Status stored = store_->PutJob(job);
-      NoteStoredLocked(job.id(), stored);
-      if (!stored.ok()) {
-        TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
-                     stored.ToString());
-      }
+      PersistLocked(job);
       ScheduleLocked(deferred);
     }
     result = Redacted(job);
+    durable_at = last_ticket_;
   }
   RunDeferred(deferred);
+  absl::Status stored = store_->WaitDurable(durable_at);
+  if (!stored.ok()) {
+    TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
+                 stored.ToString());
+  }
   return result;
 }
 
@@ -886,27 +983,70 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
 
 // ---------------------------------------------------------------- scheduling
 
-sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
-  sched::ClusterSnapshot snap;
-  absl::flat_hash_map<std::string, size_t> index;
+namespace {
+
+// Whether `n` already describes node `e` (name, GPUs, NVLink peers); the
+// reservations are not compared (they are reset and recounted).
+bool SameNodeShape(const sched::NodeState& n, const std::string& name,
+                   const v1::Node& node) {
+  if (n.name != name || n.gpus.size() != static_cast<size_t>(node.gpus_size())) {
+    return false;
+  }
+  for (int i = 0; i < node.gpus_size(); ++i) {
+    const v1::Gpu& g = node.gpus(i);
+    const sched::GpuState& gs = n.gpus[i];
+    if (gs.index != g.index() || gs.memory_total_bytes != g.memory_total_bytes() ||
+        !std::equal(gs.nvlink_peers.begin(), gs.nvlink_peers.end(),
+                    g.nvlink_peers().begin(), g.nvlink_peers().end())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
+  // Rebuilt in place: node and GPU entries whose shape did not change are
+  // kept (no string or vector allocated per event), only their reservations
+  // are reset and recounted below. Per-event cost was dominated by malloc
+  // here (bench/README.md, swarm perf notes).
+  sched::ClusterSnapshot& snap = snapshot_cache_;
+  snap.running.clear();
+  if (snap.nodes.size() != nodes_.size()) snap.nodes.resize(nodes_.size());
+  size_t i = 0;
   for (const auto& [name, e] : nodes_) {
-    index[name] = snap.nodes.size();
-    sched::NodeState& n = snap.nodes.emplace_back();
-    n.name = name;
+    sched::NodeState& n = snap.nodes[i++];
     n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY;
+    if (SameNodeShape(n, name, e.node)) {
+      for (sched::GpuState& gs : n.gpus) {
+        gs.reserved_bytes = 0;
+        gs.task_count = 0;
+      }
+      continue;
+    }
+    n.name = name;
+    n.gpus.clear();
     for (const v1::Gpu& g : e.node.gpus()) {
       sched::GpuState& gs = n.gpus.emplace_back();
       gs.index = g.index();
-      gs.uuid = g.uuid();
+      // gs.uuid stays empty: the scheduler places by index and never reads
+      // it, and StartAttemptLocked takes UUIDs from the node record. Not
+      // copying it saves a string allocation per GPU here and in every
+      // Schedule() pass's copy of the snapshot (40-byte NVML UUIDs do not
+      // fit the small-string buffer).
       gs.memory_total_bytes = g.memory_total_bytes();
       gs.nvlink_peers.assign(g.nvlink_peers().begin(), g.nvlink_peers().end());
     }
   }
   auto reserve = [&](const v1::Task& t) {
-    auto it = index.find(t.node());
-    if (it == index.end()) return;
+    // nodes_ and snap.nodes are both in name order.
+    auto it = std::lower_bound(
+        snap.nodes.begin(), snap.nodes.end(), t.node(),
+        [](const sched::NodeState& n, const std::string& name) { return n.name < name; });
+    if (it == snap.nodes.end() || it->name != t.node()) return;
     for (int gpu : OwnedGpus(t)) {
-      for (sched::GpuState& gs : snap.nodes[it->second].gpus) {
+      for (sched::GpuState& gs : it->gpus) {
         if (gs.index != gpu) continue;
         gs.reserved_bytes += t.reserved_bytes_per_gpu();
         gs.task_count += 1;
@@ -1005,7 +1145,7 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
     v1::Job& job = it->second;
     switch (d.outcome) {
       case sched::Outcome::kPlaced:
-        StartAttemptLocked(job, d.placement);
+        StartAttemptLocked(job, d.placement, deferred);
         break;
       case sched::Outcome::kInfeasible:
         if (TransitionLocked(job, v1::JOB_STATE_FAILED,
@@ -1065,7 +1205,8 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
 }
 
 void Coordinator::StartAttemptLocked(v1::Job& job,
-                                     const sched::Placement& placement) {
+                                     const sched::Placement& placement,
+                                     Deferred& deferred) {
   Deferred unused;
   job.clear_tasks();
   job.set_attempt_token(absl::StrFormat("%016x%016x",
@@ -1107,6 +1248,8 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
   PersistLocked(job);
 
+  std::vector<v1::CoordinatorMessage> starts;
+  starts.reserve(job.tasks_size());
   for (const v1::Task& t : job.tasks()) {
     const NodeEntry& ne = nodes_[t.node()];
     LaunchContext ctx;
@@ -1120,7 +1263,42 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
     start->mutable_argv()->CopyFrom(job.spec().command());
     for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
     start->set_workdir(job.spec().workdir());
-    SendLocked(t.node(), msg);
+    starts.push_back(std::move(msg));
+  }
+  // Sent once the SCHEDULED record is durable (after mu_ is released: the
+  // callback takes it; with a synchronous store it runs at once).
+  deferred.push_back([this, ticket = last_ticket_, id = job.id(),
+                      attempt = job.attempt(), seq = job.placement_seq(),
+                      starts = std::move(starts)]() mutable {
+    store_->WhenDurable(ticket, [this, id, attempt, seq, starts = std::move(starts)](
+                                    absl::Status stored) mutable {
+      SendStartsWhenStored(id, attempt, seq, std::move(starts), std::move(stored));
+    });
+  });
+}
+
+void Coordinator::SendStartsWhenStored(int64_t job_id, int attempt,
+                                       int64_t placement_seq,
+                                       std::vector<v1::CoordinatorMessage> starts,
+                                       absl::Status stored) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  const v1::Job& job = it->second;
+  if (job.attempt() != attempt || job.placement_seq() != placement_seq) return;
+  if (!stored.ok()) {
+    TC_LOG_ERROR("job {} attempt {}: not started, its placement was not stored: {}",
+                 job_id, attempt, stored.ToString());
+    return;
+  }
+  for (v1::CoordinatorMessage& msg : starts) {
+    const v1::TaskRef& ref = msg.start_task().task();
+    for (const v1::Task& t : job.tasks()) {
+      if (t.rank() == ref.rank() && t.state() == v1::TASK_STATE_STARTING) {
+        SendLocked(t.node(), msg);
+        break;
+      }
+    }
   }
 }
 
@@ -1436,10 +1614,14 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     // Stored first: a registration that cannot be stored changes nothing.
     v1::Node updated = n;
     updated.set_state(v1::NODE_STATE_READY);
-    absl::Status stored = store_->PutNode(updated);
+    // Queued, not waited for: a node record lost to a crash only means the
+    // agent registers again (it would anyway, after a restart).
+    absl::StatusOr<WriteTicket> stored = store_->EnqueuePutNode(updated);
+    if (stored.ok()) last_ticket_ = std::max(last_ticket_, *stored);
     if (!stored.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("could not store node ", n.name(), ": ", stored.message()));
+          absl::StrCat("could not store node ", n.name(), ": ",
+                       stored.status().message()));
     }
     NodeEntry& e = nodes_[n.name()];
     if (e.conn != nullptr && e.conn != conn) {
@@ -1617,6 +1799,8 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
+    // A task exit and the placements it makes room for commit together.
+    CommitHold hold(store_);
     auto it = nodes_.find(node);
     if (it == nodes_.end() || it->second.conn != conn) {
       return absl::FailedPreconditionError(
@@ -1779,7 +1963,9 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
     e.conn->Close(absl::UnavailableError(why));
     e.conn = nullptr;
   }
-  store_->PutNode(e.node).IgnoreError();
+  if (absl::StatusOr<WriteTicket> t = store_->EnqueuePutNode(e.node); t.ok()) {
+    last_ticket_ = std::max(last_ticket_, *t);
+  }
   TC_LOG_WARN("node {} lost: {}", e.node.name(), why);
   const std::string& name = e.node.name();
   draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
@@ -2279,7 +2465,7 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
                 "(measured {:.0f}% busy, {} MiB used), reserving {} MiB",
                 job->id(), p.index, p.node, p.trials.size() + 1, p.util_pct,
                 p.memory_used_bytes >> 20, c.reserved_bytes >> 20);
-    StartAttemptLocked(*job, placement);
+    StartAttemptLocked(*job, placement, deferred);
     p.trials.push_back({job->id(), now_ms, 0});
     refused.clear();  // The GPUs changed.
   }

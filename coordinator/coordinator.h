@@ -196,6 +196,17 @@ class Coordinator {
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorConfig config, StateStore* store, const Clock* clock);
 
+  // Waits until every write it queued is durable and every StartTask held
+  // back for one has been sent (or dropped).
+  ~Coordinator();
+
+  // Waits until every write queued so far is durable and every StartTask
+  // held back for one has been sent (or dropped); returns the status of the
+  // last write. For tests and shutdown: agent messages are answered without
+  // waiting for the disk, so a StartTask may follow HandleAgentMessage's
+  // return (on the store's commit thread).
+  absl::Status WaitForWrites() ABSL_LOCKS_EXCLUDED(mu_);
+
   // ------------------------------------------------------------ user API
 
   // Validates, stores (durably) and queues a job, then schedules. A repeated
@@ -204,6 +215,14 @@ class Coordinator {
   // failed (the job is then not accepted).
   absl::StatusOr<int64_t> SubmitJob(const v1::JobSpec& spec,
                                     const std::string& request_id);
+
+  // SubmitJob without blocking the caller: `done` gets the job id once the
+  // job's write is durable (on the store's commit thread, or inline when the
+  // store is synchronous or the call fails early). The gRPC layer uses this
+  // so that no server thread waits for an fsync. Errors: as SubmitJob.
+  using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
+  void SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
+                      SubmitDone done);
 
   // The job as users see it (no attempt token). A retired job is read from
   // the store. Errors: NOT_FOUND; those of StateStore::ReadJobs.
@@ -435,7 +454,10 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Free capacity per GPU, and the jobs holding GPUs (their time limits, for
   // the reservation's ETA; owners, for quotas and fair share).
-  sched::ClusterSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The scheduler's view, rebuilt in place in snapshot_cache_ (valid until
+  // the next call).
+  const sched::ClusterSnapshot& SnapshotLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops `victim`'s live tasks (grace period) and requeues it as a new
   // attempt, preempted for job `by`.
   void PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
@@ -444,8 +466,24 @@ class Coordinator {
   // `now`. Returns whether any was.
   bool EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartAttemptLocked(v1::Job& job, const sched::Placement& placement)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places job's attempt (SCHEDULED, tasks STARTING) and queues its write;
+  // the StartTask messages go out from `deferred` only once that write is
+  // durable (a task never runs on the strength of state a crash can lose).
+  void StartAttemptLocked(v1::Job& job, const sched::Placement& placement,
+                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends held-back StartTask messages of job `job_id`'s attempt `attempt`
+  // (placement `placement_seq`) whose task is still STARTING: a cancel, a
+  // requeue or a lost node in the meantime drops them. `stored` is the status
+  // of the write that placed the attempt; on error nothing is sent.
+  void SendStartsWhenStored(int64_t job_id, int attempt, int64_t placement_seq,
+                            std::vector<v1::CoordinatorMessage> starts,
+                            absl::Status stored) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits (without mu_) until the write `ticket` is durable. Errors:
+  // UNAVAILABLE when it failed.
+  absl::Status WaitStored(WriteTicket ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `job`'s write (StateStore::EnqueuePutJob) and returns its status;
+  // the ticket goes into last_ticket_.
+  absl::Status EnqueueJobLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task of the current attempt ended or could not start; decides the
   // attempt's fate.
@@ -513,6 +551,9 @@ class Coordinator {
   const CoordinatorConfig config_;
   std::string advertise_address_ ABSL_GUARDED_BY(mu_);
   StateStore* const store_;
+  // The ticket of the last write queued (StateStore::EnqueuePut*); a reply
+  // that needs its write durable waits for it after releasing mu_.
+  WriteTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   const Clock* const clock_;
   const sched::Scheduler scheduler_;
   RendezvousTable rendezvous_;
@@ -551,6 +592,9 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
       ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+  // SnapshotLocked's result, kept between calls so unchanged nodes cost no
+  // allocation.
+  mutable sched::ClusterSnapshot snapshot_cache_ ABSL_GUARDED_BY(mu_);
   std::vector<DrainingTask> draining_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);

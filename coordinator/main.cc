@@ -87,9 +87,10 @@ int main(int argc, char** argv) {
   std::string sync = "full";
   app.add_option("--sync", sync,
                  "durability of each acknowledged write: full (fsync at every "
-                 "commit; survives power loss) or normal (survives a crash or "
-                 "kill -9 of the coordinator, not of the OS; several times the "
-                 "write rate on slow disks)")
+                 "commit, group committed: concurrent writes share one fsync; "
+                 "survives power loss) or normal (survives a crash or kill -9 "
+                 "of the coordinator, not of the OS; lower latency on slow "
+                 "disks)")
       ->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
   app.add_option("--checkpoint-root", checkpoint_root,
                  "absolute path, the same on every node (a shared file system), "

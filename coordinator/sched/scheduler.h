@@ -18,6 +18,8 @@ namespace trainctl::sched {
 struct GpuState {
   // NVML index on its node.
   int index = 0;
+  // For callers' bookkeeping; the scheduler never reads it (the coordinator
+  // leaves it empty).
   std::string uuid;
   // Total GPU memory, bytes.
   int64_t memory_total_bytes = 0;
