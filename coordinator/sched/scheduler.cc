@@ -312,6 +312,35 @@ struct Usage {
   double bytes = 0;
 };
 
+// Marks the nodes named in `excluded` unschedulable for its lifetime and
+// restores them after (JobRequest.excluded_nodes). Costs nothing for a job
+// without exclusions.
+class ExcludedNodesScope {
+ public:
+  ExcludedNodesScope(std::vector<NodeState>& nodes,
+                     const std::vector<std::string>& excluded)
+      : nodes_(nodes) {
+    if (excluded.empty()) return;
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      if (!nodes_[n].schedulable) continue;
+      if (std::find(excluded.begin(), excluded.end(), nodes_[n].name) !=
+          excluded.end()) {
+        nodes_[n].schedulable = false;
+        flipped_.push_back(n);
+      }
+    }
+  }
+  ~ExcludedNodesScope() {
+    for (size_t n : flipped_) nodes_[n].schedulable = true;
+  }
+  ExcludedNodesScope(const ExcludedNodesScope&) = delete;
+  ExcludedNodesScope& operator=(const ExcludedNodesScope&) = delete;
+
+ private:
+  std::vector<NodeState>& nodes_;
+  std::vector<size_t> flipped_;
+};
+
 // The working state of one Schedule() call: a copy of the snapshot that
 // placements are applied to, the running jobs (some marked for preemption),
 // usage per queue, user and project, and the head-of-queue hold.
@@ -651,7 +680,13 @@ class SchedulePass {
   }
 
   Decision Decide(const JobRequest& job, int position) {
-    Decision decision = DecideInner(job);
+    Decision decision;
+    {
+      // Nodes excluded for this job count as unschedulable while it is
+      // decided (placement, preemption, its hold), and only then.
+      ExcludedNodesScope excluded(nodes_, job.excluded_nodes);
+      decision = DecideInner(job);
+    }
     if (job.job_id == explain_id_ && explanation_ != nullptr) {
       Explain(job, decision, position);
     }
@@ -799,6 +834,11 @@ class SchedulePass {
   // (or its share of it).
   std::optional<std::string> NodeShortfall(const JobRequest& job, int n) const {
     const NodeState& node = nodes_[n];
+    if (std::find(job.excluded_nodes.begin(), job.excluded_nodes.end(),
+                  node.name) != job.excluded_nodes.end()) {
+      return absl::StrFormat("%s: excluded for this job by a pre-flight",
+                             node.name);
+    }
     const int usable = UsableGpuCount(node);
     if (!node.schedulable) {
       return absl::StrFormat("%s: not schedulable (lost or disconnected)",
