@@ -562,7 +562,7 @@ TEST(SchedulerTest, Schedule_ExcludedNodeLeavesTooFew_WaitsNotInfeasible) {
   EXPECT_EQ(d[1].outcome, Outcome::kPlaced);
   ClusterSnapshot cluster;
   cluster.nodes = {Node("a", 1), Node("b", 1)};
-  std::optional<Explanation> why = Scheduler({}).Explain(cluster, {gang}, 1);
+  std::optional<Explanation> why = Scheduler(SchedulerConfig{}).Explain(cluster, {gang}, 1);
   ASSERT_TRUE(why.has_value());
   EXPECT_THAT(why->nodes,
               testing::Contains("b: excluded for this job by a pre-flight"));
