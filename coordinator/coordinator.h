@@ -27,6 +27,14 @@
 // The preemptor is placed by a later pass, once the victims' tasks have exited
 // and freed their GPUs.
 //
+// Pre-flight (preflight.h, docs/preflight.md): a gang that wants one stays
+// SCHEDULED while its tasks run the agents' probe (TaskRef.attempt =
+// kPreflightAttemptBase + run, with their own rendezvous group and token).
+// Pass: the same tasks restart as the job's own, on the same GPUs. Fail: the
+// culprit nodes join Job.preflight.excluded and the job goes back to PENDING
+// as a new attempt that uses up no restart; after preflight_max_failures
+// failed runs it goes to FAILED.
+//
 // A node's states: READY ──no heartbeat for node_timeout──▶ LOST ──registers──▶ READY.
 // A task's states: STARTING ──agent started it──▶ RUNNING ──exit──▶ EXITED;
 // STARTING ──spawn failed──▶ START_FAILED; STARTING/RUNNING ──stop──▶ STOPPING
