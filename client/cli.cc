@@ -507,8 +507,8 @@ int Session::Describe(int64_t job_id, bool json) {
   }
   if (job.world_size() > 0)
     field("World size:", absl::StrCat(job.world_size()));
-  DescribeRecords(job);
   DescribePreflight(job);
+  DescribeRecords(job);
   if (spec.auto_pack()) {
     field("Auto-pack:",
           job.oom_count() > 0
