@@ -50,7 +50,7 @@ done
 for ((i = 0; i < N; i++)); do
   for mode in preflight no-preflight; do
     job=$("$BIN/trainctl" submit --nodes 2 --gpus-per-node 1 "--$mode" -- true)
-    timeout 60 "$BIN/trainctl" wait "$job" >/dev/null
+    timeout 60 "$BIN/trainctl" wait "$job" >/dev/null 2>&1
     "$BIN/trainctl" describe "$job" -o json | python3 -c '
 import json, sys
 j = json.load(sys.stdin); j = j.get("job", j)
