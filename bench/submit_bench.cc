@@ -71,6 +71,12 @@ class CountingStateStore : public coord::StateStore {
     return base_->PutNode(node);
   }
   absl::StatusOr<coord::StoredState> Load() override { return base_->Load(); }
+  absl::StatusOr<coord::StoredState> LoadSummarized() override {
+    return base_->LoadSummarized();
+  }
+  absl::StatusOr<std::vector<v1::Job>> ReadJobs(const std::vector<int64_t>& ids) override {
+    return base_->ReadJobs(ids);
+  }
   int64_t writes() const { return writes_; }
 
  private:

@@ -190,8 +190,21 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
 }
 
 absl::Status Coordinator::LoadLocked() {
-  TC_ASSIGN_OR_RETURN(StoredState state, store_->Load());
+  TC_ASSIGN_OR_RETURN(StoredState state, store_->LoadSummarized());
   const absl::Time now = clock_->Now();
+  // Retired jobs outside sweeps come as summaries only: their records stay
+  // in the store.
+  for (const JobSummary& r : state.retired) {
+    next_job_id_ = std::max(next_job_id_, r.id + 1);
+    next_placement_seq_ = std::max(next_placement_seq_, r.placement_seq + 1);
+    if (!r.request_id.empty()) request_ids_[r.request_id] = r.id;
+    if (!r.sweep_id.empty()) sweep_jobs_[r.sweep_id].push_back(r.id);
+    RetiredEntry& e = retired_[r.id];
+    e.user = UserIndexLocked(r.user);
+    e.state = static_cast<uint8_t>(r.state);
+    ++jobs_by_state_[StateSlot(r.state)];
+  }
+  state.retired = {};
   for (v1::Job& job : state.jobs) {
     next_job_id_ = std::max(next_job_id_, job.id() + 1);
     next_placement_seq_ = std::max(next_placement_seq_, job.placement_seq() + 1);
@@ -249,8 +262,14 @@ absl::Status Coordinator::LoadLocked() {
         .IgnoreError();
     PersistLocked(job);
   }
-  TC_LOG_INFO("loaded {} jobs and {} nodes from the store{}", jobs_.size(),
-              nodes_.size(),
+  // Sweep trials came as full records (for the ASHA rungs above); retired
+  // ones go now.
+  for (const auto& [id, job] : jobs_) {
+    if (!active_.contains(id)) evict_candidates_.push_back(id);
+  }
+  EvictRetiredLocked();
+  TC_LOG_INFO("loaded {} jobs ({} retired, kept as summaries) and {} nodes from the store{}",
+              jobs_.size() + retired_.size(), retired_.size(), nodes_.size(),
               stale == 0 ? ""
                          : absl::StrCat("; ", stale,
                                         " tasks whose end was not stored are "
@@ -420,13 +439,69 @@ void Coordinator::RunDeferred(Deferred& deferred) {
 }
 
 void Coordinator::TrackLocked(const v1::Job& job) {
-  bool active = !IsFinal(job.state());
-  for (const v1::Task& t : job.tasks()) active = active || IsLive(t.state());
-  if (active) {
+  if (!IsRetired(job)) {
     active_.insert(job.id());
-  } else {
-    active_.erase(job.id());
+  } else if (active_.erase(job.id()) > 0) {
+    evict_candidates_.push_back(job.id());
   }
+}
+
+void Coordinator::NoteStoredLocked(int64_t id, const absl::Status& stored) {
+  if (stored.ok()) {
+    unsaved_.erase(id);
+  } else {
+    unsaved_.insert(id);
+  }
+}
+
+uint32_t Coordinator::UserIndexLocked(const std::string& user) {
+  auto [it, added] =
+      user_index_.try_emplace(user, static_cast<uint32_t>(user_names_.size()));
+  if (added) user_names_.push_back(user);
+  return it->second;
+}
+
+void Coordinator::EvictRetiredLocked() {
+  std::vector<int64_t> keep;
+  for (int64_t id : evict_candidates_) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || active_.contains(id) || !IsRetired(it->second)) continue;
+    // Kept while the store's record is stale (its last write failed), or
+    // while a task of an earlier attempt still drains (ListNodes and the
+    // preemption wait look the job up).
+    const bool draining =
+        std::any_of(draining_.begin(), draining_.end(),
+                    [id](const DrainingTask& d) { return d.job_id == id; });
+    if (unsaved_.contains(id) || draining) {
+      keep.push_back(id);
+      continue;
+    }
+    RetiredEntry& e = retired_[id];
+    e.user = UserIndexLocked(it->second.spec().user());
+    e.state = static_cast<uint8_t>(it->second.state());
+    jobs_.erase(it);
+  }
+  evict_candidates_ = std::move(keep);
+}
+
+bool Coordinator::KnownLocked(int64_t id) const {
+  return jobs_.contains(id) || retired_.contains(id);
+}
+
+absl::StatusOr<const v1::Job*> Coordinator::LookupLocked(int64_t id,
+                                                         v1::Job* scratch) const {
+  auto it = jobs_.find(id);
+  if (it != jobs_.end()) return &it->second;
+  if (!retired_.contains(id)) {
+    return absl::NotFoundError(absl::StrCat("job ", id, " does not exist"));
+  }
+  TC_ASSIGN_OR_RETURN(std::vector<v1::Job> read, store_->ReadJobs({id}));
+  if (read.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        "job ", id, " is finished but its record is missing from the store"));
+  }
+  *scratch = std::move(read.front());
+  return scratch;
 }
 
 std::vector<int64_t> Coordinator::ActiveIdsLocked() const {
@@ -436,6 +511,7 @@ std::vector<int64_t> Coordinator::ActiveIdsLocked() const {
 void Coordinator::PersistLocked(const v1::Job& job) {
   TrackLocked(job);
   absl::Status s = store_->PutJob(job);
+  NoteStoredLocked(job.id(), s);
   if (!s.ok()) {
     TC_LOG_ERROR("could not store job {}: {}", job.id(), s.ToString());
   }
@@ -571,11 +647,9 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
 
 absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  }
-  return ForUserLocked(it->second);
+  v1::Job scratch;
+  TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
+  return ForUserLocked(*job);
 }
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
@@ -585,25 +659,89 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
   if (limit <= 0) limit = kDefaultListLimit;
   absl::flat_hash_set<int> wanted(states.begin(), states.end());
   std::vector<v1::Job> out;
-  absl::MutexLock lock(&mu_);
-  if (!sweep_id.empty()) {
-    auto sweep = sweep_jobs_.find(sweep_id);
-    if (sweep == sweep_jobs_.end()) return out;
-    for (auto id = sweep->second.rbegin(); id != sweep->second.rend(); ++id) {
-      if (static_cast<int>(out.size()) >= limit) break;
-      auto it = jobs_.find(*id);
-      if (it == jobs_.end()) continue;
-      if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
-      if (!user.empty() && it->second.spec().user() != user) continue;
-      out.push_back(ForUserLocked(it->second));
+  // Retired jobs picked: their index in `out` (a placeholder until read from
+  // the store outside the lock) and metric point count.
+  std::vector<int64_t> retired_ids;
+  std::vector<size_t> retired_slots;
+  std::vector<int64_t> retired_points;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto user_it = user.empty() ? user_index_.end() : user_index_.find(user);
+    auto keep_job = [&](const v1::Job& job) {
+      if (!wanted.empty() && !wanted.contains(job.state())) return false;
+      return user.empty() || job.spec().user() == user;
+    };
+    auto keep_retired = [&](const RetiredEntry& e) {
+      if (!wanted.empty() && !wanted.contains(e.state)) return false;
+      return user.empty() || (user_it != user_index_.end() && e.user == user_it->second);
+    };
+    auto add_retired = [&](int64_t id) {
+      retired_ids.push_back(id);
+      retired_slots.push_back(out.size());
+      auto points = metric_points_.find(id);
+      retired_points.push_back(points == metric_points_.end() ? 0 : points->second);
+      out.emplace_back().set_id(id);
+    };
+    // Visits job `id` (newest first); false once `limit` jobs are kept.
+    auto visit = [&](int64_t id) {
+      if (static_cast<int>(out.size()) >= limit) return false;
+      if (auto it = jobs_.find(id); it != jobs_.end()) {
+        if (keep_job(it->second)) out.push_back(ForUserLocked(it->second));
+      } else if (auto r = retired_.find(id); r != retired_.end()) {
+        if (keep_retired(r->second)) add_retired(id);
+      }
+      return true;
+    };
+    if (!sweep_id.empty()) {
+      auto sweep = sweep_jobs_.find(sweep_id);
+      if (sweep == sweep_jobs_.end()) return out;
+      for (auto id = sweep->second.rbegin(); id != sweep->second.rend(); ++id) {
+        if (!visit(*id)) break;
+      }
+    } else {
+      // Both maps newest first, merged by id (they hold disjoint ids).
+      auto j = jobs_.rbegin();
+      auto r = retired_.rbegin();
+      while (static_cast<int>(out.size()) < limit &&
+             (j != jobs_.rend() || r != retired_.rend())) {
+        if (r == retired_.rend() || (j != jobs_.rend() && j->first > r->first)) {
+          if (keep_job(j->second)) out.push_back(ForUserLocked(j->second));
+          ++j;
+        } else {
+          if (keep_retired(r->second)) add_retired(r->first);
+          ++r;
+        }
+      }
     }
-    return out;
   }
-  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
-    if (static_cast<int>(out.size()) >= limit) break;
-    if (!wanted.empty() && !wanted.contains(it->second.state())) continue;
-    if (!user.empty() && it->second.spec().user() != user) continue;
-    out.push_back(ForUserLocked(it->second));
+  if (retired_ids.empty()) return out;
+  absl::StatusOr<std::vector<v1::Job>> read = store_->ReadJobs(retired_ids);
+  if (!read.ok()) {
+    TC_LOG_ERROR("list: could not read {} finished jobs from the store: {}",
+                 retired_ids.size(), read.status().ToString());
+    read = std::vector<v1::Job>();
+  }
+  absl::flat_hash_map<int64_t, v1::Job*> by_id;
+  for (v1::Job& job : *read) by_id[job.id()] = &job;
+  std::vector<bool> missing(out.size(), false);
+  for (size_t i = 0; i < retired_ids.size(); ++i) {
+    auto it = by_id.find(retired_ids[i]);
+    if (it == by_id.end()) {
+      missing[retired_slots[i]] = true;
+      continue;
+    }
+    v1::Job& slot = out[retired_slots[i]];
+    slot = std::move(*it->second);
+    // As ForUserLocked: a retired job has no running attempt to count.
+    slot.clear_attempt_token();
+    if (retired_points[i] > 0) slot.set_metric_points(retired_points[i]);
+  }
+  if (std::find(missing.begin(), missing.end(), true) != missing.end()) {
+    std::vector<v1::Job> kept;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!missing[i]) kept.push_back(std::move(out[i]));
+    }
+    out = std::move(kept);
   }
   return out;
 }
@@ -615,7 +753,10 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
-      return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+      // Unknown, or retired (final: returned unchanged).
+      v1::Job scratch;
+      TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
+      return Redacted(*job);
     }
     v1::Job& job = it->second;
     if (!IsFinal(job.state())) {
@@ -626,6 +767,7 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
           TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred));
       TrackLocked(job);
       absl::Status stored = store_->PutJob(job);
+      NoteStoredLocked(job.id(), stored);
       if (!stored.ok()) {
         TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
                      stored.ToString());
@@ -645,7 +787,14 @@ void Coordinator::WaitJobAsync(int64_t job_id, absl::Duration timeout,
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
-      now_result = absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+      // Unknown, or retired (final).
+      v1::Job scratch;
+      absl::StatusOr<const v1::Job*> job = LookupLocked(job_id, &scratch);
+      if (job.ok()) {
+        now_result = Redacted(**job);
+      } else {
+        now_result = job.status();
+      }
     } else if (IsFinal(it->second.state()) || timeout <= absl::ZeroDuration()) {
       now_result = Redacted(it->second);
     } else {
@@ -697,11 +846,9 @@ std::vector<v1::NodeView> Coordinator::ListNodes() const {
 
 absl::StatusOr<v1::WhyJobResponse> Coordinator::WhyJob(int64_t job_id) const {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  }
-  const v1::Job& job = it->second;
+  v1::Job scratch;
+  TC_ASSIGN_OR_RETURN(const v1::Job* found, LookupLocked(job_id, &scratch));
+  const v1::Job& job = *found;
   v1::WhyJobResponse out;
   out.set_job_id(job_id);
   out.set_state(job.state());
@@ -746,16 +893,17 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
   absl::Status error;
   {
     absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(job_id);
+    v1::Job scratch;
+    absl::StatusOr<const v1::Job*> found = LookupLocked(job_id, &scratch);
     if (offset < 0) {
       error = absl::InvalidArgumentError("offset: must not be negative");
     } else if (max_bytes < 0 || max_bytes > kMaxLogBytes) {
       error = absl::InvalidArgumentError(
           absl::StrCat("max_bytes: must be in [0, ", kMaxLogBytes, "]"));
-    } else if (it == jobs_.end()) {
-      error = absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    } else if (!found.ok()) {
+      error = found.status();
     } else {
-      const v1::Job& job = it->second;
+      const v1::Job& job = **found;
       const v1::Task* task = nullptr;
       for (const v1::Task& t : job.tasks()) {
         if (t.rank() == rank) task = &t;
@@ -1207,11 +1355,9 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
   int64_t stored_after;
   {
     absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) {
-      return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-    }
-    const v1::Job& job = it->second;
+    v1::Job scratch;
+    TC_ASSIGN_OR_RETURN(const v1::Job* found, LookupLocked(job_id, &scratch));
+    const v1::Job& job = *found;
     if (req.attempt() != job.attempt()) {
       return absl::PermissionDeniedError(absl::StrCat(
           "attempt ", req.attempt(), " is not job ", job_id,
@@ -1305,7 +1451,7 @@ absl::StatusOr<v1::GetMetricsResponse> Coordinator::GetMetrics(
   v1::GetMetricsResponse resp;
   {
     absl::MutexLock lock(&mu_);
-    if (!jobs_.contains(req.job_id())) {
+    if (!KnownLocked(req.job_id())) {
       return absl::NotFoundError(
           absl::StrCat("job ", req.job_id(), " does not exist"));
     }
@@ -2035,6 +2181,7 @@ CoordinatorStats Coordinator::Stats() const {
   absl::MutexLock lock(&mu_);
   stats.jobs_by_state = jobs_by_state_;
   stats.pending_jobs = jobs_by_state_[v1::JOB_STATE_PENDING];
+  stats.jobs_in_memory = static_cast<int64_t>(jobs_.size());
   stats.pending_by_queue["default"] = 0;
   for (const auto& q : config_.scheduler.policy.queues) stats.pending_by_queue[q.name] = 0;
   for (int64_t id : active_) {
@@ -2152,6 +2299,9 @@ void Coordinator::Tick() {
     } else if (sampled) {
       PackPendingLocked(deferred);
     }
+    // Jobs that retired since the last tick leave memory (their records are
+    // stored; reads go to the store).
+    EvictRetiredLocked();
   }
   RunDeferred(deferred);
 }
@@ -2171,20 +2321,20 @@ absl::StatusOr<std::vector<v1::JobUsage>> Coordinator::GetJobUsage(
   }
   std::vector<v1::JobUsage> out;
   for (int64_t id : ids) {
-    auto jt = jobs_.find(id);
-    if (jt == jobs_.end()) {
-      return absl::NotFoundError(absl::StrCat("job ", id, " does not exist"));
-    }
+    // A retired job's record is read from the store (at most
+    // usage_finished_jobs of them have a history).
+    v1::Job scratch;
+    TC_ASSIGN_OR_RETURN(const v1::Job* found, LookupLocked(id, &scratch));
     v1::JobUsage& u = out.emplace_back();
     u.set_job_id(id);
-    u.set_job_name(jt->second.spec().name());
+    u.set_job_name(found->spec().name());
     u.set_sample_period_ms(absl::ToInt64Milliseconds(config_.usage_sample_period));
     auto ht = history_.find(id);
     if (ht == history_.end()) continue;
     const std::deque<v1::JobUsageSample>& h = ht->second;
     const std::vector<v1::JobUsageSample> all(h.begin(), h.end());
     for (const v1::UsageFinding& f :
-         Diagnose(all, jt->second.spec().auto_pack(), config_.diagnosis)) {
+         Diagnose(all, found->spec().auto_pack(), config_.diagnosis)) {
       *u.add_findings() = f;
     }
     const size_t skip = max_samples > 0 && h.size() > static_cast<size_t>(max_samples)
@@ -2201,7 +2351,7 @@ absl::Status Coordinator::ReportThroughput(int64_t job_id, double samples_per_s)
         "samples_per_s: must be a finite number >= 0");
   }
   absl::MutexLock lock(&mu_);
-  if (!jobs_.contains(job_id)) {
+  if (!KnownLocked(job_id)) {
     return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
   }
   throughput_[job_id] = samples_per_s;

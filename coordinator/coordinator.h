@@ -58,6 +58,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
@@ -196,6 +197,10 @@ struct CoordinatorStats {
   // Jobs per state, indexed by v1::JobState (UNSPECIFIED stays 0); counts
   // every job the coordinator knows, finished history included.
   std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state{};
+  // Jobs whose full record is held in memory; the others (retired: final,
+  // no live task, stored) are held as a summary of a few bytes and read from
+  // the store on demand. Eviction happens in Tick().
+  int64_t jobs_in_memory = 0;
   // Jobs waiting to be scheduled (PENDING).
   int64_t pending_jobs = 0;
   // The same by named queue (JobSpec.queue; "" counts as "default"). Queues
@@ -233,10 +238,14 @@ class Coordinator {
   absl::StatusOr<int64_t> SubmitJob(const v1::JobSpec& spec,
                                     const std::string& request_id);
 
-  // The job as users see it (no attempt token). Errors: NOT_FOUND.
+  // The job as users see it (no attempt token). A retired job is read from
+  // the store. Errors: NOT_FOUND; those of StateStore::ReadJobs.
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
 
   // Newest first; `states` empty means all; at most `limit` (0: 1000).
+  // Retired jobs (IsRetired) are filtered on their in-memory summary and only
+  // the ones returned are read from the store, outside the lock; one that
+  // cannot be read is left out (logged).
   // A non-empty `sweep_id` keeps only that sweep's trials (looked up in an
   // index, so a long history of other jobs costs nothing); an unknown sweep
   // gives an empty list. A non-empty `user` keeps only jobs whose spec.user
@@ -376,8 +385,10 @@ class Coordinator {
   // Applies every timeout due at clock->Now(): lost nodes (their tasks fail),
   // rendezvous and wait deadlines, unanswered log reads; records a usage
   // sample per running job every usage_sample_period and then retries
-  // pending auto-packed trials (their admission depends on measurements). The server calls it
-  // about every 100 ms; tests call it after advancing a FakeClock.
+  // pending auto-packed trials (their admission depends on measurements);
+  // drops the records of jobs that retired (final, no live task, stored)
+  // from memory, keeping a summary (reads then go to the store). The server
+  // calls it about every 100 ms; tests call it after advancing a FakeClock.
   void Tick();
 
   // ------------------------------------------------------------ metrics
@@ -515,6 +526,22 @@ class Coordinator {
   void RecordAttemptLocked(v1::Job& job, v1::JobState from, v1::JobState to,
                            int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunDeferred(Deferred& deferred);
+  // The job `id`: from jobs_, or for a retired job its record read from the
+  // store into `*scratch`. Errors: NOT_FOUND; those of StateStore::ReadJobs
+  // (DATA_LOSS also when a retired job's record is missing).
+  absl::StatusOr<const v1::Job*> LookupLocked(int64_t id, v1::Job* scratch) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether job `id` exists (in memory or retired).
+  bool KnownLocked(int64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves retired jobs whose record is stored from jobs_ to retired_ (drops
+  // the record from memory). Called from Tick() and after loading, never
+  // while a caller holds a reference into jobs_.
+  void EvictRetiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Index of `user` in user_names_ (added when new).
+  uint32_t UserIndexLocked(const std::string& user) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records whether the latest write of job `id` reached the store.
+  void NoteStoredLocked(int64_t id, const absl::Status& stored)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- pre-flight (docs/preflight.md)
   // Whether `job`, just placed on `nodes` nodes, runs a pre-flight first.
@@ -551,9 +578,29 @@ class Coordinator {
   // scheduling, placement and reconciliation look at, so a long history of
   // finished jobs costs nothing per event.
   absl::btree_set<int64_t> active_ ABSL_GUARDED_BY(mu_);
+  // Retired jobs (final, no live task, stored) evicted from jobs_: the few
+  // bytes ListJobs filters on. Their records are read from the store on
+  // demand. At 1M finished jobs this map is ~20 MB where full records were
+  // ~1.9 GB (bench/results/history.json).
+  struct RetiredEntry {
+    // Index into user_names_.
+    uint32_t user = 0;
+    // A v1::JobState (final).
+    uint8_t state = 0;
+  };
+  absl::btree_map<int64_t, RetiredEntry> retired_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> user_names_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint32_t> user_index_ ABSL_GUARDED_BY(mu_);
+  // Jobs that became inactive since the last EvictRetiredLocked().
+  std::vector<int64_t> evict_candidates_ ABSL_GUARDED_BY(mu_);
+  // Jobs whose latest store write failed: kept in memory (the store's record
+  // is stale) until a later write succeeds.
+  absl::flat_hash_set<int64_t> unsaved_ ABSL_GUARDED_BY(mu_);
   int64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Job.placement_seq of the next placement.
   int64_t next_placement_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // Request id -> job id, for every job with one, retired jobs included
+  // (idempotent submit).
   absl::flat_hash_map<std::string, int64_t> request_ids_ ABSL_GUARDED_BY(mu_);
   // Sweep id -> ids of its trials, ascending (ListJobs' sweep filter).
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_

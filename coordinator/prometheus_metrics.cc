@@ -39,6 +39,12 @@ PrometheusMetrics::PrometheusMetrics()
                .Name("trainctl_jobs")
                .Help("Jobs known to the coordinator, by state")
                .Register(*registry_);
+  jobs_in_memory_ = &BuildGauge()
+                         .Name("trainctl_jobs_in_memory")
+                         .Help("Jobs whose full record the coordinator holds in "
+                               "memory; finished ones are read from the store")
+                         .Register(*registry_)
+                         .Add({});
   queue_length_ = &BuildGauge()
                        .Name("trainctl_queue_length")
                        .Help("Jobs waiting to be scheduled, by queue")
@@ -125,6 +131,7 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
     jobs_->Add({{"state", StateLabel(static_cast<v1::JobState>(s))}})
         .Set(static_cast<double>(stats.jobs_by_state[s]));
   }
+  jobs_in_memory_->Set(static_cast<double>(stats.jobs_in_memory));
   // Queues seen before and absent now read 0 (a queue removed from the
   // config keeps its series until restart).
   for (auto& [queue, gauge] : queue_series_) gauge->Set(0);

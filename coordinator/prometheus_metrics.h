@@ -88,6 +88,7 @@ class PrometheusMetrics {
   // before it) may be serving a scrape of it.
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* jobs_;
+  prometheus::Gauge* jobs_in_memory_;
   prometheus::Family<prometheus::Gauge>* queue_length_;
   prometheus::Family<prometheus::Gauge>* nodes_;
   prometheus::Family<prometheus::Gauge>* gpu_utilization_;

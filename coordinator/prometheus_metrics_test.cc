@@ -39,6 +39,7 @@ CoordinatorStats TwoNodes() {
   s.jobs_by_state[v1::JOB_STATE_RUNNING] = 1;
   s.jobs_by_state[v1::JOB_STATE_SUCCEEDED] = 7;
   s.pending_jobs = 2;
+  s.jobs_in_memory = 3;
   s.pending_by_queue = {{"default", 1}, {"prod", 1}};
   s.nodes_ready = 2;
   s.nodes_lost = 1;
@@ -78,6 +79,8 @@ TEST(PrometheusMetricsTest, Refresh_Stats_GaugesWithNodeAndGpuLabels) {
   EXPECT_THAT(text, HasSubstr("trainctl_jobs{state=\"pending\"} 2"));
   EXPECT_THAT(text, HasSubstr("trainctl_jobs{state=\"running\"} 1"));
   EXPECT_THAT(text, HasSubstr("trainctl_jobs{state=\"succeeded\"} 7"));
+  // 7 succeeded jobs are out of memory; the 3 others are held whole.
+  EXPECT_THAT(text, HasSubstr("trainctl_jobs_in_memory 3"));
   EXPECT_THAT(text, HasSubstr("trainctl_queue_length{queue=\"default\"} 1"));
   EXPECT_THAT(text, HasSubstr("trainctl_queue_length{queue=\"prod\"} 1"));
   EXPECT_THAT(text, HasSubstr("trainctl_nodes{state=\"ready\"} 2"));

@@ -4,7 +4,9 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace trainctl::coord {
 namespace {
@@ -19,6 +21,65 @@ absl::Status CheckMetricPoints(int64_t job_id,
 }
 
 }  // namespace
+
+bool IsRetired(const v1::Job& job) {
+  const v1::JobState s = job.state();
+  if (s != v1::JOB_STATE_SUCCEEDED && s != v1::JOB_STATE_FAILED &&
+      s != v1::JOB_STATE_CANCELLED) {
+    return false;
+  }
+  for (const v1::Task& t : job.tasks()) {
+    if (t.state() == v1::TASK_STATE_STARTING || t.state() == v1::TASK_STATE_RUNNING ||
+        t.state() == v1::TASK_STATE_STOPPING) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+JobSummary SummaryOf(const v1::Job& job) {
+  JobSummary s;
+  s.id = job.id();
+  s.state = job.state();
+  s.user = job.spec().user();
+  s.sweep_id = job.spec().sweep_id();
+  s.request_id = job.request_id();
+  s.placement_seq = job.placement_seq();
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<StoredState> StateStore::LoadSummarized() {
+  absl::StatusOr<StoredState> state = Load();
+  if (!state.ok()) return state.status();
+  std::vector<v1::Job> kept;
+  for (v1::Job& job : state->jobs) {
+    if (IsRetired(job) && job.spec().sweep_id().empty()) {
+      state->retired.push_back(SummaryOf(job));
+    } else {
+      kept.push_back(std::move(job));
+    }
+  }
+  state->jobs = std::move(kept);
+  return state;
+}
+
+absl::StatusOr<std::vector<v1::Job>> StateStore::ReadJobs(
+    const std::vector<int64_t>& ids) {
+  absl::StatusOr<StoredState> state = Load();
+  if (!state.ok()) return state.status();
+  absl::flat_hash_map<int64_t, const v1::Job*> by_id;
+  for (const v1::Job& job : state->jobs) by_id[job.id()] = &job;
+  std::vector<v1::Job> out;
+  for (int64_t id : ids) {
+    auto it = by_id.find(id);
+    if (it != by_id.end()) out.push_back(*it->second);
+  }
+  return out;
+}
 
 absl::Status StateStore::AppendMetrics(int64_t, const std::vector<v1::MetricPoint>&) {
   return absl::UnimplementedError("this state store keeps no metrics");
@@ -91,6 +152,20 @@ absl::StatusOr<std::vector<v1::MetricPoint>> MemoryStateStore::ReadMetrics(
   return out;
 }
 
+absl::StatusOr<std::vector<v1::Job>> MemoryStateStore::ReadJobs(
+    const std::vector<int64_t>& ids) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> out;
+  for (int64_t id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    if (!out.emplace_back().ParseFromString(it->second)) {
+      return absl::DataLossError(absl::StrCat("job ", id, " is corrupt"));
+    }
+  }
+  return out;
+}
+
 void MemoryStateStore::SetFailing(bool failing) {
   absl::MutexLock lock(&mu_);
   failing_ = failing;
@@ -105,7 +180,9 @@ struct SqliteStateStore::Db {
   sqlite3_stmt* put_metric = nullptr;
   sqlite3_stmt* read_metrics = nullptr;
   sqlite3_stmt* read_metrics_key = nullptr;
+  sqlite3_stmt* read_job = nullptr;
   ~Db() {
+    sqlite3_finalize(read_job);
     sqlite3_finalize(put_job);
     sqlite3_finalize(put_node);
     sqlite3_finalize(put_metric);
@@ -133,6 +210,90 @@ CREATE TABLE IF NOT EXISTS metrics (
   rank INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS metrics_by_job_key ON metrics (job_id, key);
 )sql";
+
+// The summary columns of the jobs table (JobSummary; added to files that
+// predate them by AddSummaryColumns).
+constexpr const char* kSummaryColumns[][2] = {
+    {"retired", "INTEGER"}, {"state", "INTEGER"},   {"user", "TEXT"},
+    {"sweep_id", "TEXT"},   {"request_id", "TEXT"}, {"placement_seq", "INTEGER"},
+};
+
+// Binds the summary of `job` to parameters 3-8 of the put_job statement.
+void BindSummary(sqlite3_stmt* stmt, const v1::Job& job) {
+  sqlite3_bind_int(stmt, 3, IsRetired(job) ? 1 : 0);
+  sqlite3_bind_int(stmt, 4, job.state());
+  auto text = [stmt](int i, const std::string& v) {
+    sqlite3_bind_text(stmt, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  };
+  text(5, job.spec().user());
+  text(6, job.spec().sweep_id());
+  text(7, job.request_id());
+  sqlite3_bind_int64(stmt, 8, job.placement_seq());
+}
+
+// Gives a jobs table written before the summary columns existed those
+// columns, filled from each parsed record (one transaction).
+absl::Status AddSummaryColumns(sqlite3* db) {
+  sqlite3_stmt* info = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA table_info(jobs)", -1, &info, nullptr) !=
+      SQLITE_OK) {
+    return absl::UnavailableError(absl::StrCat("sqlite: ", sqlite3_errmsg(db)));
+  }
+  absl::flat_hash_map<std::string, bool> have;
+  while (sqlite3_step(info) == SQLITE_ROW) {
+    have[reinterpret_cast<const char*>(sqlite3_column_text(info, 1))] = true;
+  }
+  sqlite3_finalize(info);
+  if (have.contains("retired")) return absl::OkStatus();
+  auto exec = [db](const std::string& sql) -> absl::Status {
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return absl::UnavailableError(
+          absl::StrCat("sqlite: ", sql, ": ", sqlite3_errmsg(db)));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  absl::Status status;
+  for (const auto& [name, type] : kSummaryColumns) {
+    if (have.contains(name)) continue;
+    status = exec(absl::StrCat("ALTER TABLE jobs ADD COLUMN ", name, " ", type));
+    if (!status.ok()) break;
+  }
+  sqlite3_stmt* read = nullptr;
+  sqlite3_stmt* update = nullptr;
+  if (status.ok() &&
+      (sqlite3_prepare_v2(db, "SELECT id, record FROM jobs", -1, &read, nullptr) !=
+           SQLITE_OK ||
+       sqlite3_prepare_v2(db,
+                          "UPDATE jobs SET retired = ?3, state = ?4, user = ?5, "
+                          "sweep_id = ?6, request_id = ?7, placement_seq = ?8 "
+                          "WHERE id = ?1",
+                          -1, &update, nullptr) != SQLITE_OK)) {
+    status = absl::UnavailableError(absl::StrCat("sqlite: ", sqlite3_errmsg(db)));
+  }
+  while (status.ok() && sqlite3_step(read) == SQLITE_ROW) {
+    v1::Job job;
+    if (!job.ParseFromArray(sqlite3_column_blob(read, 1),
+                            sqlite3_column_bytes(read, 1))) {
+      status = absl::DataLossError(absl::StrCat(
+          "sqlite: job ", sqlite3_column_int64(read, 0), " is corrupt"));
+      break;
+    }
+    sqlite3_bind_int64(update, 1, sqlite3_column_int64(read, 0));
+    BindSummary(update, job);
+    if (sqlite3_step(update) != SQLITE_DONE) {
+      status = absl::UnavailableError(absl::StrCat("sqlite: ", sqlite3_errmsg(db)));
+    }
+    sqlite3_reset(update);
+  }
+  sqlite3_finalize(read);
+  sqlite3_finalize(update);
+  if (!status.ok()) {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    return status;
+  }
+  return exec("COMMIT");
+}
 
 constexpr const char* kReadMetricsColumns =
     "SELECT key, step, value, time_ms, attempt, rank FROM metrics ";
@@ -174,9 +335,14 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
                    nullptr) != SQLITE_OK) {
     return db->Error("PRAGMA synchronous = NORMAL");
   }
+  TC_RETURN_IF_ERROR(AddSummaryColumns(db->handle));
   if (sqlite3_prepare_v2(db->handle,
-                         "INSERT OR REPLACE INTO jobs (id, record) VALUES (?, ?)",
+                         "INSERT OR REPLACE INTO jobs (id, record, retired, state, "
+                         "user, sweep_id, request_id, placement_seq) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                          -1, &db->put_job, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(db->handle, "SELECT record FROM jobs WHERE id = ?", -1,
+                         &db->read_job, nullptr) != SQLITE_OK ||
       sqlite3_prepare_v2(db->handle,
                          "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)",
                          -1, &db->put_node, nullptr) != SQLITE_OK ||
@@ -207,6 +373,7 @@ absl::Status SqliteStateStore::PutJob(const v1::Job& job) {
   std::string blob = job.SerializeAsString();
   absl::MutexLock lock(&mu_);
   sqlite3_bind_int64(db_->put_job, 1, job.id());
+  BindSummary(db_->put_job, job);
   return StepPut(db_->handle, db_->put_job, blob);
 }
 
@@ -219,10 +386,13 @@ absl::Status SqliteStateStore::PutNode(const v1::Node& node) {
   return StepPut(db_->handle, db_->put_node, blob);
 }
 
-absl::StatusOr<StoredState> SqliteStateStore::Load() {
+absl::StatusOr<StoredState> SqliteStateStore::Load() { return LoadTables(true); }
+
+absl::StatusOr<StoredState> SqliteStateStore::LoadTables(bool with_jobs) {
   absl::MutexLock lock(&mu_);
   StoredState state;
   for (const char* table : {"jobs", "nodes"}) {
+    if (!with_jobs && table[0] == 'j') continue;
     sqlite3_stmt* stmt = nullptr;
     std::string sql = absl::StrCat("SELECT record FROM ", table,
                                    table[0] == 'j' ? " ORDER BY id" : " ORDER BY name");
@@ -330,6 +500,82 @@ absl::StatusOr<std::vector<v1::MetricPoint>> SqliteStateStore::ReadMetrics(
   if (rc != SQLITE_DONE) {
     return absl::InternalError(
         absl::StrCat("sqlite: metric read failed: ", sqlite3_errmsg(db_->handle)));
+  }
+  return out;
+}
+
+absl::StatusOr<StoredState> SqliteStateStore::LoadSummarized() {
+  StoredState state;
+  {
+    absl::MutexLock lock(&mu_);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(
+            db_->handle,
+            "SELECT id, retired, state, user, sweep_id, request_id, placement_seq, "
+            "CASE WHEN retired = 0 OR sweep_id != '' THEN record END "
+            "FROM jobs ORDER BY id",
+            -1, &stmt, nullptr) != SQLITE_OK) {
+      return absl::InternalError(
+          absl::StrCat("sqlite: ", sqlite3_errmsg(db_->handle)));
+    }
+    auto text = [stmt](int i) {
+      const unsigned char* p = sqlite3_column_text(stmt, i);
+      return p == nullptr ? std::string()
+                          : std::string(reinterpret_cast<const char*>(p),
+                                        sqlite3_column_bytes(stmt, i));
+    };
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      if (sqlite3_column_type(stmt, 7) != SQLITE_NULL) {
+        if (!state.jobs.emplace_back().ParseFromArray(sqlite3_column_blob(stmt, 7),
+                                                      sqlite3_column_bytes(stmt, 7))) {
+          const int64_t id = sqlite3_column_int64(stmt, 0);
+          sqlite3_finalize(stmt);
+          return absl::DataLossError(absl::StrCat("sqlite: job ", id, " is corrupt"));
+        }
+        continue;
+      }
+      JobSummary& s = state.retired.emplace_back();
+      s.id = sqlite3_column_int64(stmt, 0);
+      s.state = static_cast<v1::JobState>(sqlite3_column_int(stmt, 2));
+      s.user = text(3);
+      s.sweep_id = text(4);
+      s.request_id = text(5);
+      s.placement_seq = sqlite3_column_int64(stmt, 6);
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) {
+      return absl::InternalError(
+          absl::StrCat("sqlite: read failed: ", sqlite3_errmsg(db_->handle)));
+    }
+  }
+  // Nodes and metric counts as Load() reads them (few rows; no job records).
+  absl::StatusOr<StoredState> rest = LoadTables(false);
+  if (!rest.ok()) return rest.status();
+  state.nodes = std::move(rest->nodes);
+  state.metric_points = std::move(rest->metric_points);
+  return state;
+}
+
+absl::StatusOr<std::vector<v1::Job>> SqliteStateStore::ReadJobs(
+    const std::vector<int64_t>& ids) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> out;
+  sqlite3_stmt* stmt = db_->read_job;
+  for (int64_t id : ids) {
+    sqlite3_bind_int64(stmt, 1, id);
+    const int rc = sqlite3_step(stmt);
+    bool ok = true;
+    if (rc == SQLITE_ROW) {
+      ok = out.emplace_back().ParseFromArray(sqlite3_column_blob(stmt, 0),
+                                             sqlite3_column_bytes(stmt, 0));
+    }
+    sqlite3_reset(stmt);
+    if (!ok) return absl::DataLossError(absl::StrCat("sqlite: job ", id, " is corrupt"));
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      return absl::InternalError(
+          absl::StrCat("sqlite: read failed: ", sqlite3_errmsg(db_->handle)));
+    }
   }
   return out;
 }

@@ -23,10 +23,33 @@
 
 namespace trainctl::coord {
 
+// A retired job in brief (StateStore::LoadSummarized): what listing, its
+// filters, sweeps and idempotent submit need, without the full record.
+struct JobSummary {
+  int64_t id = 0;
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  // Job.spec.user, Job.spec.sweep_id, Job.request_id, Job.placement_seq.
+  std::string user;
+  std::string sweep_id;
+  std::string request_id;
+  int64_t placement_seq = 0;
+};
+
+// True when `job` can never change again: its state is final (SUCCEEDED,
+// FAILED, CANCELLED) and none of its tasks is live (STARTING, RUNNING,
+// STOPPING). The coordinator keeps only a JobSummary of such a job in memory
+// and reads its record from the store on demand.
+bool IsRetired(const v1::Job& job);
+
 // Everything a coordinator needs to resume.
 struct StoredState {
-  // Ordered by id.
+  // Ordered by id. From Load(): every job. From LoadSummarized(): every job
+  // that is not retired, and every sweep trial (JobSpec.sweep_id set; the
+  // coordinator rebuilds ASHA rungs from them).
   std::vector<v1::Job> jobs;
+  // Only from LoadSummarized(): the other jobs (retired, not sweep trials),
+  // ordered by id.
+  std::vector<JobSummary> retired;
   std::vector<v1::Node> nodes;
   // Metric points stored per job id (jobs without points are absent), so the
   // coordinator can enforce its per-job cap after a restart.
@@ -52,6 +75,22 @@ class StateStore {
   // Errors: DATA_LOSS when a stored record cannot be parsed; INTERNAL on read
   // failure.
   virtual absl::StatusOr<StoredState> Load() = 0;
+
+  // Like Load(), but retired jobs outside sweeps come back only as
+  // JobSummary entries in `retired` (StoredState says which go where), so a
+  // long finished history is not parsed at start. SQLite reads the summary
+  // from columns written by PutJob (no protobuf parsing); the default (etcd,
+  // memory) is Load() then a split, a full scan.
+  // Errors: as Load().
+  virtual absl::StatusOr<StoredState> LoadSummarized();
+
+  // The stored records of the jobs `ids`, in the order of `ids`; ids that
+  // are not stored are left out. Cost: one keyed read per id (SQLite, etcd,
+  // memory); the default is a full Load(), for a backend without keyed reads.
+  // Errors: DATA_LOSS when a record cannot be parsed; INTERNAL / UNAVAILABLE
+  // when the read failed.
+  virtual absl::StatusOr<std::vector<v1::Job>> ReadJobs(
+      const std::vector<int64_t>& ids);
 
   // Appends `points` (MetricPoint with key, value, step, time_ms, attempt,
   // rank set) to job `job_id`'s metric history, all or none: one transaction,
@@ -82,6 +121,8 @@ class MemoryStateStore : public StateStore {
                              const std::vector<v1::MetricPoint>& points) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
       int64_t job_id, const std::string& key) override;
+  absl::StatusOr<std::vector<v1::Job>> ReadJobs(
+      const std::vector<int64_t>& ids) override;
   void SetFailing(bool failing);
 
  private:
@@ -129,10 +170,19 @@ class SqliteStateStore : public StateStore {
                              const std::vector<v1::MetricPoint>& points) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
       int64_t job_id, const std::string& key) override;
+  // Summaries come from the jobs table's columns (retired, state, user,
+  // sweep_id, request_id, placement_seq), which PutJob fills; a file written
+  // before they existed is given them (one pass parsing every record) by
+  // Open().
+  absl::StatusOr<StoredState> LoadSummarized() override;
+  absl::StatusOr<std::vector<v1::Job>> ReadJobs(
+      const std::vector<int64_t>& ids) override;
 
  private:
   struct Db;
   explicit SqliteStateStore(std::unique_ptr<Db> db);
+  // Load(), or without the jobs table when !with_jobs.
+  absl::StatusOr<StoredState> LoadTables(bool with_jobs);
 
   absl::Mutex mu_;
   std::unique_ptr<Db> db_ ABSL_GUARDED_BY(mu_);

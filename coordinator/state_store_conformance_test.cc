@@ -1,5 +1,7 @@
 // One conformance suite for every StateStore backend (STYLE.md habit 17).
 
+#include <sqlite3.h>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -192,6 +194,68 @@ TEST_P(StateStoreConformanceTest, AppendMetrics_BadInput_InvalidArgumentNothingS
   EXPECT_THAT(*points, SizeIs(0));
 }
 
+// A job that is final but whose task still runs is not retired (it can
+// change: the task's exit will be stored); a retired sweep trial comes back
+// whole (ASHA rungs are rebuilt from it); every other retired job comes back
+// as a summary only.
+TEST_P(StateStoreConformanceTest, LoadSummarized_RetiredJobs_SummariesOthersWhole) {
+  StateStore* store = Open();
+  TC_ASSERT_OK(store->PutJob(MakeJob(1, v1::JOB_STATE_PENDING)));
+  v1::Job done = MakeJob(2, v1::JOB_STATE_SUCCEEDED);
+  done.mutable_spec()->set_user("alice");
+  done.set_request_id("req-2");
+  done.set_placement_seq(7);
+  done.add_tasks()->set_state(v1::TASK_STATE_EXITED);
+  TC_ASSERT_OK(store->PutJob(done));
+  v1::Job trial = MakeJob(3, v1::JOB_STATE_CANCELLED);
+  trial.mutable_spec()->set_sweep_id("sw");
+  TC_ASSERT_OK(store->PutJob(trial));
+  v1::Job stopping = MakeJob(4, v1::JOB_STATE_FAILED);
+  stopping.add_tasks()->set_state(v1::TASK_STATE_STOPPING);
+  TC_ASSERT_OK(store->PutJob(stopping));
+  // Job 5 was running when first written, then retired: the last write wins.
+  TC_ASSERT_OK(store->PutJob(MakeJob(5, v1::JOB_STATE_RUNNING)));
+  TC_ASSERT_OK(store->PutJob(MakeJob(5, v1::JOB_STATE_FAILED)));
+
+  auto state = Open()->LoadSummarized();
+  TC_ASSERT_OK(state);
+  std::vector<int64_t> whole;
+  for (const v1::Job& j : state->jobs) whole.push_back(j.id());
+  EXPECT_EQ(whole, (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(state->jobs[0].spec().command(1).size(), 1000u);
+  ASSERT_THAT(state->retired, SizeIs(2));
+  const JobSummary& s = state->retired[0];
+  EXPECT_EQ(s.id, 2);
+  EXPECT_EQ(s.state, v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(s.user, "alice");
+  EXPECT_EQ(s.request_id, "req-2");
+  EXPECT_EQ(s.sweep_id, "");
+  EXPECT_EQ(s.placement_seq, 7);
+  EXPECT_EQ(state->retired[1].id, 5);
+  EXPECT_EQ(state->retired[1].state, v1::JOB_STATE_FAILED);
+}
+
+TEST_P(StateStoreConformanceTest, ReadJobs_KnownAndUnknownIds_InAskedOrderUnknownLeftOut) {
+  StateStore* store = Open();
+  TC_ASSERT_OK(store->PutJob(MakeJob(1, v1::JOB_STATE_SUCCEEDED)));
+  TC_ASSERT_OK(store->PutJob(MakeJob(2, v1::JOB_STATE_FAILED)));
+  TC_ASSERT_OK(store->PutJob(MakeJob(12, v1::JOB_STATE_CANCELLED)));
+  TC_ASSERT_OK(store->PutJob(MakeJob(500, v1::JOB_STATE_SUCCEEDED)));
+  store = Open();
+  // Job 2 lies between asked ids and is not returned; 99 is not stored.
+  auto jobs = store->ReadJobs({12, 99, 500, 1});
+  TC_ASSERT_OK(jobs);
+  ASSERT_THAT(*jobs, SizeIs(3));
+  EXPECT_EQ((*jobs)[0].id(), 12);
+  EXPECT_EQ((*jobs)[0].state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ((*jobs)[1].id(), 500);
+  EXPECT_EQ((*jobs)[2].id(), 1);
+  EXPECT_EQ((*jobs)[2].spec().command(1).size(), 1000u);
+  auto none = store->ReadJobs({});
+  TC_ASSERT_OK(none);
+  EXPECT_THAT(*none, SizeIs(0));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StateStoreConformanceTest,
                          ::testing::Values("memory", "sqlite", "etcd"));
 
@@ -207,6 +271,46 @@ TEST(MemoryStateStoreTest, AppendMetrics_Failing_UnavailableNothingStored) {
 TEST(SqliteStateStoreTest, Open_MissingDirectory_Unavailable) {
   EXPECT_THAT(SqliteStateStore::Open("/nonexistent-dir/x/state.db"),
               StatusIs(absl::StatusCode::kUnavailable, ::testing::HasSubstr("open")));
+}
+
+// A file written before the summary columns existed (jobs: id, record only)
+// gets them at Open(), filled from its records.
+TEST(SqliteStateStoreTest, Open_FileWithoutSummaryColumns_SummariesFilled) {
+  const std::string dir = ::testing::TempDir() + "/sqlite-old-schema";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/state.db";
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE jobs (id INTEGER PRIMARY KEY, record BLOB NOT NULL)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_stmt* put = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO jobs VALUES (?, ?)", -1, &put, nullptr),
+              SQLITE_OK);
+    for (v1::Job job : {MakeJob(1, v1::JOB_STATE_SUCCEEDED), MakeJob(2, v1::JOB_STATE_PENDING)}) {
+      job.mutable_spec()->set_user("bob");
+      const std::string blob = job.SerializeAsString();
+      sqlite3_bind_int64(put, 1, job.id());
+      sqlite3_bind_blob(put, 2, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+      ASSERT_EQ(sqlite3_step(put), SQLITE_DONE);
+      sqlite3_reset(put);
+    }
+    sqlite3_finalize(put);
+    sqlite3_close(db);
+  }
+  auto store = SqliteStateStore::Open(path);
+  TC_ASSERT_OK(store);
+  auto state = (*store)->LoadSummarized();
+  TC_ASSERT_OK(state);
+  ASSERT_THAT(state->jobs, SizeIs(1));
+  EXPECT_EQ(state->jobs[0].id(), 2);
+  ASSERT_THAT(state->retired, SizeIs(1));
+  EXPECT_EQ(state->retired[0].id, 1);
+  EXPECT_EQ(state->retired[0].user, "bob");
+  EXPECT_EQ(state->retired[0].state, v1::JOB_STATE_SUCCEEDED);
 }
 
 }  // namespace

@@ -11,7 +11,14 @@
 # 2. the file is copied to --state-dir (default $TMPDIR or /tmp, a real disk);
 # 3. trainctl-coordinator starts on an empty state dir (baseline RSS), then on
 #    the history: time to "listening" (the reload), VmRSS and VmHWM from
-#    /proc once it listens.
+#    /proc once it listens;
+# 4. on the history, the wall time of `trainctl list` (the newest 1000 jobs,
+#    all finished: read from the store), `trainctl list --state failed`
+#    (no job matches: the whole finished index is filtered) and `trainctl describe` of the oldest, middle and newest job
+#    (GetJob of a finished job), 5 runs each, median; the whole CLI process
+#    (connect + call + print) as a user sees it, and RSS again after them.
+#    `trainctl list` on the empty coordinator is the floor (process start,
+#    connect, one call).
 # --out defaults to bench/results/history.json; "-" prints only.
 set -euo pipefail
 
@@ -51,7 +58,21 @@ cp "$GEN"/trainctl.db* "$WORK/history/"
 rm -rf "$GEN"
 db_bytes=$(du -cb "$WORK"/history/trainctl.db* | tail -1 | cut -f1)
 
-# Starts the coordinator on $1, waits for its "listening" line; sets M_NS
+# Median wall time (ms) of 5 runs of `trainctl --coordinator 127.0.0.1:$1
+# ARGS...` (output discarded; a failing run aborts the benchmark).
+median_ms() {
+  local port=$1; shift
+  local runs=() t0
+  for _ in 1 2 3 4 5; do
+    t0=$(date +%s%N)
+    "$BIN/trainctl" --coordinator "127.0.0.1:$port" "$@" >/dev/null
+    runs+=($((($(date +%s%N) - t0) / 1000)))
+  done
+  printf '%s\n' "${runs[@]}" | sort -n | sed -n 3p | awk '{printf "%.1f", $1 / 1000}'
+}
+
+# Starts the coordinator on $1 ("probe" as $2: also time CLI reads; "floor":
+# only `trainctl list`), waits for its "listening" line; sets M_NS
 # (nanoseconds to listen), M_RSS and M_HWM (KiB) and stops it.
 measure() {
   local dir=$1 log=$1.log t0 port=
@@ -68,15 +89,28 @@ measure() {
   t1=$(date +%s%N)
   rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$COORD_PID/status")
   hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$COORD_PID/status")
+  M_LAT=
+  if [[ ${2:-} == floor ]]; then
+    M_LAT="\"list_ms\": $(median_ms "$port" list)"
+  fi
+  if [[ ${2:-} == probe ]]; then
+    local mid=$(((JOBS + 1) / 2))
+    M_LAT="\"list_ms\": $(median_ms "$port" list),"
+    M_LAT+=" \"list_state_failed_ms\": $(median_ms "$port" list --state failed),"
+    M_LAT+=" \"describe_oldest_ms\": $(median_ms "$port" describe 1),"
+    M_LAT+=" \"describe_middle_ms\": $(median_ms "$port" describe "$mid"),"
+    M_LAT+=" \"describe_newest_ms\": $(median_ms "$port" describe "$JOBS"),"
+    M_LAT+=" \"rss_after_reads_bytes\": $(($(awk '/^VmRSS:/ {print $2}' "/proc/$COORD_PID/status") * 1024))"
+  fi
   kill "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
   COORD_PID=
   M_NS=$((t1 - t0)) M_RSS=$rss M_HWM=$hwm
 }
 
-measure "$WORK/empty"
-empty_s=$M_NS empty_rss=$M_RSS empty_hwm=$M_HWM
-measure "$WORK/history"
-hist_s=$M_NS hist_rss=$M_RSS hist_hwm=$M_HWM
+measure "$WORK/empty" floor
+empty_s=$M_NS empty_rss=$M_RSS empty_hwm=$M_HWM empty_lat=$M_LAT
+measure "$WORK/history" probe
+hist_s=$M_NS hist_rss=$M_RSS hist_hwm=$M_HWM hist_lat=$M_LAT
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
 python3 - "$OUT" <<PY
@@ -91,9 +125,11 @@ doc = {
   "sqlite_file_bytes": $db_bytes,
   "sqlite_bytes_per_job": round($db_bytes / jobs, 1),
   "empty_coordinator": {"rss_bytes": empty, "hwm_bytes": $empty_hwm * 1024,
-                        "start_s": round($empty_s / 1e9, 3)},
+                        "start_s": round($empty_s / 1e9, 3),
+                        "cli_reads": {$empty_lat}},
   "with_history": {"rss_bytes": rss, "hwm_bytes": $hist_hwm * 1024,
                    "start_s": round($hist_s / 1e9, 3)},
+  "cli_reads": {$hist_lat},
   "rss_bytes_per_job": round((rss - empty) / jobs, 1),
   "target_rss_bytes": 1 << 30,
   "meets_target": rss <= (1 << 30),

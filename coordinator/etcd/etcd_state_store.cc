@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -65,8 +67,13 @@ absl::Status EtcdStateStore::PutNode(const v1::Node& node) {
 absl::Status EtcdStateStore::ForEach(
     const std::string& prefix, int64_t* revision,
     const std::function<absl::Status(const std::string&)>& on_value) {
-  const std::string end = PrefixRangeEnd(prefix);
-  std::string from = prefix;
+  return ForRange(prefix, PrefixRangeEnd(prefix), revision, on_value);
+}
+
+absl::Status EtcdStateStore::ForRange(
+    const std::string& begin, const std::string& end, int64_t* revision,
+    const std::function<absl::Status(const std::string&)>& on_value) {
+  std::string from = begin;
   while (true) {
     etcdserverpb::RangeRequest req;
     req.set_key(from);
@@ -79,7 +86,7 @@ absl::Status EtcdStateStore::ForEach(
     grpc::ClientContext ctx;
     SetEtcdDeadline(&ctx);
     grpc::Status s = conn_->kv->Range(&ctx, req, &resp);
-    if (!s.ok()) return EtcdError(s, absl::StrCat("read ", prefix));
+    if (!s.ok()) return EtcdError(s, absl::StrCat("read ", begin));
     if (*revision == 0) *revision = resp.header().revision();
     for (const mvccpb::KeyValue& kv : resp.kvs()) {
       absl::Status st = on_value(kv.value());
@@ -140,6 +147,40 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
     from = resp.kvs(resp.kvs_size() - 1).key() + std::string(1, '\0');
   }
   return state;
+}
+
+absl::StatusOr<std::vector<v1::Job>> EtcdStateStore::ReadJobs(
+    const std::vector<int64_t>& ids) {
+  // Ids close together (a listing's page is mostly consecutive) are read as
+  // one key range, so 1,000 jobs cost a few Range calls rather than 1,000.
+  constexpr int64_t kMaxGap = 16;
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  absl::flat_hash_set<int64_t> wanted(sorted.begin(), sorted.end());
+  absl::flat_hash_map<int64_t, v1::Job> found;
+  int64_t revision = 0;  // One snapshot for all the ranges.
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] - sorted[j] <= kMaxGap) ++j;
+    absl::Status s = ForRange(
+        absl::StrFormat("%sjobs/%020d", prefix_, sorted[i]),
+        absl::StrFormat("%sjobs/%020d", prefix_, sorted[j] + 1), &revision,
+        [&](const std::string& v) {
+          v1::Job job;
+          if (!job.ParseFromString(v)) return absl::DataLossError("job record does not parse");
+          if (wanted.contains(job.id())) found[job.id()] = std::move(job);
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    i = j + 1;
+  }
+  std::vector<v1::Job> out;
+  for (int64_t id : ids) {
+    auto it = found.find(id);
+    if (it != found.end()) out.push_back(it->second);
+  }
+  return out;
 }
 
 absl::Status EtcdStateStore::AppendMetrics(
