@@ -358,8 +358,11 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
 v1::Job Coordinator::Redacted(const v1::Job& job) {
   v1::Job copy = job;
   copy.clear_attempt_token();
-  for (v1::PreflightRun& run : *copy.mutable_preflight()->mutable_runs()) {
-    run.clear_token();
+  if (copy.has_preflight()) {
+    // (mutable_preflight() on a job without one would add an empty one.)
+    for (v1::PreflightRun& run : *copy.mutable_preflight()->mutable_runs()) {
+      run.clear_token();
+    }
   }
   return copy;
 }
