@@ -9,6 +9,7 @@
 #include <limits>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -33,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/completion.h"
 #include "client/sweep.h"
@@ -243,7 +245,8 @@ class Session {
   void EnableProgress() { progress_ = true; }
   // Submits every trial of a sweep as a job of `base` with the trial's
   // command and params, spec.sweep_id, name "<name>-<i>" and request id
-  // "<sweep_id>-<i>" (so running it again submits nothing twice).
+  // "<sweep_id>-<i>" (so running it again submits nothing twice). Up to 32
+  // trials are in flight at once, so job ids need not follow trial order.
   int Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
             const std::string& sweep_id, const std::string& name);
   int SweepList(bool json);
@@ -876,8 +879,7 @@ bool IsFinal(v1::JobState s) {
 
 int Session::Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
                    const std::string& sweep_id, const std::string& name) {
-  int64_t first_id = 0, last_id = 0;
-  for (size_t i = 0; i < trials.size(); ++i) {
+  auto request_for = [&](size_t i) {
     v1::SubmitJobRequest request;
     v1::JobSpec* spec = request.mutable_spec();
     *spec = base;
@@ -888,21 +890,79 @@ int Session::Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
                                    trials[i].params.end());
     spec->set_name(absl::StrCat(name, "-", i));
     request.set_request_id(absl::StrCat(sweep_id, "-", i));
-    v1::SubmitJobResponse response;
-    if (absl::Status s = Call(&Stub::SubmitJob, request, &response); !s.ok()) {
-      err_ << absl::StrFormat("trainctl: error: trial %d of sweep %s: %s\n", i,
-                              sweep_id, s.message());
-      if (i > 0) {
-        err_ << absl::StrFormat(
-            "trainctl: %d of %d trials were submitted; run the same command "
-            "with --sweep-id %s to submit the rest (trials already submitted "
-            "are not submitted twice)\n",
-            i, trials.size(), sweep_id);
-      }
-      return kExitRpcError;
+    return request;
+  };
+  // Up to kSweepInFlight submits at once through the stub's callback API
+  // (a coordinator that commits concurrent submits together then acks them
+  // in one disk sync); one after another where the stub has none (the
+  // mocks of the tests). Each trial has its own request id, so order and
+  // retries cannot submit one twice.
+  constexpr int kSweepInFlight = 32;
+  std::vector<v1::SubmitJobResponse> responses(trials.size());
+  std::vector<absl::Status> statuses(trials.size());
+  size_t issued = 0;
+  if (auto* async = stub_->async(); async != nullptr) {
+    struct InFlight {
+      grpc::ClientContext context;
+      v1::SubmitJobRequest request;
+    };
+    std::vector<std::unique_ptr<InFlight>> calls(trials.size());
+    absl::Mutex mu;
+    int in_flight = 0;
+    bool failed = false;
+    while (issued < trials.size()) {
+      mu.LockWhen(absl::Condition(
+          +[](int* n) { return *n < kSweepInFlight; }, &in_flight));
+      const bool stop = failed;
+      if (!stop) ++in_flight;
+      mu.Unlock();
+      if (stop) break;  // Submit no more after a failure.
+      const size_t i = issued++;
+      calls[i] = std::make_unique<InFlight>();
+      calls[i]->context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcDeadline));
+      calls[i]->request = request_for(i);
+      async->SubmitJob(&calls[i]->context, &calls[i]->request, &responses[i],
+                       [&, i](grpc::Status status) {
+                         absl::MutexLock lock(&mu);
+                         if (!status.ok()) {
+                           statuses[i] = ToUserStatus(status, kRpcDeadline);
+                           failed = true;
+                         }
+                         --in_flight;
+                       });
     }
-    if (i == 0) first_id = response.job_id();
-    last_id = response.job_id();
+    mu.LockWhen(absl::Condition(+[](int* n) { return *n == 0; }, &in_flight));
+    mu.Unlock();
+  } else {
+    for (; issued < trials.size(); ++issued) {
+      statuses[issued] = Call(&Stub::SubmitJob, request_for(issued), &responses[issued]);
+      if (!statuses[issued].ok()) {
+        ++issued;
+        break;
+      }
+    }
+  }
+  int submitted = 0;
+  int64_t first_id = 0, last_id = 0;
+  for (size_t i = 0; i < issued; ++i) {
+    if (!statuses[i].ok()) continue;
+    const int64_t id = responses[i].job_id();
+    first_id = submitted == 0 ? id : std::min(first_id, id);
+    last_id = submitted == 0 ? id : std::max(last_id, id);
+    ++submitted;
+  }
+  for (size_t i = 0; i < issued; ++i) {
+    if (statuses[i].ok()) continue;
+    err_ << absl::StrFormat("trainctl: error: trial %d of sweep %s: %s\n", i,
+                            sweep_id, statuses[i].message());
+    if (submitted > 0) {
+      err_ << absl::StrFormat(
+          "trainctl: %d of %d trials were submitted; run the same command "
+          "with --sweep-id %s to submit the rest (trials already submitted "
+          "are not submitted twice)\n",
+          submitted, trials.size(), sweep_id);
+    }
+    return kExitRpcError;
   }
   out_ << sweep_id << "\n";
   err_ << absl::StrFormat(

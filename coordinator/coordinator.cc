@@ -1748,7 +1748,12 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
       }
       case v1::AgentMessage::kTaskStatus:
         HandleTaskStatusLocked(node, msg.task_status(), deferred);
-        ScheduleLocked(deferred);
+        // A task reported running frees nothing and queues nothing: the pass
+        // would decide as the last one did (a pass over a long queue costs
+        // milliseconds; bench/README.md, scheduler throughput).
+        if (msg.task_status().state() != v1::TASK_STATE_RUNNING) {
+          ScheduleLocked(deferred);
+        }
         break;
       case v1::AgentMessage::kLogChunk: {
         const v1::LogChunk& chunk = msg.log_chunk();

@@ -76,6 +76,7 @@ absl::StatusOr<sched::PolicyConfig> PolicyFromProto(
   }
   policy.backfill = !file.disable_backfill();
   policy.preemption = !file.disable_preemption();
+  policy.overtake_preemption = file.overtake_preemption();
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < file.queues_size(); ++i) {
     const v1::QueueSpec& q = file.queues(i);

@@ -17,8 +17,9 @@
 namespace trainctl::coord {
 
 // Converts a parsed file to the scheduler's policy. Defaults: order "las",
-// thresholds 3250/7200 GPU-s, backfill and preemption on, one queue
-// "default" of weight 1, no quotas.
+// thresholds 3250, 13000, 52000, 208000, 832000, 3328000 GPU-s, backfill and
+// preemption on (across priorities and LAS levels; overtake_preemption off),
+// one queue "default" of weight 1, no quotas.
 // Errors: INVALID_ARGUMENT naming the field: unknown order; thresholds not
 // positive and ascending; a queue without a name, named twice, or of weight
 // < 0 (0 means 1); a quota without a name, named twice, or negative.

@@ -28,6 +28,7 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
   const std::string path = WriteFile("sched.textproto", R"pb(
     order: "fifo"
     disable_backfill: true
+    overtake_preemption: true
     queues { name: "default" }
     queues { name: "prod" weight: 3 }
     user_quotas { name: "*" gpus: 16 }
@@ -38,13 +39,16 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
   EXPECT_EQ(p->order, sched::QueueOrder::kFifo);
   EXPECT_FALSE(p->backfill);
   EXPECT_TRUE(p->preemption);  // not given: the default
+  EXPECT_TRUE(p->overtake_preemption);
   ASSERT_EQ(p->queues.size(), 2u);
   EXPECT_EQ(p->queues[0].name, "default");
   EXPECT_EQ(p->queues[0].weight, 1.0);  // 0 (absent) means 1
   EXPECT_EQ(p->queues[1].weight, 3.0);
   EXPECT_EQ(p->user_gpu_quota.at("*"), 16);
   EXPECT_EQ(p->project_gpu_quota.at("vision"), 64);
-  EXPECT_THAT(p->las_thresholds_gpu_s, ::testing::ElementsAre(3250, 7200));
+  // Not given: the default ladder.
+  EXPECT_THAT(p->las_thresholds_gpu_s,
+              ::testing::ElementsAre(3250, 13000, 52000, 208000, 832000, 3328000));
 }
 
 TEST(SchedConfigTest, LoadSchedulerConfig_Json_SameMessage) {

@@ -98,6 +98,8 @@ chmod u+w "$out"/bin/* "$out"/lib/*
 strip --strip-unneeded "$out"/bin/* "$out"/lib/libtrainctl_nccl.so 2>/dev/null || true
 # shellcheck disable=SC2016  # $ORIGIN is for the dynamic loader, not bash.
 for f in "$out"/bin/*; do
+  # Static binaries (trainctl-task-shim) have no dynamic section to patch.
+  readelf -d "$f" 2>/dev/null | grep -q '(NEEDED)' || continue
   patchelf --set-rpath '$ORIGIN/../lib' "$f"
 done
 # shellcheck disable=SC2016

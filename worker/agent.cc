@@ -207,7 +207,8 @@ int Agent::Fence(const std::string& why) {
   std::vector<int> pids;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [key, entry] : tasks_) {
+    for (auto& [key, entry] : tasks_) {
+      if (entry.launching) entry.fence_after_launch = true;
       if (!entry.exited && entry.ref.pid() != 0) pids.push_back(entry.ref.pid());
     }
   }
@@ -278,11 +279,9 @@ void Agent::EmitLocked(v1::AgentMessage msg) {
 
 void Agent::Handle(const v1::CoordinatorMessage& msg) {
   switch (msg.msg_case()) {
-    case v1::CoordinatorMessage::kStartTask: {
-      absl::MutexLock lock(&mu_);
-      StartLocked(msg.start_task());
+    case v1::CoordinatorMessage::kStartTask:
+      Start(msg.start_task());
       break;
-    }
     case v1::CoordinatorMessage::kStopTask: {
       const v1::TaskRef& r = msg.stop_task().task();
       int pid = 0;
@@ -309,11 +308,8 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
   }
 }
 
-void Agent::StartLocked(const v1::StartTask& start) {
+LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
   const v1::TaskRef& ref = start.task();
-  const Key key{ref.job_id(), ref.attempt(), ref.rank()};
-  if (tasks_.contains(key)) return;  // A repeated start: already running.
-
   LaunchSpec spec;
   spec.argv.assign(start.argv().begin(), start.argv().end());
   if (start.has_preflight()) {
@@ -345,28 +341,50 @@ void Agent::StartLocked(const v1::StartTask& start) {
                   ref.job_id(), ckpt->second, ec.message());
     }
   }
+  return spec;
+}
 
-  v1::AgentMessage msg;
-  v1::TaskStatus* st = msg.mutable_task_status();
-  *st->mutable_task() = ref;
-  st->set_log_path(spec.log_path);
+void Agent::Start(const v1::StartTask& start) {
+  const v1::TaskRef& ref = start.task();
+  const Key key{ref.job_id(), ref.attempt(), ref.rank()};
+  {
+    absl::MutexLock lock(&mu_);
+    if (tasks_.contains(key)) return;  // A repeated start: already running.
+    TaskEntry& entry = tasks_[key];
+    entry.ref = ref;
+    entry.ref.set_pid(0);
+    entry.launching = true;
+    entry.preflight = start.has_preflight();
+  }
+  // Without the lock: directories, the program's lookup and the spawn take
+  // milliseconds on a busy host, and exits, heartbeats and fencing must not
+  // wait for them. Handle() has one caller at a time, so no StopTask for
+  // this task can be handled meanwhile; Fence() marks the entry instead.
+  const LaunchSpec spec = SpecFor(start);
   absl::StatusOr<int> pid =
       start.has_preflight() && config_.preflight_probe.empty()
           ? absl::StatusOr<int>(absl::FailedPreconditionError(
                 "this agent has no pre-flight probe (--preflight-probe)"))
           : launcher_->Launch(spec, [this, key](ExitInfo info) { OnExit(key, info); });
+
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(key);  // Still there: only a reported exit erases it.
+  v1::AgentMessage msg;
+  v1::TaskStatus* st = msg.mutable_task_status();
+  *st->mutable_task() = ref;
+  st->set_log_path(spec.log_path);
   if (!pid.ok()) {
     TC_LOG_WARN("job {} rank {}: could not start: {}", ref.job_id(), ref.rank(),
                 pid.status().ToString());
+    tasks_.erase(it);
     st->set_state(v1::TASK_STATE_START_FAILED);
     st->set_message(std::string(pid.status().message()));
     EmitLocked(std::move(msg));
     return;
   }
-  TaskEntry& entry = tasks_[key];
-  entry.ref = ref;
+  TaskEntry& entry = it->second;
+  entry.launching = false;
   entry.ref.set_pid(*pid);
-  entry.preflight = start.has_preflight();
   st->mutable_task()->set_pid(*pid);
   st->set_state(v1::TASK_STATE_RUNNING);
   TC_LOG_INFO("job {} attempt {} rank {} started: pid {}, CUDA_VISIBLE_DEVICES={}",
@@ -375,12 +393,31 @@ void Agent::StartLocked(const v1::StartTask& start) {
                   ? start.env().at("CUDA_VISIBLE_DEVICES")
                   : "");
   EmitLocked(std::move(msg));
+  if (entry.early_exit.has_value()) {
+    // It ended before we got here: RUNNING first, then the exit, as always.
+    ReportExitLocked(it, *entry.early_exit);
+  } else if (entry.fence_after_launch) {
+    TC_LOG_ERROR("FENCING: killing job {} rank {} (pid {}), started while fencing",
+                 ref.job_id(), ref.rank(), *pid);
+    absl::Status s = launcher_->Stop(*pid, absl::ZeroDuration());
+    if (!s.ok()) TC_LOG_WARN("fence: stop pid {}: {}", *pid, s.ToString());
+  }
 }
 
 void Agent::OnExit(const Key& key, ExitInfo info) {
   absl::MutexLock lock(&mu_);
   auto it = tasks_.find(key);
   if (it == tasks_.end()) return;
+  if (it->second.launching) {
+    it->second.early_exit = info;  // Start() reports it after RUNNING.
+    return;
+  }
+  ReportExitLocked(it, info);
+}
+
+void Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
+                             ExitInfo info) {
+  const Key key = it->first;
   it->second.exited = true;
   v1::AgentMessage msg;
   v1::TaskStatus* st = msg.mutable_task_status();
@@ -409,6 +446,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
       EmitLocked(std::move(oom));
     }
   }
+  // May erase `it` (an exit is forgotten once sent).
   EmitLocked(std::move(msg));
 }
 

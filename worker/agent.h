@@ -63,8 +63,12 @@ struct AgentConfig {
   std::string preflight_probe;
 };
 
-// Thread-safe: Handle() runs on the transport's reader thread, exit callbacks
-// on launcher threads.
+// Thread-safe: Handle() runs on the transport's reader thread (one caller at
+// a time), exit callbacks on launcher threads, Heartbeat() and Fence() on
+// others. A StartTask's launch (log directory, spawn) runs on the caller's
+// thread without the agent's lock, so exit reports, heartbeats and fencing
+// never wait behind a launch; a task that ends before its launch has been
+// recorded has its exit reported right after its RUNNING report.
 class Agent {
  public:
   // Sends one message to the coordinator; called under the agent's lock, so
@@ -81,7 +85,8 @@ class Agent {
   absl::Status Validate();
 
   // The first message of a stream: node inventory and the tasks not yet
-  // reported as ended. Errors: UNAVAILABLE from the inventory.
+  // reported as ended (one being launched is listed with pid 0).
+  // Errors: UNAVAILABLE from the inventory.
   absl::StatusOr<v1::RegisterNode> Registration();
 
   // One sample of the offered GPUs, and the use of every running task's
@@ -98,14 +103,18 @@ class Agent {
   // The stream ended: reports queue until the next Connected().
   void Disconnected();
 
-  // Handles StartTask, StopTask and ReadLog.
+  // Handles StartTask, StopTask and ReadLog. One caller at a time (the
+  // stream's reader): a StartTask's launch runs here without the agent's
+  // lock, and a StopTask must not overtake it.
   void Handle(const v1::CoordinatorMessage& msg);
 
   // Fencing: kills (SIGKILL to the process group, no grace) every task
   // whose process runs now, because the coordinator has stopped hearing
   // from this host and has failed them; `why` goes to the log. Their exits
   // are reported as usual (queued until the next registration). Returns how
-  // many tasks were killed. No errors (a failed kill is logged).
+  // many tasks were killed. A task being launched meanwhile is killed as
+  // soon as its launch returns (not counted). No errors (a failed kill is
+  // logged).
   int Fence(const std::string& why);
 
   // Tasks whose process runs now.
@@ -133,10 +142,24 @@ class Agent {
     bool exited = false;
     // A pre-flight probe: its exit carries the probe's result line.
     bool preflight = false;
+    // Between StartTask and the launch's result (ref.pid() is 0 meanwhile).
+    bool launching = false;
+    // Fence() came while launching: kill the task once it has a pid.
+    bool fence_after_launch = false;
+    // The exit, when it came while launching (reported after RUNNING).
+    std::optional<ExitInfo> early_exit;
   };
 
-  void StartLocked(const v1::StartTask& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Launches `start` (no lock held while spawning) and reports RUNNING or
+  // START_FAILED.
+  void Start(const v1::StartTask& start) ABSL_LOCKS_EXCLUDED(mu_);
+  // The process spec of `start`: argv, environment, log path, working
+  // directory (created when it is the default).
+  LaunchSpec SpecFor(const v1::StartTask& start) const;
   void OnExit(const Key& key, ExitInfo info);
+  // Reports the exit of `it`'s task (and an out-of-memory line first).
+  void ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it, ExitInfo info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EmitLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentMessage ReadLog(const v1::ReadLog& read) const;
   // The line of the end of a task's log that says CUDA ran out of memory;

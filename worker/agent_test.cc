@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <utility>
 #include <map>
 #include <vector>
 
@@ -33,6 +35,7 @@ class FakeLauncher : public ProcessLauncher {
     const int pid = next_pid++;
     launched[pid] = spec;
     exits[pid] = std::move(on_exit);
+    if (during_launch) std::exchange(during_launch, nullptr)(pid);
     return pid;
   }
   absl::Status Stop(int pid, absl::Duration grace) override {
@@ -40,6 +43,9 @@ class FakeLauncher : public ProcessLauncher {
     return absl::OkStatus();
   }
   void Exit(int pid, ExitInfo info) { exits[pid](info); }
+  // Runs inside the next Launch(), after the process "started": plays what
+  // other threads do while a launch is in flight.
+  std::function<void(int pid)> during_launch;
 
   bool fail_next = false;
   int next_pid = 1000;
@@ -117,6 +123,41 @@ TEST_F(AgentTest, Handle_StartTask_LaunchesWithMergedEnvAndReportsRunning) {
   EXPECT_EQ(agent_->RunningTasks(), 0);
 }
 
+TEST_F(AgentTest, Handle_TaskEndsBeforeLaunchReturns_RunningReportedBeforeExit) {
+  Make();
+  Connect();
+  // A no-op task can end before Launch() returns (its exit callback runs on
+  // the launcher's thread); the coordinator must still see RUNNING first,
+  // or it would never record the task's start.
+  launcher_.during_launch = [this](int pid) { launcher_.Exit(pid, ExitInfo{0, 0}); };
+  agent_->Handle(Start(7, 0));
+  ASSERT_THAT(sent_, SizeIs(2));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(sent_[0].task_status().task().pid(), 1000);
+  EXPECT_EQ(sent_[1].task_status().state(), v1::TASK_STATE_EXITED);
+  EXPECT_EQ(sent_[1].task_status().exit_code(), 0);
+  EXPECT_EQ(agent_->RunningTasks(), 0);
+}
+
+TEST_F(AgentTest, Fence_WhileLaunching_TaskKilledOnceLaunched) {
+  config_.fences = true;
+  Make();
+  Connect();
+  // The lease ends (watchdog thread) while a task is being spawned: it has
+  // no pid yet, so Fence() cannot kill it then; the launch kills it.
+  int fenced = -1;
+  launcher_.during_launch = [&](int) { fenced = agent_->Fence("lease ended"); };
+  agent_->Handle(Start(7, 0));
+  EXPECT_EQ(fenced, 0);
+  ASSERT_THAT(launcher_.stopped, SizeIs(1));
+  EXPECT_EQ(launcher_.stopped[0].first, 1000);
+  EXPECT_EQ(launcher_.stopped[0].second, absl::ZeroDuration());
+  // Its exit is reported as usual.
+  launcher_.Exit(1000, ExitInfo{137, 9});
+  ASSERT_THAT(sent_, SizeIs(2));
+  EXPECT_EQ(sent_[1].task_status().signal(), 9);
+}
+
 TEST_F(AgentTest, Handle_StartTaskSpawnFails_ReportsStartFailedWithReason) {
   Make();
   Connect();
@@ -125,6 +166,8 @@ TEST_F(AgentTest, Handle_StartTaskSpawnFails_ReportsStartFailedWithReason) {
   ASSERT_THAT(sent_, SizeIs(1));
   EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_START_FAILED);
   EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("not found"));
+  EXPECT_EQ(agent_->RunningTasks(), 0);
+  EXPECT_THAT(agent_->Registration()->running_tasks(), SizeIs(0));
 }
 
 TEST_F(AgentTest, Exit_WhileDisconnected_ListedAtRegistrationThenReported) {

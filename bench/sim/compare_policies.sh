@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Compares scheduling policies on every shipped Muri trace with trainctl-sim's
 # own cost model (restart overhead paid once per start, no --compat): fifo,
-# fifo-backfill and las (the coordinator's sched::Scheduler: strict FIFO,
-# FIFO + head-of-queue reservation + backfill, and the default LAS policy),
+# fifo-backfill, las and las-tiresias (the coordinator's sched::Scheduler:
+# strict FIFO, FIFO + head-of-queue reservation + backfill, the default LAS
+# policy, and the LAS default of before: Tiresias thresholds, preemption of
+# same-level jobs that overtook),
 # and the Muri artifact's srtf and tiresias (muri_policy.h; srtf knows job
 # durations, an oracle). Prints a table and writes
 # bench/results/sim_policies.json (.txt beside it), then runs the starvation
@@ -26,7 +28,7 @@ trap 'rm -rf "$tmp"' EXIT
 runs="$tmp/runs.tsv"
 : >"$runs"
 traces=(trace1 trace1_pr trace2 trace2_pr trace3 trace3_pr trace4 trace4_pr)
-policies=(fifo fifo-backfill las srtf tiresias)
+policies=(fifo fifo-backfill las las-tiresias srtf tiresias)
 for trace in "${traces[@]}"; do
   for policy in "${policies[@]}"; do
     out="$tmp/$trace.$policy.csv"
@@ -59,19 +61,21 @@ with open(runs) as f:
             "makespan_s": m["makespan_s"],
             "avg_queueing_delay_s": sum(waits) / len(waits),
             "gpu_allocation": m["gpu_allocation"],
+            "gpu_allocation_while_queued": m["gpu_allocation_while_queued"],
             "preemptions": int(m["preemptions"]),
             "published_tiresias_avg_jct_s": float(t["avg_jct_s"]) if t else None,
             "avg_jct_vs_published_tiresias":
                 m["avg_jct_s"] / float(t["avg_jct_s"]) if t else None,
             "wall_s": m["wall_s"],
         })
-print("| trace | policy | avg JCT (s) | p99 JCT (s) | makespan (s) | avg queueing delay (s) | GPU alloc | preemptions | avg JCT / published Tiresias |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| trace | policy | avg JCT (s) | p99 JCT (s) | makespan (s) | avg queueing delay (s) | GPU alloc | GPU alloc while queued | preemptions | avg JCT / published Tiresias |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     ratio = r["avg_jct_vs_published_tiresias"]
-    print("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %s |" % (
+    print("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f%% | %.1f%% | %d | %s |" % (
         r["trace"], r["policy"], r["avg_jct_s"], r["p99_jct_s"], r["makespan_s"],
-        r["avg_queueing_delay_s"], 100 * r["gpu_allocation"], r["preemptions"],
+        r["avg_queueing_delay_s"], 100 * r["gpu_allocation"],
+        100 * r["gpu_allocation_while_queued"], r["preemptions"],
         "%.2f" % ratio if ratio is not None else "-"))
 with open(dest, "w") as f:
     json.dump({"host": platform.node(), "cost_model": "trainctl (no --compat)",

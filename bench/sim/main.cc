@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
                  "num_gpu_p_node,...)")
       ->required();
   app.add_option("--policy", policy_name,
-                 "las | fifo | fifo-backfill | srtf | srsf | tiresias")
+                 "las | las-tiresias | las-overtake | fifo | fifo-backfill | srtf | srsf | tiresias")
       ->required();
   app.add_option("--compat", compat,
                  "cost model of an artifact to reproduce: 'muri' (restart "
@@ -94,6 +94,9 @@ int main(int argc, char** argv) {
   f["makespan_s"].set_number_value(m.makespan_s);
   f["p99_jct_s"].set_number_value(m.p99_jct_s);
   f["gpu_allocation"].set_number_value(m.gpu_allocation);
+  f["gpu_allocation_while_queued"].set_number_value(
+      m.gpu_allocation_while_queued);
+  f["queued_s"].set_number_value(m.queued_s);
   f["events"].set_number_value(static_cast<double>(m.events));
   f["preemptions"].set_number_value(static_cast<double>(m.preemptions));
   f["wall_s"].set_number_value(wall_s);

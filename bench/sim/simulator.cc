@@ -59,17 +59,26 @@ struct Job {
 // Node names of the simulated cluster for sched::Scheduler.
 std::string NodeName(int n) { return absl::StrCat("n", n); }
 
-// The sched::Scheduler policy of `policy` (kFifo, kFifoBackfill, kLas).
+// The sched::Scheduler policy of `policy` (kFifo, kFifoBackfill, kLas,
+// kLasTiresias, kLasOvertake). kLas is the scheduler's default PolicyConfig
+// untouched; kLasOvertake is it with overtake_preemption;
+// kLasTiresias is the default of before (Tiresias's two thresholds from
+// `tiresias`, preemption of same-level jobs that overtook).
 sched::SchedulerConfig LibConfig(Policy policy,
                                  const muri::TiresiasConfig& tiresias) {
   sched::SchedulerConfig c;
   c.wait_reasons = false;
   sched::PolicyConfig& p = c.policy;
-  p.las_thresholds_gpu_s = tiresias.thresholds_gpu_s;
-  p.order = policy == Policy::kLas ? sched::QueueOrder::kLas
-                                   : sched::QueueOrder::kFifo;
+  const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias ||
+                   policy == Policy::kLasOvertake;
+  p.order = las ? sched::QueueOrder::kLas : sched::QueueOrder::kFifo;
   p.backfill = policy != Policy::kFifo;
-  p.preemption = policy == Policy::kLas;
+  p.preemption = las;
+  if (policy == Policy::kLasTiresias) {
+    p.las_thresholds_gpu_s = tiresias.thresholds_gpu_s;
+    p.overtake_preemption = true;
+  }
+  if (policy == Policy::kLasOvertake) p.overtake_preemption = true;
   return c;
 }
 
@@ -94,9 +103,12 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
   if (name == "fifo") return Policy::kFifo;
   if (name == "fifo-backfill") return Policy::kFifoBackfill;
   if (name == "las") return Policy::kLas;
+  if (name == "las-tiresias") return Policy::kLasTiresias;
+  if (name == "las-overtake") return Policy::kLasOvertake;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown policy '", name,
-      "'; expected one of las, srtf, srsf, tiresias, fifo, fifo-backfill"));
+      "'; expected one of las, las-tiresias, las-overtake, srtf, srsf, "
+      "tiresias, fifo, fifo-backfill"));
 }
 
 double RestartOverheadS(int num_gpu, const std::string& model) {
@@ -245,13 +257,18 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   // Through the coordinator's scheduler library.
   const bool lib = !compat && (policy == Policy::kFifo ||
                                policy == Policy::kFifoBackfill ||
-                               policy == Policy::kLas);
-  if (compat && policy == Policy::kLas) {
+                               policy == Policy::kLas ||
+                               policy == Policy::kLasTiresias ||
+                               policy == Policy::kLasOvertake);
+  const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias ||
+                   policy == Policy::kLasOvertake;
+  if (compat && las) {
     return absl::InvalidArgumentError(
-        "--policy las has no Muri counterpart; run it without --compat");
+        "--policy las and las-tiresias have no Muri counterpart; run them "
+        "without --compat");
   }
   // LAS levels change while jobs run: demotion instants are events.
-  const bool demotions = tiresias || policy == Policy::kLas;
+  const bool demotions = tiresias || las;
   const sched::Scheduler lib_scheduler(LibConfig(policy, config.tiresias));
   constexpr int64_t kSimGpuBytes = int64_t{80} << 30;
 
@@ -328,6 +345,11 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   const double first_submit = prev_time;
   int running_gpus = 0;
   double gpu_seconds = 0;
+  // Jobs submitted and not running (waiting or preempted), and the seconds
+  // and GPU-seconds of the intervals where at least one was.
+  int waiting_jobs = 0;
+  double queued_s = 0;
+  double queued_gpu_seconds = 0;
   int64_t same_time_events = 0;
   double last_event_time = -kInf;
 
@@ -383,6 +405,10 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       last_event_time = t;
     }
     gpu_seconds += running_gpus * (t - prev_time);
+    if (waiting_jobs > 0) {
+      queued_s += t - prev_time;
+      queued_gpu_seconds += running_gpus * (t - prev_time);
+    }
     prev_time = t;
 
     if (take_end) {
@@ -487,10 +513,12 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         break;
       case Policy::kFifo:
       case Policy::kFifoBackfill:
-      case Policy::kLas: {
+      case Policy::kLas:
+      case Policy::kLasTiresias:
+      case Policy::kLasOvertake: {
         if (lib) {
           decision = LibDecide(lib_scheduler, cluster, jobs, runnable,
-                               kSimGpuBytes, policy == Policy::kLas);
+                               kSimGpuBytes, las);
           break;
         }
         std::vector<muri::FifoJob> list;
@@ -534,6 +562,11 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         if (moved && !p.empty()) job.overhead_left = job.overhead_s;
         job.placement = p;
       }
+    }
+
+    waiting_jobs = 0;
+    for (int j : runnable) {
+      if (jobs[j].status == Status::kPending) ++waiting_jobs;
     }
 
     // Next completion: the earliest, all jobs tied at it.
@@ -592,12 +625,13 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
     }
     // Next demotion instant (Tiresias, LAS).
     next_jump = kInf;
-    if (policy == Policy::kLas) {
+    if (las) {
       for (int j : runnable) {
         const Job& job = jobs[j];
         if (job.status != Status::kRunning) continue;
         const double attained = job.executed * job.num_gpu;
-        for (double threshold : config.tiresias.thresholds_gpu_s) {
+        for (double threshold :
+             lib_scheduler.config().policy.las_thresholds_gpu_s) {
           if (attained < threshold) {
             next_jump = std::min(next_jump,
                                  t + (threshold - attained) / job.num_gpu);
@@ -622,6 +656,9 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   m.preemptions = result.metrics.preemptions;
   const double span = m.makespan_s - first_submit;
   m.gpu_allocation = span > 0 ? gpu_seconds / (total_gpus * span) : 0;
+  m.queued_s = queued_s;
+  m.gpu_allocation_while_queued =
+      queued_s > 0 ? queued_gpu_seconds / (total_gpus * queued_s) : 1.0;
   result.metrics = m;
   return result;
 }

@@ -31,18 +31,32 @@ namespace trainctl::sim {
 
 // kSrtf, kSrsf, kTiresias: the Muri artifact's policies (muri_policy.h; they
 // know job durations or, for Tiresias, use them not at all but migrate).
-// kFifo, kFifoBackfill, kLas: with the default cost model these run through
-// sched::Scheduler, the coordinator's own scheduler (reservation, backfill,
-// preemption, LAS order): fifo = strict FIFO; fifo-backfill = FIFO with the
-// head-of-queue reservation and backfill around it; las = the coordinator's
-// default (LAS order on attained GPU-time with thresholds 3250/7200 GPU-s,
-// reservation + backfill, every trace job preemptible, jobs keep their GPUs
-// until preempted: no migration). Under --compat muri, fifo and
-// fifo-backfill keep muri_policy.h's yarn-placement baselines.
-enum class Policy { kSrtf, kSrsf, kTiresias, kFifo, kFifoBackfill, kLas };
+// kFifo, kFifoBackfill, kLas, kLasTiresias: with the default cost model
+// these run through sched::Scheduler, the coordinator's own scheduler
+// (reservation, backfill, preemption, LAS order): fifo = strict FIFO;
+// fifo-backfill = FIFO with the head-of-queue reservation and backfill
+// around it; las = the coordinator's default PolicyConfig untouched (LAS
+// order on attained GPU-time over its geometric ladder of levels,
+// reservation + backfill, preemption across LAS levels only, every trace
+// job preemptible, jobs keep their GPUs until preempted: no migration);
+// las-tiresias = the default of before (Tiresias's thresholds 3250/7200
+// GPU-s and preemption of same-level jobs that overtook), kept to measure
+// the change; las-overtake = las with overtake_preemption. Under --compat muri, fifo and fifo-backfill keep
+// muri_policy.h's yarn-placement baselines.
+enum class Policy {
+  kSrtf,
+  kSrsf,
+  kTiresias,
+  kFifo,
+  kFifoBackfill,
+  kLas,
+  kLasTiresias,
+  kLasOvertake
+};
 enum class CostModel { kOurs, kMuri };
 
-// Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill", "las".
+// Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill", "las",
+// "las-tiresias", "las-overtake". Errors: InvalidArgument naming the accepted names.
 absl::StatusOr<Policy> ParsePolicy(const std::string& name);
 
 struct SimConfig {
@@ -72,6 +86,13 @@ struct SimMetrics {
   // GPU-seconds held by running jobs / (total GPUs x (makespan - first
   // submit)), in [0, 1].
   double gpu_allocation = 0;
+  // GPU-seconds held by running jobs over total GPUs x the seconds during
+  // which at least one submitted job was not running (waiting or preempted),
+  // in [0, 1]; 1 when no job ever waited. Idle GPUs while work waits are
+  // what fragmentation and reservations cost.
+  double gpu_allocation_while_queued = 1.0;
+  // Seconds during which at least one submitted job was not running.
+  double queued_s = 0;
   int64_t events = 0;
   int64_t preemptions = 0;
 };

@@ -55,6 +55,23 @@ TEST(SimulateTest, Simulate_SingleJob_EndsAfterInflatedIsolatedTime) {
   EXPECT_NEAR(r->metrics.gpu_allocation, 0.25, 1e-12);
 }
 
+TEST(SimulateTest, Simulate_GangWaits_AllocationWhileQueuedCountsOnlyWaitingTime) {
+  // One node of 4 GPUs, our cost model, strict FIFO. Both jobs arrive at 0:
+  //   job 0: 2 GPUs, 101.5 s of work + 7 s restart overhead (vgg16, 2 GPUs)
+  //          -> runs 0 .. 108.5;
+  //   job 1: 4 GPUs, waits for job 0, then 101.5 + 8 s -> runs 108.5 .. 218.
+  // A job waits during 0 .. 108.5 only, with 2 of 4 GPUs allocated: 0.5.
+  // Over the whole span: (2 x 108.5 + 4 x 109.5) / (4 x 218) = 655 / 872.
+  absl::StatusOr<SimResult> r =
+      Simulate(Config(Policy::kFifo, CostModel::kOurs, 1, 4),
+               {Job(0, 2, 0, 1000), Job(1, 4, 0, 1000)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(ById(*r)[1].start_time_s, 108.5, 1e-9);
+  EXPECT_NEAR(r->metrics.queued_s, 108.5, 1e-9);
+  EXPECT_NEAR(r->metrics.gpu_allocation_while_queued, 0.5, 1e-12);
+  EXPECT_NEAR(r->metrics.gpu_allocation, 655.0 / 872.0, 1e-12);
+}
+
 TEST(SimulateTest, Simulate_MuriCompat_EveryEventCostsRestartOverhead) {
   // One 4-GPU node, FIFO. Job 0 (vgg16, 1 GPU: overhead 7 s) needs 101.5 s.
   // Jobs 1 and 2 arrive at 50 s and 60 s on free GPUs.

@@ -2,6 +2,7 @@
 # trainctl vs Slurm 22.05 on this machine, same run (issue 7, part 1).
 #
 #   bench/slurm/compare.sh BIN_DIR [--jobs 500] [--concurrency 8] [--out FILE]
+#                          [--rounds 1] [--coordinator-args "ARGS"]
 #                          [--no-slurm] [--tiny]
 #
 # Starts trainctl (trainctl-coordinator, state under $TMPDIR, + one
@@ -11,8 +12,18 @@
 # no-op jobs to each with driver.py: N CLI submits (`trainctl submit` /
 # `sbatch`, --concurrency at a time) and one batch submit of N (`trainctl
 # sweep --grid` / `sbatch --array`). Each job writes its start time
-# (`date +%s%N`), the same method for both. Prints a table, writes
-# --out (default bench/results/slurm_compare.json; "-" prints only).
+# (`date +%s%N`), the same method for both. Both systems are up for the whole
+# run; with --rounds R the four runs (trainctl cli, Slurm cli, trainctl
+# batch, Slurm batch) repeat R times in that alternating order and each
+# figure is the median over the rounds (every round is in the JSON). The
+# transport floor (issue 7 part 4: trainctl-bench-floor, a no-op unary gRPC
+# call) is measured first and every submit->start latency is also given as a
+# multiple of its p50. Same job shape on both sides: one GPU each
+# (`--gpus 1` / `--gres=gpu:1`) of 8 (`--fake-gpus 8` / `Gres=gpu:8`).
+# --coordinator-args: extra flags for trainctl-coordinator (e.g. "--sync
+# normal" to see what the default per-write fsync costs; recorded in the
+# JSON). Prints a table, writes --out (default bench/results/slurm_compare.json;
+# "-" prints only).
 # Installs nothing: `apt-get install slurm-wlm slurmctld slurmd slurm-client
 # munge` first for the Slurm half (needs root for munge and mknod).
 # --tiny: 20 jobs (the ctest bench_slurm_smoke; Slurm only if installed).
@@ -24,12 +35,16 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 JOBS=500
 CONC=8
+ROUNDS=1
+COORD_ARGS=
 OUT=$ROOT/bench/results/slurm_compare.json
 SLURM=auto
 while (($#)); do
   case $1 in
     --jobs) JOBS=$2; shift 2 ;;
     --concurrency) CONC=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --coordinator-args) COORD_ARGS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-slurm) SLURM=no; shift ;;
     --tiny) JOBS=20; shift ;;
@@ -73,10 +88,19 @@ cleanup() {
 trap cleanup EXIT
 load_start=$(cut -d' ' -f1 /proc/loadavg)
 
+# ------------------------------------------------------------------ floor
+if [[ -x $BIN/trainctl-bench-floor ]]; then
+  "$BIN/trainctl-bench-floor" --calls 2000 >"$WORK/floor.json"
+  echo "transport floor: $(tr -d '\n ' <"$WORK/floor.json")"
+else
+  echo "no $BIN/trainctl-bench-floor: no transport floor" >&2
+fi
+
 # ------------------------------------------------------------------ trainctl
 mkdir -p "$WORK/tc-state" "$WORK/tc-logs"
+# shellcheck disable=SC2086  # COORD_ARGS is a list of flags.
 "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/tc-state" \
-  --log-level warn >"$WORK/coordinator.log" 2>&1 &
+  --log-level warn $COORD_ARGS >"$WORK/coordinator.log" 2>&1 &
 PIDS+=($!)
 port=
 for _ in $(seq 1 300); do
@@ -95,15 +119,13 @@ for _ in $(seq 1 300); do
 done
 "$BIN/trainctl" nodes | grep -q bench-node || { cat "$WORK/agent.log" >&2; exit 1; }
 
-run_driver() {  # SYSTEM MODE -> JSON file $WORK/SYSTEM-MODE.json
-  local sys=$1 mode=$2
+run_driver() {  # SYSTEM MODE ROUND -> JSON file $WORK/SYSTEM-MODE-ROUND.json
+  local sys=$1 mode=$2 round=$3
   python3 "$HERE/driver.py" --system "$sys" --mode "$mode" --jobs "$JOBS" \
-    --concurrency "$CONC" --dir "$WORK/stamps-$sys-$mode" --trainctl "$BIN/trainctl" \
-    >"$WORK/$sys-$mode.json"
-  echo "$sys $mode: $(cat "$WORK/$sys-$mode.json")"
+    --concurrency "$CONC" --dir "$WORK/stamps-$sys-$mode-$round" --trainctl "$BIN/trainctl" \
+    >"$WORK/$sys-$mode-$round.json"
+  echo "round $round $sys $mode: $(cat "$WORK/$sys-$mode-$round.json")"
 }
-run_driver trainctl cli
-run_driver trainctl batch
 
 # ------------------------------------------------------------------ Slurm
 if [[ $SLURM == yes ]]; then
@@ -165,21 +187,55 @@ CONF
     sleep 0.1
   done
   [[ $state == idle ]] || { echo "Slurm node not idle: '$state'" >&2; tail -20 "$S"/*.log >&2; exit 1; }
-  run_driver slurm cli
-  run_driver slurm batch
 fi
+
+# ------------------------------------------------------------------ runs
+for round in $(seq 1 "$ROUNDS"); do
+  for mode in cli batch; do
+    run_driver trainctl "$mode" "$round"
+    if [[ $SLURM == yes ]]; then run_driver slurm "$mode" "$round"; fi
+  done
+done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
-python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" \
+python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" "$COORD_ARGS" \
   "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
-import json, os, sys
-out, work, slurm, l0, l1, commit = sys.argv[1:]
+import json, os, statistics, sys
+out, work, slurm, l0, l1, rounds, coord_args, commit = sys.argv[1:]
+rounds = int(rounds)
+floor = None
+if os.path.exists(os.path.join(work, "floor.json")):
+    floor = json.load(open(os.path.join(work, "floor.json")))
+floor_ms = floor["p50_us"] / 1000 if floor else None
+
+
+def median_row(runs):
+    """One row: the median of each figure over the rounds (the first run's
+    shape); `rounds` keeps every run."""
+    row = dict(runs[0])
+    for key in ("wall_s", "jobs_per_s", "submit_s"):
+        row[key] = round(statistics.median(r[key] for r in runs), 3)
+    for key in ("ack_to_start", "issue_to_start", "ack_latency"):
+        row[key] = {q: round(statistics.median(r[key][q] for r in runs), 3)
+                    for q in runs[0][key] if q != "count"}
+        row[key]["count"] = runs[0][key]["count"]
+        if floor_ms and key == "issue_to_start":
+            for q in ("p50_ms", "p99_ms"):
+                row[key][q[:3] + "_floor_multiple"] = round(row[key][q] / floor_ms)
+    row["rounds"] = runs
+    return row
+
+
 rows = {}
 for sys_ in ("trainctl", "slurm"):
     for mode in ("cli", "batch"):
-        p = os.path.join(work, "%s-%s.json" % (sys_, mode))
-        if os.path.exists(p):
-            rows["%s_%s" % (sys_, mode)] = json.load(open(p))
+        runs = []
+        for r in range(1, rounds + 1):
+            p = os.path.join(work, "%s-%s-%d.json" % (sys_, mode, r))
+            if os.path.exists(p):
+                runs.append(json.load(open(p)))
+        if runs:
+            rows["%s_%s" % (sys_, mode)] = median_row(runs)
 ratios = {}
 for mode in ("cli", "batch"):
     t, s = rows.get("trainctl_" + mode), rows.get("slurm_" + mode)
@@ -194,17 +250,26 @@ for mode in ("cli", "batch"):
                     r["%s_%s_lower_by" % (key, q[:3])] = round(b / a, 1)
         ratios[mode] = r
 doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
-       "slurm": slurm == "yes", "rows": rows, "ratios_trainctl_over_slurm": ratios,
+       "slurm": slurm == "yes", "rounds": rounds,
+       "coordinator_args": coord_args,
+       "job_shape": "one GPU each of 8 (trainctl --gpus 1 on --fake-gpus 8; "
+                    "sbatch --gres=gpu:1 on Gres=gpu:8)",
+       "transport_floor_us": floor,
+       "rows": rows, "ratios_trainctl_over_slurm": ratios,
        "targets": {"jobs_per_s_ratio": 100, "p99_submit_to_start_lower_by": 20},
        "host": {"cores": os.cpu_count(), "load_avg_1m_start": float(l0),
                 "load_avg_1m_end": float(l1), "git_commit": commit}}
-print("%-16s %9s %10s %22s %22s" % ("system/mode", "jobs/s", "wall s",
-                                     "ack->start p50/p99 ms", "issue->start p50/p99"))
+if floor:
+    print("transport floor: p50 %.0f us, p99 %.0f us" % (floor["p50_us"], floor["p99_us"]))
+print("%-16s %9s %10s %22s %22s %14s" % ("system/mode", "jobs/s", "wall s",
+                                         "ack->start p50/p99 ms", "issue->start p50/p99",
+                                         "x floor p50/99"))
 for k, r in rows.items():
-    print("%-16s %9.1f %10.2f %10s / %-10s %10s / %-10s" % (
+    i = r["issue_to_start"]
+    print("%-16s %9.1f %10.2f %10s / %-10s %10s / %-10s %6s / %-6s" % (
         k, r["jobs_per_s"], r["wall_s"], r["ack_to_start"].get("p50_ms"),
-        r["ack_to_start"].get("p99_ms"), r["issue_to_start"].get("p50_ms"),
-        r["issue_to_start"].get("p99_ms")))
+        r["ack_to_start"].get("p99_ms"), i.get("p50_ms"), i.get("p99_ms"),
+        i.get("p50_floor_multiple", "-"), i.get("p99_floor_multiple", "-")))
 for mode, r in ratios.items():
     print("ratio", mode, r)
 text = json.dumps(doc, indent=1)

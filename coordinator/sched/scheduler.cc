@@ -10,7 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -41,6 +45,16 @@
 //      fits it (ties: more free bytes now, then node name, GPU index).
 //    Jobs later in the queue are never placed on a held GPU. Jobs earlier in
 //    the queue were decided before the hold existed.
+// 4. Lookups (data structures only; the rules above decide): experiments find
+//    their best-fit GPU in one ordered set per GPU memory size, keyed by
+//    (free bytes, whole free GPUs on the node, node name, GPU index), with a
+//    lower_bound on the reservation; gangs find nodes in per-count buckets of
+//    whole free GPUs (with and without the held GPUs). Every change to a node
+//    (placement, preemption trial, hold) re-indexes that node. Wait reasons
+//    are shared by jobs of one shape while the cluster is unchanged. Cost:
+//    O(Q log Q) to order Q pending jobs, then O(log GPUs) per lookup instead
+//    of O(GPUs); SchedulerConfig.linear_search keeps the scans as the
+//    reference (scheduler_index_test.cc).
 
 namespace trainctl::sched {
 namespace {
@@ -113,11 +127,14 @@ std::string DescribeLayout(const Layout& layout, bool free) {
   return absl::StrFormat("%s on each of %d nodes", gpus, layout.nodes);
 }
 
+// A gang's layouts; inline up to 16 (no allocation per job in a long queue).
+using Layouts = absl::InlinedVector<Layout, 16>;
+
 // The layouts a (valid) gang accepts, fewest nodes first, using at most
 // `max_nodes` nodes.
-std::vector<Layout> GangLayouts(const JobRequest& job, int max_nodes) {
+Layouts GangLayouts(const JobRequest& job, int max_nodes) {
   if (job.nodes >= 1) return {Layout{job.nodes, job.gpus_per_node}};
-  std::vector<Layout> layouts;
+  Layouts layouts;
   for (int k = 1; k <= job.total_gpus && k <= max_nodes; ++k) {
     if (job.total_gpus % k == 0) layouts.push_back({k, job.total_gpus / k});
   }
@@ -132,6 +149,8 @@ struct ClusterShape {
   int max_gpus_on_node = 0;
   int64_t max_gpu_memory_bytes = 0;
   std::vector<int> gpus_on_node;
+  // nodes_with_at_least[k]: nodes with k or more usable GPUs (k <= max).
+  std::vector<int> nodes_with_at_least;
 
   explicit ClusterShape(const ClusterSnapshot& cluster) {
     node_count = static_cast<int>(cluster.nodes.size());
@@ -146,12 +165,16 @@ struct ClusterShape {
             std::max(max_gpu_memory_bytes, gpu.memory_total_bytes);
       }
     }
+    nodes_with_at_least.assign(max_gpus_on_node + 2, 0);
+    for (int gpus : gpus_on_node) ++nodes_with_at_least[gpus];
+    for (int k = max_gpus_on_node - 1; k >= 0; --k) {
+      nodes_with_at_least[k] += nodes_with_at_least[k + 1];
+    }
   }
 
   int NodesWithAtLeast(int gpus) const {
-    return static_cast<int>(std::count_if(gpus_on_node.begin(),
-                                          gpus_on_node.end(),
-                                          [gpus](int n) { return n >= gpus; }));
+    if (gpus > max_gpus_on_node) return 0;
+    return nodes_with_at_least[std::max(gpus, 0)];
   }
 
   bool CouldEverHold(const Layout& layout) const {
@@ -351,10 +374,20 @@ class SchedulePass {
                const std::vector<JobRequest>& queue)
       : config_(config),
         policy_(config.policy),
+        // Pre-flight exclusions (JobRequest.excluded_nodes) are applied by
+        // marking nodes unschedulable per job, which the linear scans
+        // honour; the indexes are built once per pass.
+        indexed_(!config.linear_search &&
+                 std::none_of(queue.begin(), queue.end(), [](const JobRequest& j) {
+                   return !j.excluded_nodes.empty();
+                 })),
         shape_(cluster),
-        nodes_(cluster.nodes),
-        running_(cluster.running) {
+        cluster_nodes_(cluster.nodes),
+        nodes_(MutableCopy(cluster.nodes)),
+        running_(cluster.running),
+        queue_(queue) {
     held_.reserve(nodes_.size());
+    node_index_.reserve(nodes_.size());
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       const NodeState& node = nodes_[n];
       held_.emplace_back(node.gpus.size(), false);
@@ -366,12 +399,12 @@ class SchedulePass {
         total_bytes_ += static_cast<double>(gpu.memory_total_bytes);
       }
     }
-    for (const JobRequest& job : queue) pending_.insert({job.job_id, false});
     evicted_.assign(running_.size(), false);
     for (const RunningJob& r : running_) {
       const Usage u = UsageOf(r.placement);
       AddUsage(QueueName(r.queue), r.user, r.project, u, +1);
     }
+    if (indexed_) BuildIndexes();
   }
 
   // Decides every job of `queue`; decisions in scheduling order.
@@ -380,11 +413,20 @@ class SchedulePass {
     explain_id_ = explain_id;
     explanation_ = explanation;
     // One list per queue, configured queues first.
+    // A job with its order key, worked out once.
+    struct Entry {
+      // OrderKey, then the position in `queue` (so std::sort is stable).
+      std::tuple<int, int, int64_t, size_t> key;
+      const JobRequest* job;
+    };
     struct QueueList {
       std::string name;
       double weight = 1.0;
-      std::vector<const JobRequest*> jobs;
+      std::vector<Entry> jobs;
       size_t next = 0;
+      // DominantShare(name) / weight as of usage_version_ == share_version.
+      double share = 0;
+      int64_t share_version = -1;
     };
     std::vector<QueueList> lists;
     absl::flat_hash_map<std::string, size_t> list_of;
@@ -393,16 +435,33 @@ class SchedulePass {
       lists.push_back({q.name, q.weight > 0 ? q.weight : 1.0, {}, 0});
     }
     for (const JobRequest& job : queue) {
-      const std::string name(QueueName(job.queue));
-      auto [it, added] = list_of.insert({name, lists.size()});
-      if (added) lists.push_back({name, 1.0, {}, 0});
-      lists[it->second].jobs.push_back(&job);
+      const absl::string_view name = QueueName(job.queue);
+      auto it = list_of.find(name);
+      if (it == list_of.end()) {
+        it = list_of.emplace(std::string(name), lists.size()).first;
+        lists.push_back({std::string(name), 1.0, {}, 0});
+      }
+      const auto [neg_priority, level, seq] = OrderKey(job);
+      lists[it->second].jobs.push_back(
+          Entry{{neg_priority, level, seq, static_cast<size_t>(&job - &queue[0])},
+                &job});
     }
+    auto by_key = [](const Entry& a, const Entry& b) { return a.key < b.key; };
     for (QueueList& list : lists) {
-      std::stable_sort(list.jobs.begin(), list.jobs.end(),
-                       [this](const JobRequest* a, const JobRequest* b) {
-                         return OrderKey(*a) < OrderKey(*b);
-                       });
+      // A queue that arrives in submit order (the coordinator's does) needs
+      // only its (priority, level) classes put in order: a stable counting
+      // sort by class, O(jobs), then a check.
+      std::map<std::pair<int, int>, std::vector<Entry>> classes;
+      for (const Entry& e : list.jobs) {
+        classes[{std::get<0>(e.key), std::get<1>(e.key)}].push_back(e);
+      }
+      list.jobs.clear();
+      for (auto& [cls, entries] : classes) {
+        list.jobs.insert(list.jobs.end(), entries.begin(), entries.end());
+      }
+      if (!std::is_sorted(list.jobs.begin(), list.jobs.end(), by_key)) {
+        std::sort(list.jobs.begin(), list.jobs.end(), by_key);
+      }
     }
     std::vector<Decision> decisions;
     decisions.reserve(queue.size());
@@ -411,20 +470,25 @@ class SchedulePass {
       std::tuple<int, int, double, int64_t> best_key;
       for (QueueList& list : lists) {
         if (list.next == list.jobs.size()) continue;
-        const JobRequest& head = *list.jobs[list.next];
-        const auto [neg_priority, level, seq] = OrderKey(head);
-        auto key = std::make_tuple(neg_priority, level,
-                                   lists.size() == 1
-                                       ? 0.0
-                                       : DominantShare(list.name) / list.weight,
-                                   seq);
+        const auto [neg_priority, level, seq, position] =
+            list.jobs[list.next].key;
+        double share = 0.0;
+        if (lists.size() > 1) {
+          if (list.share_version != usage_version_) {
+            list.share = DominantShare(list.name) / list.weight;
+            list.share_version = usage_version_;
+          }
+          share = list.share;
+        }
+        auto key = std::make_tuple(neg_priority, level, share, seq);
         if (best == nullptr || key < best_key) {
           best = &list;
           best_key = key;
         }
       }
-      const JobRequest& job = *best->jobs[best->next++];
-      decisions.push_back(Decide(job, static_cast<int>(decisions.size()) + 1));
+      const JobRequest& job = *best->jobs[best->next++].job;
+      const int position = static_cast<int>(decisions.size()) + 1;
+      Decide(job, position, decisions.emplace_back());
     }
     return decisions;
   }
@@ -469,6 +533,7 @@ class SchedulePass {
 
   void AddUsage(absl::string_view queue, const std::string& user,
                 const std::string& project, const Usage& u, int sign) {
+    ++usage_version_;
     Usage& q = queue_usage_[std::string(queue)];
     q.gpus += sign * u.gpus;
     q.bytes += sign * u.bytes;
@@ -528,72 +593,224 @@ class SchedulePass {
     // A preemptible job the holder may preempt (MayPreempt's rule) cannot
     // delay it either.
     if (!policy_.preemption || !job.preemptible) return false;
-    if (job.priority != holder_priority_) return job.priority < holder_priority_;
-    return LasLevel(policy_, job.attained_gpu_s) > holder_level_ ||
-           job.submit_seq > holder_submit_seq_;
+    return OutranksForPreemption(holder_priority_, holder_level_,
+                                 holder_submit_seq_, job.priority,
+                                 LasLevel(policy_, job.attained_gpu_s),
+                                 job.submit_seq);
+  }
+
+  // Whether a job of (priority, LAS level, submit_seq) `a` may preempt a
+  // preemptible job `b`: lower priority, or equal priority and a deeper
+  // level; with overtake_preemption also equal priority and level and `b`
+  // submitted later. Jobs of one level do not preempt each other by default:
+  // they would take turns at every scheduling event (LAS's round robin at
+  // event granularity), paying a restart each time.
+  bool OutranksForPreemption(int a_priority, int a_level, int64_t a_seq,
+                             int b_priority, int b_level, int64_t b_seq) const {
+    if (b_priority != a_priority) return b_priority < a_priority;
+    if (b_level != a_level) return b_level > a_level;
+    return policy_.overtake_preemption && b_seq > a_seq;
   }
 
   // Whether `job` may preempt running job `r`.
   bool MayPreempt(const JobRequest& job, const RunningJob& r) const {
     if (!r.preemptible) return false;
-    if (r.priority < job.priority) return true;
-    if (r.priority > job.priority) return false;
-    if (LasLevel(policy_, r.attained_gpu_s) >
-        LasLevel(policy_, job.attained_gpu_s)) {
-      return true;
-    }
-    return r.submit_seq > job.submit_seq;  // It overtook `job`.
+    return OutranksForPreemption(
+        job.priority, LasLevel(policy_, job.attained_gpu_s), job.submit_seq,
+        r.priority, LasLevel(policy_, r.attained_gpu_s), r.submit_seq);
   }
 
   // Frees (sign -1) or re-takes (+1) the GPUs of running job `r` in nodes_.
-  void ApplyRunning(const RunningJob& r, int sign) {
-    for (const NodeAssignment& a : r.placement.nodes) {
-      auto it = node_index_.find(a.node);
-      if (it == node_index_.end()) continue;
-      for (GpuState& gpu : nodes_[it->second].gpus) {
-        if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) ==
-            a.gpu_indices.end()) {
-          continue;
-        }
+  void ApplyRunning(int i, int sign) {
+    const RunningJob& r = running_[i];
+    for (const auto& [n, positions] : RunningGpus(i)) {
+      for (int g : positions) {
+        GpuState& gpu = nodes_[n].gpus[g];
         gpu.reserved_bytes = std::max<int64_t>(
             0, gpu.reserved_bytes + sign * r.placement.reserved_bytes_per_gpu);
         gpu.task_count = std::max(0, gpu.task_count + sign);
       }
+      NodeChanged(n);
     }
   }
 
+  // The GPUs of running_[i] as (node position, GPU positions) in nodes_,
+  // nodes not in the snapshot left out; worked out on first use.
+  const std::vector<std::pair<int, std::vector<int>>>& RunningGpus(int i) {
+    if (running_gpus_.empty()) running_gpus_.resize(running_.size());
+    std::optional<std::vector<std::pair<int, std::vector<int>>>>& gpus =
+        running_gpus_[i];
+    if (!gpus) {
+      gpus.emplace();
+      for (const NodeAssignment& a : running_[i].placement.nodes) {
+        auto it = node_index_.find(a.node);
+        if (it == node_index_.end()) continue;
+        std::vector<int> positions;
+        const std::vector<GpuState>& node_gpus = nodes_[it->second].gpus;
+        for (int g = 0; g < static_cast<int>(node_gpus.size()); ++g) {
+          if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(),
+                        node_gpus[g].index) != a.gpu_indices.end()) {
+            positions.push_back(g);
+          }
+        }
+        gpus->emplace_back(it->second, std::move(positions));
+      }
+    }
+    return *gpus;
+  }
+
+  // Whether `job` would fit (FitsNow) once the running jobs `freed` were
+  // stopped, without changing nodes_: O(GPUs of `freed` + nodes x layouts).
+  // Exact when the running jobs' reservations are counted in their GPUs'
+  // state, as ClusterSnapshot requires.
+  bool FitsWithAllFreed(const JobRequest& job, bool honor_hold,
+                        const std::vector<int>& freed) {
+    // (node, GPU position) -> tasks and bytes freed on it.
+    absl::flat_hash_map<std::pair<int, int>, std::pair<int, int64_t>> gpus;
+    for (int i : freed) {
+      for (const auto& [n, positions] : RunningGpus(i)) {
+        for (int g : positions) {
+          auto& [tasks, bytes] = gpus[{n, g}];
+          tasks += 1;
+          bytes += running_[i].placement.reserved_bytes_per_gpu;
+        }
+      }
+    }
+    // A freed GPU as ApplyRunning(-1) would leave it (it clamps at 0).
+    auto after = [&](int n, int g, const std::pair<int, int64_t>& f) {
+      GpuState gpu = nodes_[n].gpus[g];
+      gpu.reserved_bytes = std::max<int64_t>(0, gpu.reserved_bytes - f.second);
+      gpu.task_count = std::max(0, gpu.task_count - f.first);
+      return gpu;
+    };
+    if (job.kind == JobKind::kExperiment) {
+      for (const auto& [ng, f] : gpus) {
+        const auto [n, g] = ng;
+        if (!nodes_[n].schedulable || (honor_hold && IsHeld(n, g))) continue;
+        const GpuState gpu = after(n, g, f);
+        if (IsUsable(gpu) && gpu.task_count < config_.max_tasks_per_gpu &&
+            ReservationBytes(job, gpu.memory_total_bytes) <= FreeBytes(gpu)) {
+          return true;
+        }
+      }
+      // The GPUs not freed did not fit before (Place failed).
+      return false;
+    }
+    std::vector<int> free(nodes_.size());
+    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+      free[n] = GangFreeCount(n, honor_hold);
+    }
+    for (const auto& [ng, f] : gpus) {
+      const auto [n, g] = ng;
+      if (!nodes_[n].schedulable || (honor_hold && IsHeld(n, g))) continue;
+      free[n] += static_cast<int>(IsWholeFree(after(n, g, f))) -
+                 static_cast<int>(IsWholeFree(nodes_[n].gpus[g]));
+    }
+    for (const Layout& layout :
+         GangLayouts(job, static_cast<int>(nodes_.size()))) {
+      int fitting = 0;
+      for (int count : free) fitting += count >= layout.per_node;
+      if (fitting >= layout.nodes) return true;
+    }
+    return false;
+  }
+
+  // Whether any running job not yet evicted is one `job` may preempt
+  // (MayPreempt), in O(log priorities) instead of O(running jobs).
+  bool AnyMayBePreempted(const JobRequest& job) {
+    if (!preemptible_summary_) {
+      preemptible_summary_.emplace();
+      for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
+        const RunningJob& r = running_[i];
+        if (evicted_[i] || !r.preemptible) continue;
+        auto [it, added] = preemptible_summary_->insert(
+            {r.priority, {LasLevel(policy_, r.attained_gpu_s), r.submit_seq}});
+        if (!added) {
+          it->second.first =
+              std::max(it->second.first, LasLevel(policy_, r.attained_gpu_s));
+          it->second.second = std::max(it->second.second, r.submit_seq);
+        }
+      }
+    }
+    if (preemptible_summary_->empty()) return false;
+    if (preemptible_summary_->begin()->first < job.priority) return true;
+    auto it = preemptible_summary_->find(job.priority);
+    if (it == preemptible_summary_->end()) return false;
+    // A superset of OutranksForPreemption at equal priority: a deeper level
+    // somewhere, or (overtake_preemption) a later submit somewhere.
+    return it->second.first > LasLevel(policy_, job.attained_gpu_s) ||
+           (policy_.overtake_preemption && it->second.second > job.submit_seq);
+  }
+
+  // Whether `preemptor` is a job of this call's queue not placed yet.
+  bool WaitsForPreemptor(int64_t preemptor) {
+    if (queued_ids_.empty()) {
+      queued_ids_.reserve(queue_.size());
+      for (const JobRequest& j : queue_) queued_ids_.insert(j.job_id);
+    }
+    return queued_ids_.contains(preemptor) && !placed_.contains(preemptor);
+  }
+
   bool FitsNow(const JobRequest& job, bool honor_hold) const {
-    return job.kind == JobKind::kExperiment
-               ? FindExperimentGpu(job, honor_hold).has_value()
-               : FindGang(job, honor_hold).has_value();
+    if (job.kind == JobKind::kExperiment) {
+      return FindExperimentGpu(job, honor_hold).has_value();
+    }
+    return indexed_ ? GangFitsIndexed(job, honor_hold)
+                    : FindGang(job, honor_hold).has_value();
+  }
+
+  // Whether FindGangIndexed would find a plan, without making it.
+  bool GangFitsIndexed(const JobRequest& job, bool honor_hold) const {
+    const std::vector<NodeBucket>& buckets =
+        honor_hold ? unheld_buckets_ : all_buckets_;
+    const int max_count = static_cast<int>(buckets.size()) - 1;
+    for (const Layout& layout :
+         GangLayouts(job, static_cast<int>(nodes_.size()))) {
+      int64_t fitting = 0;
+      for (int k = std::max(layout.per_node, 1); k <= max_count; ++k) {
+        fitting += static_cast<int64_t>(buckets[k].size());
+      }
+      if (fitting >= layout.nodes) return true;
+    }
+    return false;
   }
 
   // Finds running jobs whose preemption lets `job` fit; on success frees
   // their GPUs in nodes_, marks them evicted and returns their ids.
   std::optional<std::vector<int64_t>> TryPreempt(const JobRequest& job,
                                                  bool honor_hold) {
+    if (preemption_searches_ >= policy_.max_preemption_searches) {
+      return std::nullopt;
+    }
+    if (!AnyMayBePreempted(job)) return std::nullopt;
     std::vector<int> candidates;
     for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
       if (!evicted_[i] && MayPreempt(job, running_[i])) candidates.push_back(i);
     }
     if (candidates.empty()) return std::nullopt;
-    if (preemption_searches_ >= policy_.max_preemption_searches) {
+    ++preemption_searches_;
+    // Fitting is monotone in what is freed, so when stopping every candidate
+    // is not enough, no prefix of them is: the search below would free them
+    // all one by one and give up.
+    if (indexed_ && !FitsWithAllFreed(job, honor_hold, candidates)) {
       return std::nullopt;
     }
-    ++preemption_searches_;
     // Lowest rank first: lowest priority, deepest LAS level, latest submit.
-    std::sort(candidates.begin(), candidates.end(), [this](int a, int b) {
-      const RunningJob& x = running_[a];
-      const RunningJob& y = running_[b];
-      return std::make_tuple(x.priority, -LasLevel(policy_, x.attained_gpu_s),
-                             -x.submit_seq) <
-             std::make_tuple(y.priority, -LasLevel(policy_, y.attained_gpu_s),
-                             -y.submit_seq);
-    });
+    std::vector<std::tuple<int, int, int64_t, int>> ranked;
+    ranked.reserve(candidates.size());
+    for (int c : candidates) {
+      const RunningJob& r = running_[c];
+      ranked.emplace_back(r.priority, -LasLevel(policy_, r.attained_gpu_s),
+                          -r.submit_seq, c);
+    }
+    std::sort(ranked.begin(), ranked.end());
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      candidates[i] = std::get<3>(ranked[i]);
+    }
     std::vector<int> chosen;
     bool fits = false;
     for (int c : candidates) {
-      ApplyRunning(running_[c], -1);
+      ApplyRunning(c, -1);
       chosen.push_back(c);
       if (FitsNow(job, honor_hold)) {
         fits = true;
@@ -601,20 +818,21 @@ class SchedulePass {
       }
     }
     if (!fits) {
-      for (int c : chosen) ApplyRunning(running_[c], +1);
+      for (int c : chosen) ApplyRunning(c, +1);
       return std::nullopt;
     }
     // Spare victims it does not need, the most valuable (last chosen) first.
     std::vector<int> victims;
     for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
-      ApplyRunning(running_[chosen[i]], +1);
+      ApplyRunning(chosen[i], +1);
       if (!FitsNow(job, honor_hold)) {
-        ApplyRunning(running_[chosen[i]], -1);
+        ApplyRunning(chosen[i], -1);
         victims.push_back(chosen[i]);
       }
     }
     victims.push_back(chosen.back());
     std::vector<int64_t> ids;
+    preemptible_summary_.reset();
     for (int v : victims) {
       evicted_[v] = true;
       const RunningJob& r = running_[v];
@@ -656,99 +874,120 @@ class SchedulePass {
     std::vector<int> released;
     for (int i : on_hold) {
       if (running_[i].remaining_s < 0) break;
-      ApplyRunning(running_[i], -1);
+      ApplyRunning(i, -1);
       released.push_back(i);
       if (FitsNow(job, /*honor_hold=*/false)) {
         eta = running_[i].remaining_s;
         break;
       }
     }
-    for (int i : released) ApplyRunning(running_[i], +1);
+    for (int i : released) ApplyRunning(i, +1);
     return eta;
   }
 
   void Account(const JobRequest& job, const Placement& placement) {
     AddUsage(QueueName(job.queue), job.user, job.project, UsageOf(placement),
              +1);
-    pending_[job.job_id] = true;  // placed
+    placed_.insert(job.job_id);
   }
 
   bool Place(const JobRequest& job, bool honor_hold, Placement& placement) {
-    return job.kind == JobKind::kExperiment
-               ? PlaceExperiment(job, honor_hold, placement)
-               : PlaceGang(job, honor_hold, placement);
+    const bool placed = job.kind == JobKind::kExperiment
+                            ? PlaceExperiment(job, honor_hold, placement)
+                            : PlaceGang(job, honor_hold, placement);
+    if (!placed && indexed_) not_fitting_[FitKey(job, honor_hold)] = state_version_;
+    return placed;
   }
 
-  Decision Decide(const JobRequest& job, int position) {
-    Decision decision;
+  // What decides whether Place(job, honor_hold) succeeds, besides the state.
+  using FitKeyT = std::tuple<int, double, int64_t, int, int, int, int, bool>;
+  static FitKeyT FitKey(const JobRequest& job, bool honor_hold) {
+    if (job.kind == JobKind::kExperiment) {
+      return {0, job.gpu_fraction, job.gpu_memory_bytes, 0, 0, 0, 0, honor_hold};
+    }
+    return {1, 0.0, 0, job.nodes, job.gpus_per_node, job.total_gpus,
+            static_cast<int>(job.placement), honor_hold};
+  }
+
+  // Whether a job of the same shape failed to fit since the last change to
+  // the cluster (then this one cannot fit either): once the cluster is full,
+  // the long tail of the queue costs a hash lookup per job.
+  bool KnownNotToFit(const JobRequest& job, bool honor_hold) const {
+    if (!indexed_) return false;
+    auto it = not_fitting_.find(FitKey(job, honor_hold));
+    return it != not_fitting_.end() && it->second == state_version_;
+  }
+
+  // Decides `job` into `decision` (a default Decision, built in place in
+  // the result: no copy per job).
+  void Decide(const JobRequest& job, int position, Decision& decision) {
     {
       // Nodes excluded for this job count as unschedulable while it is
-      // decided (placement, preemption, its hold), and only then.
+      // decided (placement, preemption, its hold), and only then. (A pass
+      // with such a job uses the linear scans: the indexes do not see it.)
       ExcludedNodesScope excluded(nodes_, job.excluded_nodes);
-      decision = DecideInner(job);
+      DecideInner(job, decision);
     }
     if (job.job_id == explain_id_ && explanation_ != nullptr) {
       Explain(job, decision, position);
     }
-    return decision;
   }
 
-  Decision DecideInner(const JobRequest& job) {
-    Decision decision;
+  void DecideInner(const JobRequest& job, Decision& decision) {
     decision.job_id = job.job_id;
     if (std::optional<std::string> reason = MalformedReason(job, config_)) {
       decision.outcome = Outcome::kInfeasible;
       decision.reason = *std::move(reason);
-      return decision;
+      return;
     }
     if (shape_.node_count == 0) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = "no nodes have registered yet";
-      return decision;
+      return;
     }
     if (shape_.gpu_count == 0) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = "no node with a GPU has registered yet";
-      return decision;
+      return;
     }
     if (std::optional<std::string> reason = InfeasibleReason(job, shape_)) {
       decision.outcome = Outcome::kInfeasible;
       decision.reason = *std::move(reason);
-      return decision;
+      return;
     }
     if (job.preempted_for != 0) {
-      auto it = pending_.find(job.preempted_for);
-      if (it != pending_.end() && !it->second) {
+      if (WaitsForPreemptor(job.preempted_for)) {
         decision.outcome = Outcome::kRetryLater;
         decision.reason = absl::StrFormat(
             "was preempted for job %d and waits until it starts",
             job.preempted_for);
-        return decision;
+        return;
       }
     }
     if (std::optional<std::string> quota = QuotaReason(job)) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = absl::StrCat("over quota: ", *quota);
-      return decision;
+      return;
     }
     if (!policy_.backfill && fifo_blocker_ != 0) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = absl::StrFormat(
           "waiting for job %d, earlier in the queue, to start (strict FIFO)",
           fifo_blocker_);
-      return decision;
+      return;
     }
     const bool honor_hold = !MayUseHold(job);
-    if (Place(job, honor_hold, decision.placement)) {
+    if (!KnownNotToFit(job, honor_hold) &&
+        Place(job, honor_hold, decision.placement)) {
       decision.outcome = Outcome::kPlaced;
       Account(job, decision.placement);
-      return decision;
+      return;
     }
     if (job.victims_stopping) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason =
           "waiting for the jobs it preempted to stop and free their GPUs";
-      return decision;
+      return;
     }
     if (policy_.preemption) {
       if (std::optional<std::vector<int64_t>> victims =
@@ -762,14 +1001,12 @@ class SchedulePass {
             "preempting job%s %s (preemptible, ranked below it)",
             ids.size() == 1 ? "" : "s", JoinList(ids, "and"));
         Account(job, decision.placement);
-        return decision;
+        return;
       }
     }
     decision.outcome = Outcome::kRetryLater;
     if (config_.wait_reasons || job.job_id == explain_id_) {
-      decision.reason = job.kind == JobKind::kExperiment
-                            ? ExperimentWaitReason(job)
-                            : GangWaitReason(job);
+      decision.reason = WaitReason(job);
     }
     if (!policy_.backfill && fifo_blocker_ == 0) fifo_blocker_ = job.job_id;
     if (!hold_taken_) {
@@ -784,6 +1021,7 @@ class SchedulePass {
         HoldForGang(job);
       }
       hold_eta_s_ = HoldEta(job);
+      ++state_version_;
       decision.eta_s = hold_eta_s_;
       if (hold_eta_s_ >= 0) {
         absl::StrAppend(&decision.reason, "; holds a reservation on ",
@@ -791,7 +1029,7 @@ class SchedulePass {
                         ShortDuration(hold_eta_s_));
       }
     }
-    return decision;
+    return;
   }
 
   // Fills *explanation_ for `job`, decided as `decision`.
@@ -804,9 +1042,8 @@ class SchedulePass {
         quota && decision.outcome == Outcome::kRetryLater) {
       e.quota = *quota;
     }
-    if (job.preempted_for != 0) {
-      auto it = pending_.find(job.preempted_for);
-      if (it != pending_.end() && !it->second) e.preempted_for = job.preempted_for;
+    if (job.preempted_for != 0 && WaitsForPreemptor(job.preempted_for)) {
+      e.preempted_for = job.preempted_for;
     }
     if (hold_taken_) {
       e.reservation_job = holder_job_id_;
@@ -902,6 +1139,40 @@ class SchedulePass {
   // The best-fit GPU for `job` now, skipping held GPUs if `honor_hold`.
   std::optional<GpuRef> FindExperimentGpu(const JobRequest& job,
                                           bool honor_hold) const {
+    return indexed_ ? FindExperimentGpuIndexed(job, honor_hold)
+                    : FindExperimentGpuLinear(job, honor_hold);
+  }
+
+  // FindExperimentGpu from the indexes: in each memory class the first GPU
+  // with free bytes >= the reservation is that class's best fit (the key
+  // orders by free bytes, then the same ties as the linear scan); the best
+  // of the classes wins. O(classes x log GPUs), plus the held GPUs skipped.
+  std::optional<GpuRef> FindExperimentGpuIndexed(const JobRequest& job,
+                                                 bool honor_hold) const {
+    std::optional<GpuRef> best;
+    // (room left after placing, then ExpKey's ties).
+    std::tuple<int64_t, int, int, int, int, int> best_key;
+    for (const MemoryClass& c : classes_) {
+      const int64_t want = ReservationBytes(job, c.memory_bytes);
+      auto it = c.gpus.lower_bound(ExpKey{want, INT32_MIN, INT32_MIN,
+                                          INT32_MIN, INT32_MIN, INT32_MIN});
+      for (; it != c.gpus.end(); ++it) {
+        const auto& [free, whole_free, rank, index, n, g] = *it;
+        if (honor_hold && IsHeld(n, g)) continue;
+        auto key = std::make_tuple(free - want, whole_free, rank, index, n, g);
+        if (!best || key < best_key) {
+          best = GpuRef{n, g};
+          best_key = key;
+        }
+        break;
+      }
+    }
+    return best;
+  }
+
+  // The reference: every GPU of the cluster, O(GPUs).
+  std::optional<GpuRef> FindExperimentGpuLinear(const JobRequest& job,
+                                                bool honor_hold) const {
     std::optional<GpuRef> best;
     // (room left after placing, whole free GPUs on the node, name, index).
     std::tuple<int64_t, int, absl::string_view, int> best_key;
@@ -938,13 +1209,53 @@ class SchedulePass {
     ++gpu.task_count;
     placement.nodes.push_back(NodeAssignment{node.name, {gpu.index}});
     placement.reserved_bytes_per_gpu = want;
+    NodeChanged(ref->node);
     return true;
   }
 
-  std::string ExperimentWaitReason(const JobRequest& job) const {
+  // What a waiting experiment's reason depends on besides its shape.
+  struct ExperimentFacts {
+    // It would fit now but for the hold.
+    bool blocked_by_hold = false;
+    // Some GPU has room for it but runs max_tasks_per_gpu tasks.
+    bool task_limited = false;
+    // The most free bytes on any GPU.
+    int64_t max_free = 0;
+  };
+
+  ExperimentFacts ExperimentWaitFacts(const JobRequest& job) const {
+    ExperimentFacts f;
     if (hold_taken_ && FindExperimentGpu(job, /*honor_hold=*/false)) {
-      return BlockedByHoldReason();
+      f.blocked_by_hold = true;
+      return f;
     }
+    if (indexed_) {
+      for (const MemoryClass& c : classes_) {
+        if (c.free_all.empty()) continue;
+        const int64_t most = *c.free_all.rbegin();
+        f.max_free = std::max(f.max_free, most);
+        if (ReservationBytes(job, c.memory_bytes) <= most) {
+          f.task_limited = true;
+        }
+      }
+      return f;
+    }
+    for (const NodeState& node : nodes_) {
+      if (!node.schedulable) continue;
+      for (const GpuState& gpu : node.gpus) {
+        if (!IsUsable(gpu)) continue;
+        f.max_free = std::max(f.max_free, FreeBytes(gpu));
+        if (ReservationBytes(job, gpu.memory_total_bytes) <= FreeBytes(gpu)) {
+          f.task_limited = true;  // Room enough, so the task count blocks it.
+        }
+      }
+    }
+    return f;
+  }
+
+  std::string ExperimentWaitReason(const JobRequest& job,
+                                   const ExperimentFacts& f) const {
+    if (f.blocked_by_hold) return BlockedByHoldReason();
     std::string want;
     if (job.gpu_memory_bytes > 0) {
       want = absl::StrFormat("%s free on one GPU", GiB(job.gpu_memory_bytes));
@@ -956,25 +1267,13 @@ class SchedulePass {
           job.gpu_fraction * 100.0,
           GiB(ReservationBytes(job, shape_.max_gpu_memory_bytes)));
     }
-    int64_t max_free = 0;
-    bool task_limited = false;
-    for (const NodeState& node : nodes_) {
-      if (!node.schedulable) continue;
-      for (const GpuState& gpu : node.gpus) {
-        if (!IsUsable(gpu)) continue;
-        max_free = std::max(max_free, FreeBytes(gpu));
-        if (ReservationBytes(job, gpu.memory_total_bytes) <= FreeBytes(gpu)) {
-          task_limited = true;  // Room enough, so the task count blocks it.
-        }
-      }
-    }
     std::string now =
-        task_limited
+        f.task_limited
             ? absl::StrFormat(
                   "every GPU with that much free memory already runs %d "
                   "tasks, the limit",
                   config_.max_tasks_per_gpu)
-            : absl::StrFormat("at most %s free on any GPU", GiB(max_free));
+            : absl::StrFormat("at most %s free on any GPU", GiB(f.max_free));
     return absl::StrFormat("waiting for %s (now %s%s)", want, now,
                            shape_.LostNote());
   }
@@ -1003,6 +1302,7 @@ class SchedulePass {
     }
     if (!best) return;
     held_[best->node][best->gpu] = true;
+    NodeChanged(best->node);
     const NodeState& node = nodes_[best->node];
     held_description_ =
         absl::StrFormat("GPU %d on %s", node.gpus[best->gpu].index, node.name);
@@ -1012,6 +1312,7 @@ class SchedulePass {
 
   // Whole free GPUs of node `n` a gang may take now.
   int GangFreeCount(int n, bool honor_hold) const {
+    if (indexed_) return honor_hold ? unheld_free_[n] : whole_free_[n];
     const NodeState& node = nodes_[n];
     if (!node.schedulable) return 0;
     int count = 0;
@@ -1042,7 +1343,8 @@ class SchedulePass {
       return g;
     };
     for (int g = 0; g < size; ++g) {
-      for (int peer : gpus[g].nvlink_peers) {
+      // nodes_ leaves the peers out (MutableCopy); the snapshot has them.
+      for (int peer : cluster_nodes_[n].gpus[g].nvlink_peers) {
         auto it = position_of_index.find(peer);
         if (it != position_of_index.end()) parent[find(g)] = find(it->second);
       }
@@ -1081,11 +1383,55 @@ class SchedulePass {
   // the best-fit nodes (fewest free GPUs left, then name).
   std::optional<GangPlan> FindGang(const JobRequest& job,
                                    bool honor_hold) const {
+    return indexed_ ? FindGangIndexed(job, honor_hold)
+                    : FindGangLinear(job, honor_hold);
+  }
+
+  // FindGang from the per-count node buckets: nodes with >= per_node free
+  // GPUs are the buckets per_node..max, already in (count, name) order.
+  // O(layouts x (GPUs per node + nodes taken x log nodes)).
+  std::optional<GangPlan> FindGangIndexed(const JobRequest& job,
+                                          bool honor_hold) const {
+    const std::vector<NodeBucket>& buckets =
+        honor_hold ? unheld_buckets_ : all_buckets_;
+    const int max_count = static_cast<int>(buckets.size()) - 1;
+    const bool spread = job.placement == GangPlacement::kSpread;
+    Layouts layouts =
+        GangLayouts(job, static_cast<int>(nodes_.size()));
+    if (spread) std::reverse(layouts.begin(), layouts.end());
+    for (const Layout& layout : layouts) {
+      if (layout.per_node > max_count) continue;
+      int64_t fitting = 0;
+      for (int k = std::max(layout.per_node, 1); k <= max_count; ++k) {
+        fitting += static_cast<int64_t>(buckets[k].size());
+      }
+      if (fitting < layout.nodes) continue;
+      GangPlan plan;
+      plan.nodes.reserve(layout.nodes);
+      // PACK: best fit (fewest free GPUs first); SPREAD: emptiest first.
+      for (int i = 0; i <= max_count - layout.per_node &&
+                      static_cast<int>(plan.nodes.size()) < layout.nodes;
+           ++i) {
+        const int k = spread ? max_count - i : layout.per_node + i;
+        if (k < 1) continue;
+        for (const auto& [rank, n] : buckets[k]) {
+          if (static_cast<int>(plan.nodes.size()) == layout.nodes) break;
+          plan.nodes.emplace_back(n, PickGpus(n, layout.per_node, honor_hold));
+        }
+      }
+      return plan;
+    }
+    return std::nullopt;
+  }
+
+  // The reference: every node, O(GPUs + nodes log nodes) per layout.
+  std::optional<GangPlan> FindGangLinear(const JobRequest& job,
+                                         bool honor_hold) const {
     const int node_count = static_cast<int>(nodes_.size());
     std::vector<int> free(node_count);
     for (int n = 0; n < node_count; ++n) free[n] = GangFreeCount(n, honor_hold);
     const bool spread = job.placement == GangPlacement::kSpread;
-    std::vector<Layout> layouts = GangLayouts(job, node_count);
+    Layouts layouts = GangLayouts(job, node_count);
     // SPREAD: the most nodes first.
     if (spread) std::reverse(layouts.begin(), layouts.end());
     for (const Layout& layout : layouts) {
@@ -1129,31 +1475,65 @@ class SchedulePass {
         }
       }
       placement.nodes.push_back(std::move(assignment));
+      NodeChanged(n);
     }
     placement.reserved_bytes_per_gpu = per_gpu;
     return true;
   }
 
-  std::string GangWaitReason(const JobRequest& job) const {
-    if (hold_taken_ && FindGang(job, /*honor_hold=*/false)) {
-      return BlockedByHoldReason();
-    }
-    std::vector<Layout> layouts;
-    std::vector<std::string> wanted;
-    for (const Layout& layout : GangLayouts(job, shape_.node_count)) {
-      if (!shape_.CouldEverHold(layout)) continue;
-      layouts.push_back(layout);
-      wanted.push_back(DescribeLayout(layout, /*free=*/true));
-    }
-    // Not empty: the job passed InfeasibleReason.
-    const Layout& first = layouts.front();
+  // What a waiting gang's reason depends on besides its shape.
+  struct GangFacts {
+    // It would fit now but for the hold.
+    bool blocked_by_hold = false;
+    // The most whole free GPUs on any node, and the nodes with at least the
+    // per-node count of its first layout that this cluster could hold.
     int max_free = 0;
     int big_enough = 0;
+  };
+
+  // The layouts of `job` this cluster could ever hold (not empty for a job
+  // that passed InfeasibleReason).
+  Layouts PossibleLayouts(const JobRequest& job) const {
+    Layouts layouts;
+    for (const Layout& layout : GangLayouts(job, shape_.node_count)) {
+      if (shape_.CouldEverHold(layout)) layouts.push_back(layout);
+    }
+    return layouts;
+  }
+
+  GangFacts GangWaitFacts(const JobRequest& job) const {
+    GangFacts f;
+    if (hold_taken_ && FitsNow(job, /*honor_hold=*/false)) {
+      f.blocked_by_hold = true;
+      return f;
+    }
+    const int per_node = PossibleLayouts(job).front().per_node;
+    if (indexed_) {
+      for (int k = static_cast<int>(all_buckets_.size()) - 1; k >= 0; --k) {
+        if (all_buckets_[k].empty()) continue;
+        if (f.max_free == 0) f.max_free = k;
+        if (k >= per_node) f.big_enough += static_cast<int>(all_buckets_[k].size());
+      }
+      return f;
+    }
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       const int free = GangFreeCount(n, /*honor_hold=*/false);
-      max_free = std::max(max_free, free);
-      if (free >= first.per_node) ++big_enough;
+      f.max_free = std::max(f.max_free, free);
+      if (free >= per_node) ++f.big_enough;
     }
+    return f;
+  }
+
+  std::string GangWaitReason(const JobRequest& job, const GangFacts& f) const {
+    if (f.blocked_by_hold) return BlockedByHoldReason();
+    std::vector<std::string> wanted;
+    const Layouts layouts = PossibleLayouts(job);
+    for (const Layout& layout : layouts) {
+      wanted.push_back(DescribeLayout(layout, /*free=*/true));
+    }
+    const Layout& first = layouts.front();
+    const int max_free = f.max_free;
+    const int big_enough = f.big_enough;
     std::string now =
         max_free < first.per_node
             ? absl::StrFormat("at most %s on any node",
@@ -1172,15 +1552,16 @@ class SchedulePass {
       std::vector<int> candidates;
       for (int n = 0; n < node_count; ++n) {
         if (nodes_[n].schedulable &&
-            UsableGpuCount(nodes_[n]) >= layout.per_node) {
+            shape_.gpus_on_node[n] >= layout.per_node) {
           candidates.push_back(n);
         }
       }
       if (static_cast<int>(candidates.size()) < layout.nodes) continue;
       // Most GPUs first, then most whole free GPUs now, then name.
       auto key = [this](int n) {
-        return std::make_tuple(-UsableGpuCount(nodes_[n]),
-                               -WholeFreeCount(nodes_[n]),
+        return std::make_tuple(-shape_.gpus_on_node[n],
+                               indexed_ ? -whole_free_[n]
+                                        : -WholeFreeCount(nodes_[n]),
                                absl::string_view(nodes_[n].name));
       };
       std::sort(candidates.begin(), candidates.end(),
@@ -1189,12 +1570,59 @@ class SchedulePass {
       for (int i = 0; i < layout.nodes; ++i) {
         const int n = candidates[i];
         std::fill(held_[n].begin(), held_[n].end(), true);
+        NodeChanged(n);
         names.push_back(nodes_[n].name);
       }
       held_description_ = absl::StrCat(names.size() == 1 ? "node " : "nodes ",
                                        JoinList(names, "and"));
       return;
     }
+  }
+
+  // The kRetryLater reason of `job`: ExperimentWaitReason or GangWaitReason.
+  // Jobs of one shape waiting for the same facts share one sentence, worked
+  // out once per pass.
+  std::string WaitReason(const JobRequest& job) {
+    // Same shape, nothing changed since: the same sentence.
+    const std::tuple<int, double, int64_t, int, int, int> shape =
+        job.kind == JobKind::kExperiment
+            ? std::make_tuple(0, job.gpu_fraction, job.gpu_memory_bytes, 0, 0,
+                              0)
+            : std::make_tuple(1, 0.0, int64_t{0}, job.nodes, job.gpus_per_node,
+                              job.total_gpus);
+    auto [last, added] = last_reason_.try_emplace(shape);
+    if (!added && last->second.first == state_version_) {
+      return *last->second.second;
+    }
+    // (shape, blocked by the hold, task limited, most free bytes or GPUs,
+    // nodes big enough).
+    std::tuple<int, double, int64_t, int, int, int, bool, bool, int64_t, int>
+        key;
+    const std::string* reason = nullptr;
+    if (job.kind == JobKind::kExperiment) {
+      const ExperimentFacts f = ExperimentWaitFacts(job);
+      key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold,
+                                                  f.task_limited, f.max_free,
+                                                  0));
+      auto it = reasons_.find(key);
+      if (it == reasons_.end()) {
+        it = reasons_.emplace(key, ExperimentWaitReason(job, f)).first;
+      }
+      reason = &it->second;
+    } else {
+      const GangFacts f = GangWaitFacts(job);
+      key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold, false,
+                                                  int64_t{f.max_free},
+                                                  f.big_enough));
+      auto it = reasons_.find(key);
+      if (it == reasons_.end()) {
+        it = reasons_.emplace(key, GangWaitReason(job, f)).first;
+      }
+      reason = &it->second;
+    }
+    // reasons_ is a node map: the pointer stays valid.
+    last->second = {state_version_, reason};
+    return *reason;
   }
 
   // For a job that would fit now but for the hold.
@@ -1208,18 +1636,201 @@ class SchedulePass {
                              : std::string());
   }
 
+  // --- Free-capacity indexes (indexed_ only) ---
+  //
+  // Kept equal to what the linear scans would compute from nodes_ and
+  // held_: every change to either goes through NodeChanged(n).
+
+  // Best-fit key of GPU (n, g) in its memory class: (free bytes, whole free
+  // GPUs on node n, rank of n's name, GPU index, n, g): the linear scan's
+  // order (room left, whole free, name, index, scan order) within a class.
+  using ExpKey = std::tuple<int64_t, int, int, int, int, int>;
+  // The GPUs of one memory size that can take another task (usable, on a
+  // schedulable node, below max_tasks_per_gpu).
+  struct MemoryClass {
+    int64_t memory_bytes = 0;
+    absl::btree_set<ExpKey> gpus;
+    // Free bytes of every GPU of the class, at the task limit or not (wait
+    // reasons).
+    absl::btree_multiset<int64_t> free_all;
+  };
+  // (name rank, n) of the schedulable nodes with one count of whole free GPUs.
+  using NodeBucket = absl::btree_set<std::pair<int, int>>;
+
+  void BuildIndexes() {
+    const int node_count = static_cast<int>(nodes_.size());
+    // Equal names share a rank, as they compare equal in the linear scans.
+    std::vector<int> by_name(node_count);
+    std::iota(by_name.begin(), by_name.end(), 0);
+    std::stable_sort(by_name.begin(), by_name.end(), [this](int a, int b) {
+      return nodes_[a].name < nodes_[b].name;
+    });
+    name_rank_.assign(node_count, 0);
+    for (int i = 0; i < node_count; ++i) {
+      const bool same = i > 0 && nodes_[by_name[i]].name ==
+                                     nodes_[by_name[i - 1]].name;
+      name_rank_[by_name[i]] = same ? name_rank_[by_name[i - 1]] : i;
+    }
+    size_t max_gpus = 0;
+    class_of_.resize(node_count);
+    exp_key_.resize(node_count);
+    free_key_.resize(node_count);
+    for (int n = 0; n < node_count; ++n) {
+      const NodeState& node = nodes_[n];
+      max_gpus = std::max(max_gpus, node.gpus.size());
+      class_of_[n].assign(node.gpus.size(), -1);
+      exp_key_[n].assign(node.gpus.size(), std::nullopt);
+      free_key_[n].assign(node.gpus.size(), std::nullopt);
+      if (!node.schedulable) continue;
+      for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+        const GpuState& gpu = node.gpus[g];
+        if (!IsUsable(gpu)) continue;
+        auto it = std::find_if(classes_.begin(), classes_.end(),
+                               [&](const MemoryClass& c) {
+                                 return c.memory_bytes == gpu.memory_total_bytes;
+                               });
+        if (it == classes_.end()) {
+          classes_.emplace_back().memory_bytes = gpu.memory_total_bytes;
+          it = classes_.end() - 1;
+        }
+        class_of_[n][g] = static_cast<int>(it - classes_.begin());
+      }
+    }
+    all_buckets_.assign(max_gpus + 1, NodeBucket());
+    unheld_buckets_.assign(max_gpus + 1, NodeBucket());
+    whole_free_.assign(node_count, 0);
+    unheld_free_.assign(node_count, 0);
+    node_indexed_.assign(node_count, false);
+    for (int n = 0; n < node_count; ++n) NodeChanged(n);
+  }
+
+  // Re-indexes node `n` after its GPUs or its held_ marks changed.
+  // Only the entries whose keys changed are touched.
+  void NodeChanged(int n) {
+    ++state_version_;
+    if (!indexed_) return;
+    const NodeState& node = nodes_[n];
+    if (!node.schedulable) return;  // Never indexed.
+    int whole_free = 0;
+    int unheld_free = 0;
+    for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+      if (!IsWholeFree(node.gpus[g])) continue;
+      ++whole_free;
+      if (!IsHeld(n, g)) ++unheld_free;
+    }
+    const std::pair<int, int> entry(name_rank_[n], n);
+    if (!node_indexed_[n] || whole_free != whole_free_[n]) {
+      if (node_indexed_[n]) all_buckets_[whole_free_[n]].erase(entry);
+      all_buckets_[whole_free].insert(entry);
+      whole_free_[n] = whole_free;
+    }
+    if (!node_indexed_[n] || unheld_free != unheld_free_[n]) {
+      if (node_indexed_[n]) unheld_buckets_[unheld_free_[n]].erase(entry);
+      unheld_buckets_[unheld_free].insert(entry);
+      unheld_free_[n] = unheld_free;
+    }
+    node_indexed_[n] = true;
+    for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+      const GpuState& gpu = node.gpus[g];
+      if (class_of_[n][g] < 0) continue;
+      MemoryClass& c = classes_[class_of_[n][g]];
+      const int64_t free = FreeBytes(gpu);
+      if (free_key_[n][g] != free) {
+        if (free_key_[n][g]) c.free_all.erase(c.free_all.find(*free_key_[n][g]));
+        c.free_all.insert(free);
+        free_key_[n][g] = free;
+      }
+      std::optional<ExpKey> key;
+      if (gpu.task_count < config_.max_tasks_per_gpu) {
+        key = ExpKey{free, whole_free, name_rank_[n], gpu.index, n, g};
+      }
+      if (key != exp_key_[n][g]) {
+        if (exp_key_[n][g]) c.gpus.erase(*exp_key_[n][g]);
+        if (key) c.gpus.insert(*key);
+        exp_key_[n][g] = key;
+      }
+    }
+  }
+
+  std::vector<MemoryClass> classes_;
+  // class_of_[n][g]: index in classes_, -1 for an unusable GPU or one on an
+  // unschedulable node. exp_key_[n][g]: its key in that class, if there.
+  std::vector<std::vector<int>> class_of_;
+  std::vector<std::vector<std::optional<ExpKey>>> exp_key_;
+  // free_key_[n][g]: its entry in the class's free_all, if there.
+  std::vector<std::vector<std::optional<int64_t>>> free_key_;
+  std::vector<int> name_rank_;
+  // Whole free GPUs of node n (0 when unschedulable), and those not held.
+  std::vector<int> whole_free_;
+  std::vector<int> unheld_free_;
+  // Whether node n is in the buckets (schedulable nodes, once indexed).
+  std::vector<bool> node_indexed_;
+  // [count]: the nodes with that many whole free (resp. whole free, unheld)
+  // GPUs.
+  std::vector<NodeBucket> all_buckets_;
+  std::vector<NodeBucket> unheld_buckets_;
+
+  // `nodes` without what the pass never reads or changes (GPU UUIDs and
+  // NVLink peers, read from the snapshot): no allocation per GPU.
+  static std::vector<NodeState> MutableCopy(const std::vector<NodeState>& nodes) {
+    std::vector<NodeState> copy(nodes.size());
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      copy[n].name = nodes[n].name;
+      copy[n].schedulable = nodes[n].schedulable;
+      copy[n].gpus.resize(nodes[n].gpus.size());
+      for (size_t g = 0; g < nodes[n].gpus.size(); ++g) {
+        const GpuState& from = nodes[n].gpus[g];
+        GpuState& to = copy[n].gpus[g];
+        to.index = from.index;
+        to.memory_total_bytes = from.memory_total_bytes;
+        to.reserved_bytes = from.reserved_bytes;
+        to.task_count = from.task_count;
+      }
+    }
+    return copy;
+  }
+
   const SchedulerConfig& config_;
   const PolicyConfig& policy_;
+  // False: the linear scans (SchedulerConfig.linear_search).
+  const bool indexed_;
   const ClusterShape shape_;
+  const std::vector<NodeState>& cluster_nodes_;
   // The snapshot with this call's placements applied (and preemption
-  // victims' GPUs freed).
+  // victims' GPUs freed), positions as in cluster_nodes_.
   std::vector<NodeState> nodes_;
   absl::flat_hash_map<std::string, int> node_index_;
-  std::vector<RunningJob> running_;
+  const std::vector<RunningJob>& running_;
+  // RunningGpus(i), once worked out.
+  std::vector<std::optional<std::vector<std::pair<int, std::vector<int>>>>>
+      running_gpus_;
+  const std::vector<JobRequest>& queue_;
   // evicted_[i]: running_[i] is preempted by this call.
   std::vector<bool> evicted_;
-  // Job id -> placed by this call, for every job of the queue.
-  absl::flat_hash_map<int64_t, bool> pending_;
+  // Per priority, the deepest LAS level and the latest submit_seq among the
+  // preemptible running jobs not evicted; rebuilt after evictions.
+  std::optional<std::map<int, std::pair<int, int64_t>>> preemptible_summary_;
+  // Ids of the queue's jobs (filled on first use) and of those placed by
+  // this call.
+  absl::flat_hash_set<int64_t> queued_ids_;
+  absl::flat_hash_set<int64_t> placed_;
+  // Bumped by every AddUsage (queue shares are cached against it).
+  int64_t usage_version_ = 0;
+  // WaitReason's sentences by (shape, facts). BlockedByHoldReason is the same
+  // for every job after the hold is taken.
+  absl::node_hash_map<
+      std::tuple<int, double, int64_t, int, int, int, bool, bool, int64_t, int>,
+      std::string>
+      reasons_;
+  // The last sentence per shape and the state_version_ it was made at.
+  absl::flat_hash_map<std::tuple<int, double, int64_t, int, int, int>,
+                      std::pair<int64_t, const std::string*>>
+      last_reason_;
+  // Bumped by every change to nodes_ or held_ (NodeChanged) and by taking
+  // the hold.
+  int64_t state_version_ = 0;
+  // FitKey -> the state_version_ at which Place last failed for it.
+  absl::flat_hash_map<FitKeyT, int64_t> not_fitting_;
   double total_gpus_ = 0;
   double total_bytes_ = 0;
   absl::flat_hash_map<std::string, Usage> queue_usage_;

@@ -195,25 +195,48 @@ TEST(SchedulerPolicyTest, Schedule_HeadOfQueueGang_ReservesWithEtaFromTimeLimits
 }
 
 TEST(SchedulerPolicyTest, Schedule_Backfill_OnlyJobsThatCannotDelayTheReservation) {
-  // After gang 1 (ETA 7200 s) come four 1-GPU jobs for the 2 free GPUs:
+  // After gang 1 (ETA 7200 s, 0 GPU-s attained: LAS level 0) come five
+  // 1-GPU jobs for the 2 free GPUs:
   //   2: time limit 1800 s <= 7200: ends before the gang can start: placed;
   //   3: time limit 9000 s > 7200: would delay it: waits;
   //   4: no limit, not preemptible: waits;
-  //   5: preemptible (the gang preempts it when its turn comes): placed.
+  //   5: preemptible, 3250 GPU-s attained >= 3250: level 1, deeper than
+  //      the gang's, so the gang may preempt it when its turn comes: placed;
+  //   6: preemptible but level 0 like the gang: jobs of one level do not
+  //      preempt each other, so it could hold the gang back: waits.
+  // LAS order puts job 6 (level 0) before job 5 (level 1).
   JobRequest short_job = Gang(2, 1);
   short_job.time_limit_s = 1800;
   JobRequest long_job = Gang(3, 1);
   long_job.time_limit_s = 9000;
-  JobRequest preemptible = Gang(5, 1);
-  preemptible.preemptible = true;
+  JobRequest demoted = Gang(5, 1);
+  demoted.preemptible = true;
+  demoted.attained_gpu_s = 3250;
+  JobRequest same_level = Gang(6, 1);
+  same_level.preemptible = true;
   std::vector<Decision> d = Scheduler().Schedule(
-      BackfillCluster(), {Gang(1, 8), short_job, long_job, Gang(4, 1), preemptible});
+      BackfillCluster(),
+      {Gang(1, 8), short_job, long_job, Gang(4, 1), demoted, same_level});
   EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
   EXPECT_EQ(Of(d, 3).outcome, Outcome::kRetryLater);
   EXPECT_THAT(Of(d, 3).reason, HasSubstr("job 1"));
   EXPECT_THAT(Of(d, 3).reason, HasSubstr("estimated in 2h00m"));
   EXPECT_EQ(Of(d, 4).outcome, Outcome::kRetryLater);
   EXPECT_EQ(Of(d, 5).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 6).outcome, Outcome::kRetryLater);
+  EXPECT_THAT(Of(d, 6).reason, HasSubstr("reserved node a"));
+
+  // With overtake_preemption (the rule of before) the gang may preempt any
+  // preemptible job submitted after it: job 6 takes the second free GPU
+  // (job 2 the first) and job 5, after it, finds none left.
+  SchedulerConfig overtake;
+  overtake.policy.overtake_preemption = true;
+  d = Scheduler(overtake).Schedule(
+      BackfillCluster(),
+      {Gang(1, 8), short_job, long_job, Gang(4, 1), demoted, same_level});
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 6).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 5).outcome, Outcome::kRetryLater);
 }
 
 TEST(SchedulerPolicyTest, Schedule_StreamOfSmallJobs_GangIsNotStarved) {
@@ -311,14 +334,32 @@ TEST(SchedulerPolicyTest, Schedule_PreemptedJob_WaitsUntilItsPreemptorIsPlaced) 
   EXPECT_EQ(Of(d, 7).outcome, Outcome::kPlaced);
 }
 
-TEST(SchedulerPolicyTest, Schedule_ReservationHolder_PreemptsPreemptibleBackfill) {
-  // Gang 1 (4 GPUs) is first in the queue; preemptible job 5, submitted
-  // after it, backfilled onto GPU 0 of node a. Now GPUs 1-3 are free: gang 1
-  // preempts job 5 (it overtook the gang) and takes the whole node.
+TEST(SchedulerPolicyTest, Schedule_ReservationHolder_PreemptsBackfillOnlyAcrossLevels) {
+  // Gang 1 (4 GPUs, 0 GPU-s: LAS level 0) is first in the queue;
+  // preemptible job 5, submitted after it, runs on GPU 0 of node a and GPUs
+  // 1-3 are free.
+  // - Job 5 at 3250 GPU-s (>= 3250, the first threshold: level 1, deeper
+  //   than the gang): the gang preempts it and takes the whole node.
+  // - Job 5 at 3249 GPU-s (level 0, like the gang): same level, no
+  //   preemption; the gang waits for GPU 0.
+  // - The same with overtake_preemption: job 5 overtook the gang (submitted
+  //   later, started first), so the gang preempts it.
   ClusterSnapshot cluster;
   cluster.nodes.push_back(Node("a", 4));
-  AddRunning(cluster, 0, {0}, 5).preemptible = true;
+  RunningJob& backfill = AddRunning(cluster, 0, {0}, 5);
+  backfill.preemptible = true;
+  backfill.attained_gpu_s = 3250;
   std::vector<Decision> d = Scheduler().Schedule(cluster, {Gang(1, 4)});
+  ASSERT_EQ(d[0].outcome, Outcome::kPreempting);
+  EXPECT_THAT(d[0].preempt, ElementsAre(5));
+
+  cluster.running[0].attained_gpu_s = 3249;
+  d = Scheduler().Schedule(cluster, {Gang(1, 4)});
+  EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+
+  SchedulerConfig overtake;
+  overtake.policy.overtake_preemption = true;
+  d = Scheduler(overtake).Schedule(cluster, {Gang(1, 4)});
   ASSERT_EQ(d[0].outcome, Outcome::kPreempting);
   EXPECT_THAT(d[0].preempt, ElementsAre(5));
 }
@@ -358,6 +399,56 @@ TEST(SchedulerPolicyTest, Schedule_Las_NewJobPreemptsDemotedPreemptibleJob) {
   fifo.policy.order = QueueOrder::kFifo;
   d = Scheduler(fifo).Schedule(cluster, {Gang(1, 1)});
   EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+}
+
+TEST(SchedulerPolicyTest, Schedule_LasLadder_RanksAcrossTheTailOfAttainedService) {
+  // One free GPU; two waiting 1-GPU jobs. Job 1 (submitted first) has
+  // attained 250000 GPU-s, job 2 60000 GPU-s.
+  // Default ladder 3250, 13000, 52000, 208000, 832000, 3328000 (x4 each):
+  //   job 1: 250000 >= 208000 -> level 4; job 2: 60000 >= 52000 -> level 3.
+  //   Job 2 has less attained service: it goes first.
+  // Tiresias's thresholds 3250, 7200: both are >= 7200 -> level 2, the last;
+  //   submit order decides and job 1 goes first.
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 1));
+  JobRequest long_served = Gang(1, 1);
+  long_served.attained_gpu_s = 250000;
+  JobRequest less_served = Gang(2, 1);
+  less_served.attained_gpu_s = 60000;
+  EXPECT_THAT(PolicyConfig().las_thresholds_gpu_s,
+              ElementsAre(3250, 13000, 52000, 208000, 832000, 3328000));
+  std::vector<Decision> d =
+      Scheduler().Schedule(cluster, {long_served, less_served});
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater);
+
+  SchedulerConfig tiresias;
+  tiresias.policy.las_thresholds_gpu_s = {3250, 7200};
+  d = Scheduler(tiresias).Schedule(cluster, {long_served, less_served});
+  EXPECT_EQ(Of(d, 1).outcome, Outcome::kPlaced);
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kRetryLater);
+}
+
+TEST(SchedulerPolicyTest, Schedule_LasSameLevel_DoesNotPreemptByDefault) {
+  // Job 100 (submitted after job 1, preemptible) runs on the only GPU with
+  // 20000 GPU-s attained: level 2 (>= 13000, < 52000). Job 1 waits with
+  // 14000 GPU-s: level 2 too. Same priority, same level: no preemption
+  // (they would swap at every scheduling event); job 1 waits until job 100
+  // ends or reaches 52000 GPU-s (level 3, then job 1 preempts it).
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 1));
+  RunningJob& running = AddRunning(cluster, 0, {0}, 100);
+  running.preemptible = true;
+  running.attained_gpu_s = 20000;
+  JobRequest waiting = Gang(1, 1);
+  waiting.attained_gpu_s = 14000;
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {waiting});
+  EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+
+  cluster.running[0].attained_gpu_s = 52000;
+  d = Scheduler().Schedule(cluster, {waiting});
+  ASSERT_EQ(d[0].outcome, Outcome::kPreempting);
+  EXPECT_THAT(d[0].preempt, ElementsAre(100));
 }
 
 // ------------------------------------------------------------ pack / spread

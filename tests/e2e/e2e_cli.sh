@@ -91,7 +91,10 @@ sw=$("$T" sweep --name grid --grid lr=1e-3,3e-4 --grid bs=64,128 -- sh -c 'echo 
 [[ $sw =~ ^sw-[0-9a-f]{8}$ ]] || fail "sweep printed '$sw', not a sweep id"
 trials=$("$T" sweep describe "$sw" -o json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin)["jobs"]))')
 for j in $trials; do "$T" wait "$j" 2>/dev/null || fail "trial $j of sweep $sw"; done
-"$T" logs "${trials##* }" | grep -q "lr=3e-4 bs=128" || fail "last trial's log: $("$T" logs "${trials##* }")"
+# Trials are submitted concurrently, so job ids need not follow trial order:
+# find the last trial (grid-3) by its name.
+last=$("$T" sweep describe "$sw" -o json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["spec"]["name"] == "grid-3"][0])')
+"$T" logs "$last" | grep -q "lr=3e-4 bs=128" || fail "last trial's log: $("$T" logs "$last")"
 out=$("$T" sweep describe "$sw")
 [[ $(grep -c " succeeded " <<<"$out") == 4 && $out == *"bs"*"lr"*"EXIT"* ]] || fail "sweep describe: '$out'"
 "$T" sweep list | grep -Eq "^$sw +4 +0 +0 +4 " || fail "sweep list: '$("$T" sweep list)'"

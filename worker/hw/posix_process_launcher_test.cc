@@ -22,6 +22,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -413,6 +415,54 @@ TEST_F(TaskShimTest, Stop_ThroughShim_ReportsTheTasksSignal) {
   TC_ASSERT_OK(shimmed_.Stop(*pid, absl::Seconds(30)));
   ASSERT_TRUE(exit.Wait());
   EXPECT_EQ(exit.info.signal, SIGTERM);
+}
+
+TEST_F(TaskShimTest, Launch_ThroughShim_TaskIgnoresNoSignal) {
+  // The shim ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT for itself; the task
+  // must get them back at their defaults (SigIgn in proc(5) is the mask of
+  // ignored signals, in hex).
+  ExitWaiter exit;
+  TC_ASSERT_OK(shimmed_.Launch(Spec({"sh", "-c", "grep SigIgn /proc/self/status"}),
+                               exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);
+  const std::string line = ReadFile(dir_ / "logs" / "job-1" / "rank-0.log");
+  uint64_t ignored = 0;
+  ASSERT_TRUE(absl::SimpleHexAtoi(absl::StripAsciiWhitespace(
+                                      absl::StripPrefix(line, "SigIgn:")),
+                                  &ignored))
+      << line;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
+    EXPECT_EQ(ignored & (uint64_t{1} << (sig - 1)), 0u) << "signal " << sig << ": " << line;
+  }
+}
+
+TEST_F(TaskShimTest, Launch_ProgramVanishedBeforeExec_Exits127NamingIt) {
+  // The launcher resolves the program first; if it is gone by the time the
+  // shim execs it, the shim's own exit code (127) and a line in the log say
+  // so.
+  const fs::path program = dir_ / "vanishing";
+  std::ofstream(program) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(program, fs::perms::owner_all);
+  std::vector<std::string> args = {TRAINCTL_TASK_SHIM_PATH, std::to_string(getpid()),
+                                   "200", (dir_ / "gone").string(), "gone"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const fs::path log = dir_ / "shim.log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t shim = 0;
+  ASSERT_EQ(posix_spawn(&shim, args[0].c_str(), &actions, nullptr, argv.data(), environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  ASSERT_EQ(waitpid(shim, &status, 0), shim);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 127);
+  EXPECT_THAT(ReadFile(log), HasSubstr("cannot exec " + (dir_ / "gone").string()));
 }
 
 TEST(TaskShim, WatchedAgentKilled_WholeTaskGroupDies) {

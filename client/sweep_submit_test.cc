@@ -1,0 +1,135 @@
+// `trainctl sweep` against a real gRPC server (in process): trials are
+// submitted concurrently through the stub's callback API, each exactly once
+// with its own request id, and a failed trial is named.
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/cli.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "trainctl/v1/service.grpc.pb.h"
+
+namespace trainctl::cli {
+namespace {
+
+namespace v1 = ::trainctl::v1;
+using ::testing::HasSubstr;
+
+// SubmitJob only (callback API): hands out job ids by request id (a repeated
+// id gets its first job) and fails the request id `fail_request_id` once.
+// The first call is held unanswered until three more have arrived: a client
+// that waits for each answer before the next call would never get there
+// (and fail at its deadline).
+class FakeSubmitService final : public v1::Coordinator::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
+                                      const v1::SubmitJobRequest* req,
+                                      v1::SubmitJobResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    grpc::ServerUnaryReactor* release = nullptr;
+    grpc::Status status = grpc::Status::OK;
+    {
+      absl::MutexLock lock(&mu_);
+      ++calls_;
+      if (req->request_id() == fail_request_id && !failed_once_) {
+        failed_once_ = true;
+        status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "spec.name: bad");
+      } else {
+        auto [it, fresh] = ids_.try_emplace(req->request_id(), ids_.size() + 1);
+        resp->set_job_id(it->second);
+      }
+      if (calls_ == 1) {
+        held_ = reactor;
+        held_status_ = status;
+        return reactor;
+      }
+      if (held_ != nullptr) {
+        ++arrived_while_held_;
+        if (arrived_while_held_ == 3) release = std::exchange(held_, nullptr);
+      }
+    }
+    if (release != nullptr) release->Finish(held_status_);
+    reactor->Finish(status);
+    return reactor;
+  }
+
+  absl::Mutex mu_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int arrived_while_held_ ABSL_GUARDED_BY(mu_) = 0;
+  grpc::ServerUnaryReactor* held_ ABSL_GUARDED_BY(mu_) = nullptr;
+  grpc::Status held_status_;
+  bool failed_once_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, int64_t> ids_ ABSL_GUARDED_BY(mu_);
+  std::string fail_request_id;
+};
+
+class SweepSubmitTest : public ::testing::Test {
+ protected:
+  SweepSubmitTest() {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    stub_ = v1::Coordinator::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+  ~SweepSubmitTest() override { server_->Shutdown(); }
+
+  // Runs `trainctl sweep --sweep-id sw --gpus 1 --grid i=0,..,N-1 -- echo {i}`.
+  int RunSweep(int n) {
+    std::string grid = "i=";
+    for (int i = 0; i < n; ++i) absl::StrAppend(&grid, i == 0 ? "" : ",", i);
+    std::vector<std::string> args = {"trainctl", "sweep", "--sweep-id", "sw", "--gpus",
+                                     "1", "--grid", grid, "--", "echo", "{i}"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    out_.str("");
+    err_.str("");
+    Cli cli(stub_.get(), out_, err_);
+    return cli.Run(static_cast<int>(argv.size()), argv.data());
+  }
+
+  FakeSubmitService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(SweepSubmitTest, Sweep_100Trials_SubmittedConcurrentlyEachOnce) {
+  ASSERT_EQ(RunSweep(100), kExitOk) << err_.str();
+  absl::MutexLock lock(&service_.mu_);
+  // Three submits went out while the first was still unanswered.
+  EXPECT_EQ(service_.arrived_while_held_, 3);
+  // One call per trial, each with its own request id.
+  EXPECT_EQ(service_.calls_, 100);
+  ASSERT_EQ(service_.ids_.size(), 100u);
+  EXPECT_TRUE(service_.ids_.count("sw-0") == 1);
+  EXPECT_TRUE(service_.ids_.count("sw-99") == 1);
+  EXPECT_EQ(out_.str(), "sw\n");
+  EXPECT_THAT(err_.str(), HasSubstr("100 trial(s) submitted (jobs 1..100)"));
+}
+
+TEST_F(SweepSubmitTest, Sweep_OneTrialRefused_NamedAndRerunCompletesWithoutDuplicates) {
+  service_.fail_request_id = "sw-7";
+  EXPECT_EQ(RunSweep(40), kExitRpcError);
+  EXPECT_THAT(err_.str(), HasSubstr("trial 7 of sweep sw: spec.name: bad"));
+  EXPECT_THAT(err_.str(), HasSubstr("run the same command with --sweep-id sw"));
+  // The same command again: every trial ends up with one job; those that
+  // were submitted keep theirs (same request id).
+  ASSERT_EQ(RunSweep(40), kExitOk) << err_.str();
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.ids_.size(), 40u);
+}
+
+}  // namespace
+}  // namespace trainctl::cli

@@ -1,0 +1,212 @@
+// Differential test of the scheduler's free-capacity indexes: on random
+// clusters, queues and policies, Schedule() and Explain() with the indexes
+// (the default) must give exactly the decisions of the linear scans
+// (SchedulerConfig.linear_search, the reference): same outcome, placement,
+// reason, victims and ETA for every job, in the same order.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/sched/scheduler.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::sched {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// One decision in words, for comparison and for readable failures.
+std::string Describe(const Decision& d) {
+  std::vector<std::string> nodes;
+  for (const NodeAssignment& a : d.placement.nodes) {
+    nodes.push_back(absl::StrCat(a.node, "[", absl::StrJoin(a.gpu_indices, ","),
+                                 "]"));
+  }
+  return absl::StrCat("job ", d.job_id, " outcome ", static_cast<int>(d.outcome),
+                      " on ", absl::StrJoin(nodes, " "), " bytes ",
+                      d.placement.reserved_bytes_per_gpu, " preempt ",
+                      absl::StrJoin(d.preempt, ","), " eta ", d.eta_s,
+                      " reason: ", d.reason);
+}
+
+std::string Describe(const Explanation& e) {
+  return absl::StrCat(Describe(e.decision), " | position ", e.position,
+                      " queue ", e.queue, " quota ", e.quota, " nodes ",
+                      absl::StrJoin(e.nodes, "; "), " reservation ",
+                      e.reservation_job, " ", e.reservation, " ",
+                      e.reservation_eta_s, " preempted_for ", e.preempted_for);
+}
+
+class RandomCase {
+ public:
+  explicit RandomCase(uint32_t seed) : rng_(seed) {}
+
+  int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+  bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+
+  SchedulerConfig Config() {
+    SchedulerConfig config;
+    config.max_tasks_per_gpu = 1 + Pick(4);
+    config.wait_reasons = Chance(0.8);
+    PolicyConfig& p = config.policy;
+    p.order = Chance(0.5) ? QueueOrder::kLas : QueueOrder::kFifo;
+    p.backfill = Chance(0.8);
+    p.preemption = Chance(0.7);
+    p.max_preemption_searches = 1 + Pick(4);
+    if (Chance(0.5)) p.queues = {{"a", 2.0}, {"b", 1.0}};
+    if (Chance(0.3)) p.user_gpu_quota = {{"u0", 2.0}, {"*", 6.0}};
+    if (Chance(0.2)) p.project_gpu_quota = {{"p1", 3.5}};
+    return config;
+  }
+
+  ClusterSnapshot Cluster() {
+    static constexpr int64_t kMemories[] = {16, 24, 80, 141};
+    ClusterSnapshot cluster;
+    const int nodes = Pick(9);  // Sometimes none.
+    for (int n = 0; n < nodes; ++n) {
+      NodeState node;
+      // Names not in position order, so the name tie-break matters.
+      node.name = absl::StrCat("node-", (n * 7) % 11, "-", n);
+      node.schedulable = !Chance(0.1);
+      const int gpus = Pick(9);
+      const int64_t memory = kMemories[Pick(4)] * kGiB;
+      // NVML indexes, unique on a node, sometimes not in position order.
+      const bool reversed = Chance(0.2);
+      for (int g = 0; g < gpus; ++g) {
+        GpuState gpu;
+        gpu.index = reversed ? gpus - 1 - g : g;
+        gpu.uuid = absl::StrCat("GPU-", n, "-", g);
+        gpu.memory_total_bytes = Chance(0.05) ? 0 : memory;
+        node.gpus.push_back(gpu);
+      }
+      // NVLink islands: halves, or all, or none.
+      const int mode = Pick(3);
+      for (GpuState& gpu : node.gpus) {
+        for (const GpuState& peer : node.gpus) {
+          if (peer.index == gpu.index || mode == 0) continue;
+          if (mode == 1 || (peer.index < gpus / 2) == (gpu.index < gpus / 2)) {
+            gpu.nvlink_peers.push_back(peer.index);
+          }
+        }
+      }
+      cluster.nodes.push_back(std::move(node));
+    }
+    // Running jobs on some GPUs (their reservations added to the GPUs), and
+    // some usage no running job accounts for.
+    int64_t id = 1000;
+    for (NodeState& node : cluster.nodes) {
+      for (GpuState& gpu : node.gpus) {
+        if (gpu.memory_total_bytes <= 0 || !Chance(0.5)) continue;
+        const int tasks = 1 + Pick(3);
+        for (int t = 0; t < tasks; ++t) {
+          const bool whole = t == 0 && Chance(0.3);
+          const int64_t bytes =
+              whole ? gpu.memory_total_bytes : gpu.memory_total_bytes / (2 + Pick(4));
+          if (gpu.reserved_bytes + bytes > gpu.memory_total_bytes) break;
+          gpu.reserved_bytes += bytes;
+          ++gpu.task_count;
+          if (Chance(0.2)) continue;  // Unknown to the scheduler.
+          RunningJob r;
+          r.job_id = ++id;
+          r.priority = Pick(3) - 1;
+          r.submit_seq = Pick(60);
+          r.queue = Chance(0.5) ? "a" : "b";
+          r.user = absl::StrCat("u", Pick(3));
+          r.project = absl::StrCat("p", Pick(2));
+          r.preemptible = Chance(0.6);
+          r.attained_gpu_s = Pick(3) * 4000.0;
+          r.remaining_s = Chance(0.6) ? Pick(5000) : -1;
+          r.placement.nodes.push_back({node.name, {gpu.index}});
+          r.placement.reserved_bytes_per_gpu = bytes;
+          cluster.running.push_back(std::move(r));
+          if (whole) break;
+        }
+      }
+    }
+    return cluster;
+  }
+
+  std::vector<JobRequest> Queue() {
+    std::vector<JobRequest> queue;
+    const int jobs = Pick(40);
+    for (int i = 0; i < jobs; ++i) {
+      JobRequest job;
+      job.job_id = i + 1;
+      job.submit_seq = Pick(80);
+      job.priority = Pick(3) - 1;
+      job.queue = Chance(0.4) ? "a" : (Chance(0.5) ? "b" : "");
+      job.user = absl::StrCat("u", Pick(3));
+      job.project = absl::StrCat("p", Pick(2));
+      job.time_limit_s = Chance(0.4) ? Pick(6000) : 0;
+      job.preemptible = Chance(0.4);
+      job.attained_gpu_s = Pick(3) * 4000.0;
+      if (Chance(0.1) && i > 0) job.preempted_for = 1 + Pick(i + 3);
+      job.victims_stopping = Chance(0.05);
+      if (Chance(0.55)) {
+        job.kind = JobKind::kExperiment;
+        static constexpr double kFractions[] = {0.1, 0.25, 0.5, 1.0, 0.3};
+        job.gpu_fraction = kFractions[Pick(5)];
+        if (Chance(0.25)) job.gpu_memory_bytes = (1 + Pick(30)) * kGiB;
+        if (Chance(0.02)) job.gpu_fraction = 1.5;  // Malformed.
+      } else {
+        job.kind = JobKind::kGang;
+        if (Chance(0.5)) {
+          job.total_gpus = 1 + Pick(16);
+        } else {
+          job.nodes = 1 + Pick(3);
+          job.gpus_per_node = 1 + Pick(8);
+          job.total_gpus = job.nodes * job.gpus_per_node;
+        }
+        if (Chance(0.3)) job.placement = GangPlacement::kSpread;
+      }
+      queue.push_back(job);
+    }
+    return queue;
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+TEST(SchedulerIndexTest, Schedule_RandomClusters_IndexesDecideAsLinearScans) {
+  int placed = 0, preempting = 0, waiting = 0;
+  for (uint32_t seed = 1; seed <= 1500; ++seed) {
+    RandomCase random(seed);
+    SchedulerConfig config = random.Config();
+    const ClusterSnapshot cluster = random.Cluster();
+    const std::vector<JobRequest> queue = random.Queue();
+    SchedulerConfig linear = config;
+    linear.linear_search = true;
+    const std::vector<Decision> got = Scheduler(config).Schedule(cluster, queue);
+    const std::vector<Decision> want =
+        Scheduler(linear).Schedule(cluster, queue);
+    ASSERT_EQ(got.size(), want.size()) << "seed " << seed;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(Describe(got[i]), Describe(want[i]))
+          << "seed " << seed << ", decision " << i;
+      placed += got[i].outcome == Outcome::kPlaced;
+      preempting += got[i].outcome == Outcome::kPreempting;
+      waiting += got[i].outcome == Outcome::kRetryLater;
+    }
+    if (!queue.empty()) {
+      const int64_t id = queue[seed % queue.size()].job_id;
+      const std::optional<Explanation> e =
+          Scheduler(config).Explain(cluster, queue, id);
+      const std::optional<Explanation> w =
+          Scheduler(linear).Explain(cluster, queue, id);
+      ASSERT_TRUE(e.has_value() && w.has_value());
+      ASSERT_EQ(Describe(*e), Describe(*w)) << "seed " << seed;
+    }
+  }
+  // The cases exercise every path, not only one.
+  EXPECT_GT(placed, 1000);
+  EXPECT_GT(preempting, 50);
+  EXPECT_GT(waiting, 1000);
+}
+
+}  // namespace
+}  // namespace trainctl::sched
