@@ -134,10 +134,23 @@ int JobGpuCount(const v1::Job& job) {
   return static_cast<int>(gpus.size());
 }
 
+// TaskRef.attempt of the tasks now in job.tasks(): the pre-flight probe's key
+// while a pre-flight runs (preflight.h, kPreflightAttemptBase + run), else the
+// job's attempt.
+int TaskAttemptOf(const v1::Job& job) {
+  return job.preflight().probe_attempt() != 0 ? job.preflight().probe_attempt()
+                                              : job.attempt();
+}
+
+bool InPreflight(const v1::Job& job) {
+  return job.preflight().probe_attempt() != 0 &&
+         job.state() == v1::JOB_STATE_SCHEDULED;
+}
+
 v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
   v1::TaskRef ref;
   ref.set_job_id(job.id());
-  ref.set_attempt(job.attempt());
+  ref.set_attempt(TaskAttemptOf(job));
   ref.set_rank(task.rank());
   ref.set_pid(task.pid());
   return ref;
@@ -260,6 +273,23 @@ absl::Status Coordinator::LoadLocked() {
   // needs to run.
   Deferred unused;
   const int stale = ResolveStaleReservationsLocked(unused);
+  // A gang caught mid-pre-flight is placed and probed again: the probes'
+  // rendezvous (in memory) is gone with the old process, so their results
+  // could not be trusted. Its probe tasks drain (agents are told to stop
+  // them when they re-register); the requeue uses up no restart.
+  for (int64_t id : ActiveIdsLocked()) {
+    v1::Job& job = jobs_.at(id);
+    if (!InPreflight(job)) continue;
+    v1::JobPreflight* pf = job.mutable_preflight();
+    pf->set_requeues(pf->requeues() + 1);
+    TransitionLocked(job, v1::JOB_STATE_PENDING,
+                     absl::StrCat("the coordinator restarted during pre-flight ",
+                                  pf->runs_size(),
+                                  "; the gang is placed and probed again"),
+                     unused)
+        .IgnoreError();
+    PersistLocked(job);
+  }
   // Sweep trials came as full records (for the ASHA rungs above); retired
   // ones go now.
   for (const auto& [id, job] : jobs_) {
@@ -356,6 +386,12 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
 v1::Job Coordinator::Redacted(const v1::Job& job) {
   v1::Job copy = job;
   copy.clear_attempt_token();
+  if (copy.has_preflight()) {
+    // (mutable_preflight() on a job without one would add an empty one.)
+    for (v1::PreflightRun& run : *copy.mutable_preflight()->mutable_runs()) {
+      run.clear_token();
+    }
+  }
   return copy;
 }
 
@@ -556,13 +592,32 @@ absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
     // until their exit is reported.
     for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) {
-        draining_.push_back({job.id(), job.attempt(), t, job.placement_seq()});
+        draining_.push_back({job.id(), TaskAttemptOf(job), t, job.placement_seq()});
       }
     }
     job.clear_tasks();
     job.clear_attempt_token();
     job.set_attempt(job.attempt() + 1);
     job.set_start_time_ms(0);
+  }
+  if (job.preflight().probe_attempt() != 0 && from == v1::JOB_STATE_SCHEDULED &&
+      to != v1::JOB_STATE_SCHEDULED) {
+    // Leaving a pre-flight (requeued, failed, cancelled, preempted): its
+    // rendezvous group goes, and a run without a verdict is ABORTED.
+    v1::JobPreflight* pf = job.mutable_preflight();
+    rendezvous_.Close(job.id(), pf->probe_attempt(), reason);
+    if (pf->runs_size() > 0) {
+      v1::PreflightRun* run = pf->mutable_runs(pf->runs_size() - 1);
+      if (run->verdict() == v1::PREFLIGHT_VERDICT_RUNNING) {
+        run->set_verdict(v1::PREFLIGHT_VERDICT_ABORTED);
+        run->set_reason(std::string(reason));
+        run->set_end_time_ms(now_ms);
+      }
+    }
+    // A requeue moved the live probe tasks to draining_ under their key;
+    // a final job keeps them (and the key, so their exits still match).
+    if (to == v1::JOB_STATE_PENDING) pf->set_probe_attempt(0);
+    preflight_deadline_.erase(job.id());
   }
   if (IsFinal(to)) {
     job.set_end_time_ms(now_ms);
@@ -899,6 +954,10 @@ absl::StatusOr<v1::WhyJobResponse> Coordinator::WhyJob(int64_t job_id) const {
   out.set_state(job.state());
   out.set_queue(job.spec().queue().empty() ? "default" : job.spec().queue());
   out.set_preemptions(job.preemptions());
+  for (const v1::ExcludedNode& e : job.preflight().excluded()) {
+    out.add_excluded_nodes(absl::StrCat(e.node(), ": pre-flight ", e.run(), ": ",
+                                        e.reason()));
+  }
   if (job.state() != v1::JOB_STATE_PENDING) {
     out.set_summary(absl::StrCat(
         "job ", job_id, " is not waiting: it is ",
@@ -1157,6 +1216,15 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         break;
       case sched::Outcome::kRetryLater:
         job.set_reason(d.reason);
+        if (job.preflight().excluded_size() > 0) {
+          std::vector<std::string> names;
+          for (const v1::ExcludedNode& e : job.preflight().excluded()) {
+            names.push_back(e.node());
+          }
+          absl::StrAppend(job.mutable_reason(), "; excluded by pre-flight: ",
+                          absl::StrJoin(names, ", "),
+                          " (`trainctl describe` says why)");
+        }
         break;
       case sched::Outcome::kPreempting:
         // Placed by a later pass, once the victims' tasks have exited.
@@ -1243,18 +1311,30 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
   TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", unused).IgnoreError();
+  if (PreflightWantedLocked(job, static_cast<int>(placement.nodes.size()))) {
+    // The job's own rendezvous opens and its tasks start once it passes.
+    BeginPreflightLocked(job);
+    return;
+  }
   rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(),
                    std::move(rank_hosts));
   rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
   PersistLocked(job);
+  LaunchTasksLocked(job, deferred);
+}
 
+// Sends the StartTasks of `job`'s tasks once its SCHEDULED record is durable
+// (the group commit's ticket; see SendStartsWhenStored).
+void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
+  int num_nodes = 0;
+  for (const v1::Task& t : job.tasks()) num_nodes = std::max(num_nodes, t.node_rank() + 1);
   std::vector<v1::CoordinatorMessage> starts;
   starts.reserve(job.tasks_size());
   for (const v1::Task& t : job.tasks()) {
     const NodeEntry& ne = nodes_[t.node()];
     LaunchContext ctx;
     ctx.coordinator_address = advertise_address_;
-    ctx.num_nodes = static_cast<int>(placement.nodes.size());
+    ctx.num_nodes = num_nodes;
     ctx.local_world_size = t.local_world_size();
     ctx.node_cpu_count = ne.node.cpu_count();
     v1::CoordinatorMessage msg;
@@ -1373,7 +1453,8 @@ void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
     if (IsLive(t.state())) StopTaskLocked(job, t);
   }
   // Preemptions start new attempts too, but do not use up restarts.
-  const int failures = job.attempt() - job.preemptions();
+  const int failures =
+      job.attempt() - job.preemptions() - job.preflight().requeues();
   if (failures < job.spec().max_restarts()) {
     TransitionLocked(job, v1::JOB_STATE_PENDING,
                      absl::StrCat("attempt ", job.attempt(), " failed: ", why,
@@ -1389,6 +1470,10 @@ void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
 
 void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
   if (IsFinal(job.state()) || job.state() == v1::JOB_STATE_PENDING) return;
+  if (InPreflight(job)) {
+    OnProbeEndedLocked(job, deferred);
+    return;
+  }
   for (const v1::Task& t : job.tasks()) {
     if (TaskFailed(t) && t.out_of_memory() && job.spec().auto_pack() &&
         RequeueAfterOomLocked(job, t, deferred)) {
@@ -1653,7 +1738,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
       reported.insert({ref.job_id(), ref.attempt(), ref.rank()});
       auto jt = jobs_.find(ref.job_id());
       v1::Task* task = nullptr;
-      if (jt != jobs_.end() && jt->second.attempt() == ref.attempt()) {
+      if (jt != jobs_.end() && TaskAttemptOf(jt->second) == ref.attempt()) {
         for (v1::Task& t : *jt->second.mutable_tasks()) {
           if (t.rank() == ref.rank() && t.node() == n.name() && IsLive(t.state())) {
             task = &t;
@@ -1697,7 +1782,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
       bool changed = false;
       for (v1::Task& t : *job.mutable_tasks()) {
         if (t.node() != n.name() || !IsLive(t.state()) ||
-            reported.contains({job.id(), job.attempt(), t.rank()})) {
+            reported.contains({job.id(), TaskAttemptOf(job), t.rank()})) {
           continue;
         }
         t.set_state(v1::TASK_STATE_LOST);
@@ -1770,7 +1855,7 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
     bool changed = false;
     for (v1::Task& t : *job.mutable_tasks()) {
       if (t.node() != name || !IsLive(t.state()) || !on_bad_gpu(t)) continue;
-      stop(job.id(), job.attempt(), t);
+      stop(job.id(), TaskAttemptOf(job), t);
       t.set_state(v1::TASK_STATE_LOST);
       t.set_message(absl::StrCat("no longer fits its GPU: node ", name,
                                  " re-registered with a GPU missing or smaller"));
@@ -1907,7 +1992,7 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   const bool ended = st.state() == v1::TASK_STATE_EXITED ||
                      st.state() == v1::TASK_STATE_START_FAILED;
   auto jt = jobs_.find(ref.job_id());
-  if (jt == jobs_.end() || jt->second.attempt() != ref.attempt()) {
+  if (jt == jobs_.end() || TaskAttemptOf(jt->second) != ref.attempt()) {
     // A task of an earlier attempt: it frees its GPUs when it ends.
     if (ended) {
       draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
@@ -1937,7 +2022,7 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
       task->set_state(v1::TASK_STATE_RUNNING);
       task->set_start_time_ms(now_ms);
     }
-    if (job.state() == v1::JOB_STATE_SCHEDULED &&
+    if (job.state() == v1::JOB_STATE_SCHEDULED && !InPreflight(job) &&
         std::all_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) {
           return t.state() == v1::TASK_STATE_RUNNING;
         })) {
@@ -1952,6 +2037,31 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   task->set_signal(st.signal());
   task->set_message(st.message());
   task->set_end_time_ms(now_ms);
+  if (InPreflight(job) && st.has_preflight_result()) {
+    // The probe's result line (the agent read it from the probe's log).
+    const v1::PreflightProbeResult& res = st.preflight_result();
+    v1::PreflightRun* run = job.mutable_preflight()->mutable_runs(
+        job.preflight().runs_size() - 1);
+    for (v1::PreflightRank& r : *run->mutable_ranks()) {
+      if (r.rank() != task->rank()) continue;
+      r.set_comm_ready_ms(res.comm_ready_ms());
+      r.set_busbw_gbps(res.busbw_gbps());
+      r.set_intra_node_busbw_gbps(res.intra_node_busbw_gbps());
+      r.set_exit_code(st.exit_code());
+      if (res.timed_out()) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_TIMED_OUT);
+        r.set_detail(res.error());
+      } else if (!res.error().empty()) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_detail(res.error());
+      } else if (st.exit_code() != 0 || st.signal() != 0) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_detail(ExitText(*task));
+      } else {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_OK);
+      }
+    }
+  }
   OnTaskEndedLocked(job, deferred);
   PersistLocked(job);
 }
@@ -1989,6 +2099,243 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
       PersistLocked(job);
     }
   }
+}
+
+// ---------------------------------------------------------------- pre-flight
+
+bool Coordinator::PreflightWantedLocked(const v1::Job& job, int nodes) const {
+  if (job.kind() != v1::JOB_KIND_GANG && KindOf(job.spec()) != v1::JOB_KIND_GANG) {
+    return false;
+  }
+  switch (job.spec().preflight()) {
+    case v1::PREFLIGHT_MODE_ON:
+      return true;
+    case v1::PREFLIGHT_MODE_OFF:
+      return false;
+    default:
+      return config_.preflight_auto && nodes > 1;
+  }
+}
+
+void Coordinator::BeginPreflightLocked(v1::Job& job) {
+  const absl::Time now = clock_->Now();
+  v1::JobPreflight* pf = job.mutable_preflight();
+  v1::PreflightRun* run = pf->add_runs();
+  run->set_index(pf->runs_size());
+  run->set_attempt(job.attempt());
+  const int key = kPreflightAttemptBase + run->index();
+  run->set_probe_attempt(key);
+  run->set_verdict(v1::PREFLIGHT_VERDICT_RUNNING);
+  run->set_start_time_ms(ToUnixMs(now));
+  run->set_token(absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                                 absl::Uniform<uint64_t>(bitgen_)));
+  std::vector<std::string> hosts;
+  int num_nodes = 0;
+  for (const v1::Task& t : job.tasks()) {
+    hosts.push_back(t.node());
+    num_nodes = std::max(num_nodes, t.node_rank() + 1);
+    if (std::find(run->nodes().begin(), run->nodes().end(), t.node()) ==
+        run->nodes().end()) {
+      run->add_nodes(t.node());
+    }
+    v1::PreflightRank* r = run->add_ranks();
+    r->set_rank(t.rank());
+    r->set_node(t.node());
+    r->set_status(v1::PREFLIGHT_RANK_STATUS_RUNNING);
+  }
+  pf->set_probe_attempt(key);
+  rendezvous_.Open(job.id(), key, run->token(), std::move(hosts));
+  preflight_deadline_[job.id()] = now + config_.preflight_timeout;
+  job.set_reason(absl::StrCat("pre-flight ", run->index(), ": probing the NCCL links of ",
+                              run->nodes_size(), " nodes"));
+  PersistLocked(job);
+  TC_LOG_INFO("job {} attempt {}: pre-flight {} on {}", job.id(), job.attempt(),
+              run->index(), absl::StrJoin(run->nodes(), ", "));
+
+  for (const v1::Task& t : job.tasks()) {
+    const NodeEntry& ne = nodes_[t.node()];
+    LaunchContext ctx;
+    ctx.coordinator_address = advertise_address_;
+    ctx.num_nodes = num_nodes;
+    ctx.local_world_size = t.local_world_size();
+    ctx.node_cpu_count = ne.node.cpu_count();
+    v1::CoordinatorMessage msg;
+    v1::StartTask* start = msg.mutable_start_task();
+    *start->mutable_task() = RefOf(job, t);
+    // The job's launch environment, but the probe's own rendezvous key and
+    // token: it can never be confused with the job's.
+    for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
+    (*start->mutable_env())["TRAINCTL_ATTEMPT"] = absl::StrCat(key);
+    (*start->mutable_env())["TRAINCTL_TOKEN"] = run->token();
+    (*start->mutable_env())["TRAINCTL_PREFLIGHT"] = absl::StrCat(run->index());
+    v1::PreflightProbe* probe = start->mutable_preflight();
+    probe->set_bytes(config_.preflight_bytes);
+    probe->set_iters(config_.preflight_iters);
+    probe->set_warmup(config_.preflight_warmup);
+    probe->set_timeout_ms(std::max<int64_t>(
+        1000, absl::ToInt64Milliseconds(config_.preflight_timeout) * 3 / 4));
+    probe->set_run(run->index());
+    SendLocked(t.node(), msg);
+  }
+}
+
+void Coordinator::OnProbeEndedLocked(v1::Job& job, Deferred& deferred) {
+  v1::PreflightRun* run =
+      job.mutable_preflight()->mutable_runs(job.preflight().runs_size() - 1);
+  bool all_ended = true;
+  int failed_rank = -1;
+  for (const v1::Task& t : job.tasks()) {
+    if (IsLive(t.state())) {
+      all_ended = false;
+      continue;
+    }
+    for (v1::PreflightRank& r : *run->mutable_ranks()) {
+      if (r.rank() != t.rank()) continue;
+      if (r.status() == v1::PREFLIGHT_RANK_STATUS_RUNNING) {
+        // Ended without a result line: could not start, lost with its node,
+        // or exited without printing one.
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_exit_code(t.exit_code());
+        r.set_detail(t.state() == v1::TASK_STATE_EXITED && !TaskFailed(t)
+                         ? "exited without printing a result line"
+                         : absl::StrCat(ExitText(t), " without a result"));
+      }
+      if (r.status() == v1::PREFLIGHT_RANK_STATUS_ERROR && failed_rank < 0) {
+        failed_rank = r.rank();
+      }
+    }
+  }
+  if (!all_ended && failed_rank < 0) {
+    PersistLocked(job);
+    return;
+  }
+  if (!all_ended) {
+    // One rank failed: the others would only wait for it in NCCL until their
+    // own timeout. Stop them now; they are not blamed.
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (!IsLive(t.state())) continue;
+      if (t.state() != v1::TASK_STATE_STOPPING) StopTaskLocked(job, t);
+      for (v1::PreflightRank& r : *run->mutable_ranks()) {
+        if (r.rank() == t.rank() && r.status() == v1::PREFLIGHT_RANK_STATUS_RUNNING) {
+          r.set_status(v1::PREFLIGHT_RANK_STATUS_STOPPED);
+          r.set_detail(absl::StrCat("stopped after rank ", failed_rank, " failed"));
+        }
+      }
+    }
+  }
+  FinishPreflightLocked(job, deferred);
+}
+
+void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  v1::JobPreflight* pf = job.mutable_preflight();
+  v1::PreflightRun* run = pf->mutable_runs(pf->runs_size() - 1);
+  const PreflightDecision d = EvaluatePreflight(
+      {run->ranks().begin(), run->ranks().end()}, run->nodes_size() <= 1,
+      config_.preflight_policy);
+  run->clear_ranks();
+  for (const v1::PreflightRank& r : d.ranks) *run->add_ranks() = r;
+  run->clear_links();
+  for (const v1::PreflightLinkSummary& l : d.links) *run->add_links() = l;
+  run->set_comm_ready_max_ms(d.comm_ready_max_ms);
+  run->set_reason(d.reason);
+  run->set_end_time_ms(now_ms);
+  preflight_deadline_.erase(job.id());
+  TC_LOG_INFO("job {} pre-flight {} {}", job.id(), run->index(), d.reason);
+
+  if (d.passed) {
+    run->set_verdict(v1::PREFLIGHT_VERDICT_PASSED);
+    rendezvous_.Close(job.id(), pf->probe_attempt(), "pre-flight passed");
+    pf->set_probe_attempt(0);
+    // The job's own tasks, on the same placement: the probe tasks have all
+    // exited, so their GPUs pass straight to the job.
+    std::vector<std::string> hosts;
+    for (v1::Task& t : *job.mutable_tasks()) {
+      t.set_state(v1::TASK_STATE_STARTING);
+      t.clear_pid();
+      t.clear_exit_code();
+      t.clear_signal();
+      t.clear_message();
+      t.clear_log_path();
+      t.clear_start_time_ms();
+      t.clear_end_time_ms();
+      t.clear_out_of_memory();
+      hosts.push_back(t.node());
+    }
+    job.clear_reason();
+    rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(hosts));
+    rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
+    PersistLocked(job);
+    LaunchTasksLocked(job, deferred);
+    return;
+  }
+
+  run->set_verdict(v1::PREFLIGHT_VERDICT_FAILED);
+  std::vector<std::string> names;
+  for (const auto& [node, why] : d.excluded) {
+    names.push_back(node);
+    bool known = false;
+    for (const v1::ExcludedNode& e : pf->excluded()) known = known || e.node() == node;
+    if (known) continue;
+    v1::ExcludedNode* e = pf->add_excluded();
+    e->set_node(node);
+    e->set_reason(why);
+    e->set_run(run->index());
+    e->set_time_ms(now_ms);
+  }
+  pf->set_failed_runs(pf->failed_runs() + 1);
+  // Probe tasks still live (stopped after a failure, or hung at the
+  // deadline) drain under the probe's key, holding their GPUs until they
+  // exit.
+  for (v1::Task& t : *job.mutable_tasks()) {
+    if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) {
+      StopTaskLocked(job, t);
+    }
+  }
+  if (pf->failed_runs() >= config_.preflight_max_failures) {
+    TransitionLocked(
+        job, v1::JOB_STATE_FAILED,
+        absl::StrCat("pre-flight failed ", pf->failed_runs(),
+                     " times (--preflight-max-failures ",
+                     config_.preflight_max_failures, "); last: ", d.reason),
+        deferred)
+        .IgnoreError();
+  } else {
+    pf->set_requeues(pf->requeues() + 1);
+    TransitionLocked(job, v1::JOB_STATE_PENDING,
+                     absl::StrCat("pre-flight ", run->index(), " ", d.reason,
+                                  "; placing the gang again without ",
+                                  absl::StrJoin(names, ", ")),
+                     deferred)
+        .IgnoreError();
+  }
+  PersistLocked(job);
+}
+
+bool Coordinator::ExpirePreflightsLocked(absl::Time now, Deferred& deferred) {
+  std::vector<int64_t> due;
+  for (const auto& [id, deadline] : preflight_deadline_) {
+    if (deadline <= now) due.push_back(id);
+  }
+  std::sort(due.begin(), due.end());
+  for (int64_t id : due) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !InPreflight(it->second)) {
+      preflight_deadline_.erase(id);
+      continue;
+    }
+    v1::Job& job = it->second;
+    v1::PreflightRun* run =
+        job.mutable_preflight()->mutable_runs(job.preflight().runs_size() - 1);
+    for (v1::PreflightRank& r : *run->mutable_ranks()) {
+      if (r.status() != v1::PREFLIGHT_RANK_STATUS_RUNNING) continue;
+      r.set_status(v1::PREFLIGHT_RANK_STATUS_MISSING);
+      r.set_detail(absl::StrCat("no result within --preflight-timeout ",
+                                absl::FormatDuration(config_.preflight_timeout)));
+    }
+    FinishPreflightLocked(job, deferred);
+  }
+  return !due.empty();
 }
 
 // ---------------------------------------------------------------- rendezvous
@@ -2133,6 +2480,7 @@ void Coordinator::Tick() {
       log_reads_.erase(it++);
     }
     const bool timed_out = EnforceTimeLimitsLocked(now, deferred);
+    const bool preflights_judged = ExpirePreflightsLocked(now, deferred);
     bool sampled = false;
     if (now >= next_usage_sample_) {
       SampleUsageLocked(now);
@@ -2142,7 +2490,7 @@ void Coordinator::Tick() {
     // Only a lost node or a stopped job changes what can be placed here; new
     // measurements change where auto-packed trials fit. Every other change
     // schedules where it happens.
-    if (lost || timed_out) {
+    if (lost || timed_out || preflights_judged) {
       ScheduleLocked(deferred);
     } else if (sampled) {
       PackPendingLocked(deferred);

@@ -27,6 +27,14 @@
 // The preemptor is placed by a later pass, once the victims' tasks have exited
 // and freed their GPUs.
 //
+// Pre-flight (preflight.h, docs/preflight.md): a gang that wants one stays
+// SCHEDULED while its tasks run the agents' probe (TaskRef.attempt =
+// kPreflightAttemptBase + run, with their own rendezvous group and token).
+// Pass: the same tasks restart as the job's own, on the same GPUs. Fail: the
+// culprit nodes join Job.preflight.excluded and the job goes back to PENDING
+// as a new attempt that uses up no restart; after preflight_max_failures
+// failed runs it goes to FAILED.
+//
 // A node's states: READY ──no heartbeat for node_timeout──▶ LOST ──registers──▶ READY.
 // A task's states: STARTING ──agent started it──▶ RUNNING ──exit──▶ EXITED;
 // STARTING ──spawn failed──▶ START_FAILED; STARTING/RUNNING ──stop──▶ STOPPING
@@ -60,6 +68,7 @@
 #include "common/clock.h"
 #include "coordinator/asha.h"
 #include "coordinator/diagnosis.h"
+#include "coordinator/preflight.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/sched/packer.h"
 #include "coordinator/sched/scheduler.h"
@@ -130,6 +139,30 @@ struct CoordinatorConfig {
   // with the time from the group's opening (the attempt was placed) to the
   // publish. Groups restored from the store at start-up are not measured.
   std::function<void(absl::Duration)> on_rendezvous_published;
+
+  // Pre-flight of gangs (preflight.h, docs/preflight.md). A gang whose
+  // spec.preflight is ON, or AUTO with preflight_auto set and a placement on
+  // more than one node, runs the agents' probe (a short NCCL all-reduce on
+  // the reserved GPUs) before its processes start. Off by default in this
+  // struct so embedders and tests opt in; the daemon turns it on
+  // (--preflight-auto, default true).
+  bool preflight_auto = false;
+  // A probe rank without a result this long after the pre-flight began is
+  // hung (MISSING): its node is excluded. The probes themselves give up
+  // (TIMED_OUT) after 3/4 of it, so healthy ranks waiting on a hung peer
+  // report first.
+  absl::Duration preflight_timeout = absl::Seconds(60);
+  PreflightPolicy preflight_policy;
+  // Failed pre-flights after which the job FAILS (each failed one excludes
+  // nodes and places the gang again).
+  int preflight_max_failures = 3;
+  // The probe's all-reduce: buffer bytes, timed and untimed iterations.
+  // 64 MiB x 10 takes well under a second on NVLink or 100 Gb/s networks
+  // and is large enough to reach most of the bus bandwidth (nccl-tests
+  // curves flatten from about 32 MiB).
+  int64_t preflight_bytes = int64_t{64} << 20;
+  int preflight_iters = 10;
+  int preflight_warmup = 3;
 };
 
 // One GPU as last reported by its node's heartbeat (Coordinator::Stats()).
@@ -548,6 +581,29 @@ class Coordinator {
   void NoteStoredLocked(int64_t id, const absl::Status& stored)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // ---- pre-flight (docs/preflight.md)
+  // Whether `job`, just placed on `nodes` nodes, runs a pre-flight first.
+  bool PreflightWantedLocked(const v1::Job& job, int nodes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens a pre-flight run over the job's (just placed) tasks: its own
+  // rendezvous group and token, probe StartTasks to the agents, a deadline.
+  void BeginPreflightLocked(v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends StartTask for every task of the job (the job's own command).
+  void LaunchTasksLocked(const v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A probe task ended: fills its rank record; once all ended, or one
+  // errored (the rest are stopped), judges the run.
+  void OnProbeEndedLocked(v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges the current run (EvaluatePreflight) and applies it: pass starts
+  // the job's tasks on the same placement; fail excludes nodes and requeues
+  // the gang, or fails the job at preflight_max_failures.
+  void FinishPreflightLocked(v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges the runs past their deadline at `now`; returns whether any was.
+  bool ExpirePreflightsLocked(absl::Time now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const CoordinatorConfig config_;
   std::string advertise_address_ ABSL_GUARDED_BY(mu_);
   StateStore* const store_;
@@ -623,6 +679,9 @@ class Coordinator {
   absl::flat_hash_map<int64_t, double> throughput_ ABSL_GUARDED_BY(mu_);
   sched::Packer packer_ ABSL_GUARDED_BY(mu_);
   absl::Time next_usage_sample_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Deadline of each running pre-flight, by job id (set when it begins; not
+  // stored: a restart requeues a job caught mid-pre-flight).
+  absl::flat_hash_map<int64_t, absl::Time> preflight_deadline_ ABSL_GUARDED_BY(mu_);
 };
 
 // True for SUCCEEDED, FAILED and CANCELLED.

@@ -139,6 +139,11 @@ struct JobRequest {
   // Set while jobs this one preempted are still stopping: it waits for their
   // GPUs and preempts nothing more.
   bool victims_stopping = false;
+  // Nodes this job must not be placed on (a pre-flight found them faulty for
+  // it; coordinator/preflight.h). They count as unschedulable for this job
+  // only: it waits when the other nodes cannot hold it (never infeasible on
+  // their account), and Explain() names them.
+  std::vector<std::string> excluded_nodes;
 };
 
 enum class Outcome {
