@@ -14,7 +14,9 @@
 // of submits (kSubmits) so history grows the same in every run.
 //
 // Counters (per case):
-//   store_writes_per_submit  StateStore::Put* calls inside SubmitJob
+//   store_writes_per_submit  StateStore::Put*/EnqueuePut* calls inside SubmitJob
+//   commits_per_job          SQLite transactions (fsyncs) per submitted job,
+//                            its exit included (group commit coalesces)
 //   cycle_jobs_per_s         jobs/s counting the untimed EXITED reports too
 //                            (submit + finish: a sustained job stream)
 //   history_end              jobs the core held at the end
@@ -25,6 +27,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -35,11 +39,13 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -58,7 +64,8 @@ int g_submits = 2000;
 int g_big_history = 10000;
 std::string g_sqlite_dir;
 
-// Counts writes, forwards to the real store. Single-threaded use.
+// Counts writes, forwards to the real store (the queued path too, so the
+// coordinator sees the SQLite store's group commit). Thread-safe.
 class CountingStateStore : public coord::StateStore {
  public:
   explicit CountingStateStore(coord::StateStore* base) : base_(base) {}
@@ -70,6 +77,20 @@ class CountingStateStore : public coord::StateStore {
     ++writes_;
     return base_->PutNode(node);
   }
+  absl::StatusOr<coord::WriteTicket> EnqueuePutJob(const v1::Job& job) override {
+    ++writes_;
+    return base_->EnqueuePutJob(job);
+  }
+  absl::StatusOr<coord::WriteTicket> EnqueuePutNode(const v1::Node& node) override {
+    ++writes_;
+    return base_->EnqueuePutNode(node);
+  }
+  void WhenDurable(coord::WriteTicket ticket,
+                   absl::AnyInvocable<void(absl::Status) &&> done) override {
+    base_->WhenDurable(ticket, std::move(done));
+  }
+  void HoldCommits() override { base_->HoldCommits(); }
+  void ReleaseCommits() override { base_->ReleaseCommits(); }
   absl::StatusOr<coord::StoredState> Load() override { return base_->Load(); }
   absl::StatusOr<coord::StoredState> LoadSummarized() override {
     return base_->LoadSummarized();
@@ -77,25 +98,31 @@ class CountingStateStore : public coord::StateStore {
   absl::StatusOr<std::vector<v1::Job>> ReadJobs(const std::vector<int64_t>& ids) override {
     return base_->ReadJobs(ids);
   }
-  int64_t writes() const { return writes_; }
+  int64_t writes() const { return writes_.load(); }
 
  private:
   coord::StateStore* const base_;
-  int64_t writes_ = 0;
+  std::atomic<int64_t> writes_{0};
 };
 
 // An agent's stream that drops everything but remembers the tasks it was told
-// to start. Single-threaded: the benchmark thread is the only caller.
+// to start. Thread-safe (StartTask may come from the store's commit thread).
 class FakeAgentConnection : public coord::AgentConnection {
  public:
   void Send(const v1::CoordinatorMessage& msg) override {
-    if (msg.has_start_task()) started_.push_back(msg.start_task().task());
+    if (!msg.has_start_task()) return;
+    absl::MutexLock lock(&mu_);
+    started_.push_back(msg.start_task().task());
   }
   void Close(const absl::Status& status) override {}
-  std::vector<v1::TaskRef> TakeStarted() { return std::exchange(started_, {}); }
+  std::vector<v1::TaskRef> TakeStarted() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(started_, {});
+  }
 
  private:
-  std::vector<v1::TaskRef> started_;
+  absl::Mutex mu_;
+  std::vector<v1::TaskRef> started_ ABSL_GUARDED_BY(mu_);
 };
 
 enum class StoreKind { kMemory, kSqlite };
@@ -204,6 +231,32 @@ class SteadyCluster {
   }
 
   int64_t store_writes() const { return store_->writes(); }
+  // Transactions (fsyncs) the SQLite store committed so far; 0 for memory.
+  int64_t commits() const {
+    auto* sqlite = dynamic_cast<coord::SqliteStateStore*>(base_store_.get());
+    return sqlite != nullptr ? sqlite->commit_stats().commits : 0;
+  }
+
+  // Submits one job from one of several threads; the caller serialises
+  // Collect() calls. Returns the seconds SubmitJob took.
+  absl::StatusOr<double> SubmitConcurrent() {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<int64_t> id = core_->SubmitJob(spec_, "");
+    const auto end = std::chrono::steady_clock::now();
+    if (!id.ok()) return id.status();
+    return std::chrono::duration<double>(end - start).count();
+  }
+  // Takes the started tasks from every agent, then finishes the oldest down
+  // to `live`. Not thread-safe.
+  absl::Status Collect() {
+    for (int n = 0; n < kNodes; ++n) {
+      for (v1::TaskRef& ref : agents_[n]->TakeStarted()) {
+        live_.push_back({n, std::move(ref)});
+        ++jobs_;
+      }
+    }
+    return FinishDown();
+  }
   int64_t jobs() const { return jobs_; }
 
  private:
@@ -243,6 +296,7 @@ void BM_SubmitJob(benchmark::State& state, StoreKind kind) {
   }
 
   const int64_t writes_before = c.store_writes();
+  const int64_t commits_before = c.commits();
   int64_t submit_writes = 0;
   double cycle_seconds = 0;
   for (auto _ : state) {
@@ -267,7 +321,68 @@ void BM_SubmitJob(benchmark::State& state, StoreKind kind) {
   state.counters["store_writes_per_job"] =
       n > 0 ? (c.store_writes() - writes_before) / n : 0;
   state.counters["cycle_jobs_per_s"] = cycle_seconds > 0 ? n / cycle_seconds : 0;
+  state.counters["commits_per_job"] =
+      n > 0 ? (c.commits() - commits_before) / n : 0;
   state.counters["history_end"] = static_cast<double>(c.jobs());
+  if (kind == StoreKind::kSqlite) state.SetLabel("sqlite in " + g_sqlite_dir);
+}
+
+// `threads` clients submit at once (kSubmits in all), as a loaded
+// coordinator sees them; one timed iteration. items_per_second: accepted
+// submits per second of wall time; commits_per_submit: SQLite transactions
+// (each one fsync with synchronous=FULL) per submit, which group commit keeps
+// below one. Tasks are finished down to 64 live between submits (under a
+// bench-side mutex, timed: it is coordinator work too).
+void BM_SubmitJobConcurrent(benchmark::State& state, StoreKind kind) {
+  const int threads = static_cast<int>(state.range(0));
+  auto cluster = SteadyCluster::Create(kind, 64);
+  if (!cluster.ok()) {
+    state.SkipWithError(std::string(cluster.status().message()).c_str());
+    return;
+  }
+  SteadyCluster& c = **cluster;
+  absl::Mutex collect_mu;
+  for (auto _ : state) {
+    const int64_t commits0 = c.commits();
+    std::vector<std::vector<double>> latencies(threads);
+    std::vector<absl::Status> errors(threads);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (int i = t; i < g_submits; i += threads) {
+          absl::StatusOr<double> took = c.SubmitConcurrent();
+          absl::Status s = took.status();
+          if (s.ok()) {
+            latencies[t].push_back(*took);
+            absl::MutexLock lock(&collect_mu);
+            s = c.Collect();
+          }
+          if (!s.ok()) {
+            errors[t] = s;
+            return;
+          }
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const absl::Status& s : errors) {
+      if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    }
+    state.SetIterationTime(wall);
+    std::vector<double> all;
+    for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+    std::sort(all.begin(), all.end());
+    if (!all.empty()) {
+      state.counters["submit_p50_us"] = all[all.size() / 2] * 1e6;
+      state.counters["submit_p99_us"] = all[all.size() * 99 / 100] * 1e6;
+    }
+    state.counters["commits_per_submit"] =
+        static_cast<double>(c.commits() - commits0) / g_submits;
+  }
+  state.SetItemsProcessed(g_submits);
   if (kind == StoreKind::kSqlite) state.SetLabel("sqlite in " + g_sqlite_dir);
 }
 
@@ -295,6 +410,18 @@ void Register() {
         ->Iterations(g_submits)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
+  }
+  for (auto [store, kind] : {std::pair{"memory", StoreKind::kMemory},
+                             std::pair{"sqlite", StoreKind::kSqlite}}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_SubmitJobConcurrent/", store).c_str(),
+        [kind = kind](benchmark::State& state) { BM_SubmitJobConcurrent(state, kind); })
+        ->ArgNames({"threads"})
+        ->Arg(1)
+        ->Arg(16)
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
   }
 }
 

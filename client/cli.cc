@@ -226,6 +226,8 @@ class Session {
   int Submit(v1::SubmitJobRequest request, bool wait);
   int List(const std::vector<std::string>& states, bool json);
   int Describe(int64_t job_id, bool json);
+  // The pre-flights of a gang (docs/preflight.md): one block per run.
+  void DescribePreflight(const v1::Job& job);
   int Logs(int64_t job_id, int rank, bool follow);
   int Cancel(int64_t job_id);
   int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
@@ -347,6 +349,9 @@ int Session::Why(int64_t job_id, bool json) {
                           why.job_id(), why.queue(), why.position());
   out_ << "Why:          " << why.summary() << "\n";
   if (!why.quota().empty()) out_ << "Quota:        " << why.quota() << "\n";
+  for (const std::string& e : why.excluded_nodes()) {
+    out_ << "Excluded:     " << e << "\n";
+  }
   if (why.preempted_for_job_id() != 0) {
     out_ << absl::StrFormat(
         "Preempted:    for job %d (%d time%s); restarts once job %d starts\n",
@@ -505,6 +510,7 @@ int Session::Describe(int64_t job_id, bool json) {
   }
   if (job.world_size() > 0)
     field("World size:", absl::StrCat(job.world_size()));
+  DescribePreflight(job);
   DescribeRecords(job);
   if (spec.auto_pack()) {
     field("Auto-pack:",
@@ -533,6 +539,75 @@ int Session::Describe(int64_t job_id, bool json) {
   for (const std::string& m : messages) out_ << m << "\n";
   DescribeUsage(job);
   return kExitOk;
+}
+
+void Session::DescribePreflight(const v1::Job& job) {
+  const v1::JobPreflight& pf = job.preflight();
+  const v1::PreflightMode mode = job.spec().preflight();
+  if (job.kind() == v1::JOB_KIND_GANG || mode != v1::PREFLIGHT_MODE_UNSPECIFIED) {
+    out_ << absl::StrFormat(
+        "%-12s %s\n", "Pre-flight:",
+        mode == v1::PREFLIGHT_MODE_ON    ? "on (--preflight)"
+        : mode == v1::PREFLIGHT_MODE_OFF ? "off (--no-preflight)"
+                                         : "auto (when placed on more than one node)");
+  }
+  for (const v1::ExcludedNode& e : pf.excluded()) {
+    out_ << absl::StrFormat("%-12s %s: %s (pre-flight %d)\n", "Excluded:", e.node(),
+                            e.reason(), e.run());
+  }
+  if (pf.runs_size() == 0) return;
+  auto verdict = [](v1::PreflightVerdict v) {
+    switch (v) {
+      case v1::PREFLIGHT_VERDICT_RUNNING: return "RUNNING";
+      case v1::PREFLIGHT_VERDICT_PASSED: return "PASSED";
+      case v1::PREFLIGHT_VERDICT_FAILED: return "FAILED";
+      case v1::PREFLIGHT_VERDICT_ABORTED: return "ABORTED";
+      default: return "?";
+    }
+  };
+  auto status = [](v1::PreflightRankStatus s) {
+    const std::string& name = v1::PreflightRankStatus_Name(s);
+    return std::string(absl::StripPrefix(name, "PREFLIGHT_RANK_STATUS_"));
+  };
+  out_ << "\nPre-flights:\n";
+  for (const v1::PreflightRun& run : pf.runs()) {
+    std::string took;
+    if (run.end_time_ms() > run.start_time_ms() && run.start_time_ms() > 0) {
+      took = absl::StrFormat(", took %d ms", run.end_time_ms() - run.start_time_ms());
+    }
+    out_ << absl::StrFormat("  #%d (attempt %d) %s on %s%s\n", run.index(),
+                            run.attempt(), verdict(run.verdict()),
+                            absl::StrJoin(run.nodes(), ", "), took);
+    if (!run.reason().empty()) out_ << "    " << run.reason() << "\n";
+    if (run.comm_ready_max_ms() > 0) {
+      out_ << absl::StrFormat("    communicator ready: %.0f ms (slowest rank)\n",
+                              run.comm_ready_max_ms());
+    }
+    for (const v1::PreflightLinkSummary& l : run.links()) {
+      out_ << absl::StrFormat(
+          "    %s busbw: median %.2f GB/s, min %.2f, max %.2f (%d ranks)\n",
+          l.link_class() == v1::LINK_CLASS_INTRA_NODE ? "intra-node (NVLink)"
+                                                      : "network",
+          l.median_busbw_gbps(), l.min_busbw_gbps(), l.max_busbw_gbps(), l.ranks());
+    }
+    Table table({"RANK", "NODE", "STATUS", "READY MS", "BUSBW GB/S", "NVLINK GB/S",
+                 "DETAIL"});
+    for (const v1::PreflightRank& r : run.ranks()) {
+      table.AddRow({absl::StrCat(r.rank()), r.node(),
+                    absl::StrCat(status(r.status()), r.blamed() ? " (excluded)" : ""),
+                    r.comm_ready_ms() > 0 ? absl::StrFormat("%.0f", r.comm_ready_ms()) : "-",
+                    r.busbw_gbps() > 0 ? absl::StrFormat("%.2f", r.busbw_gbps()) : "-",
+                    r.intra_node_busbw_gbps() > 0
+                        ? absl::StrFormat("%.2f", r.intra_node_busbw_gbps())
+                        : "-",
+                    r.detail()});
+    }
+    std::ostringstream rows;
+    table.Print(rows, /*terminal_width=*/1 << 20);
+    for (absl::string_view line : absl::StrSplit(rows.str(), '\n', absl::SkipEmpty())) {
+      out_ << "    " << line << "\n";
+    }
+  }
 }
 
 void Session::DescribeUsage(const v1::Job& job) {
@@ -1330,6 +1405,8 @@ struct Flags {
   bool preemptible = false;
   bool pack = false;
   bool spread = false;
+  bool preflight = false;
+  bool no_preflight = false;
   std::string user;
   std::string project;
   bool wait = false;
@@ -1437,6 +1514,14 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
   auto* spread = sub->add_flag("--spread", f.spread,
                                "Gang: as many nodes as possible, emptiest first");
   pack->excludes(spread);
+  auto* preflight = sub->add_flag(
+      "--preflight", f.preflight,
+      "Gang: before the processes start, run a short NCCL all-reduce on the "
+      "placed GPUs and place the gang again without any node that fails it "
+      "(default: on for gangs placed on more than one node)");
+  sub->add_flag("--no-preflight", f.no_preflight,
+                "Gang: no pre-flight, whatever the placement")
+      ->excludes(preflight);
   sub->add_option("--user", f.user,
                   "User the job is charged to for quotas (default: $USER)");
   sub->add_option("--project", f.project,
@@ -1474,6 +1559,8 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   spec->set_project(flags->project);
   if (flags->pack) spec->set_placement(v1::GANG_PLACEMENT_PACK);
   if (flags->spread) spec->set_placement(v1::GANG_PLACEMENT_SPREAD);
+  if (flags->preflight) spec->set_preflight(v1::PREFLIGHT_MODE_ON);
+  if (flags->no_preflight) spec->set_preflight(v1::PREFLIGHT_MODE_OFF);
   if (!flags->time_limit.empty()) {
     absl::Duration limit;
     if (!absl::ParseDuration(flags->time_limit, &limit) ||

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
@@ -133,14 +134,41 @@ int JobGpuCount(const v1::Job& job) {
   return static_cast<int>(gpus.size());
 }
 
+// TaskRef.attempt of the tasks now in job.tasks(): the pre-flight probe's key
+// while a pre-flight runs (preflight.h, kPreflightAttemptBase + run), else the
+// job's attempt.
+int TaskAttemptOf(const v1::Job& job) {
+  return job.preflight().probe_attempt() != 0 ? job.preflight().probe_attempt()
+                                              : job.attempt();
+}
+
+bool InPreflight(const v1::Job& job) {
+  return job.preflight().probe_attempt() != 0 &&
+         job.state() == v1::JOB_STATE_SCHEDULED;
+}
+
 v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
   v1::TaskRef ref;
   ref.set_job_id(job.id());
-  ref.set_attempt(job.attempt());
+  ref.set_attempt(TaskAttemptOf(job));
   ref.set_rank(task.rank());
   ref.set_pid(task.pid());
   return ref;
 }
+
+// Holds the store's commits for one locked section (StateStore::HoldCommits):
+// the writes of one event go in one transaction. Declared after the
+// MutexLock, so it ends before mu_ is released.
+class CommitHold {
+ public:
+  explicit CommitHold(StateStore* store) : store_(store) { store_->HoldCommits(); }
+  ~CommitHold() { store_->ReleaseCommits(); }
+  CommitHold(const CommitHold&) = delete;
+  CommitHold& operator=(const CommitHold&) = delete;
+
+ private:
+  StateStore* const store_;
+};
 
 }  // namespace
 
@@ -162,6 +190,19 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       scheduler_(config_.scheduler),
       advertise_address_(config_.advertise_address),
       packer_(config_.packer) {}
+
+Coordinator::~Coordinator() { WaitForWrites().IgnoreError(); }
+
+absl::Status Coordinator::WaitForWrites() {
+  WriteTicket last;
+  {
+    absl::MutexLock lock(&mu_);
+    last = last_ticket_;
+  }
+  // Callbacks run in ticket order, so held-back StartTasks up to `last` go
+  // out before this returns.
+  return store_->WaitDurable(last);
+}
 
 void Coordinator::SetAdvertiseAddress(std::string address) {
   absl::MutexLock lock(&mu_);
@@ -232,6 +273,23 @@ absl::Status Coordinator::LoadLocked() {
   // needs to run.
   Deferred unused;
   const int stale = ResolveStaleReservationsLocked(unused);
+  // A gang caught mid-pre-flight is placed and probed again: the probes'
+  // rendezvous (in memory) is gone with the old process, so their results
+  // could not be trusted. Its probe tasks drain (agents are told to stop
+  // them when they re-register); the requeue uses up no restart.
+  for (int64_t id : ActiveIdsLocked()) {
+    v1::Job& job = jobs_.at(id);
+    if (!InPreflight(job)) continue;
+    v1::JobPreflight* pf = job.mutable_preflight();
+    pf->set_requeues(pf->requeues() + 1);
+    TransitionLocked(job, v1::JOB_STATE_PENDING,
+                     absl::StrCat("the coordinator restarted during pre-flight ",
+                                  pf->runs_size(),
+                                  "; the gang is placed and probed again"),
+                     unused)
+        .IgnoreError();
+    PersistLocked(job);
+  }
   // Sweep trials came as full records (for the ASHA rungs above); retired
   // ones go now.
   for (const auto& [id, job] : jobs_) {
@@ -328,6 +386,12 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
 v1::Job Coordinator::Redacted(const v1::Job& job) {
   v1::Job copy = job;
   copy.clear_attempt_token();
+  if (copy.has_preflight()) {
+    // (mutable_preflight() on a job without one would add an empty one.)
+    for (v1::PreflightRun& run : *copy.mutable_preflight()->mutable_runs()) {
+      run.clear_token();
+    }
+  }
   return copy;
 }
 
@@ -475,9 +539,20 @@ std::vector<int64_t> Coordinator::ActiveIdsLocked() const {
   return {active_.begin(), active_.end()};
 }
 
+absl::Status Coordinator::EnqueueJobLocked(const v1::Job& job) {
+  absl::StatusOr<WriteTicket> ticket = store_->EnqueuePutJob(job);
+  if (!ticket.ok()) return ticket.status();
+  last_ticket_ = std::max(last_ticket_, *ticket);
+  return absl::OkStatus();
+}
+
 void Coordinator::PersistLocked(const v1::Job& job) {
   TrackLocked(job);
-  absl::Status s = store_->PutJob(job);
+  // Queued, not waited for: whoever replies on the strength of this write
+  // (SubmitJob, CancelJob, a StartTask) waits for its ticket outside mu_.
+  // `s` says whether the store took it (a synchronous store: stored); a
+  // queued write that later fails to commit is logged by its waiter.
+  absl::Status s = EnqueueJobLocked(job);
   NoteStoredLocked(job.id(), s);
   if (!s.ok()) {
     TC_LOG_ERROR("could not store job {}: {}", job.id(), s.ToString());
@@ -517,13 +592,32 @@ absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
     // until their exit is reported.
     for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) {
-        draining_.push_back({job.id(), job.attempt(), t, job.placement_seq()});
+        draining_.push_back({job.id(), TaskAttemptOf(job), t, job.placement_seq()});
       }
     }
     job.clear_tasks();
     job.clear_attempt_token();
     job.set_attempt(job.attempt() + 1);
     job.set_start_time_ms(0);
+  }
+  if (job.preflight().probe_attempt() != 0 && from == v1::JOB_STATE_SCHEDULED &&
+      to != v1::JOB_STATE_SCHEDULED) {
+    // Leaving a pre-flight (requeued, failed, cancelled, preempted): its
+    // rendezvous group goes, and a run without a verdict is ABORTED.
+    v1::JobPreflight* pf = job.mutable_preflight();
+    rendezvous_.Close(job.id(), pf->probe_attempt(), reason);
+    if (pf->runs_size() > 0) {
+      v1::PreflightRun* run = pf->mutable_runs(pf->runs_size() - 1);
+      if (run->verdict() == v1::PREFLIGHT_VERDICT_RUNNING) {
+        run->set_verdict(v1::PREFLIGHT_VERDICT_ABORTED);
+        run->set_reason(std::string(reason));
+        run->set_end_time_ms(now_ms);
+      }
+    }
+    // A requeue moved the live probe tasks to draining_ under their key;
+    // a final job keeps them (and the key, so their exits still match).
+    if (to == v1::JOB_STATE_PENDING) pf->set_probe_attempt(0);
+    preflight_deadline_.erase(job.id());
   }
   if (IsFinal(to)) {
     job.set_end_time_ms(now_ms);
@@ -549,48 +643,105 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 
 absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
                                                const std::string& request_id) {
-  TC_RETURN_IF_ERROR(ValidateJobSpec(spec, config_.scheduler.policy));
-  if (request_id.size() > kMaxRequestIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes"));
+  absl::Notification notified;
+  absl::StatusOr<int64_t> result;
+  SubmitJobAsync(spec, request_id, [&](absl::StatusOr<int64_t> id) {
+    result = std::move(id);
+    notified.Notify();
+  });
+  notified.WaitForNotification();
+  return result;
+}
+
+void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
+                                 const std::string& request_id, SubmitDone done) {
+  if (absl::Status s = ValidateJobSpec(spec, config_.scheduler.policy); !s.ok()) {
+    std::move(done)(s);
+    return;
   }
+  if (request_id.size() > kMaxRequestIdBytes) {
+    std::move(done)(absl::InvalidArgumentError(
+        absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes")));
+    return;
+  }
+  absl::Status refused;
   Deferred deferred;
-  int64_t id;
+  int64_t id = 0;
+  WriteTicket durable_at = 0;
+  bool retried = false;
   {
     absl::MutexLock lock(&mu_);
     if (!request_id.empty()) {
       auto it = request_ids_.find(request_id);
-      if (it != request_ids_.end()) return it->second;
+      if (it != request_ids_.end()) {
+        // A retry: the first call may not have seen its write durable yet.
+        id = it->second;
+        durable_at = last_ticket_;
+        retried = true;
+      }
     }
-    id = next_job_id_;
-    v1::Job job;
-    job.set_id(id);
-    *job.mutable_spec() = spec;
-    job.set_kind(KindOf(spec));
-    job.set_state(v1::JOB_STATE_PENDING);
-    job.set_reason("waiting to be scheduled");
-    job.set_submit_time_ms(ToUnixMs(clock_->Now()));
-    job.set_request_id(request_id);
-    if (!config_.checkpoint_root.empty()) {
-      job.set_checkpoint_dir(absl::StrCat(
-          absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+    if (!retried) {
+      // This job's PENDING record and the placement it gets below commit
+      // together: one fsync per submit.
+      CommitHold hold(store_);
+      id = next_job_id_;
+      v1::Job job;
+      job.set_id(id);
+      *job.mutable_spec() = spec;
+      job.set_kind(KindOf(spec));
+      job.set_state(v1::JOB_STATE_PENDING);
+      job.set_reason("waiting to be scheduled");
+      job.set_submit_time_ms(ToUnixMs(clock_->Now()));
+      job.set_request_id(request_id);
+      if (!config_.checkpoint_root.empty()) {
+        job.set_checkpoint_dir(absl::StrCat(
+            absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+      }
+      // Queued first (a store that refuses at once refuses the job), then
+      // placed; when the job is placed in this pass its SCHEDULED record
+      // replaces the PENDING one still queued, so both go in one commit.
+      absl::Status stored = EnqueueJobLocked(job);
+      if (!stored.ok()) {
+        refused = absl::UnavailableError(
+            absl::StrCat("the job was not accepted: ", stored.message()));
+      } else {
+        ++next_job_id_;
+        if (!request_id.empty()) request_ids_[request_id] = id;
+        if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
+        TrackLocked(job);
+        jobs_.emplace(id, std::move(job));
+        ++jobs_by_state_[v1::JOB_STATE_PENDING];
+        TC_LOG_INFO("job {} submitted", id);
+        ScheduleLocked(deferred);
+        durable_at = last_ticket_;
+      }
     }
-    absl::Status stored = store_->PutJob(job);
-    if (!stored.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("the job was not accepted: ", stored.message()));
-    }
-    ++next_job_id_;
-    if (!request_id.empty()) request_ids_[request_id] = id;
-    if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
-    TrackLocked(job);
-    jobs_.emplace(id, std::move(job));
-    ++jobs_by_state_[v1::JOB_STATE_PENDING];
-    TC_LOG_INFO("job {} submitted", id);
-    ScheduleLocked(deferred);
+  }
+  if (!refused.ok()) {
+    std::move(done)(std::move(refused));
+    return;
   }
   RunDeferred(deferred);
-  return id;
+  // The ack waits for the job's write (a retry: for whatever was queued when
+  // it came, which covers the first call's write), outside mu_.
+  store_->WhenDurable(durable_at, [id, done = std::move(done)](
+                                      absl::Status stored) mutable {
+    if (!stored.ok()) {
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          "job ", id, " may not have been stored: ", stored.message(),
+          "; retry with the same request id")));
+      return;
+    }
+    std::move(done)(id);
+  });
+}
+
+absl::Status Coordinator::WaitStored(WriteTicket ticket) {
+  absl::Status s = store_->WaitDurable(ticket);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("not stored: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
@@ -697,6 +848,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
 absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
   Deferred deferred;
   v1::Job result;
+  WriteTicket durable_at;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -713,18 +865,18 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
       }
       TC_RETURN_IF_ERROR(
           TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred));
-      TrackLocked(job);
-      absl::Status stored = store_->PutJob(job);
-      NoteStoredLocked(job.id(), stored);
-      if (!stored.ok()) {
-        TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
-                     stored.ToString());
-      }
+      PersistLocked(job);
       ScheduleLocked(deferred);
     }
     result = Redacted(job);
+    durable_at = last_ticket_;
   }
   RunDeferred(deferred);
+  absl::Status stored = store_->WaitDurable(durable_at);
+  if (!stored.ok()) {
+    TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
+                 stored.ToString());
+  }
   return result;
 }
 
@@ -802,6 +954,10 @@ absl::StatusOr<v1::WhyJobResponse> Coordinator::WhyJob(int64_t job_id) const {
   out.set_state(job.state());
   out.set_queue(job.spec().queue().empty() ? "default" : job.spec().queue());
   out.set_preemptions(job.preemptions());
+  for (const v1::ExcludedNode& e : job.preflight().excluded()) {
+    out.add_excluded_nodes(absl::StrCat(e.node(), ": pre-flight ", e.run(), ": ",
+                                        e.reason()));
+  }
   if (job.state() != v1::JOB_STATE_PENDING) {
     out.set_summary(absl::StrCat(
         "job ", job_id, " is not waiting: it is ",
@@ -886,27 +1042,70 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
 
 // ---------------------------------------------------------------- scheduling
 
-sched::ClusterSnapshot Coordinator::SnapshotLocked() const {
-  sched::ClusterSnapshot snap;
-  absl::flat_hash_map<std::string, size_t> index;
+namespace {
+
+// Whether `n` already describes node `e` (name, GPUs, NVLink peers); the
+// reservations are not compared (they are reset and recounted).
+bool SameNodeShape(const sched::NodeState& n, const std::string& name,
+                   const v1::Node& node) {
+  if (n.name != name || n.gpus.size() != static_cast<size_t>(node.gpus_size())) {
+    return false;
+  }
+  for (int i = 0; i < node.gpus_size(); ++i) {
+    const v1::Gpu& g = node.gpus(i);
+    const sched::GpuState& gs = n.gpus[i];
+    if (gs.index != g.index() || gs.memory_total_bytes != g.memory_total_bytes() ||
+        !std::equal(gs.nvlink_peers.begin(), gs.nvlink_peers.end(),
+                    g.nvlink_peers().begin(), g.nvlink_peers().end())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
+  // Rebuilt in place: node and GPU entries whose shape did not change are
+  // kept (no string or vector allocated per event), only their reservations
+  // are reset and recounted below. Per-event cost was dominated by malloc
+  // here (bench/README.md, swarm perf notes).
+  sched::ClusterSnapshot& snap = snapshot_cache_;
+  snap.running.clear();
+  if (snap.nodes.size() != nodes_.size()) snap.nodes.resize(nodes_.size());
+  size_t i = 0;
   for (const auto& [name, e] : nodes_) {
-    index[name] = snap.nodes.size();
-    sched::NodeState& n = snap.nodes.emplace_back();
-    n.name = name;
+    sched::NodeState& n = snap.nodes[i++];
     n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY;
+    if (SameNodeShape(n, name, e.node)) {
+      for (sched::GpuState& gs : n.gpus) {
+        gs.reserved_bytes = 0;
+        gs.task_count = 0;
+      }
+      continue;
+    }
+    n.name = name;
+    n.gpus.clear();
     for (const v1::Gpu& g : e.node.gpus()) {
       sched::GpuState& gs = n.gpus.emplace_back();
       gs.index = g.index();
-      gs.uuid = g.uuid();
+      // gs.uuid stays empty: the scheduler places by index and never reads
+      // it, and StartAttemptLocked takes UUIDs from the node record. Not
+      // copying it saves a string allocation per GPU here and in every
+      // Schedule() pass's copy of the snapshot (40-byte NVML UUIDs do not
+      // fit the small-string buffer).
       gs.memory_total_bytes = g.memory_total_bytes();
       gs.nvlink_peers.assign(g.nvlink_peers().begin(), g.nvlink_peers().end());
     }
   }
   auto reserve = [&](const v1::Task& t) {
-    auto it = index.find(t.node());
-    if (it == index.end()) return;
+    // nodes_ and snap.nodes are both in name order.
+    auto it = std::lower_bound(
+        snap.nodes.begin(), snap.nodes.end(), t.node(),
+        [](const sched::NodeState& n, const std::string& name) { return n.name < name; });
+    if (it == snap.nodes.end() || it->name != t.node()) return;
     for (int gpu : OwnedGpus(t)) {
-      for (sched::GpuState& gs : snap.nodes[it->second].gpus) {
+      for (sched::GpuState& gs : it->gpus) {
         if (gs.index != gpu) continue;
         gs.reserved_bytes += t.reserved_bytes_per_gpu();
         gs.task_count += 1;
@@ -1014,7 +1213,7 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
     v1::Job& job = it->second;
     switch (d.outcome) {
       case sched::Outcome::kPlaced:
-        StartAttemptLocked(job, d.placement);
+        StartAttemptLocked(job, d.placement, deferred);
         break;
       case sched::Outcome::kInfeasible:
         if (TransitionLocked(job, v1::JOB_STATE_FAILED,
@@ -1026,6 +1225,15 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         break;
       case sched::Outcome::kRetryLater:
         job.set_reason(d.reason);
+        if (job.preflight().excluded_size() > 0) {
+          std::vector<std::string> names;
+          for (const v1::ExcludedNode& e : job.preflight().excluded()) {
+            names.push_back(e.node());
+          }
+          absl::StrAppend(job.mutable_reason(), "; excluded by pre-flight: ",
+                          absl::StrJoin(names, ", "),
+                          " (`trainctl describe` says why)");
+        }
         break;
       case sched::Outcome::kPreempting:
         // Placed by a later pass, once the victims' tasks have exited.
@@ -1074,7 +1282,8 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
 }
 
 void Coordinator::StartAttemptLocked(v1::Job& job,
-                                     const sched::Placement& placement) {
+                                     const sched::Placement& placement,
+                                     Deferred& deferred) {
   Deferred unused;
   job.clear_tasks();
   job.set_attempt_token(absl::StrFormat("%016x%016x",
@@ -1111,16 +1320,30 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
   TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", unused).IgnoreError();
+  if (PreflightWantedLocked(job, static_cast<int>(placement.nodes.size()))) {
+    // The job's own rendezvous opens and its tasks start once it passes.
+    BeginPreflightLocked(job);
+    return;
+  }
   rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(),
                    std::move(rank_hosts));
   rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
   PersistLocked(job);
+  LaunchTasksLocked(job, deferred);
+}
 
+// Sends the StartTasks of `job`'s tasks once its SCHEDULED record is durable
+// (the group commit's ticket; see SendStartsWhenStored).
+void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
+  int num_nodes = 0;
+  for (const v1::Task& t : job.tasks()) num_nodes = std::max(num_nodes, t.node_rank() + 1);
+  std::vector<v1::CoordinatorMessage> starts;
+  starts.reserve(job.tasks_size());
   for (const v1::Task& t : job.tasks()) {
     const NodeEntry& ne = nodes_[t.node()];
     LaunchContext ctx;
     ctx.coordinator_address = advertise_address_;
-    ctx.num_nodes = static_cast<int>(placement.nodes.size());
+    ctx.num_nodes = num_nodes;
     ctx.local_world_size = t.local_world_size();
     ctx.node_cpu_count = ne.node.cpu_count();
     v1::CoordinatorMessage msg;
@@ -1129,7 +1352,42 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
     start->mutable_argv()->CopyFrom(job.spec().command());
     for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
     start->set_workdir(job.spec().workdir());
-    SendLocked(t.node(), msg);
+    starts.push_back(std::move(msg));
+  }
+  // Sent once the SCHEDULED record is durable (after mu_ is released: the
+  // callback takes it; with a synchronous store it runs at once).
+  deferred.push_back([this, ticket = last_ticket_, id = job.id(),
+                      attempt = job.attempt(), seq = job.placement_seq(),
+                      starts = std::move(starts)]() mutable {
+    store_->WhenDurable(ticket, [this, id, attempt, seq, starts = std::move(starts)](
+                                    absl::Status stored) mutable {
+      SendStartsWhenStored(id, attempt, seq, std::move(starts), std::move(stored));
+    });
+  });
+}
+
+void Coordinator::SendStartsWhenStored(int64_t job_id, int attempt,
+                                       int64_t placement_seq,
+                                       std::vector<v1::CoordinatorMessage> starts,
+                                       absl::Status stored) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  const v1::Job& job = it->second;
+  if (job.attempt() != attempt || job.placement_seq() != placement_seq) return;
+  if (!stored.ok()) {
+    TC_LOG_ERROR("job {} attempt {}: not started, its placement was not stored: {}",
+                 job_id, attempt, stored.ToString());
+    return;
+  }
+  for (v1::CoordinatorMessage& msg : starts) {
+    const v1::TaskRef& ref = msg.start_task().task();
+    for (const v1::Task& t : job.tasks()) {
+      if (t.rank() == ref.rank() && t.state() == v1::TASK_STATE_STARTING) {
+        SendLocked(t.node(), msg);
+        break;
+      }
+    }
   }
 }
 
@@ -1204,7 +1462,8 @@ void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
     if (IsLive(t.state())) StopTaskLocked(job, t);
   }
   // Preemptions start new attempts too, but do not use up restarts.
-  const int failures = job.attempt() - job.preemptions();
+  const int failures =
+      job.attempt() - job.preemptions() - job.preflight().requeues();
   if (failures < job.spec().max_restarts()) {
     TransitionLocked(job, v1::JOB_STATE_PENDING,
                      absl::StrCat("attempt ", job.attempt(), " failed: ", why,
@@ -1220,6 +1479,10 @@ void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
 
 void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
   if (IsFinal(job.state()) || job.state() == v1::JOB_STATE_PENDING) return;
+  if (InPreflight(job)) {
+    OnProbeEndedLocked(job, deferred);
+    return;
+  }
   for (const v1::Task& t : job.tasks()) {
     if (TaskFailed(t) && t.out_of_memory() && job.spec().auto_pack() &&
         RequeueAfterOomLocked(job, t, deferred)) {
@@ -1445,10 +1708,14 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     // Stored first: a registration that cannot be stored changes nothing.
     v1::Node updated = n;
     updated.set_state(v1::NODE_STATE_READY);
-    absl::Status stored = store_->PutNode(updated);
+    // Queued, not waited for: a node record lost to a crash only means the
+    // agent registers again (it would anyway, after a restart).
+    absl::StatusOr<WriteTicket> stored = store_->EnqueuePutNode(updated);
+    if (stored.ok()) last_ticket_ = std::max(last_ticket_, *stored);
     if (!stored.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("could not store node ", n.name(), ": ", stored.message()));
+          absl::StrCat("could not store node ", n.name(), ": ",
+                       stored.status().message()));
     }
     NodeEntry& e = nodes_[n.name()];
     if (e.conn != nullptr && e.conn != conn) {
@@ -1480,7 +1747,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
       reported.insert({ref.job_id(), ref.attempt(), ref.rank()});
       auto jt = jobs_.find(ref.job_id());
       v1::Task* task = nullptr;
-      if (jt != jobs_.end() && jt->second.attempt() == ref.attempt()) {
+      if (jt != jobs_.end() && TaskAttemptOf(jt->second) == ref.attempt()) {
         for (v1::Task& t : *jt->second.mutable_tasks()) {
           if (t.rank() == ref.rank() && t.node() == n.name() && IsLive(t.state())) {
             task = &t;
@@ -1524,7 +1791,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
       bool changed = false;
       for (v1::Task& t : *job.mutable_tasks()) {
         if (t.node() != n.name() || !IsLive(t.state()) ||
-            reported.contains({job.id(), job.attempt(), t.rank()})) {
+            reported.contains({job.id(), TaskAttemptOf(job), t.rank()})) {
           continue;
         }
         t.set_state(v1::TASK_STATE_LOST);
@@ -1597,7 +1864,7 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
     bool changed = false;
     for (v1::Task& t : *job.mutable_tasks()) {
       if (t.node() != name || !IsLive(t.state()) || !on_bad_gpu(t)) continue;
-      stop(job.id(), job.attempt(), t);
+      stop(job.id(), TaskAttemptOf(job), t);
       t.set_state(v1::TASK_STATE_LOST);
       t.set_message(absl::StrCat("no longer fits its GPU: node ", name,
                                  " re-registered with a GPU missing or smaller"));
@@ -1626,6 +1893,8 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
+    // A task exit and the placements it makes room for commit together.
+    CommitHold hold(store_);
     auto it = nodes_.find(node);
     if (it == nodes_.end() || it->second.conn != conn) {
       return absl::FailedPreconditionError(
@@ -1732,7 +2001,7 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   const bool ended = st.state() == v1::TASK_STATE_EXITED ||
                      st.state() == v1::TASK_STATE_START_FAILED;
   auto jt = jobs_.find(ref.job_id());
-  if (jt == jobs_.end() || jt->second.attempt() != ref.attempt()) {
+  if (jt == jobs_.end() || TaskAttemptOf(jt->second) != ref.attempt()) {
     // A task of an earlier attempt: it frees its GPUs when it ends.
     if (ended) {
       draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
@@ -1762,7 +2031,7 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
       task->set_state(v1::TASK_STATE_RUNNING);
       task->set_start_time_ms(now_ms);
     }
-    if (job.state() == v1::JOB_STATE_SCHEDULED &&
+    if (job.state() == v1::JOB_STATE_SCHEDULED && !InPreflight(job) &&
         std::all_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) {
           return t.state() == v1::TASK_STATE_RUNNING;
         })) {
@@ -1777,6 +2046,31 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   task->set_signal(st.signal());
   task->set_message(st.message());
   task->set_end_time_ms(now_ms);
+  if (InPreflight(job) && st.has_preflight_result()) {
+    // The probe's result line (the agent read it from the probe's log).
+    const v1::PreflightProbeResult& res = st.preflight_result();
+    v1::PreflightRun* run = job.mutable_preflight()->mutable_runs(
+        job.preflight().runs_size() - 1);
+    for (v1::PreflightRank& r : *run->mutable_ranks()) {
+      if (r.rank() != task->rank()) continue;
+      r.set_comm_ready_ms(res.comm_ready_ms());
+      r.set_busbw_gbps(res.busbw_gbps());
+      r.set_intra_node_busbw_gbps(res.intra_node_busbw_gbps());
+      r.set_exit_code(st.exit_code());
+      if (res.timed_out()) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_TIMED_OUT);
+        r.set_detail(res.error());
+      } else if (!res.error().empty()) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_detail(res.error());
+      } else if (st.exit_code() != 0 || st.signal() != 0) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_detail(ExitText(*task));
+      } else {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_OK);
+      }
+    }
+  }
   OnTaskEndedLocked(job, deferred);
   PersistLocked(job);
 }
@@ -1788,7 +2082,9 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
     e.conn->Close(absl::UnavailableError(why));
     e.conn = nullptr;
   }
-  store_->PutNode(e.node).IgnoreError();
+  if (absl::StatusOr<WriteTicket> t = store_->EnqueuePutNode(e.node); t.ok()) {
+    last_ticket_ = std::max(last_ticket_, *t);
+  }
   TC_LOG_WARN("node {} lost: {}", e.node.name(), why);
   const std::string& name = e.node.name();
   draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
@@ -1812,6 +2108,243 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
       PersistLocked(job);
     }
   }
+}
+
+// ---------------------------------------------------------------- pre-flight
+
+bool Coordinator::PreflightWantedLocked(const v1::Job& job, int nodes) const {
+  if (job.kind() != v1::JOB_KIND_GANG && KindOf(job.spec()) != v1::JOB_KIND_GANG) {
+    return false;
+  }
+  switch (job.spec().preflight()) {
+    case v1::PREFLIGHT_MODE_ON:
+      return true;
+    case v1::PREFLIGHT_MODE_OFF:
+      return false;
+    default:
+      return config_.preflight_auto && nodes > 1;
+  }
+}
+
+void Coordinator::BeginPreflightLocked(v1::Job& job) {
+  const absl::Time now = clock_->Now();
+  v1::JobPreflight* pf = job.mutable_preflight();
+  v1::PreflightRun* run = pf->add_runs();
+  run->set_index(pf->runs_size());
+  run->set_attempt(job.attempt());
+  const int key = kPreflightAttemptBase + run->index();
+  run->set_probe_attempt(key);
+  run->set_verdict(v1::PREFLIGHT_VERDICT_RUNNING);
+  run->set_start_time_ms(ToUnixMs(now));
+  run->set_token(absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                                 absl::Uniform<uint64_t>(bitgen_)));
+  std::vector<std::string> hosts;
+  int num_nodes = 0;
+  for (const v1::Task& t : job.tasks()) {
+    hosts.push_back(t.node());
+    num_nodes = std::max(num_nodes, t.node_rank() + 1);
+    if (std::find(run->nodes().begin(), run->nodes().end(), t.node()) ==
+        run->nodes().end()) {
+      run->add_nodes(t.node());
+    }
+    v1::PreflightRank* r = run->add_ranks();
+    r->set_rank(t.rank());
+    r->set_node(t.node());
+    r->set_status(v1::PREFLIGHT_RANK_STATUS_RUNNING);
+  }
+  pf->set_probe_attempt(key);
+  rendezvous_.Open(job.id(), key, run->token(), std::move(hosts));
+  preflight_deadline_[job.id()] = now + config_.preflight_timeout;
+  job.set_reason(absl::StrCat("pre-flight ", run->index(), ": probing the NCCL links of ",
+                              run->nodes_size(), " nodes"));
+  PersistLocked(job);
+  TC_LOG_INFO("job {} attempt {}: pre-flight {} on {}", job.id(), job.attempt(),
+              run->index(), absl::StrJoin(run->nodes(), ", "));
+
+  for (const v1::Task& t : job.tasks()) {
+    const NodeEntry& ne = nodes_[t.node()];
+    LaunchContext ctx;
+    ctx.coordinator_address = advertise_address_;
+    ctx.num_nodes = num_nodes;
+    ctx.local_world_size = t.local_world_size();
+    ctx.node_cpu_count = ne.node.cpu_count();
+    v1::CoordinatorMessage msg;
+    v1::StartTask* start = msg.mutable_start_task();
+    *start->mutable_task() = RefOf(job, t);
+    // The job's launch environment, but the probe's own rendezvous key and
+    // token: it can never be confused with the job's.
+    for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
+    (*start->mutable_env())["TRAINCTL_ATTEMPT"] = absl::StrCat(key);
+    (*start->mutable_env())["TRAINCTL_TOKEN"] = run->token();
+    (*start->mutable_env())["TRAINCTL_PREFLIGHT"] = absl::StrCat(run->index());
+    v1::PreflightProbe* probe = start->mutable_preflight();
+    probe->set_bytes(config_.preflight_bytes);
+    probe->set_iters(config_.preflight_iters);
+    probe->set_warmup(config_.preflight_warmup);
+    probe->set_timeout_ms(std::max<int64_t>(
+        1000, absl::ToInt64Milliseconds(config_.preflight_timeout) * 3 / 4));
+    probe->set_run(run->index());
+    SendLocked(t.node(), msg);
+  }
+}
+
+void Coordinator::OnProbeEndedLocked(v1::Job& job, Deferred& deferred) {
+  v1::PreflightRun* run =
+      job.mutable_preflight()->mutable_runs(job.preflight().runs_size() - 1);
+  bool all_ended = true;
+  int failed_rank = -1;
+  for (const v1::Task& t : job.tasks()) {
+    if (IsLive(t.state())) {
+      all_ended = false;
+      continue;
+    }
+    for (v1::PreflightRank& r : *run->mutable_ranks()) {
+      if (r.rank() != t.rank()) continue;
+      if (r.status() == v1::PREFLIGHT_RANK_STATUS_RUNNING) {
+        // Ended without a result line: could not start, lost with its node,
+        // or exited without printing one.
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_exit_code(t.exit_code());
+        r.set_detail(t.state() == v1::TASK_STATE_EXITED && !TaskFailed(t)
+                         ? "exited without printing a result line"
+                         : absl::StrCat(ExitText(t), " without a result"));
+      }
+      if (r.status() == v1::PREFLIGHT_RANK_STATUS_ERROR && failed_rank < 0) {
+        failed_rank = r.rank();
+      }
+    }
+  }
+  if (!all_ended && failed_rank < 0) {
+    PersistLocked(job);
+    return;
+  }
+  if (!all_ended) {
+    // One rank failed: the others would only wait for it in NCCL until their
+    // own timeout. Stop them now; they are not blamed.
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (!IsLive(t.state())) continue;
+      if (t.state() != v1::TASK_STATE_STOPPING) StopTaskLocked(job, t);
+      for (v1::PreflightRank& r : *run->mutable_ranks()) {
+        if (r.rank() == t.rank() && r.status() == v1::PREFLIGHT_RANK_STATUS_RUNNING) {
+          r.set_status(v1::PREFLIGHT_RANK_STATUS_STOPPED);
+          r.set_detail(absl::StrCat("stopped after rank ", failed_rank, " failed"));
+        }
+      }
+    }
+  }
+  FinishPreflightLocked(job, deferred);
+}
+
+void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  v1::JobPreflight* pf = job.mutable_preflight();
+  v1::PreflightRun* run = pf->mutable_runs(pf->runs_size() - 1);
+  const PreflightDecision d = EvaluatePreflight(
+      {run->ranks().begin(), run->ranks().end()}, run->nodes_size() <= 1,
+      config_.preflight_policy);
+  run->clear_ranks();
+  for (const v1::PreflightRank& r : d.ranks) *run->add_ranks() = r;
+  run->clear_links();
+  for (const v1::PreflightLinkSummary& l : d.links) *run->add_links() = l;
+  run->set_comm_ready_max_ms(d.comm_ready_max_ms);
+  run->set_reason(d.reason);
+  run->set_end_time_ms(now_ms);
+  preflight_deadline_.erase(job.id());
+  TC_LOG_INFO("job {} pre-flight {} {}", job.id(), run->index(), d.reason);
+
+  if (d.passed) {
+    run->set_verdict(v1::PREFLIGHT_VERDICT_PASSED);
+    rendezvous_.Close(job.id(), pf->probe_attempt(), "pre-flight passed");
+    pf->set_probe_attempt(0);
+    // The job's own tasks, on the same placement: the probe tasks have all
+    // exited, so their GPUs pass straight to the job.
+    std::vector<std::string> hosts;
+    for (v1::Task& t : *job.mutable_tasks()) {
+      t.set_state(v1::TASK_STATE_STARTING);
+      t.clear_pid();
+      t.clear_exit_code();
+      t.clear_signal();
+      t.clear_message();
+      t.clear_log_path();
+      t.clear_start_time_ms();
+      t.clear_end_time_ms();
+      t.clear_out_of_memory();
+      hosts.push_back(t.node());
+    }
+    job.clear_reason();
+    rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(hosts));
+    rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
+    PersistLocked(job);
+    LaunchTasksLocked(job, deferred);
+    return;
+  }
+
+  run->set_verdict(v1::PREFLIGHT_VERDICT_FAILED);
+  std::vector<std::string> names;
+  for (const auto& [node, why] : d.excluded) {
+    names.push_back(node);
+    bool known = false;
+    for (const v1::ExcludedNode& e : pf->excluded()) known = known || e.node() == node;
+    if (known) continue;
+    v1::ExcludedNode* e = pf->add_excluded();
+    e->set_node(node);
+    e->set_reason(why);
+    e->set_run(run->index());
+    e->set_time_ms(now_ms);
+  }
+  pf->set_failed_runs(pf->failed_runs() + 1);
+  // Probe tasks still live (stopped after a failure, or hung at the
+  // deadline) drain under the probe's key, holding their GPUs until they
+  // exit.
+  for (v1::Task& t : *job.mutable_tasks()) {
+    if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) {
+      StopTaskLocked(job, t);
+    }
+  }
+  if (pf->failed_runs() >= config_.preflight_max_failures) {
+    TransitionLocked(
+        job, v1::JOB_STATE_FAILED,
+        absl::StrCat("pre-flight failed ", pf->failed_runs(),
+                     " times (--preflight-max-failures ",
+                     config_.preflight_max_failures, "); last: ", d.reason),
+        deferred)
+        .IgnoreError();
+  } else {
+    pf->set_requeues(pf->requeues() + 1);
+    TransitionLocked(job, v1::JOB_STATE_PENDING,
+                     absl::StrCat("pre-flight ", run->index(), " ", d.reason,
+                                  "; placing the gang again without ",
+                                  absl::StrJoin(names, ", ")),
+                     deferred)
+        .IgnoreError();
+  }
+  PersistLocked(job);
+}
+
+bool Coordinator::ExpirePreflightsLocked(absl::Time now, Deferred& deferred) {
+  std::vector<int64_t> due;
+  for (const auto& [id, deadline] : preflight_deadline_) {
+    if (deadline <= now) due.push_back(id);
+  }
+  std::sort(due.begin(), due.end());
+  for (int64_t id : due) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !InPreflight(it->second)) {
+      preflight_deadline_.erase(id);
+      continue;
+    }
+    v1::Job& job = it->second;
+    v1::PreflightRun* run =
+        job.mutable_preflight()->mutable_runs(job.preflight().runs_size() - 1);
+    for (v1::PreflightRank& r : *run->mutable_ranks()) {
+      if (r.status() != v1::PREFLIGHT_RANK_STATUS_RUNNING) continue;
+      r.set_status(v1::PREFLIGHT_RANK_STATUS_MISSING);
+      r.set_detail(absl::StrCat("no result within --preflight-timeout ",
+                                absl::FormatDuration(config_.preflight_timeout)));
+    }
+    FinishPreflightLocked(job, deferred);
+  }
+  return !due.empty();
 }
 
 // ---------------------------------------------------------------- rendezvous
@@ -1956,6 +2489,7 @@ void Coordinator::Tick() {
       log_reads_.erase(it++);
     }
     const bool timed_out = EnforceTimeLimitsLocked(now, deferred);
+    const bool preflights_judged = ExpirePreflightsLocked(now, deferred);
     bool sampled = false;
     if (now >= next_usage_sample_) {
       SampleUsageLocked(now);
@@ -1965,7 +2499,7 @@ void Coordinator::Tick() {
     // Only a lost node or a stopped job changes what can be placed here; new
     // measurements change where auto-packed trials fit. Every other change
     // schedules where it happens.
-    if (lost || timed_out) {
+    if (lost || timed_out || preflights_judged) {
       ScheduleLocked(deferred);
     } else if (sampled) {
       PackPendingLocked(deferred);
@@ -2288,7 +2822,7 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
                 "(measured {:.0f}% busy, {} MiB used), reserving {} MiB",
                 job->id(), p.index, p.node, p.trials.size() + 1, p.util_pct,
                 p.memory_used_bytes >> 20, c.reserved_bytes >> 20);
-    StartAttemptLocked(*job, placement);
+    StartAttemptLocked(*job, placement, deferred);
     p.trials.push_back({job->id(), now_ms, 0});
     refused.clear();  // The GPUs changed.
   }

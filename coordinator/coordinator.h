@@ -27,6 +27,14 @@
 // The preemptor is placed by a later pass, once the victims' tasks have exited
 // and freed their GPUs.
 //
+// Pre-flight (preflight.h, docs/preflight.md): a gang that wants one stays
+// SCHEDULED while its tasks run the agents' probe (TaskRef.attempt =
+// kPreflightAttemptBase + run, with their own rendezvous group and token).
+// Pass: the same tasks restart as the job's own, on the same GPUs. Fail: the
+// culprit nodes join Job.preflight.excluded and the job goes back to PENDING
+// as a new attempt that uses up no restart; after preflight_max_failures
+// failed runs it goes to FAILED.
+//
 // A node's states: READY ──no heartbeat for node_timeout──▶ LOST ──registers──▶ READY.
 // A task's states: STARTING ──agent started it──▶ RUNNING ──exit──▶ EXITED;
 // STARTING ──spawn failed──▶ START_FAILED; STARTING/RUNNING ──stop──▶ STOPPING
@@ -60,6 +68,7 @@
 #include "common/clock.h"
 #include "coordinator/asha.h"
 #include "coordinator/diagnosis.h"
+#include "coordinator/preflight.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/sched/packer.h"
 #include "coordinator/sched/scheduler.h"
@@ -130,6 +139,30 @@ struct CoordinatorConfig {
   // with the time from the group's opening (the attempt was placed) to the
   // publish. Groups restored from the store at start-up are not measured.
   std::function<void(absl::Duration)> on_rendezvous_published;
+
+  // Pre-flight of gangs (preflight.h, docs/preflight.md). A gang whose
+  // spec.preflight is ON, or AUTO with preflight_auto set and a placement on
+  // more than one node, runs the agents' probe (a short NCCL all-reduce on
+  // the reserved GPUs) before its processes start. Off by default in this
+  // struct so embedders and tests opt in; the daemon turns it on
+  // (--preflight-auto, default true).
+  bool preflight_auto = false;
+  // A probe rank without a result this long after the pre-flight began is
+  // hung (MISSING): its node is excluded. The probes themselves give up
+  // (TIMED_OUT) after 3/4 of it, so healthy ranks waiting on a hung peer
+  // report first.
+  absl::Duration preflight_timeout = absl::Seconds(60);
+  PreflightPolicy preflight_policy;
+  // Failed pre-flights after which the job FAILS (each failed one excludes
+  // nodes and places the gang again).
+  int preflight_max_failures = 3;
+  // The probe's all-reduce: buffer bytes, timed and untimed iterations.
+  // 64 MiB x 10 takes well under a second on NVLink or 100 Gb/s networks
+  // and is large enough to reach most of the bus bandwidth (nccl-tests
+  // curves flatten from about 32 MiB).
+  int64_t preflight_bytes = int64_t{64} << 20;
+  int preflight_iters = 10;
+  int preflight_warmup = 3;
 };
 
 // One GPU as last reported by its node's heartbeat (Coordinator::Stats()).
@@ -196,6 +229,17 @@ class Coordinator {
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorConfig config, StateStore* store, const Clock* clock);
 
+  // Waits until every write it queued is durable and every StartTask held
+  // back for one has been sent (or dropped).
+  ~Coordinator();
+
+  // Waits until every write queued so far is durable and every StartTask
+  // held back for one has been sent (or dropped); returns the status of the
+  // last write. For tests and shutdown: agent messages are answered without
+  // waiting for the disk, so a StartTask may follow HandleAgentMessage's
+  // return (on the store's commit thread).
+  absl::Status WaitForWrites() ABSL_LOCKS_EXCLUDED(mu_);
+
   // ------------------------------------------------------------ user API
 
   // Validates, stores (durably) and queues a job, then schedules. A repeated
@@ -204,6 +248,14 @@ class Coordinator {
   // failed (the job is then not accepted).
   absl::StatusOr<int64_t> SubmitJob(const v1::JobSpec& spec,
                                     const std::string& request_id);
+
+  // SubmitJob without blocking the caller: `done` gets the job id once the
+  // job's write is durable (on the store's commit thread, or inline when the
+  // store is synchronous or the call fails early). The gRPC layer uses this
+  // so that no server thread waits for an fsync. Errors: as SubmitJob.
+  using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
+  void SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
+                      SubmitDone done);
 
   // The job as users see it (no attempt token). A retired job is read from
   // the store. Errors: NOT_FOUND; those of StateStore::ReadJobs.
@@ -435,7 +487,10 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Free capacity per GPU, and the jobs holding GPUs (their time limits, for
   // the reservation's ETA; owners, for quotas and fair share).
-  sched::ClusterSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The scheduler's view, rebuilt in place in snapshot_cache_ (valid until
+  // the next call).
+  const sched::ClusterSnapshot& SnapshotLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops `victim`'s live tasks (grace period) and requeues it as a new
   // attempt, preempted for job `by`.
   void PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
@@ -444,8 +499,24 @@ class Coordinator {
   // `now`. Returns whether any was.
   bool EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartAttemptLocked(v1::Job& job, const sched::Placement& placement)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places job's attempt (SCHEDULED, tasks STARTING) and queues its write;
+  // the StartTask messages go out from `deferred` only once that write is
+  // durable (a task never runs on the strength of state a crash can lose).
+  void StartAttemptLocked(v1::Job& job, const sched::Placement& placement,
+                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends held-back StartTask messages of job `job_id`'s attempt `attempt`
+  // (placement `placement_seq`) whose task is still STARTING: a cancel, a
+  // requeue or a lost node in the meantime drops them. `stored` is the status
+  // of the write that placed the attempt; on error nothing is sent.
+  void SendStartsWhenStored(int64_t job_id, int attempt, int64_t placement_seq,
+                            std::vector<v1::CoordinatorMessage> starts,
+                            absl::Status stored) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits (without mu_) until the write `ticket` is durable. Errors:
+  // UNAVAILABLE when it failed.
+  absl::Status WaitStored(WriteTicket ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `job`'s write (StateStore::EnqueuePutJob) and returns its status;
+  // the ticket goes into last_ticket_.
+  absl::Status EnqueueJobLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task of the current attempt ended or could not start; decides the
   // attempt's fate.
@@ -510,9 +581,35 @@ class Coordinator {
   void NoteStoredLocked(int64_t id, const absl::Status& stored)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // ---- pre-flight (docs/preflight.md)
+  // Whether `job`, just placed on `nodes` nodes, runs a pre-flight first.
+  bool PreflightWantedLocked(const v1::Job& job, int nodes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens a pre-flight run over the job's (just placed) tasks: its own
+  // rendezvous group and token, probe StartTasks to the agents, a deadline.
+  void BeginPreflightLocked(v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends StartTask for every task of the job (the job's own command).
+  void LaunchTasksLocked(const v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A probe task ended: fills its rank record; once all ended, or one
+  // errored (the rest are stopped), judges the run.
+  void OnProbeEndedLocked(v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges the current run (EvaluatePreflight) and applies it: pass starts
+  // the job's tasks on the same placement; fail excludes nodes and requeues
+  // the gang, or fails the job at preflight_max_failures.
+  void FinishPreflightLocked(v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges the runs past their deadline at `now`; returns whether any was.
+  bool ExpirePreflightsLocked(absl::Time now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const CoordinatorConfig config_;
   std::string advertise_address_ ABSL_GUARDED_BY(mu_);
   StateStore* const store_;
+  // The ticket of the last write queued (StateStore::EnqueuePut*); a reply
+  // that needs its write durable waits for it after releasing mu_.
+  WriteTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   const Clock* const clock_;
   const sched::Scheduler scheduler_;
   RendezvousTable rendezvous_;
@@ -551,6 +648,9 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
       ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+  // SnapshotLocked's result, kept between calls so unchanged nodes cost no
+  // allocation.
+  mutable sched::ClusterSnapshot snapshot_cache_ ABSL_GUARDED_BY(mu_);
   std::vector<DrainingTask> draining_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
@@ -579,6 +679,9 @@ class Coordinator {
   absl::flat_hash_map<int64_t, double> throughput_ ABSL_GUARDED_BY(mu_);
   sched::Packer packer_ ABSL_GUARDED_BY(mu_);
   absl::Time next_usage_sample_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Deadline of each running pre-flight, by job id (set when it begins; not
+  // stored: a restart requeues a job caught mid-pre-flight).
+  absl::flat_hash_map<int64_t, absl::Time> preflight_deadline_ ABSL_GUARDED_BY(mu_);
 };
 
 // True for SUCCEEDED, FAILED and CANCELLED.

@@ -184,20 +184,26 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       reactor->Finish(ToGrpcStatus(s));
       return reactor;
     }
-    absl::StatusOr<int64_t> id = core_->SubmitJob(spec, req->request_id());
-    if (id.ok() && !req->request_id().empty()) {
-      // A request id already used by another user's job must not hand that
-      // job to this caller.
-      absl::StatusOr<v1::Job> job = core_->GetJob(*id);
-      if (job.ok()) {
-        if (absl::Status s = CheckJobAccess(*who, *job, "reuse the request_id of");
-            !s.ok()) {
-          id = s;
-        }
-      }
-    }
-    if (id.ok()) resp->set_job_id(*id);
-    reactor->Finish(ToGrpcStatus(id.status()));
+    // Answered when the job's write is durable, from the store's commit
+    // thread: no server thread waits for the fsync (group commit).
+    core_->SubmitJobAsync(
+        spec, req->request_id(),
+        [this, reactor, resp, who = *who,
+         has_request_id = !req->request_id().empty()](absl::StatusOr<int64_t> id) {
+          if (id.ok() && has_request_id) {
+            // A request id already used by another user's job must not hand
+            // that job to this caller.
+            absl::StatusOr<v1::Job> job = core_->GetJob(*id);
+            if (job.ok()) {
+              if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of");
+                  !s.ok()) {
+                id = s;
+              }
+            }
+          }
+          if (id.ok()) resp->set_job_id(*id);
+          reactor->Finish(ToGrpcStatus(id.status()));
+        });
     return reactor;
   }
 

@@ -138,6 +138,9 @@ class HistoryTest : public ::testing::TestWithParam<std::string> {
 
   // The task the coordinator started for job `id` on `node`.
   v1::TaskRef Started(const std::string& node, int64_t id) {
+    // With SQLite, a StartTask goes out once its write is durable (group
+    // commit), possibly after the call that placed the job returned.
+    TC_EXPECT_OK(core_->WaitForWrites());
     for (const v1::StartTask& s : conns_[node]->Starts()) {
       if (s.task().job_id() == id) return s.task();
     }

@@ -192,6 +192,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
   if (!v1::GangPlacement_IsValid(spec.placement())) {
     return Invalid("placement", absl::StrCat("unknown value ", spec.placement()));
   }
+  if (!v1::PreflightMode_IsValid(spec.preflight())) {
+    return Invalid("preflight", absl::StrCat("unknown value ", spec.preflight()));
+  }
 
   // Resource shape.
   if (spec.gpus() < 0 || spec.gpus() > kMaxGpus) {
@@ -257,6 +260,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                    "--pack/--spread place the ranks of a gang (--gpus > 1 or "
                    "--nodes); this job is one process");
   }
+  if (spec.preflight() == v1::PREFLIGHT_MODE_ON &&
+      KindOf(spec) != v1::JOB_KIND_GANG) {
+    return Invalid("preflight",
+                   "--preflight checks the NCCL links between the ranks of a "
+                   "gang (--gpus > 1 or --nodes); this job is one process");
+  }
   return ValidateEarlyStop(spec);
 }
 
@@ -281,6 +290,9 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
                     : sched::GangPlacement::kPack;
   r.attained_gpu_s = static_cast<double>(job.attained_gpu_ms()) / 1000.0;
   r.preempted_for = job.preempted_for_job_id();
+  for (const v1::ExcludedNode& e : job.preflight().excluded()) {
+    r.excluded_nodes.push_back(e.node());
+  }
   if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) {
     r.kind = sched::JobKind::kExperiment;
     r.gpu_fraction = spec.gpu_fraction() > 0 ? spec.gpu_fraction() : 1.0;

@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/units.h"
 #include "common/paths.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/etcd/ha_leader.h"
@@ -87,9 +88,10 @@ int main(int argc, char** argv) {
   std::string sync = "full";
   app.add_option("--sync", sync,
                  "durability of each acknowledged write: full (fsync at every "
-                 "commit; survives power loss) or normal (survives a crash or "
-                 "kill -9 of the coordinator, not of the OS; several times the "
-                 "write rate on slow disks)")
+                 "commit, group committed: concurrent writes share one fsync; "
+                 "survives power loss) or normal (survives a crash or kill -9 "
+                 "of the coordinator, not of the OS; lower latency on slow "
+                 "disks)")
       ->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
   app.add_option("--checkpoint-root", checkpoint_root,
                  "absolute path, the same on every node (a shared file system), "
@@ -158,6 +160,31 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   app.add_option("--auto-pack-max", pack_max, "auto-pack: at most this many trials per GPU")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  // Pre-flight of gangs (docs/preflight.md); defaults in CoordinatorConfig
+  // except --preflight-auto, on here.
+  bool preflight_auto = true;
+  std::string preflight_timeout = "60s", preflight_bytes = "64MiB";
+  double preflight_ratio = trainctl::coord::PreflightPolicy().min_busbw_ratio;
+  int preflight_max_failures = trainctl::coord::CoordinatorConfig().preflight_max_failures;
+  app.add_flag("--preflight-auto,!--no-preflight-auto", preflight_auto,
+               "run a pre-flight (a short NCCL all-reduce on the reserved GPUs) "
+               "before every gang placed on more than one node, unless it was "
+               "submitted with --no-preflight (default on)");
+  app.add_option("--preflight-timeout", preflight_timeout,
+                 "a pre-flight rank without a result this long after the "
+                 "pre-flight began is hung: its node is excluded for the job")
+      ->check(DurationCheck())->capture_default_str();
+  app.add_option("--preflight-min-busbw-ratio", preflight_ratio,
+                 "a pre-flight rank whose bus bandwidth is below this share of "
+                 "the median of its peers (same link class) is slow: its node "
+                 "is excluded for the job; 0 turns the check off")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--preflight-max-failures", preflight_max_failures,
+                 "failed pre-flights after which a job fails")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--preflight-bytes", preflight_bytes,
+                 "all-reduce buffer of the pre-flight probe")
+      ->capture_default_str();
   // Options may also come from a TOML file, KEY = VALUE per line with KEY a
   // flag's long name (deploy/config/coordinator.conf documents every one; the
   // systemd unit passes /etc/trainctl/coordinator.conf). Flags on the command line
@@ -264,6 +291,19 @@ int main(int argc, char** argv) {
   config.packer.settle_ms = absl::ToInt64Milliseconds(ToDuration(pack_settle));
   config.packer.util_target_pct = pack_util_target;
   config.packer.max_tasks_per_gpu = pack_max;
+  config.preflight_auto = preflight_auto;
+  config.preflight_timeout = ToDuration(preflight_timeout);
+  config.preflight_policy.min_busbw_ratio = preflight_ratio;
+  config.preflight_max_failures = preflight_max_failures;
+  if (absl::StatusOr<int64_t> b = trainctl::ParseByteSize(preflight_bytes);
+      b.ok() && *b >= 4 && *b <= (int64_t{4} << 30)) {
+    config.preflight_bytes = *b;
+  } else {
+    TC_LOG_ERROR("--preflight-bytes: expected a size from 4 bytes to 4GiB, e.g. "
+                 "64MiB; got {}",
+                 preflight_bytes);
+    return 1;
+  }
   auto core = trainctl::coord::Coordinator::Create(config, state_store, &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());

@@ -2,10 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 
 namespace trainctl::coord {
@@ -21,6 +23,34 @@ absl::Status CheckMetricPoints(int64_t job_id,
 }
 
 }  // namespace
+
+absl::StatusOr<WriteTicket> StateStore::EnqueuePutJob(const v1::Job& job) {
+  absl::Status s = PutJob(job);
+  if (!s.ok()) return s;
+  return WriteTicket{0};
+}
+
+absl::StatusOr<WriteTicket> StateStore::EnqueuePutNode(const v1::Node& node) {
+  absl::Status s = PutNode(node);
+  if (!s.ok()) return s;
+  return WriteTicket{0};
+}
+
+void StateStore::WhenDurable(WriteTicket,
+                             absl::AnyInvocable<void(absl::Status) &&> done) {
+  std::move(done)(absl::OkStatus());
+}
+
+absl::Status StateStore::WaitDurable(WriteTicket ticket) {
+  absl::Notification notified;
+  absl::Status result;
+  WhenDurable(ticket, [&](absl::Status s) {
+    result = std::move(s);
+    notified.Notify();
+  });
+  notified.WaitForNotification();
+  return result;
+}
 
 bool IsRetired(const v1::Job& job) {
   const v1::JobState s = job.state();
@@ -365,30 +395,225 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
   return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(std::move(db)));
 }
 
-SqliteStateStore::SqliteStateStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
-SqliteStateStore::~SqliteStateStore() = default;
+SqliteStateStore::SqliteStateStore(std::unique_ptr<Db> db)
+    : db_(std::move(db)), committer_([this] { CommitLoop(); }) {}
+
+SqliteStateStore::~SqliteStateStore() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  committer_.join();  // It commits what is queued first.
+}
+
+WriteTicket SqliteStateStore::EnqueueLocked(Write w) {
+  const WriteTicket ticket = ++last_ticket_;
+  if (w.kind == Write::Kind::kJob) {
+    auto [it, fresh] = queued_jobs_.try_emplace(w.job_id, queue_.size());
+    if (!fresh) {
+      queue_[it->second] = std::move(w);
+      return ticket;
+    }
+  } else if (w.kind == Write::Kind::kNode) {
+    auto [it, fresh] = queued_nodes_.try_emplace(w.node_name, queue_.size());
+    if (!fresh) {
+      queue_[it->second].blob = std::move(w.blob);
+      return ticket;
+    }
+  }
+  queue_.push_back(std::move(w));
+  return ticket;
+}
+
+absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutJob(const v1::Job& job) {
+  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
+  Write w;
+  w.kind = Write::Kind::kJob;
+  w.job_id = job.id();
+  w.blob = job.SerializeAsString();  // Outside the lock.
+  w.summary = SummaryOf(job);
+  w.retired = IsRetired(job);
+  absl::MutexLock lock(&queue_mu_);
+  return EnqueueLocked(std::move(w));
+}
+
+absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutNode(const v1::Node& node) {
+  if (node.name().empty()) return absl::InvalidArgumentError("node.name is empty");
+  Write w;
+  w.kind = Write::Kind::kNode;
+  w.node_name = node.name();
+  w.blob = node.SerializeAsString();
+  absl::MutexLock lock(&queue_mu_);
+  return EnqueueLocked(std::move(w));
+}
 
 absl::Status SqliteStateStore::PutJob(const v1::Job& job) {
-  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
-  std::string blob = job.SerializeAsString();
-  absl::MutexLock lock(&mu_);
-  sqlite3_bind_int64(db_->put_job, 1, job.id());
-  BindSummary(db_->put_job, job);
-  return StepPut(db_->handle, db_->put_job, blob);
+  TC_ASSIGN_OR_RETURN(WriteTicket ticket, EnqueuePutJob(job));
+  return WaitDurable(ticket);
 }
 
 absl::Status SqliteStateStore::PutNode(const v1::Node& node) {
-  if (node.name().empty()) return absl::InvalidArgumentError("node.name is empty");
-  std::string blob = node.SerializeAsString();
+  TC_ASSIGN_OR_RETURN(WriteTicket ticket, EnqueuePutNode(node));
+  return WaitDurable(ticket);
+}
+
+absl::Status SqliteStateStore::StatusOfLocked(WriteTicket ticket) const {
+  for (const Failed& f : failed_) {
+    if (ticket > f.after && ticket <= f.upto) return f.status;
+  }
+  return absl::OkStatus();
+}
+
+void SqliteStateStore::WhenDurable(WriteTicket ticket,
+                                   absl::AnyInvocable<void(absl::Status) &&> done) {
+  absl::Status now;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (ticket > durable_) {
+      callbacks_.emplace(ticket, std::move(done));
+      return;
+    }
+    now = StatusOfLocked(ticket);
+  }
+  std::move(done)(std::move(now));
+}
+
+bool SqliteStateStore::HasWorkLocked() const {
+  return stopping_ || (holds_ == 0 && last_ticket_ > durable_);
+}
+
+void SqliteStateStore::HoldCommits() {
+  absl::MutexLock lock(&queue_mu_);
+  ++holds_;
+}
+
+void SqliteStateStore::ReleaseCommits() {
+  absl::MutexLock lock(&queue_mu_);
+  --holds_;
+}
+
+SqliteStateStore::CommitStats SqliteStateStore::commit_stats() {
+  absl::MutexLock lock(&queue_mu_);
+  return stats_;
+}
+
+void SqliteStateStore::CommitLoop() {
+  for (;;) {
+    std::vector<Write> batch;
+    WriteTicket from, upto;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      queue_mu_.Await(absl::Condition(this, &SqliteStateStore::HasWorkLocked));
+      if (last_ticket_ == durable_) return;  // Stopping, nothing queued.
+      batch.swap(queue_);
+      queued_jobs_.clear();
+      queued_nodes_.clear();
+      from = durable_;
+      upto = last_ticket_;
+    }
+    // Writes queued from here on go into the next transaction.
+    const absl::Status status = CommitBatch(batch);
+    std::vector<absl::AnyInvocable<void(absl::Status) &&>> ready;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      durable_ = upto;
+      ++stats_.commits;
+      stats_.writes += static_cast<int64_t>(batch.size());
+      if (!status.ok()) {
+        if (failed_.size() >= 64) failed_.erase(failed_.begin());
+        failed_.push_back({from, upto, status});
+      }
+      auto end = callbacks_.upper_bound(upto);
+      for (auto it = callbacks_.begin(); it != end; ++it) {
+        ready.push_back(std::move(it->second));
+      }
+      callbacks_.erase(callbacks_.begin(), end);
+    }
+    for (auto& done : ready) std::move(done)(status);
+  }
+}
+
+absl::Status SqliteStateStore::CommitBatch(const std::vector<Write>& batch) {
   absl::MutexLock lock(&mu_);
-  sqlite3_bind_text(db_->put_node, 1, node.name().data(),
-                    static_cast<int>(node.name().size()), SQLITE_TRANSIENT);
-  return StepPut(db_->handle, db_->put_node, blob);
+  sqlite3* db = db_->handle;
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return db_->Error("begin");
+  }
+  absl::Status s;
+  for (const Write& w : batch) {
+    switch (w.kind) {
+      case Write::Kind::kJob: {
+        sqlite3_stmt* stmt = db_->put_job;
+        sqlite3_bind_int64(stmt, 1, w.job_id);
+        // The summary columns, as BindSummary() binds them.
+        sqlite3_bind_int(stmt, 3, w.retired ? 1 : 0);
+        sqlite3_bind_int(stmt, 4, w.summary.state);
+        auto text = [stmt](int i, const std::string& v) {
+          sqlite3_bind_text(stmt, i, v.data(), static_cast<int>(v.size()),
+                            SQLITE_TRANSIENT);
+        };
+        text(5, w.summary.user);
+        text(6, w.summary.sweep_id);
+        text(7, w.summary.request_id);
+        sqlite3_bind_int64(stmt, 8, w.summary.placement_seq);
+        s = StepPut(db, stmt, w.blob);
+        break;
+      }
+      case Write::Kind::kNode:
+        sqlite3_bind_text(db_->put_node, 1, w.node_name.data(),
+                          static_cast<int>(w.node_name.size()), SQLITE_TRANSIENT);
+        s = StepPut(db, db_->put_node, w.blob);
+        break;
+      case Write::Kind::kMetrics:
+        for (const v1::MetricPoint& p : w.points) {
+          sqlite3_stmt* stmt = db_->put_metric;
+          sqlite3_bind_int64(stmt, 1, w.job_id);
+          sqlite3_bind_text(stmt, 2, p.key().data(), static_cast<int>(p.key().size()),
+                            SQLITE_TRANSIENT);
+          sqlite3_bind_int64(stmt, 3, p.step());
+          sqlite3_bind_double(stmt, 4, p.value());
+          sqlite3_bind_int64(stmt, 5, p.time_ms());
+          sqlite3_bind_int64(stmt, 6, p.attempt());
+          sqlite3_bind_int64(stmt, 7, p.rank());
+          const int rc = sqlite3_step(stmt);
+          sqlite3_reset(stmt);
+          sqlite3_clear_bindings(stmt);
+          if (rc != SQLITE_DONE) {
+            s = db_->Error("metric insert failed");
+            break;
+          }
+        }
+        break;
+    }
+    if (!s.ok()) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return s;
+    }
+  }
+  if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    absl::Status err = db_->Error("commit failed");
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    return err;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StoredState> SqliteStateStore::Load() { return LoadTables(true); }
 
+void SqliteStateStore::Drain() {
+  // Waits for the commit itself, not for WhenDurable callbacks (those may
+  // need a lock the caller holds).
+  absl::MutexLock lock(&queue_mu_);
+  struct Arg {
+    SqliteStateStore* store;
+    WriteTicket upto;
+  } arg{this, last_ticket_};
+  queue_mu_.Await(absl::Condition(
+      +[](Arg* a) { return a->store->durable_ >= a->upto; }, &arg));
+}
+
 absl::StatusOr<StoredState> SqliteStateStore::LoadTables(bool with_jobs) {
+  Drain();  // Read what was written before: let the queue commit first.
   absl::MutexLock lock(&mu_);
   StoredState state;
   for (const char* table : {"jobs", "nodes"}) {
@@ -442,40 +667,22 @@ absl::Status SqliteStateStore::AppendMetrics(
     int64_t job_id, const std::vector<v1::MetricPoint>& points) {
   if (absl::Status s = CheckMetricPoints(job_id, points); !s.ok()) return s;
   if (points.empty()) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  sqlite3* db = db_->handle;
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    return db_->Error("begin");
+  Write w;
+  w.kind = Write::Kind::kMetrics;
+  w.job_id = job_id;
+  w.points = points;
+  WriteTicket ticket;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    ticket = EnqueueLocked(std::move(w));
   }
-  sqlite3_stmt* stmt = db_->put_metric;
-  for (const v1::MetricPoint& p : points) {
-    sqlite3_bind_int64(stmt, 1, job_id);
-    sqlite3_bind_text(stmt, 2, p.key().data(), static_cast<int>(p.key().size()),
-                      SQLITE_TRANSIENT);
-    sqlite3_bind_int64(stmt, 3, p.step());
-    sqlite3_bind_double(stmt, 4, p.value());
-    sqlite3_bind_int64(stmt, 5, p.time_ms());
-    sqlite3_bind_int64(stmt, 6, p.attempt());
-    sqlite3_bind_int64(stmt, 7, p.rank());
-    const int rc = sqlite3_step(stmt);
-    sqlite3_reset(stmt);
-    sqlite3_clear_bindings(stmt);
-    if (rc != SQLITE_DONE) {
-      absl::Status err = db_->Error("metric insert failed");
-      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-      return err;
-    }
-  }
-  if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    absl::Status err = db_->Error("commit failed");
-    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    return err;
-  }
-  return absl::OkStatus();
+  // One report is one Write, so all or none of its points commit.
+  return WaitDurable(ticket);
 }
 
 absl::StatusOr<std::vector<v1::MetricPoint>> SqliteStateStore::ReadMetrics(
     int64_t job_id, const std::string& key) {
+  Drain();  // Read your own appends.
   absl::MutexLock lock(&mu_);
   sqlite3_stmt* stmt = key.empty() ? db_->read_metrics : db_->read_metrics_key;
   sqlite3_bind_int64(stmt, 1, job_id);
@@ -505,6 +712,7 @@ absl::StatusOr<std::vector<v1::MetricPoint>> SqliteStateStore::ReadMetrics(
 }
 
 absl::StatusOr<StoredState> SqliteStateStore::LoadSummarized() {
+  Drain();
   StoredState state;
   {
     absl::MutexLock lock(&mu_);
@@ -559,10 +767,28 @@ absl::StatusOr<StoredState> SqliteStateStore::LoadSummarized() {
 
 absl::StatusOr<std::vector<v1::Job>> SqliteStateStore::ReadJobs(
     const std::vector<int64_t>& ids) {
+  // A job retired from memory may still be queued: its queued record is the
+  // newest. This never waits for a commit (the coordinator reads under its
+  // lock, maybe while holding commits); a batch being committed holds mu_,
+  // so once we hold mu_ it is in the file.
+  absl::flat_hash_map<int64_t, std::string> queued;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    for (int64_t id : ids) {
+      auto it = queued_jobs_.find(id);
+      if (it != queued_jobs_.end()) queued[id] = queue_[it->second].blob;
+    }
+  }
   absl::MutexLock lock(&mu_);
   std::vector<v1::Job> out;
   sqlite3_stmt* stmt = db_->read_job;
   for (int64_t id : ids) {
+    if (auto q = queued.find(id); q != queued.end()) {
+      if (!out.emplace_back().ParseFromString(q->second)) {
+        return absl::DataLossError(absl::StrCat("sqlite: queued job ", id, " is corrupt"));
+      }
+      continue;
+    }
     sqlite3_bind_int64(stmt, 1, id);
     const int rc = sqlite3_step(stmt);
     bool ok = true;

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
@@ -25,6 +27,24 @@ constexpr const char* kOomPatterns[] = {"CUDA out of memory",
                                         "OutOfMemoryError"};
 // Exits re-sent in a registration (RegisterNode.finished_tasks).
 constexpr size_t kRecentExits = 256;
+// TaskRef.attempt of pre-flight probes starts here (coordinator/preflight.h,
+// kPreflightAttemptBase).
+constexpr int kPreflightAttemptBase = 1000000000;
+// How much of a probe's log end is searched for its result line.
+constexpr int64_t kPreflightScanBytes = 16 << 10;
+
+// The last `bytes` of the file at `path` ("" when unreadable).
+std::string FileTail(const std::string& path, int64_t bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const int64_t size = in.tellg();
+  const int64_t from = std::max<int64_t>(0, size - bytes);
+  std::string tail(size - from, '\0');
+  in.seekg(from);
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  tail.resize(std::max<std::streamsize>(0, in.gcount()));
+  return tail;
+}
 
 }  // namespace
 
@@ -215,8 +235,29 @@ int Agent::RunningTasks() const {
 }
 
 std::string Agent::LogPath(const v1::TaskRef& ref) const {
+  if (ref.attempt() > kPreflightAttemptBase) {
+    return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/preflight-",
+                        ref.attempt() - kPreflightAttemptBase, "/rank-", ref.rank(),
+                        ".log");
+  }
   return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/attempt-",
                       ref.attempt(), "/rank-", ref.rank(), ".log");
+}
+
+std::optional<v1::PreflightProbeResult> Agent::ParsePreflightResult(
+    absl::string_view tail) {
+  const size_t at = tail.rfind(kPreflightResultPrefix);
+  if (at == absl::string_view::npos) return std::nullopt;
+  absl::string_view line = tail.substr(at + sizeof(kPreflightResultPrefix) - 1);
+  line = line.substr(0, line.find('\n'));
+  v1::PreflightProbeResult result;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(std::string(line), &result, options)
+           .ok()) {
+    return std::nullopt;
+  }
+  return result;
 }
 
 void Agent::EmitLocked(v1::AgentMessage msg) {
@@ -271,6 +312,15 @@ LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
   const v1::TaskRef& ref = start.task();
   LaunchSpec spec;
   spec.argv.assign(start.argv().begin(), start.argv().end());
+  if (start.has_preflight()) {
+    // A pre-flight probe: this node's probe program, not the job's command.
+    const v1::PreflightProbe& p = start.preflight();
+    spec.argv = {config_.preflight_probe, "--preflight",
+                 "--bytes", absl::StrCat(p.bytes()),
+                 "--iters", absl::StrCat(p.iters()),
+                 "--warmup", absl::StrCat(p.warmup()),
+                 "--timeout-ms", absl::StrCat(p.timeout_ms())};
+  }
   spec.env = config_.base_env;
   for (const auto& [k, v] : start.env()) spec.env[k] = v;
   spec.log_path = LogPath(ref);
@@ -304,14 +354,18 @@ void Agent::Start(const v1::StartTask& start) {
     entry.ref = ref;
     entry.ref.set_pid(0);
     entry.launching = true;
+    entry.preflight = start.has_preflight();
   }
   // Without the lock: directories, the program's lookup and the spawn take
   // milliseconds on a busy host, and exits, heartbeats and fencing must not
   // wait for them. Handle() has one caller at a time, so no StopTask for
   // this task can be handled meanwhile; Fence() marks the entry instead.
   const LaunchSpec spec = SpecFor(start);
-  absl::StatusOr<int> pid = launcher_->Launch(
-      spec, [this, key](ExitInfo info) { OnExit(key, info); });
+  absl::StatusOr<int> pid =
+      start.has_preflight() && config_.preflight_probe.empty()
+          ? absl::StatusOr<int>(absl::FailedPreconditionError(
+                "this agent has no pre-flight probe (--preflight-probe)"))
+          : launcher_->Launch(spec, [this, key](ExitInfo info) { OnExit(key, info); });
 
   absl::MutexLock lock(&mu_);
   auto it = tasks_.find(key);  // Still there: only a reported exit erases it.
@@ -374,6 +428,11 @@ void Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
   st->set_log_path(LogPath(it->second.ref));
   TC_LOG_INFO("job {} rank {} exited: code {}, signal {}", std::get<0>(key),
               std::get<2>(key), info.exit_code, info.signal);
+  if (it->second.preflight) {
+    std::optional<v1::PreflightProbeResult> result = ParsePreflightResult(
+        FileTail(LogPath(it->second.ref), kPreflightScanBytes));
+    if (result.has_value()) *st->mutable_preflight_result() = *std::move(result);
+  }
   if (info.exit_code != 0 || info.signal != 0) {
     // Said before the exit, so the coordinator knows why when the exit comes.
     std::string line = OutOfMemoryLine(it->second.ref);

@@ -56,6 +56,11 @@ struct AgentConfig {
   // (lease.h): registrations say so (RegisterNode.fences) and the
   // coordinator then answers heartbeats with lease grants.
   bool fences = false;
+  // The pre-flight probe run for StartTask.preflight instead of its argv
+  // (docs/preflight.md): trainctl-nccl-allreduce, or with fake GPUs
+  // trainctl-fake-preflight-probe (main.cc picks the one next to the agent).
+  // Empty: probe tasks fail to start (their node is then excluded).
+  std::string preflight_probe;
 };
 
 // Thread-safe: Handle() runs on the transport's reader thread (one caller at
@@ -115,14 +120,28 @@ class Agent {
   // Tasks whose process runs now.
   int RunningTasks() const;
 
-  // Log file of a task (also for tasks already forgotten).
+  // Log file of a task (also for tasks already forgotten):
+  // <log_dir>/job-<id>/attempt-<n>/rank-<r>.log, and for a pre-flight probe
+  // (TaskRef.attempt = kPreflightAttemptBase + run)
+  // <log_dir>/job-<id>/preflight-<run>/rank-<r>.log.
   std::string LogPath(const v1::TaskRef& ref) const;
+
+  // The prefix of the result line a pre-flight probe prints (then the
+  // v1::PreflightProbeResult as JSON).
+  static constexpr char kPreflightResultPrefix[] = "trainctl-preflight: ";
+
+  // The last result line in the log text `tail`, parsed; nullopt when there
+  // is none or it does not parse.
+  static std::optional<v1::PreflightProbeResult> ParsePreflightResult(
+      absl::string_view tail);
 
  private:
   using Key = std::tuple<int64_t, int, int>;  // job, attempt, rank
   struct TaskEntry {
     v1::TaskRef ref;
     bool exited = false;
+    // A pre-flight probe: its exit carries the probe's result line.
+    bool preflight = false;
     // Between StartTask and the launch's result (ref.pid() is 0 meanwhile).
     bool launching = false;
     // Fence() came while launching: kill the task once it has a pid.

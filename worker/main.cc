@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
                  "trainctl-task-shim, which kills a task when the agent dies "
                  "(default: next to this binary; 'none': tasks are started "
                  "directly and outlive a killed agent)");
+  std::string preflight_probe;
+  app.add_option("--preflight-probe", preflight_probe,
+                 "program run for a gang's pre-flight (a short NCCL all-reduce "
+                 "on the reserved GPUs; docs/preflight.md) (default: "
+                 "trainctl-nccl-allreduce next to this binary, or with "
+                 "--fake-gpus trainctl-fake-preflight-probe)");
   trainctl::worker::AgentTlsFiles tls;
   CLI::Option* tls_cert = app.add_option(
       "--tls-cert", tls.cert,
@@ -190,6 +196,23 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("cannot read GPUs through NVML: ", nvml.status().message(),
                              ". On a machine without GPUs, pass --fake-gpus N."));
   }
+
+  if (preflight_probe.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    preflight_probe = (self.parent_path() / (config.fake_gpus
+                                                 ? "trainctl-fake-preflight-probe"
+                                                 : "trainctl-nccl-allreduce"))
+                          .string();
+  }
+  if (access(preflight_probe.c_str(), X_OK) != 0) {
+    TC_LOG_WARN("--preflight-probe {} is not an executable: pre-flights of gangs "
+                "will fail on this node and exclude it",
+                preflight_probe);
+  } else if (config.fake_gpus) {
+    TC_LOG_WARN("pre-flights run {} (fake GPUs: no NCCL all-reduce)", preflight_probe);
+  }
+  config.preflight_probe = preflight_probe;
 
   // Members in dependency order: hardware, then the agent, then the session.
   trainctl::worker::PosixProcessLauncher::Options launch_options;

@@ -335,6 +335,35 @@ struct Usage {
   double bytes = 0;
 };
 
+// Marks the nodes named in `excluded` unschedulable for its lifetime and
+// restores them after (JobRequest.excluded_nodes). Costs nothing for a job
+// without exclusions.
+class ExcludedNodesScope {
+ public:
+  ExcludedNodesScope(std::vector<NodeState>& nodes,
+                     const std::vector<std::string>& excluded)
+      : nodes_(nodes) {
+    if (excluded.empty()) return;
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      if (!nodes_[n].schedulable) continue;
+      if (std::find(excluded.begin(), excluded.end(), nodes_[n].name) !=
+          excluded.end()) {
+        nodes_[n].schedulable = false;
+        flipped_.push_back(n);
+      }
+    }
+  }
+  ~ExcludedNodesScope() {
+    for (size_t n : flipped_) nodes_[n].schedulable = true;
+  }
+  ExcludedNodesScope(const ExcludedNodesScope&) = delete;
+  ExcludedNodesScope& operator=(const ExcludedNodesScope&) = delete;
+
+ private:
+  std::vector<NodeState>& nodes_;
+  std::vector<size_t> flipped_;
+};
+
 // The working state of one Schedule() call: a copy of the snapshot that
 // placements are applied to, the running jobs (some marked for preemption),
 // usage per queue, user and project, and the head-of-queue hold.
@@ -345,7 +374,13 @@ class SchedulePass {
                const std::vector<JobRequest>& queue)
       : config_(config),
         policy_(config.policy),
-        indexed_(!config.linear_search),
+        // Pre-flight exclusions (JobRequest.excluded_nodes) are applied by
+        // marking nodes unschedulable per job, which the linear scans
+        // honour; the indexes are built once per pass.
+        indexed_(!config.linear_search &&
+                 std::none_of(queue.begin(), queue.end(), [](const JobRequest& j) {
+                   return !j.excluded_nodes.empty();
+                 })),
         shape_(cluster),
         cluster_nodes_(cluster.nodes),
         nodes_(MutableCopy(cluster.nodes)),
@@ -886,7 +921,13 @@ class SchedulePass {
   // Decides `job` into `decision` (a default Decision, built in place in
   // the result: no copy per job).
   void Decide(const JobRequest& job, int position, Decision& decision) {
-    DecideInner(job, decision);
+    {
+      // Nodes excluded for this job count as unschedulable while it is
+      // decided (placement, preemption, its hold), and only then. (A pass
+      // with such a job uses the linear scans: the indexes do not see it.)
+      ExcludedNodesScope excluded(nodes_, job.excluded_nodes);
+      DecideInner(job, decision);
+    }
     if (job.job_id == explain_id_ && explanation_ != nullptr) {
       Explain(job, decision, position);
     }
@@ -1041,6 +1082,11 @@ class SchedulePass {
   // (or its share of it).
   std::optional<std::string> NodeShortfall(const JobRequest& job, int n) const {
     const NodeState& node = nodes_[n];
+    if (std::find(job.excluded_nodes.begin(), job.excluded_nodes.end(),
+                  node.name) != job.excluded_nodes.end()) {
+      return absl::StrFormat("%s: excluded for this job by a pre-flight",
+                             node.name);
+    }
     const int usable = UsableGpuCount(node);
     if (!node.schedulable) {
       return absl::StrFormat("%s: not schedulable (lost or disconnected)",

@@ -18,6 +18,8 @@ namespace trainctl::sched {
 struct GpuState {
   // NVML index on its node.
   int index = 0;
+  // For callers' bookkeeping; the scheduler never reads it (the coordinator
+  // leaves it empty).
   std::string uuid;
   // Total GPU memory, bytes.
   int64_t memory_total_bytes = 0;
@@ -137,6 +139,11 @@ struct JobRequest {
   // Set while jobs this one preempted are still stopping: it waits for their
   // GPUs and preempts nothing more.
   bool victims_stopping = false;
+  // Nodes this job must not be placed on (a pre-flight found them faulty for
+  // it; coordinator/preflight.h). They count as unschedulable for this job
+  // only: it waits when the other nodes cannot hold it (never infeasible on
+  // their account), and Explain() names them.
+  std::vector<std::string> excluded_nodes;
   // Seconds since it last entered the queue (its submit, or the end of its
   // last attempt when it was requeued), from the caller's clock (the
   // coordinator's injected clock, the simulator's simulated time). Decides

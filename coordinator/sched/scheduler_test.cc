@@ -538,5 +538,35 @@ TEST(SchedulerTest, Schedule_ManyJobsOneCall_PlacementsNeverOverlap) {
   EXPECT_EQ(uses.size(), 8u);
 }
 
+TEST(SchedulerTest, Schedule_ExcludedNode_GangGoesElsewhere) {
+  // Nodes a, b, c: 1 GPU each. A 2 x 1 gang with a excluded (its pre-flight
+  // failed there) takes b and c, although a comes first by name.
+  JobRequest gang = Gang(1, 2, 1);
+  gang.excluded_nodes = {"a"};
+  std::vector<Decision> d =
+      ScheduleOn({Node("a", 1), Node("b", 1), Node("c", 1)}, {gang});
+  ASSERT_EQ(d[0].outcome, Outcome::kPlaced);
+  EXPECT_EQ(Where(d[0]), "b[0] c[0]");
+}
+
+TEST(SchedulerTest, Schedule_ExcludedNodeLeavesTooFew_WaitsNotInfeasible) {
+  // Nodes a, b: 1 GPU each; the 2 x 1 gang has b excluded: a alone cannot
+  // hold it. It waits (never infeasible on account of an exclusion), and
+  // another job can still use b.
+  JobRequest gang = Gang(1, 2, 1);
+  gang.excluded_nodes = {"b"};
+  std::vector<Decision> d = ScheduleOn({Node("a", 1), Node("b", 1)},
+                                       {gang, Experiment(2, 1.0)});
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+  EXPECT_EQ(d[1].outcome, Outcome::kPlaced);
+  ClusterSnapshot cluster;
+  cluster.nodes = {Node("a", 1), Node("b", 1)};
+  std::optional<Explanation> why = Scheduler(SchedulerConfig{}).Explain(cluster, {gang}, 1);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(why->nodes,
+              testing::Contains("b: excluded for this job by a pre-flight"));
+}
+
 }  // namespace
 }  // namespace trainctl::sched

@@ -47,8 +47,12 @@ for i in 1 2 3; do
   ip -n "$ns" link set eth0 up
 done
 
+# --no-preflight-auto: the ranks here never reach the rendezvous (each
+# namespace sees the coordinator at its own 10.77.N.1, tasks are told its
+# loopback address), which a gang's pre-flight needs (docs/preflight.md).
 ip netns exec "$CNS" "$BIN/trainctl-coordinator" --listen 0.0.0.0:0 --state-dir "$WORK/state" \
-  --node-timeout 3s --heartbeat 500ms --stop-grace 2s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
+  --node-timeout 3s --heartbeat 500ms --stop-grace 2s --no-preflight-auto \
+  >"$WORK/coord.out" 2>>"$WORK/coord.log" &
 PIDS+=($!)
 line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
 PORT=${line##* }

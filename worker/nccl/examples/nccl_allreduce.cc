@@ -15,6 +15,15 @@
 // busbw_gbps and correct (every element on every rank equals the expected
 // sum).
 //
+// --preflight (what a trainctl agent runs for a gang's pre-flight,
+// docs/preflight.md): every rank prints one result line, "trainctl-preflight: "
+// and a v1::PreflightProbeResult as JSON (rank, comm_ready_ms, busbw_gbps,
+// intra_node_busbw_gbps, error, timed_out), and exits 1 on any failure. A
+// watchdog gives up after --timeout-ms (timed_out). When the gang spans
+// several nodes with more than one rank on this one, it also all-reduces
+// among this node's ranks only (ncclCommSplit by GROUP_RANK):
+// intra_node_busbw_gbps, the NVLink figure.
+//
 // Bandwidths as nccl-tests defines them (doc/PERFORMANCE.md): algbw = bytes /
 // time; for all-reduce busbw = algbw * 2 * (n - 1) / n, the per-link traffic
 // of a ring, comparable to the hardware's peak bandwidth whatever n is. GB/s is
@@ -23,8 +32,13 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -45,6 +59,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "nccl.h"
+#include "trainctl/v1/preflight.pb.h"
 #include "worker/nccl/nccl_bootstrap.h"
 
 namespace trainctl::worker {
@@ -60,6 +75,9 @@ struct Flags {
   int nranks = 0;
   std::string id_file;
   absl::Duration id_wait = absl::Seconds(120);
+  // --preflight: one result line per rank, a watchdog after timeout_ms.
+  bool preflight = false;
+  int64_t timeout_ms = 0;
 };
 
 #define CUDA_OK(expr)                                                   \
@@ -286,6 +304,175 @@ absl::Status Run(const Flags& flags, double process_start_s) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- --preflight
+
+constexpr char kResultPrefix[] = "trainctl-preflight: ";
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  int out = fallback;
+  if (v == nullptr || !absl::SimpleAtoi(v, &out)) return fallback;
+  return out;
+}
+
+// Prints the result line (once per process: the watchdog and the main path
+// race for it).
+std::atomic<bool> g_printed{false};
+// comm_ready_ms once ncclCommInitRank returned (0 before), for the watchdog.
+std::atomic<double> g_comm_ready_ms{0};
+void PrintResult(const v1::PreflightProbeResult& result) {
+  if (g_printed.exchange(true)) return;
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(result, &json, options).ok()) {
+    json = "{}";
+  }
+  std::cout << kResultPrefix << json << std::endl;
+}
+
+// Average seconds of one all-reduce of `count` floats on `comm`.
+absl::StatusOr<double> TimeAllReduce(ncclComm_t comm, float* send, float* recv,
+                                     size_t count, int warmup, int iters,
+                                     cudaStream_t stream) {
+  for (int i = 0; i < warmup; ++i) {
+    NCCL_OK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream));
+  }
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  CUDA_OK(cudaEventRecord(start, stream));
+  for (int i = 0; i < iters; ++i) {
+    NCCL_OK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream));
+  }
+  CUDA_OK(cudaEventRecord(stop, stream));
+  CUDA_OK(cudaEventSynchronize(stop));
+  float elapsed_ms = 0;
+  CUDA_OK(cudaEventElapsedTime(&elapsed_ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return elapsed_ms / 1e3 / iters;
+}
+
+// busbw of an all-reduce of `bytes` over `n` ranks taking `avg_s`, GB/s.
+double BusBw(size_t bytes, double avg_s, int n) {
+  const double algbw = static_cast<double>(bytes) / avg_s / 1e9;
+  return algbw * 2.0 * (n - 1) / std::max(n, 1);
+}
+
+absl::Status RunPreflight(const Flags& flags, double process_start_s,
+                          v1::PreflightProbeResult& result) {
+  TC_ASSIGN_OR_RETURN(const int64_t bytes_flag, ParseByteSize(flags.bytes));
+  const size_t count = static_cast<size_t>(bytes_flag) / sizeof(float);
+  const size_t bytes = count * sizeof(float);
+  if (count == 0 || flags.iters < 1 || flags.warmup < 0) {
+    return absl::InvalidArgumentError(
+        "need --bytes >= 4, --iters >= 1 and --warmup >= 0");
+  }
+  TC_ASSIGN_OR_RETURN(ncclComm_t comm, InitNcclCommFromEnv(
+      flags.timeout_ms > 0 ? absl::Milliseconds(flags.timeout_ms)
+                           : absl::Seconds(120)));
+  result.set_comm_ready_ms((BootSeconds() - process_start_s) * 1e3);
+  g_comm_ready_ms.store(result.comm_ready_ms());
+  int rank = 0, nranks = 1;
+  NCCL_OK(ncclCommUserRank(comm, &rank));
+  NCCL_OK(ncclCommCount(comm, &nranks));
+  result.set_rank(rank);
+
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float* send = nullptr;
+  float* recv = nullptr;
+  CUDA_OK(cudaMalloc(&send, bytes));
+  CUDA_OK(cudaMalloc(&recv, bytes));
+  {
+    std::vector<float> host(count, static_cast<float>(rank + 1));
+    CUDA_OK(cudaMemcpy(send, host.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  TC_ASSIGN_OR_RETURN(const double avg_s, TimeAllReduce(comm, send, recv, count,
+                                                        flags.warmup, flags.iters,
+                                                        stream));
+  result.set_busbw_gbps(BusBw(bytes, avg_s, nranks));
+  // The result must be right, not only fast: every element is n (n + 1) / 2.
+  {
+    std::vector<float> host(count);
+    CUDA_OK(cudaMemcpy(host.data(), recv, bytes, cudaMemcpyDeviceToHost));
+    const float want = static_cast<float>(nranks) * (nranks + 1) / 2;
+    int64_t wrong = 0;
+    for (float v : host) wrong += (v != want);
+    if (wrong != 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "%d of %d elements of the all-reduce are wrong", wrong, count));
+    }
+  }
+
+  // NVLink figure: an all-reduce among this node's ranks only, when the gang
+  // spans nodes and this node has several of its ranks.
+  const int local_world = EnvInt("LOCAL_WORLD_SIZE", 1);
+  const int groups = EnvInt("GROUP_WORLD_SIZE", 1);
+  if (local_world > 1 && groups > 1) {
+    ncclComm_t intra = nullptr;
+    NCCL_OK(ncclCommSplit(comm, EnvInt("GROUP_RANK", 0), EnvInt("LOCAL_RANK", 0),
+                          &intra, nullptr));
+    int n = 1;
+    NCCL_OK(ncclCommCount(intra, &n));
+    TC_ASSIGN_OR_RETURN(const double intra_s, TimeAllReduce(intra, send, recv, count,
+                                                           flags.warmup, flags.iters,
+                                                           stream));
+    result.set_intra_node_busbw_gbps(BusBw(bytes, intra_s, n));
+    ncclCommDestroy(intra);
+  }
+  cudaFree(send);
+  cudaFree(recv);
+  ncclCommDestroy(comm);
+  cudaStreamDestroy(stream);
+  return absl::OkStatus();
+}
+
+// --preflight: the watchdog, the run, the result line; the exit code.
+int PreflightMain(const Flags& flags, double process_start_s) {
+  v1::PreflightProbeResult result;
+  result.set_rank(EnvInt("RANK", 0));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog;
+  if (flags.timeout_ms > 0) {
+    watchdog = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (cv.wait_for(lock, std::chrono::milliseconds(flags.timeout_ms),
+                      [&] { return done; })) {
+        return;
+      }
+      v1::PreflightProbeResult late;
+      late.set_rank(EnvInt("RANK", 0));
+      late.set_timed_out(true);
+      late.set_comm_ready_ms(g_comm_ready_ms.load());
+      late.set_error(absl::StrFormat(
+          "gave up after %d ms (--timeout-ms) waiting for the other ranks (%s)",
+          flags.timeout_ms,
+          late.comm_ready_ms() > 0 ? "in the all-reduce"
+                                   : "before the communicator was ready"));
+      PrintResult(late);
+      std::_Exit(1);
+    });
+  }
+  absl::Status status = RunPreflight(flags, process_start_s, result);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  if (!status.ok()) {
+    result.set_error(std::string(status.message()));
+    result.set_timed_out(absl::IsDeadlineExceeded(status));
+  }
+  PrintResult(result);
+  return status.ok() ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace trainctl::worker
 
@@ -309,8 +496,16 @@ int main(int argc, char** argv) {
   app.add_option("--nranks", flags.nranks, "--mode hand: number of ranks");
   app.add_option("--id-file", flags.id_file,
                  "--mode hand: rank 0 writes the ncclUniqueId here, others read it");
+  app.add_flag("--preflight", flags.preflight,
+               "pre-flight mode (trainctl agents use it): every rank prints one "
+               "'trainctl-preflight: {json}' result line and exits 1 on failure");
+  app.add_option("--timeout-ms", flags.timeout_ms,
+                 "--preflight: give up (timed_out) after this many ms; 0: never");
   CLI11_PARSE(app, argc, argv);
 
+  if (flags.preflight) {
+    return trainctl::worker::PreflightMain(flags, process_start_s);
+  }
   absl::Status status = trainctl::worker::Run(flags, process_start_s);
   if (!status.ok()) {
     std::cerr << "trainctl-nccl-allreduce: " << status.message() << std::endl;
