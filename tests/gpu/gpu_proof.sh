@@ -521,22 +521,26 @@ PYEOF
 log "bundle $BUNDLE, work dir $WORK, torch available: $have_torch"
 
 # ------------------------------------------------- (a) two agents, one GPU each
-if start_cluster a "node-a:0:29500-29549" "node-b:1:29550-29599"; then
+# GPU_PROOF_SCENARIOS (default "a b c d") picks scenarios; DDP_RUNS (default
+# 3) sets the trainctl/torchrun pairs of (c).
+has_scen() { [[ " ${GPU_PROOF_SCENARIOS:-a b c d} " == *" $1 "* ]]; }
+if has_scen a && start_cluster a "node-a:0:29500-29549" "node-b:1:29550-29599"; then
   run_job a trainctl 2 120 --nodes 2 --gpus-per-node 1 --env NCCL_NVLS_ENABLE=0 \
     -- "$BIN/trainctl-nccl-allreduce"
 fi
 
 # --------------------------------------- (b) one agent with both GPUs vs by hand
-if start_cluster b "node-ab:0,1:29500-29599"; then
+if { has_scen b || has_scen c || has_scen d; } && start_cluster b "node-ab:0,1:29500-29599"; then
   for i in $(seq 1 "${NCCL_RUNS:-2}"); do
+    has_scen b || break
     (($(left_s) < 60)) && break
     run_job b trainctl 2 90 --gpus 2 --env NCCL_NVLS_ENABLE=0 -- "$BIN/trainctl-nccl-allreduce"
     run_hand_nccl b "$i"
   done
 
   # ------------------------------------------- (c) DDP: trainctl vs torchrun
-  if ((have_torch == 1)); then
-    for i in 1 2 3; do
+  if ((have_torch == 1)) && has_scen c; then
+    for i in $(seq 1 "${DDP_RUNS:-3}"); do
       if (($(left_s) < 120)); then
         log "c: skipping run $i and later: $(left_s) s of budget left"
         rec kind=error scenario=c message="skipped run $i and later: out of time budget"
@@ -550,7 +554,7 @@ if start_cluster b "node-ab:0,1:29500-29599"; then
   fi
 
   # ---------------------------- (d) four 0.25-GPU experiments sharing one GPU
-  if ((have_torch == 1)) && (($(left_s) > 60)); then
+  if ((have_torch == 1)) && has_scen d && (($(left_s) > 60)); then
     djobs=()
     td=$(now_s)
     for i in 1 2 3 4; do
