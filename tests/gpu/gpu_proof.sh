@@ -546,7 +546,12 @@ if { has_scen b || has_scen c || has_scen d; } && start_cluster b "node-ab:0,1:2
         rec kind=error scenario=c message="skipped run $i and later: out of time budget"
         break
       fi
-      run_job c trainctl 2 150 --gpus 2 --env NCCL_NVLS_ENABLE=0 -- "$PY" "$SHARE/ddp_train.py"
+      # DDP_PREFIX: words put before the trainctl job's command (e.g. "env
+      # OMP_NUM_THREADS=1", what torchrun sets; the launch contract's own
+      # variables win over --env), to compare launch environments.
+      # shellcheck disable=SC2086
+      run_job c trainctl 2 150 --gpus 2 --env NCCL_NVLS_ENABLE=0 \
+        -- ${DDP_PREFIX:-} "$PY" "$SHARE/ddp_train.py"
       run_torchrun c "$i"
     done
   else
