@@ -358,7 +358,16 @@ int Session::Why(int64_t job_id, bool json) {
         why.preempted_for_job_id(), why.preemptions(),
         why.preemptions() == 1 ? "" : "s", why.preempted_for_job_id());
   }
-  if (why.reservation_job_id() != 0) {
+  if (why.reservation_job_id() != 0 && why.reservation().empty()) {
+    // First in line, but no set of nodes it may use can ever take it (e.g.
+    // pre-flight excluded the others): there is nothing to reserve.
+    out_ << absl::StrFormat(
+        "Reservation:  none: %s is first in line, but no nodes it may use can "
+        "take it even when they drain\n",
+        why.reservation_job_id() == why.job_id()
+            ? std::string("this job")
+            : absl::StrCat("job ", why.reservation_job_id()));
+  } else if (why.reservation_job_id() != 0) {
     std::string eta = "unknown (a job there has no --time-limit)";
     if (why.reservation_eta_ms() > 0) {
       const absl::Duration in = FromMs(why.reservation_eta_ms()) - clock_.Now();

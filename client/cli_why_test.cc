@@ -22,6 +22,7 @@ namespace v1 = ::trainctl::v1;
 using ::testing::_;
 using ::testing::DoAll;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Return;
 using ::testing::SaveArg;
 using ::testing::SetArgPointee;
@@ -130,6 +131,27 @@ TEST_F(CliWhyTest, Why_PendingGang_PrintsReasonQuotaReservationEtaAndNodes) {
             "Nodes:\n"
             "  a: 2 of 8 GPUs free, needs 4\n"
             "  b: lost\n");
+}
+
+TEST_F(CliWhyTest, Why_HeadJobWithNothingReservable_SaysSoInsteadOfAnEmptyList) {
+  // Pre-flight excluded node b; the 2-node gang is first in line but node a
+  // alone can never take it, so the scheduler reserved no nodes.
+  v1::WhyJobResponse response = Proto<v1::WhyJobResponse>(R"pb(
+    job_id: 9
+    state: JOB_STATE_PENDING
+    summary: "waiting for 2 nodes with 1 free GPU each"
+    queue: "default"
+    position: 1
+    nodes: "b: excluded for this job by pre-flight"
+    reservation_job_id: 9
+  )pb");
+  EXPECT_CALL(stub_, WhyJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"why", "9"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(),
+              HasSubstr("Reservation:  none: this job is first in line, but no "
+                        "nodes it may use can take it even when they drain\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("holds ,")));
 }
 
 TEST_F(CliWhyTest, Why_QuotaAndJson_PrintsQuotaAndParsesBack) {
