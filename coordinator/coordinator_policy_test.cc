@@ -28,20 +28,7 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 using FakeConnection = ::trainctl::coord::testing::FakeAgentConnection;
 
 v1::RegisterNode NodeReg(const std::string& name, int gpus) {
-  v1::RegisterNode reg;
-  v1::Node* n = reg.mutable_node();
-  n->set_name(name);
-  n->set_address(absl::StrCat(name, ".example"));
-  n->set_cpu_count(32);
-  n->set_port_min(29500);
-  n->set_port_max(29509);
-  for (int i = 0; i < gpus; ++i) {
-    v1::Gpu* g = n->add_gpus();
-    g->set_index(i);
-    g->set_uuid(absl::StrCat("GPU-", name, "-", i));
-    g->set_memory_total_bytes(80 * kGiB);
-  }
-  return reg;
+  return ::trainctl::coord::testing::FakeNodeRegistration(name, gpus);
 }
 
 v1::JobSpec Gang(int gpus) {
