@@ -45,6 +45,7 @@
 // out twice while a process may still run on them.
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <tuple>
@@ -239,6 +240,14 @@ class Coordinator {
   // waiting for the disk, so a StartTask may follow HandleAgentMessage's
   // return (on the store's commit thread).
   absl::Status WaitForWrites() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Calls that may change what can be placed (submit, cancel, agent
+  // messages, registrations, Tick) blocked on the coordinator's lock right
+  // now. Each such call ends with a scheduling pass over the whole pending
+  // queue, unless one of these is waiting: then the pass at the end of the
+  // waiting call serves both (passes are coalesced; see
+  // RequestScheduleLocked). For tests and metrics; the value may be stale.
+  int EventsWaitingForLock() const { return events_waiting_.load(); }
 
   // ------------------------------------------------------------ user API
 
@@ -482,6 +491,42 @@ class Coordinator {
   // The ids of active_ (a copy, for loops that change jobs).
   std::vector<int64_t> ActiveIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Coalesced scheduling passes. An event that may change what can be placed
+  // (submit, cancel, task exit, node change, time limit...) calls this at the
+  // end of its locked section instead of ScheduleLocked(). The pass runs
+  // there and then (same lock, same commit), unless another event is already
+  // waiting for mu_ (events_waiting_): then the pass at the end of that
+  // event's section serves both, so a burst of N events costs one pass, not
+  // N passes over the whole queue. A burst is cut after
+  // kMaxCoalescedEvents events (a steady stream of events never starves the
+  // queue). Returns true when the pass was left to another event: the
+  // caller must call AwaitSchedulePass() after releasing mu_.
+  bool RequestScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Blocks (without holding mu_) until the pass an earlier
+  // RequestScheduleLocked() left to another event has run; runs it itself
+  // once no event waits for mu_. So when a public method returns, the pass
+  // covering its event has run, as if it had run inline.
+  void AwaitSchedulePass() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs the pass requested by earlier events unless other events still
+  // wait for mu_ (then the last of them runs it), within the bounds above.
+  // Every event's section ends with it (or with RequestScheduleLocked).
+  // Returns false when a requested pass is still left to run.
+  bool ServeScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // AwaitSchedulePass()'s condition: the requested pass ran, or no event
+  // waits that would run it.
+  bool SchedulePassDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes mu_ for an event (see RequestScheduleLocked), counted in
+  // events_waiting_ while it blocks.
+  class ABSL_SCOPED_LOCKABLE EventLock {
+   public:
+    explicit EventLock(Coordinator* c) ABSL_EXCLUSIVE_LOCK_FUNCTION(c->mu_);
+    ~EventLock() ABSL_UNLOCK_FUNCTION();
+    EventLock(const EventLock&) = delete;
+    EventLock& operator=(const EventLock&) = delete;
+
+   private:
+    Coordinator* const c_;
+  };
   // Every PENDING job as the scheduler sees it.
   std::vector<sched::JobRequest> PendingQueueLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -615,6 +660,15 @@ class Coordinator {
   RendezvousTable rendezvous_;
 
   mutable absl::Mutex mu_;
+  // Threads of events (calls that end with RequestScheduleLocked) blocked on
+  // mu_ now; read without mu_ (a stale value only moves a pass).
+  std::atomic<int> events_waiting_{0};
+  // A pass was requested and left to a later event (RequestScheduleLocked).
+  bool schedule_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Events served by the requested pass so far, and when the first of them
+  // asked for it.
+  int coalesced_events_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time schedule_requested_at_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<int64_t, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   // Jobs that are not final or still have live tasks: the only ones
   // scheduling, placement and reconciliation look at, so a long history of
