@@ -385,7 +385,11 @@ class SchedulePass {
         cluster_nodes_(cluster.nodes),
         nodes_(MutableCopy(cluster.nodes)),
         running_(cluster.running),
-        queue_(queue) {
+        queue_(queue),
+        tail_ok_(indexed_ && config.policy.backfill &&
+                 config.policy.user_gpu_quota.empty() &&
+                 config.policy.project_gpu_quota.empty() &&
+                 shape_.node_count > 0 && shape_.gpu_count > 0) {
     held_.reserve(nodes_.size());
     node_index_.reserve(nodes_.size());
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
@@ -413,16 +417,10 @@ class SchedulePass {
     explain_id_ = explain_id;
     explanation_ = explanation;
     // One list per queue, configured queues first.
-    // A job with its order key, worked out once.
-    struct Entry {
-      // OrderKey, then the position in `queue` (so std::sort is stable).
-      std::tuple<int, int, int64_t, size_t> key;
-      const JobRequest* job;
-    };
     struct QueueList {
       std::string name;
       double weight = 1.0;
-      std::vector<Entry> jobs;
+      std::vector<QueueEntry> jobs;
       size_t next = 0;
       // DominantShare(name) / weight as of usage_version_ == share_version.
       double share = 0;
@@ -434,35 +432,25 @@ class SchedulePass {
       list_of[q.name] = lists.size();
       lists.push_back({q.name, q.weight > 0 ? q.weight : 1.0, {}, 0});
     }
+    // One sequential sweep over `queue` (the only time most jobs are
+    // loaded): order keys and what the tail's fast path needs.
+    size_t last_list = SIZE_MAX;
+    absl::string_view last_name;
     for (const JobRequest& job : queue) {
       const absl::string_view name = QueueName(job.queue);
-      auto it = list_of.find(name);
-      if (it == list_of.end()) {
-        it = list_of.emplace(std::string(name), lists.size()).first;
-        lists.push_back({std::string(name), 1.0, {}, 0});
+      if (last_list == SIZE_MAX || name != last_name) {
+        auto it = list_of.find(name);
+        if (it == list_of.end()) {
+          it = list_of.emplace(std::string(name), lists.size()).first;
+          lists.push_back({std::string(name), 1.0, {}, 0});
+        }
+        last_list = it->second;
+        last_name = name;
       }
-      const auto [neg_priority, level, seq] = OrderKey(job);
-      lists[it->second].jobs.push_back(
-          Entry{{neg_priority, level, seq, static_cast<size_t>(&job - &queue[0])},
-                &job});
+      lists[last_list].jobs.push_back(
+          MakeEntry(job, static_cast<size_t>(&job - &queue[0])));
     }
-    auto by_key = [](const Entry& a, const Entry& b) { return a.key < b.key; };
-    for (QueueList& list : lists) {
-      // A queue that arrives in submit order (the coordinator's does) needs
-      // only its (priority, level) classes put in order: a stable counting
-      // sort by class, O(jobs), then a check.
-      std::map<std::pair<int, int>, std::vector<Entry>> classes;
-      for (const Entry& e : list.jobs) {
-        classes[{std::get<0>(e.key), std::get<1>(e.key)}].push_back(e);
-      }
-      list.jobs.clear();
-      for (auto& [cls, entries] : classes) {
-        list.jobs.insert(list.jobs.end(), entries.begin(), entries.end());
-      }
-      if (!std::is_sorted(list.jobs.begin(), list.jobs.end(), by_key)) {
-        std::sort(list.jobs.begin(), list.jobs.end(), by_key);
-      }
-    }
+    for (QueueList& list : lists) OrderEntries(list.jobs);
     std::vector<Decision> decisions;
     decisions.reserve(queue.size());
     for (size_t left = queue.size(); left > 0; --left) {
@@ -486,14 +474,158 @@ class SchedulePass {
           best_key = key;
         }
       }
-      const JobRequest& job = *best->jobs[best->next++].job;
+      const QueueEntry& entry = best->jobs[best->next++];
       const int position = static_cast<int>(decisions.size()) + 1;
-      Decide(job, position, decisions.emplace_back());
+      Decision& decision = decisions.emplace_back();
+      if (!DecideTail(entry, decision)) Decide(*entry.job, position, decision);
     }
     return decisions;
   }
 
  private:
+  // A pending job in a queue list, with its order key worked out once and
+  // what DecideTail needs, so that a job decided on the fast path is never
+  // loaded again (at 100,000 pending jobs, loading each JobRequest in
+  // scheduling order, a cache miss per job, was most of a pass).
+  struct QueueEntry {
+    // OrderKey, then the position in the queue (so the order is total).
+    std::tuple<int, int, int64_t, size_t> key;
+    const JobRequest* job = nullptr;
+    int64_t job_id = 0;
+    int64_t time_limit_s = 0;
+    // Index in shapes_ (-1 when the fast path is off for this pass).
+    int shape = -1;
+    // Nothing but its shape and order key can change its decision: a
+    // well-formed shape that fits the cluster, not preempted for a job
+    // (preempted_for), no victims stopping, no excluded nodes.
+    bool plain = false;
+    bool preemptible = false;
+  };
+
+  // What decides a job's fit and wait reason: kind, size, placement.
+  using ShapeKey = std::tuple<int, double, int64_t, int, int, int, int>;
+  struct Shape {
+    // The first job of the shape (its fit and reason stand for all).
+    const JobRequest* rep = nullptr;
+    // Well-formed and feasible on this cluster.
+    bool plain = false;
+  };
+
+  QueueEntry MakeEntry(const JobRequest& job, size_t position) {
+    QueueEntry e;
+    const auto [neg_priority, level, seq] = OrderKey(job);
+    e.key = {neg_priority, level, seq, position};
+    e.job = &job;
+    e.job_id = job.job_id;
+    e.time_limit_s = job.time_limit_s;
+    e.preemptible = job.preemptible;
+    if (!tail_ok_) return e;
+    const ShapeKey key{static_cast<int>(job.kind), job.gpu_fraction,
+                       job.gpu_memory_bytes, job.nodes, job.gpus_per_node,
+                       job.total_gpus, static_cast<int>(job.placement)};
+    auto [it, added] =
+        shape_ids_.try_emplace(key, static_cast<int>(shapes_.size()));
+    if (added) {
+      Shape& shape = shapes_.emplace_back();
+      shape.rep = &job;
+      shape.plain = !MalformedReason(job, config_).has_value() &&
+                    !InfeasibleReason(job, shape_).has_value();
+    }
+    e.shape = it->second;
+    e.plain = shapes_[e.shape].plain && job.preempted_for == 0 &&
+              !job.victims_stopping && job.excluded_nodes.empty();
+    return e;
+  }
+
+  // Sorts one queue list by key. Jobs arrive mostly in submit order (the
+  // coordinator's queue is; requeued jobs come late): each (priority, LAS
+  // level) class is gathered by a stable counting pass, and only its
+  // unsorted suffix is sorted and merged in. O(Q) for a sorted queue,
+  // O(Q + k log k) for k jobs out of place.
+  static void OrderEntries(std::vector<QueueEntry>& jobs) {
+    auto by_key = [](const QueueEntry& a, const QueueEntry& b) {
+      return a.key < b.key;
+    };
+    if (std::is_sorted(jobs.begin(), jobs.end(), by_key)) return;
+    // (neg_priority, level) -> count; few classes.
+    std::vector<std::pair<std::pair<int, int>, size_t>> classes;
+    size_t last = 0;
+    std::vector<uint16_t> class_of(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const std::pair<int, int> c(std::get<0>(jobs[i].key),
+                                  std::get<1>(jobs[i].key));
+      if (classes.empty() || classes[last].first != c) {
+        last = std::find_if(classes.begin(), classes.end(),
+                            [&c](const auto& x) { return x.first == c; }) -
+               classes.begin();
+        if (last == classes.size() || classes.size() >= UINT16_MAX) {
+          if (classes.size() >= UINT16_MAX) {  // Pathological: plain sort.
+            std::sort(jobs.begin(), jobs.end(), by_key);
+            return;
+          }
+          classes.push_back({c, 0});
+        }
+      }
+      ++classes[last].second;
+      class_of[i] = static_cast<uint16_t>(last);
+    }
+    std::vector<size_t> rank(classes.size());
+    std::iota(rank.begin(), rank.end(), 0);
+    std::sort(rank.begin(), rank.end(), [&classes](size_t a, size_t b) {
+      return classes[a].first < classes[b].first;
+    });
+    std::vector<size_t> begin(classes.size());
+    size_t offset = 0;
+    for (size_t r : rank) {
+      begin[r] = offset;
+      offset += classes[r].second;
+    }
+    std::vector<size_t> fill = begin;
+    std::vector<QueueEntry> out(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      out[fill[class_of[i]]++] = std::move(jobs[i]);
+    }
+    for (size_t c = 0; c < classes.size(); ++c) {
+      auto first = out.begin() + static_cast<ptrdiff_t>(begin[c]);
+      auto end = first + static_cast<ptrdiff_t>(classes[c].second);
+      auto mid = std::is_sorted_until(first, end, by_key);
+      if (mid == end) continue;
+      std::sort(mid, end, by_key);
+      std::inplace_merge(first, mid, end, by_key);
+    }
+    jobs = std::move(out);
+  }
+
+  // The tail's fast path: decides `e` without loading its JobRequest when
+  // the full rules (DecideInner) would make it kRetryLater and change
+  // nothing: the head-of-queue hold is taken, the job is plain, a job of its
+  // shape already failed to fit the cluster as it is now (with or without
+  // the hold, as this job may use it), and it may not preempt (no searches
+  // left or nothing it outranks). Its reason is its shape's, shared. Returns
+  // false, deciding nothing, when the full rules must run. Once the cluster
+  // is full this decides the long tail of the queue in O(1) per job; the
+  // differential test (scheduler_index_test.cc) checks it decides exactly
+  // as the linear scans do.
+  bool DecideTail(const QueueEntry& e, Decision& decision) {
+    if (!tail_ok_ || !hold_taken_ || !e.plain || e.job_id == explain_id_) {
+      return false;
+    }
+    const auto& [neg_priority, level, seq, position] = e.key;
+    const JobRequest& rep = *shapes_[e.shape].rep;
+    const bool honor_hold =
+        !MayUseHold(-neg_priority, level, seq, e.time_limit_s, e.preemptible);
+    if (!KnownNotToFit(rep, honor_hold)) return false;
+    if (policy_.preemption &&
+        preemption_searches_ < policy_.max_preemption_searches &&
+        AnyMayBePreempted(-neg_priority, level, seq)) {
+      return false;
+    }
+    decision.job_id = e.job_id;
+    decision.outcome = Outcome::kRetryLater;
+    if (config_.wait_reasons) decision.reason = WaitReason(rep);
+    return true;
+  }
+
   // (-priority, LAS level, submit_seq): smaller goes first.
   std::tuple<int, int, int64_t> OrderKey(const JobRequest& job) const {
     return {-job.priority, LasLevel(policy_, job.attained_gpu_s),
@@ -585,18 +717,25 @@ class SchedulePass {
   // Whether `job`, after the holder in queue order, may use held GPUs: it
   // cannot delay the holder.
   bool MayUseHold(const JobRequest& job) const {
+    return MayUseHold(job.priority, LasLevel(policy_, job.attained_gpu_s),
+                      job.submit_seq, job.time_limit_s, job.preemptible);
+  }
+
+  // MayUseHold for a job of these values (the tail's fast path has them
+  // without the JobRequest).
+  bool MayUseHold(int priority, int level, int64_t submit_seq,
+                  int64_t time_limit_s, bool preemptible) const {
     if (!hold_taken_) return false;
-    if (hold_eta_s_ >= 0 && job.time_limit_s > 0 &&
-        static_cast<double>(job.time_limit_s) <= hold_eta_s_) {
+    if (hold_eta_s_ >= 0 && time_limit_s > 0 &&
+        static_cast<double>(time_limit_s) <= hold_eta_s_) {
       return true;
     }
     // A preemptible job the holder may preempt (MayPreempt's rule) cannot
     // delay it either.
-    if (!policy_.preemption || !job.preemptible) return false;
+    if (!policy_.preemption || !preemptible) return false;
     return OutranksForPreemption(holder_priority_, holder_level_,
-                                 holder_submit_seq_, job.priority,
-                                 LasLevel(policy_, job.attained_gpu_s),
-                                 job.submit_seq);
+                                 holder_submit_seq_, priority, level,
+                                 submit_seq);
   }
 
   // Whether a job of (priority, LAS level, submit_seq) `a` may preempt a
@@ -718,6 +857,12 @@ class SchedulePass {
   // Whether any running job not yet evicted is one `job` may preempt
   // (MayPreempt), in O(log priorities) instead of O(running jobs).
   bool AnyMayBePreempted(const JobRequest& job) {
+    return AnyMayBePreempted(job.priority, LasLevel(policy_, job.attained_gpu_s),
+                             job.submit_seq);
+  }
+
+  // AnyMayBePreempted for a job of (priority, LAS level, submit_seq).
+  bool AnyMayBePreempted(int priority, int level, int64_t submit_seq) {
     if (!preemptible_summary_) {
       preemptible_summary_.emplace();
       for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
@@ -733,13 +878,13 @@ class SchedulePass {
       }
     }
     if (preemptible_summary_->empty()) return false;
-    if (preemptible_summary_->begin()->first < job.priority) return true;
-    auto it = preemptible_summary_->find(job.priority);
+    if (preemptible_summary_->begin()->first < priority) return true;
+    auto it = preemptible_summary_->find(priority);
     if (it == preemptible_summary_->end()) return false;
     // A superset of OutranksForPreemption at equal priority: a deeper level
     // somewhere, or (overtake_preemption) a later submit somewhere.
-    return it->second.first > LasLevel(policy_, job.attained_gpu_s) ||
-           (policy_.overtake_preemption && it->second.second > job.submit_seq);
+    return it->second.first > level ||
+           (policy_.overtake_preemption && it->second.second > submit_seq);
   }
 
   // Whether `preemptor` is a job of this call's queue not placed yet.
@@ -1825,6 +1970,12 @@ class SchedulePass {
   // this call.
   absl::flat_hash_set<int64_t> queued_ids_;
   absl::flat_hash_set<int64_t> placed_;
+  // Whether DecideTail may decide jobs in this pass: the indexed search
+  // (KnownNotToFit), backfill on (no strict-FIFO reasons), no quotas (no
+  // per-user reasons), a cluster with GPUs.
+  const bool tail_ok_;
+  absl::flat_hash_map<ShapeKey, int> shape_ids_;
+  std::vector<Shape> shapes_;
   // Bumped by every AddUsage (queue shares are cached against it).
   int64_t usage_version_ = 0;
   // WaitReason's sentences by (shape, facts). BlockedByHoldReason is the same
