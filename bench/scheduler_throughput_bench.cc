@@ -175,7 +175,11 @@ class Harness {
         started[d.job_id] = &d;
       }
     }
+    // The queue stays in job id order, as the coordinator's is (its queue
+    // comes from an id-ordered set): the jobs left, the preempted ones
+    // merged back by id, then the new submits.
     int count = 0;
+    int left = 0;
     std::vector<sched::JobRequest> next;
     next.reserve(queue_.size() + requeued_.size());
     for (sched::JobRequest& job : queue_) {
@@ -188,10 +192,18 @@ class Harness {
         Start(job, it->second->placement);
         ++count;
       }
-      next.push_back(maker_.Next());
+      ++left;
     }
+    auto by_id = [](const sched::JobRequest& a, const sched::JobRequest& b) {
+      return a.job_id < b.job_id;
+    };
+    const size_t kept = next.size();
+    std::sort(requeued_.begin(), requeued_.end(), by_id);
     for (sched::JobRequest& job : requeued_) next.push_back(std::move(job));
+    std::inplace_merge(next.begin(), next.begin() + static_cast<ptrdiff_t>(kept),
+                       next.end(), by_id);
     requeued_.clear();
+    for (int i = 0; i < left; ++i) next.push_back(maker_.Next());
     queue_ = std::move(next);
     return count;
   }
@@ -336,6 +348,61 @@ void BM_Drain(benchmark::State& state) {
       cpu > 0 ? static_cast<double>(placed) / cpu : 0;
 }
 
+// Args: nodes, pending jobs, job ends per second. Passes as the coordinator
+// runs them since it coalesces them (Coordinator::RequestScheduleLocked):
+// every job end that arrives while a pass runs is served by the next pass.
+// So a pass that took t seconds is followed by one after round(rate x t)
+// ends (at least 1: an idle coordinator runs a pass per event).
+void BM_SteadyDrain(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int jobs = static_cast<int>(state.range(1));
+  const double rate = static_cast<double>(state.range(2));
+  Harness harness(nodes, jobs);
+  const sched::Scheduler scheduler = MakeScheduler();
+  harness.Apply(scheduler.Schedule(harness.cluster(), harness.queue()));
+  harness.Apply(scheduler.Schedule(harness.cluster(), harness.queue()));
+  int64_t placed = 0;
+  int64_t passes = 0;
+  int64_t ended = 0;
+  double cpu = 0;
+  // Simulated wall time: a pass serving k ends covers max(its CPU time, the
+  // k / rate seconds over which they arrived).
+  double elapsed = 0;
+  double carry = 0;
+  int ends = 1;
+  for (auto _ : state) {
+    harness.FinishSome(ends);
+    ended += ends;
+    const double t0 = ThreadCpuSeconds();
+    std::vector<sched::Decision> decisions =
+        scheduler.Schedule(harness.cluster(), harness.queue());
+    const double t = ThreadCpuSeconds() - t0;
+    state.SetIterationTime(t);
+    cpu += t;
+    elapsed += std::max(t, ends / rate);
+    ++passes;
+    placed += harness.Apply(decisions);
+    // Ends that arrive during this pass wait for the next one.
+    carry += rate * t;
+    ends = std::max(1, static_cast<int>(carry));
+    carry = std::max(0.0, carry - ends);
+  }
+  state.counters["gpus"] = nodes * kGpusPerNode;
+  state.counters["ends_per_pass"] =
+      passes > 0 ? static_cast<double>(ended) / passes : 0;
+  state.counters["placed_per_pass"] =
+      passes > 0 ? static_cast<double>(placed) / passes : 0;
+  state.counters["pass_ms"] = passes > 0 ? 1e3 * cpu / passes : 0;
+  // Per CPU second inside Schedule(), as BM_Drain.
+  state.counters["placements_per_s"] =
+      cpu > 0 ? static_cast<double>(placed) / cpu : 0;
+  // Per second of simulated wall time, and the share of it spent in passes
+  // (below 1: the scheduler keeps up with the rate).
+  state.counters["placements_per_wall_s"] =
+      elapsed > 0 ? static_cast<double>(placed) / elapsed : 0;
+  state.counters["busy"] = elapsed > 0 ? cpu / elapsed : 0;
+}
+
 BENCHMARK(BM_FillPass)
     ->ArgNames({"nodes", "jobs"})
     ->ArgsProduct({{125, 1250, 5000}, {1000, 10000, 100000}})
@@ -357,11 +424,33 @@ BENCHMARK(BM_Drain)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// The size at 200 / 2,000 / 20,000 / 50,000 job ends per second,
+// then the scaling in nodes and queue length at 20,000/s.
+BENCHMARK(BM_SteadyDrain)
+    ->ArgNames({"nodes", "jobs", "rate"})
+    ->Args({1250, 100000, 200})
+    ->Args({1250, 100000, 2000})
+    ->Args({1250, 100000, 20000})
+    ->Args({1250, 100000, 50000})
+    ->Args({125, 100000, 20000})
+    ->Args({5000, 100000, 20000})
+    ->Args({1250, 1000, 20000})
+    ->Args({1250, 10000, 20000})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 // Tiny, for the ctest smoke entry.
 BENCHMARK(BM_Drain)
     ->Name("BM_DrainSmoke")
     ->ArgNames({"nodes", "jobs", "finish"})
     ->Args({8, 200, 4})
+    ->UseManualTime()
+    ->Iterations(5)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SteadyDrain)
+    ->Name("BM_SteadyDrainSmoke")
+    ->ArgNames({"nodes", "jobs", "rate"})
+    ->Args({8, 200, 1000})
     ->UseManualTime()
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond);

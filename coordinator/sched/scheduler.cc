@@ -432,23 +432,33 @@ class SchedulePass {
       list_of[q.name] = lists.size();
       lists.push_back({q.name, q.weight > 0 ? q.weight : 1.0, {}, 0});
     }
-    // One sequential sweep over `queue` (the only time most jobs are
-    // loaded): order keys and what the tail's fast path needs.
-    size_t last_list = SIZE_MAX;
-    absl::string_view last_name;
-    for (const JobRequest& job : queue) {
-      const absl::string_view name = QueueName(job.queue);
-      if (last_list == SIZE_MAX || name != last_name) {
-        auto it = list_of.find(name);
-        if (it == list_of.end()) {
-          it = list_of.emplace(std::string(name), lists.size()).first;
-          lists.push_back({std::string(name), 1.0, {}, 0});
+    // Two sequential sweeps over `queue` (the only times most jobs are
+    // loaded): the list of each job (so each list is allocated once), then
+    // order keys and what the tail's fast path needs.
+    std::vector<uint32_t> list_index(queue.size());
+    {
+      size_t last_list = SIZE_MAX;
+      absl::string_view last_name;
+      std::vector<size_t> counts(lists.size(), 0);
+      for (size_t i = 0; i < queue.size(); ++i) {
+        const absl::string_view name = QueueName(queue[i].queue);
+        if (last_list == SIZE_MAX || name != last_name) {
+          auto it = list_of.find(name);
+          if (it == list_of.end()) {
+            it = list_of.emplace(std::string(name), lists.size()).first;
+            lists.push_back({std::string(name), 1.0, {}, 0});
+            counts.push_back(0);
+          }
+          last_list = it->second;
+          last_name = name;
         }
-        last_list = it->second;
-        last_name = name;
+        list_index[i] = static_cast<uint32_t>(last_list);
+        ++counts[last_list];
       }
-      lists[last_list].jobs.push_back(
-          MakeEntry(job, static_cast<size_t>(&job - &queue[0])));
+      for (size_t l = 0; l < lists.size(); ++l) lists[l].jobs.reserve(counts[l]);
+    }
+    for (size_t i = 0; i < queue.size(); ++i) {
+      lists[list_index[i]].jobs.push_back(MakeEntry(queue[i], i));
     }
     for (QueueList& list : lists) OrderEntries(list.jobs);
     std::vector<Decision> decisions;
@@ -509,6 +519,13 @@ class SchedulePass {
     const JobRequest* rep = nullptr;
     // Well-formed and feasible on this cluster.
     bool plain = false;
+    // The capacity_version_ at which a job of the shape was last seen not to
+    // fit, per honor_hold (KnownNotToFit without hashing), and its wait
+    // reason as of reason_at (WaitReason's, which depends only on the shape
+    // and the state).
+    int64_t no_fit_at[2] = {-1, -1};
+    int64_t reason_at = -1;
+    std::string reason;
   };
 
   QueueEntry MakeEntry(const JobRequest& job, size_t position) {
@@ -611,10 +628,14 @@ class SchedulePass {
       return false;
     }
     const auto& [neg_priority, level, seq, position] = e.key;
-    const JobRequest& rep = *shapes_[e.shape].rep;
+    Shape& shape = shapes_[e.shape];
+    const JobRequest& rep = *shape.rep;
     const bool honor_hold =
         !MayUseHold(-neg_priority, level, seq, e.time_limit_s, e.preemptible);
-    if (!KnownNotToFit(rep, honor_hold)) return false;
+    if (shape.no_fit_at[honor_hold] != capacity_version_) {
+      if (!KnownNotToFit(rep, honor_hold)) return false;
+      shape.no_fit_at[honor_hold] = capacity_version_;
+    }
     if (policy_.preemption &&
         preemption_searches_ < policy_.max_preemption_searches &&
         AnyMayBePreempted(-neg_priority, level, seq)) {
@@ -622,7 +643,13 @@ class SchedulePass {
     }
     decision.job_id = e.job_id;
     decision.outcome = Outcome::kRetryLater;
-    if (config_.wait_reasons) decision.reason = WaitReason(rep);
+    if (config_.wait_reasons) {
+      if (shape.reason_at != state_version_) {
+        shape.reason = WaitReason(rep);
+        shape.reason_at = state_version_;
+      }
+      decision.reason = shape.reason;
+    }
     return true;
   }
 
@@ -761,6 +788,7 @@ class SchedulePass {
 
   // Frees (sign -1) or re-takes (+1) the GPUs of running job `r` in nodes_.
   void ApplyRunning(int i, int sign) {
+    if (sign < 0) ++capacity_version_;
     const RunningJob& r = running_[i];
     for (const auto& [n, positions] : RunningGpus(i)) {
       for (int g : positions) {
@@ -1040,7 +1068,9 @@ class SchedulePass {
     const bool placed = job.kind == JobKind::kExperiment
                             ? PlaceExperiment(job, honor_hold, placement)
                             : PlaceGang(job, honor_hold, placement);
-    if (!placed && indexed_) not_fitting_[FitKey(job, honor_hold)] = state_version_;
+    if (!placed && indexed_) {
+      not_fitting_[FitKey(job, honor_hold)] = capacity_version_;
+    }
     return placed;
   }
 
@@ -1054,13 +1084,14 @@ class SchedulePass {
             static_cast<int>(job.placement), honor_hold};
   }
 
-  // Whether a job of the same shape failed to fit since the last change to
-  // the cluster (then this one cannot fit either): once the cluster is full,
-  // the long tail of the queue costs a hash lookup per job.
+  // Whether a job of the same shape failed to fit since capacity was last
+  // added (then this one cannot fit either; see capacity_version_): once the
+  // cluster is full, the long tail of the queue costs a hash lookup per job,
+  // placements in between included.
   bool KnownNotToFit(const JobRequest& job, bool honor_hold) const {
     if (!indexed_) return false;
     auto it = not_fitting_.find(FitKey(job, honor_hold));
-    return it != not_fitting_.end() && it->second == state_version_;
+    return it != not_fitting_.end() && it->second == capacity_version_;
   }
 
   // Decides `job` into `decision` (a default Decision, built in place in
@@ -1991,7 +2022,13 @@ class SchedulePass {
   // Bumped by every change to nodes_ or held_ (NodeChanged) and by taking
   // the hold.
   int64_t state_version_ = 0;
-  // FitKey -> the state_version_ at which Place last failed for it.
+  // Bumped by every change that may add free capacity (freeing a running
+  // job's GPUs, ApplyRunning(-1)). Everything else a pass does (placements,
+  // the hold) only takes capacity away, and whether a job fits is monotone
+  // in free capacity: a shape that did not fit at this version still does
+  // not, however many placements came since.
+  int64_t capacity_version_ = 0;
+  // FitKey -> the capacity_version_ at which Place last failed for it.
   absl::flat_hash_map<FitKeyT, int64_t> not_fitting_;
   double total_gpus_ = 0;
   double total_bytes_ = 0;
