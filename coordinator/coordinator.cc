@@ -1127,19 +1127,19 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
       }
     }
   };
-  for (int64_t id : active_) {
-    for (const v1::Task& t : jobs_.at(id).tasks()) {
+  ForEachActiveLocked([&](const v1::Job& job) {
+    for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) reserve(t);
     }
-  }
+  });
   for (const DrainingTask& d : draining_) reserve(d.task);
   // Who holds what, for quotas, fair share, preemption and ETAs.
   const int64_t now_ms = ToUnixMs(clock_->Now());
-  for (int64_t id : active_) {
-    const v1::Job& job = jobs_.at(id);
+  ForEachActiveLocked([&](const v1::Job& job) {
+    const int64_t id = job.id();
     if (job.state() != v1::JOB_STATE_SCHEDULED &&
         job.state() != v1::JOB_STATE_RUNNING) {
-      continue;
+      return;
     }
     sched::RunningJob& r = snap.running.emplace_back();
     const v1::JobSpec& spec = job.spec();
@@ -1179,7 +1179,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
       }
     }
     if (r.placement.nodes.empty()) snap.running.pop_back();
-  }
+  });
   return snap;
 }
 
@@ -1193,12 +1193,13 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
     }
   }
   std::vector<sched::JobRequest> queue;
+  queue.reserve(active_.size());
   const int64_t now_ms = ToUnixMs(clock_->Now());
-  for (int64_t id : active_) {
-    const v1::Job& job = jobs_.at(id);
-    if (job.state() != v1::JOB_STATE_PENDING) continue;
+  ForEachActiveLocked([&](const v1::Job& job) {
+    const int64_t id = job.id();
+    if (job.state() != v1::JOB_STATE_PENDING) return;
     // Auto-packed trials are placed by the packer, after the scheduler.
-    if (job.spec().auto_pack()) continue;
+    if (job.spec().auto_pack()) return;
     queue.push_back(ToJobRequest(job));
     queue.back().victims_stopping = waiting_on_victims.contains(id);
     // Queued since its submit, or since its last attempt ended (requeue).
@@ -1209,7 +1210,7 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
     }
     queue.back().waited_s =
         static_cast<double>(std::max<int64_t>(0, now_ms - queued_since_ms)) / 1000.0;
-  }
+  });
   return queue;
 }
 
@@ -1273,6 +1274,8 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
   const absl::Time pass_start = clock_->Now();
   const std::vector<sched::Decision> decisions =
       scheduler_.Schedule(SnapshotLocked(), queue);
+  in_pass_ = true;
+  pass_ports_.reset();
   for (const sched::Decision& d : decisions) {
     auto it = jobs_.find(d.job_id);
     if (it == jobs_.end()) continue;
@@ -1290,7 +1293,8 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         }
         break;
       case sched::Outcome::kRetryLater:
-        job.set_reason(d.reason);
+        // Usually the sentence of the last pass: compared, not rewritten.
+        if (job.reason() != d.reason) job.set_reason(d.reason);
         if (job.preflight().excluded_size() > 0) {
           std::vector<std::string> names;
           for (const v1::ExcludedNode& e : job.preflight().excluded()) {
@@ -1312,6 +1316,8 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         break;
     }
   }
+  in_pass_ = false;
+  pass_ports_.reset();
   PackPendingLocked(deferred);
   if (config_.on_schedule_pass) {
     deferred.push_back([this, took = clock_->Now() - pass_start]() {
@@ -1320,25 +1326,43 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
   }
 }
 
-int Coordinator::AllocatePortLocked(NodeEntry& node) {
-  const int lo = node.node.port_min();
-  const int hi = node.node.port_max();
-  absl::flat_hash_set<int> used;
-  for (int64_t id : active_) {
-    const v1::Job& job = jobs_.at(id);
-    if (job.tasks().empty() || job.tasks(0).node() != node.node.name()) continue;
+absl::flat_hash_map<std::string, absl::flat_hash_set<int>>
+Coordinator::PortsInUseLocked(const std::string* node) const {
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int>> used;
+  ForEachActiveLocked([&](const v1::Job& job) {
+    if (job.tasks().empty()) return;
+    const std::string& host = job.tasks(0).node();
+    if (node != nullptr && host != *node) return;
     for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) {
-        used.insert(job.master_port());
+        used[host].insert(job.master_port());
         break;
       }
     }
+  });
+  return used;
+}
+
+int Coordinator::AllocatePortLocked(NodeEntry& node) {
+  const int lo = node.node.port_min();
+  const int hi = node.node.port_max();
+  // In a pass, one scan of the active jobs serves all its placements (was:
+  // one scan per placement, O(pending jobs) each).
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int>> scanned;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int>>* by_node = &scanned;
+  if (in_pass_) {
+    if (!pass_ports_) pass_ports_ = PortsInUseLocked(nullptr);
+    by_node = &*pass_ports_;
+  } else {
+    scanned = PortsInUseLocked(&node.node.name());
   }
+  absl::flat_hash_set<int>& used = (*by_node)[node.node.name()];
   const int span = hi - lo + 1;
   for (int i = 0; i < span; ++i) {
     const int port = lo + (node.next_port - lo + i + span) % span;
     if (!used.contains(port)) {
       node.next_port = port + 1;
+      used.insert(port);
       return port;
     }
   }
@@ -2814,12 +2838,11 @@ void Coordinator::SampleUsageLocked(absl::Time now) {
 
 void Coordinator::PackPendingLocked(Deferred& deferred) {
   std::vector<v1::Job*> pending;
-  for (int64_t id : active_) {
-    v1::Job& job = jobs_.at(id);
+  ForEachActiveMutableLocked([&](v1::Job& job) {
     if (job.state() == v1::JOB_STATE_PENDING && job.spec().auto_pack()) {
       pending.push_back(&job);
     }
-  }
+  });
   if (pending.empty()) return;
   std::stable_sort(pending.begin(), pending.end(), [](const v1::Job* a, const v1::Job* b) {
     return a->spec().priority() > b->spec().priority();

@@ -52,6 +52,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -490,6 +491,30 @@ class Coordinator {
   void TrackLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ids of active_ (a copy, for loops that change jobs).
   std::vector<int64_t> ActiveIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls fn(job) for every active job in id order, walking active_ and
+  // jobs_ side by side (both are in id order) instead of a lookup per id: a
+  // scheduling pass visits every active job several times (snapshot, queue,
+  // ports, packer), and at 100,000 pending jobs the lookups were a large
+  // part of its cost. fn must not add or remove jobs.
+  template <typename Fn>
+  void ForEachActiveLocked(Fn fn) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = jobs_.begin();
+    for (int64_t id : active_) {
+      // Usually the next job; a few retired ones may lie between.
+      for (int step = 0; step < 8 && it != jobs_.end() && it->first < id; ++step) {
+        ++it;
+      }
+      if (it == jobs_.end() || it->first < id) it = jobs_.lower_bound(id);
+      fn(it != jobs_.end() && it->first == id ? it->second : jobs_.at(id));
+    }
+  }
+  template <typename Fn>
+  void ForEachActiveMutableLocked(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ForEachActiveLocked([&](const v1::Job& job) {
+      // jobs_ is ours and non-const here: the const view is only the walk's.
+      fn(const_cast<v1::Job&>(job));
+    });
+  }
   void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Coalesced scheduling passes. An event that may change what can be placed
   // (submit, cancel, task exit, node change, time limit...) calls this at the
@@ -563,6 +588,10 @@ class Coordinator {
   // the ticket goes into last_ticket_.
   absl::Status EnqueueJobLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // MASTER_PORTs held by jobs with live tasks, by rank 0's node (only
+  // `node`'s when not null). O(active jobs).
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int>> PortsInUseLocked(
+      const std::string* node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task of the current attempt ended or could not start; decides the
   // attempt's fate.
   void OnTaskEndedLocked(v1::Job& job, Deferred& deferred)
@@ -665,6 +694,12 @@ class Coordinator {
   std::atomic<int> events_waiting_{0};
   // A pass was requested and left to a later event (RequestScheduleLocked).
   bool schedule_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Set while ScheduleLocked applies a pass's decisions; pass_ports_ is then
+  // PortsInUseLocked(nullptr), built at the pass's first placement and kept
+  // up to date by AllocatePortLocked (nothing in a pass frees a port).
+  bool in_pass_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<absl::flat_hash_map<std::string, absl::flat_hash_set<int>>>
+      pass_ports_ ABSL_GUARDED_BY(mu_);
   // Events served by the requested pass so far, and when the first of them
   // asked for it.
   int coalesced_events_ ABSL_GUARDED_BY(mu_) = 0;
