@@ -1127,10 +1127,17 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
       }
     }
   };
+  snapshot_ports_.clear();
   ForEachActiveLocked([&](const v1::Job& job) {
+    bool live = false;
     for (const v1::Task& t : job.tasks()) {
-      if (IsLive(t.state())) reserve(t);
+      if (IsLive(t.state())) {
+        reserve(t);
+        live = true;
+      }
     }
+    // As PortsInUseLocked(nullptr), in the same walk.
+    if (live) snapshot_ports_[job.tasks(0).node()].insert(job.master_port());
   });
   for (const DrainingTask& d : draining_) reserve(d.task);
   // Who holds what, for quotas, fair share, preemption and ETAs.
@@ -1274,12 +1281,21 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
   const absl::Time pass_start = clock_->Now();
   const std::vector<sched::Decision> decisions =
       scheduler_.Schedule(SnapshotLocked(), queue);
+  // The snapshot's walk left the ports in use in snapshot_ports_; this
+  // pass's placements add theirs.
   in_pass_ = true;
-  pass_ports_.reset();
+  // The queue's jobs by id, for the decisions (a hash lookup each instead of
+  // a btree walk: the pass decides every pending job). jobs_ gains and loses
+  // no job while the decisions are applied, so the pointers stay valid.
+  absl::flat_hash_map<int64_t, v1::Job*> queued;
+  queued.reserve(queue.size());
+  ForEachActiveMutableLocked([&](v1::Job& job) {
+    if (job.state() == v1::JOB_STATE_PENDING) queued.emplace(job.id(), &job);
+  });
   for (const sched::Decision& d : decisions) {
-    auto it = jobs_.find(d.job_id);
-    if (it == jobs_.end()) continue;
-    v1::Job& job = it->second;
+    auto it = queued.find(d.job_id);
+    if (it == queued.end()) continue;
+    v1::Job& job = *it->second;
     switch (d.outcome) {
       case sched::Outcome::kPlaced:
         StartAttemptLocked(job, d.placement, deferred);
@@ -1317,7 +1333,6 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
     }
   }
   in_pass_ = false;
-  pass_ports_.reset();
   PackPendingLocked(deferred);
   if (config_.on_schedule_pass) {
     deferred.push_back([this, took = clock_->Now() - pass_start]() {
@@ -1351,8 +1366,7 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> scanned;
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>>* by_node = &scanned;
   if (in_pass_) {
-    if (!pass_ports_) pass_ports_ = PortsInUseLocked(nullptr);
-    by_node = &*pass_ports_;
+    by_node = &snapshot_ports_;
   } else {
     scanned = PortsInUseLocked(&node.node.name());
   }

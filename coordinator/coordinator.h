@@ -694,12 +694,13 @@ class Coordinator {
   std::atomic<int> events_waiting_{0};
   // A pass was requested and left to a later event (RequestScheduleLocked).
   bool schedule_requested_ ABSL_GUARDED_BY(mu_) = false;
-  // Set while ScheduleLocked applies a pass's decisions; pass_ports_ is then
-  // PortsInUseLocked(nullptr), built at the pass's first placement and kept
-  // up to date by AllocatePortLocked (nothing in a pass frees a port).
+  // Set while ScheduleLocked applies a pass's decisions; AllocatePortLocked
+  // then takes the ports in use from snapshot_ports_ (PortsInUseLocked(
+  // nullptr), filled by the pass's SnapshotLocked walk) and adds the ports
+  // it hands out (nothing in a pass frees a port).
   bool in_pass_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<absl::flat_hash_map<std::string, absl::flat_hash_set<int>>>
-      pass_ports_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<std::string, absl::flat_hash_set<int>>
+      snapshot_ports_ ABSL_GUARDED_BY(mu_);
   // Events served by the requested pass so far, and when the first of them
   // asked for it.
   int coalesced_events_ ABSL_GUARDED_BY(mu_) = 0;
