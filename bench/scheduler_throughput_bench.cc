@@ -15,6 +15,13 @@
 //   M. placements_per_s = placements / CPU seconds spent inside Schedule()
 //   (thread CPU time; building the snapshot and applying decisions are the
 //   harness, not timed). pass_ms is the CPU time of one such pass.
+// - BM_SteadyDrain: the same, with passes as the coordinator runs them now
+//   that it coalesces them (Coordinator::RequestScheduleLocked): jobs end at
+//   `rate` per second, and the ends that arrive while a pass runs (rate x
+//   its CPU time) are all served by the next pass. Reports placements per CPU
+//   second, per simulated wall second, ends and placements per pass, and
+//   busy (the share of simulated time spent in passes; near 1 = saturated,
+//   the pass time is then the added latency of an event).
 //
 // Workload (seeded, the same every run): nodes of 8 GPUs, 7 of 8 nodes
 // 80 GiB GPUs in one NVLink island, every 8th node 141 GiB GPUs in two
@@ -34,6 +41,15 @@
 // O(gpus touched x log G) to update the indexes. Jobs left waiting reuse the
 // reason worked out for their shape until the cluster changes. Before: every
 // job scanned every GPU, O(Q x G) per pass.
+// Since the tail path (SchedulePass::DecideTail): one sequential sweep of the
+// queue, O(Q) plus O(S) hash lookups for S distinct shapes; the order is
+// O(Q) for a queue in submit order (the coordinator's), O(Q + k log k) with
+// k jobs out of order. Once the head-of-queue reservation is taken, a
+// waiting job whose shape already failed to fit since capacity was last
+// added costs O(1) and is never loaded again (the per-job cache miss was
+// most of a pass). A pass is then O(Q) with a small constant plus
+// O(P x S x log G) for P placements: ~20 ms at 100,000 jobs plus ~15-20 us
+// per placement at 10,000 GPUs (bench/README.md).
 //
 // Run: trainctl-bench-scheduler-throughput [--benchmark_filter=...]
 // (bench/README.md has the command for bench/results/scheduler_throughput.json).

@@ -7,6 +7,11 @@
 // are reached through AgentConnection, time comes from a Clock and advances
 // through Tick().
 //
+// Scheduling passes are coalesced: a change asks for a pass over the pending
+// queue at the end of its call; calls that arrive together (queued on the
+// lock) share one pass, and each call returns once the pass covering it has
+// run (RequestScheduleLocked).
+//
 // A job's states (DESIGN.md section 2); every change goes through
 // TransitionLocked(), which rejects any other edge:
 //

@@ -54,7 +54,10 @@
 //    are shared by jobs of one shape while the cluster is unchanged. Cost:
 //    O(Q log Q) to order Q pending jobs, then O(log GPUs) per lookup instead
 //    of O(GPUs); SchedulerConfig.linear_search keeps the scans as the
-//    reference (scheduler_index_test.cc).
+//    reference (scheduler_index_test.cc). The queue is read once, in order,
+//    into compact entries; after the hold, a waiting job of a shape that
+//    already failed to fit since capacity was last added is decided from its
+//    entry alone (DecideTail), with the same outcome and reason.
 
 namespace trainctl::sched {
 namespace {
