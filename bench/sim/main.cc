@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
                  "num_gpu_p_node,...)")
       ->required();
   app.add_option("--policy", policy_name,
-                 "las | las-tiresias | las-overtake | fifo | fifo-backfill | srtf | srsf | tiresias")
+                 "las | las-nopack | las-tiresias | las-overtake | muri-l | fifo | "
+                 "fifo-backfill | srtf | srsf | tiresias")
       ->required();
   app.add_option("--compat", compat,
                  "cost model of an artifact to reproduce: 'muri' (restart "

@@ -15,6 +15,16 @@
 //   operations is mirrored so thresholds and event times compare the same.
 // - kOurs (default): the same units, but the restart overhead is paid once
 //   per (re)start or migration, not at every event.
+// Both: jobs that share GPUs (interleave packing: las, las-overtake,
+// muri-l) progress at their group's interleaved iteration time,
+// sched::InterleavedIterationTime over the members' trace profiles
+// (resource_time_* ms; solo iteration_time ms x 1.015) / 1000 s per
+// iteration, recomputed whenever the group changes (a member starts, ends or
+// is preempted); a job alone runs at its own iteration time. Joining a
+// group costs the joiner its restart overhead, not the members already
+// there (kOurs); under --compat muri a Muri-L group is charged the sum of
+// its members' overheads at every event, as upstream. GPU allocation counts
+// the GPUs of a group once.
 //
 // Single-threaded; Simulate() is a pure function of its arguments.
 
@@ -41,7 +51,13 @@ namespace trainctl::sim {
 // job preemptible, jobs keep their GPUs until preempted: no migration);
 // las-tiresias = the default of before (Tiresias's thresholds 3250/7200
 // GPU-s and preemption of same-level jobs that overtook), kept to measure
-// the change; las-overtake = las with overtake_preemption. Under --compat muri, fifo and fifo-backfill keep
+// the change; las-overtake = las with overtake_preemption. las and
+// las-overtake keep the default interleave packing (PolicyConfig.interleave:
+// gangs with a trace profile may share the GPUs of running gangs of their
+// GPU count); las-nopack = las with it off; fifo, fifo-backfill and
+// las-tiresias run without it. kMuriL: Muri-L (muri_policy.h
+// ScheduleMuriL), an approximate reproduction of the artifact's LAS +
+// blossom-matched interleave packing. Under --compat muri, fifo and fifo-backfill keep
 // muri_policy.h's yarn-placement baselines.
 enum class Policy {
   kSrtf,
@@ -51,12 +67,15 @@ enum class Policy {
   kFifoBackfill,
   kLas,
   kLasTiresias,
-  kLasOvertake
+  kLasOvertake,
+  kLasNoPack,
+  kMuriL
 };
 enum class CostModel { kOurs, kMuri };
 
 // Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill", "las",
-// "las-tiresias", "las-overtake". Errors: InvalidArgument naming the accepted names.
+// "las-nopack", "las-tiresias", "las-overtake", "muri-l". Errors:
+// InvalidArgument naming the accepted names.
 absl::StatusOr<Policy> ParsePolicy(const std::string& name);
 
 struct SimConfig {
