@@ -91,6 +91,11 @@ struct SimConfig {
   // (s) instead of the policy's own; < 0 keeps the policy's. Not a per-trace
   // constant: a knob for sweeps (--reservation-min-wait-s).
   double reservation_min_wait_s = -1;
+  // Policies through sched::Scheduler and muri-l: PolicyConfig.interleave
+  // max_jobs / min_gain instead of the defaults when >= 0 (sweeps:
+  // --interleave-max-jobs, --interleave-min-gain).
+  int interleave_max_jobs = -1;
+  double interleave_min_gain = -1;
 };
 
 // Restart overhead in seconds of a job of `num_gpu` GPUs running `model`

@@ -1166,7 +1166,7 @@ class SchedulePass {
   // Packs `job` onto the best group that takes it (the header's rule);
   // fills `decision` and applies the placement when it does.
   bool TryInterleave(const JobRequest& job, Decision& decision) {
-    constexpr int kMaxInterleaveSearches = 32;
+    constexpr int kMaxInterleaveSearches = 256;
     if (!interleave_active_ || job.kind != JobKind::kGang ||
         !job.interleave.usable() || job.victims_stopping ||
         interleave_searches_ >= kMaxInterleaveSearches) {

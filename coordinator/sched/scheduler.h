@@ -383,7 +383,7 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   groups: the highest InterleaveUtilization, then fewer members, then the
 //   first found. Greedy in queue order, best group first (Muri matches
 //   pairs with a maximum-weight blossom matching; bench/sim/README.md says
-//   why greedy). At most 32 waiting jobs per call search for a group. The
+//   why greedy). At most 256 waiting jobs per call search for a group. The
 //   packed job is kPlaced with `packed_with` naming the members; its GPUs
 //   count again toward its user's, project's and queue's usage (quotas and
 //   fair share count packed GPUs once per job).
