@@ -87,7 +87,7 @@ absl::StatusOr<sched::PolicyConfig> PolicyFromProto(
   if (file.interleave_max_jobs() != 0) {
     if (file.interleave_max_jobs() < 2) {
       return Invalid("interleave_max_jobs",
-                     absl::StrCat("must be 0 (default 4) or >= 2, got ",
+                     absl::StrCat("must be 0 (default 3) or >= 2, got ",
                                   file.interleave_max_jobs()));
     }
     policy.interleave.max_jobs = file.interleave_max_jobs();

@@ -90,7 +90,7 @@ TEST(SchedConfigTest, LoadSchedulerConfig_BadInput_InvalidArgumentNamingField) {
   EXPECT_THAT(
       LoadSchedulerConfig(WriteFile("bad6.textproto", "interleave_max_jobs: 1")),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("interleave_max_jobs: must be 0 (default 4) or >= 2, got 1")));
+               HasSubstr("interleave_max_jobs: must be 0 (default 3) or >= 2, got 1")));
   EXPECT_THAT(
       LoadSchedulerConfig(WriteFile("bad7.textproto", "interleave_min_gain: -0.5")),
       StatusIs(absl::StatusCode::kInvalidArgument,

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   double interleave_min_gain = -1;
   app.add_option("--interleave-max-jobs", interleave_max_jobs,
                  "las, las-overtake, muri-l: at most this many jobs share "
-                 "GPUs (PolicyConfig.interleave.max_jobs; default 4)")
+                 "GPUs (PolicyConfig.interleave.max_jobs; default 3, muri-l 4)")
       ->check(CLI::Range(1, 4));
   app.add_option("--interleave-min-gain", interleave_min_gain,
                  "las, las-overtake, muri-l: pack only when the group gains "

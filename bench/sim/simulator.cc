@@ -308,6 +308,8 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   const bool demotions = tiresias || las;
   sched::SchedulerConfig lib_config =
       LibConfig(policy, config.tiresias, config.reservation_min_wait_s);
+  // Muri-L packs up to 4 jobs (run_sim.py --packing_num 4).
+  if (muril) lib_config.policy.interleave.max_jobs = 4;
   if (config.interleave_max_jobs >= 0) {
     lib_config.policy.interleave.max_jobs = config.interleave_max_jobs;
   }
@@ -461,15 +463,6 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       last_event_time = t;
     }
     gpu_seconds += running_gpus * (t - prev_time);
-    if (getenv("SIMDBG") && waiting_jobs > 0 && running_gpus < total_gpus) {
-      std::string w;
-      for (int j : runnable) if (jobs[j].status == Status::kPending) absl::StrAppend(&w, jobs[j].num_gpu, "/", (int)(jobs[j].executed*jobs[j].num_gpu), "/", jobs[j].preempted_for, " ");
-      std::string r;
-      for (int j : runnable) if (jobs[j].status == Status::kRunning) { absl::StrAppend(&r, jobs[j].num_gpu, "/", jobs[j].model.substr(0,4), "/", (int)(jobs[j].executed*jobs[j].num_gpu), "@"); for (auto& a : jobs[j].lib_placement.nodes) absl::StrAppend(&r, a.node, ":", a.gpu_indices.size(), ","); absl::StrAppend(&r, " "); }
-      std::string wm;
-      for (int j : runnable) if (jobs[j].status == Status::kPending) absl::StrAppend(&wm, j+1, ":", jobs[j].model.substr(0,4), " ");
-      fprintf(stderr, "DBG t=%.0f dt=%.0f idle=%d waiting=%s | %s || running=%s\n", prev_time, t - prev_time, total_gpus - running_gpus, w.c_str(), wm.c_str(), r.c_str());
-    }
     if (waiting_jobs > 0) {
       queued_s += t - prev_time;
       queued_gpu_seconds += running_gpus * (t - prev_time);
