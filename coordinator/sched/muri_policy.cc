@@ -8,6 +8,8 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace trainctl::sched::muri {
 
 YarnAllocator::YarnAllocator(const GpuCluster& cluster)
@@ -243,6 +245,31 @@ MuriLDecision ScheduleMuriL(const GpuCluster& cluster,
     for (int i : g) p.push_back(runnable[i].profile);
     return p;
   };
+  // (interleaved iteration time, utilization) by the members' profiles:
+  // jobs of one model share a profile, so the many pairs of a long queue
+  // are a few distinct questions.
+  absl::flat_hash_map<std::vector<double>, std::pair<double, double>> memo;
+  auto figures = [&](const Group& g) {
+    std::vector<const InterleaveProfile*> p = profiles_of(g);
+    std::sort(p.begin(), p.end(),
+              [](const InterleaveProfile* a, const InterleaveProfile* b) {
+                return std::tie(a->resource_time, a->iteration_time) <
+                       std::tie(b->resource_time, b->iteration_time);
+              });
+    std::vector<double> key;
+    for (const InterleaveProfile* x : p) {
+      key.push_back(static_cast<double>(x->resource_time.size()));
+      key.insert(key.end(), x->resource_time.begin(), x->resource_time.end());
+      key.push_back(x->iteration_time);
+    }
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    const auto span = absl::MakeConstSpan(p);
+    const std::pair<double, double> f(InterleavedIterationTime(span, config),
+                                      InterleaveUtilization(span, config));
+    memo.emplace(std::move(key), f);
+    return f;
+  };
   auto usable = [&](const Group& g) {
     for (int i : g) {
       if (runnable[i].profile == nullptr || !runnable[i].profile->usable()) {
@@ -268,8 +295,7 @@ MuriLDecision ScheduleMuriL(const GpuCluster& cluster,
           }
           Group both = list[u];
           both.insert(both.end(), list[v].begin(), list[v].end());
-          const std::vector<const InterleaveProfile*> p = profiles_of(both);
-          const double w = InterleaveUtilization(absl::MakeConstSpan(p), config);
+          const double w = figures(both).second;
           if (w > 0) edges.emplace_back(w, u, v);
         }
       }
@@ -317,11 +343,9 @@ MuriLDecision ScheduleMuriL(const GpuCluster& cluster,
   for (int k : classes) {
     for (Group& g : groups[k]) {
       if (g.size() > 1) {
-        const std::vector<const InterleaveProfile*> p = profiles_of(g);
         double apart = 0;
-        for (const InterleaveProfile* x : p) apart += x->solo_time();
-        const double together =
-            InterleavedIterationTime(absl::MakeConstSpan(p), config);
+        for (int i : g) apart += runnable[i].profile->solo_time();
+        const double together = figures(g).first;
         if (!(together <= apart)) {
           for (int i : g) ready.push_back({k, {i}, runnable[i].attained_gpu_s});
           continue;
@@ -365,8 +389,7 @@ MuriLDecision ScheduleMuriL(const GpuCluster& cluster,
       const InterleaveProfile* x = runnable[r->members[0]].profile;
       time = x != nullptr ? x->solo_time() : 0;
     } else {
-      const std::vector<const InterleaveProfile*> pr = profiles_of(r->members);
-      time = InterleavedIterationTime(absl::MakeConstSpan(pr), config);
+      time = figures(r->members).first;
     }
     out.groups.push_back(std::move(members));
     out.group_time.push_back(time);
