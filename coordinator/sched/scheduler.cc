@@ -1166,13 +1166,27 @@ class SchedulePass {
   // Packs `job` onto the best group that takes it (the header's rule);
   // fills `decision` and applies the placement when it does.
   bool TryInterleave(const JobRequest& job, Decision& decision) {
-    constexpr int kMaxInterleaveSearches = 256;
     if (!interleave_active_ || job.kind != JobKind::kGang ||
-        !job.interleave.usable() || job.victims_stopping ||
-        interleave_searches_ >= kMaxInterleaveSearches) {
+        !job.interleave.usable() || job.victims_stopping) {
       return false;
     }
-    ++interleave_searches_;
+    // A job of the same shape and profile found no group since the last
+    // change to the cluster (every placement, packing, preemption and the
+    // hold bump state_version_): this one finds none either. So a long
+    // queue costs one search per distinct (shape, profile), not per job.
+    std::vector<double> key = {static_cast<double>(DemandGpus(job)),
+                               static_cast<double>(job.nodes),
+                               static_cast<double>(job.gpus_per_node),
+                               job.interleave.iteration_time};
+    key.insert(key.end(), job.interleave.resource_time.begin(),
+               job.interleave.resource_time.end());
+    // Exclusions (pre-flight) make a job's view its own: not remembered.
+    const bool memo = job.excluded_nodes.empty();
+    auto failed = interleave_failed_.find(key);
+    if (memo && failed != interleave_failed_.end() &&
+        failed->second == state_version_) {
+      return false;
+    }
     int best = -1;
     double best_utilization = 0;
     size_t best_size = 0;
@@ -1205,7 +1219,10 @@ class SchedulePass {
         best_size = profiles.size();
       }
     }
-    if (best < 0) return false;
+    if (best < 0) {
+      if (memo) interleave_failed_[std::move(key)] = state_version_;
+      return false;
+    }
     const Placement placement = groups_[best].placement;
     for (const GroupMember& m : groups_[best].members) {
       if (m.running >= 0 && evicted_[m.running]) continue;
@@ -2055,12 +2072,13 @@ class SchedulePass {
   // What the hold covers, for reasons: "nodes a and b", "GPU 3 on a".
   std::string held_description_;
   // Interleave packing: whether this call may pack (InitInterleave), the
-  // groups of jobs sharing GPUs by PlacementKey, searches made, and
+  // groups of jobs sharing GPUs by PlacementKey, searches that failed, and
   // GroupFigures by the members' profiles.
   bool interleave_active_ = false;
   std::vector<PackGroup> groups_;
   absl::flat_hash_map<std::string, size_t> group_of_;
-  int interleave_searches_ = 0;
+  // (shape, profile) -> the state_version_ at which it last found no group.
+  absl::flat_hash_map<std::vector<double>, int64_t> interleave_failed_;
   absl::flat_hash_map<std::vector<double>, std::pair<double, double>> figures_;
 };
 

@@ -383,7 +383,8 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   groups: the highest InterleaveUtilization, then fewer members, then the
 //   first found. Greedy in queue order, best group first (Muri matches
 //   pairs with a maximum-weight blossom matching; bench/sim/README.md says
-//   why greedy). At most 256 waiting jobs per call search for a group. The
+//   why greedy). Jobs of one shape and profile search once per change to
+//   the cluster (a failed search is remembered until then). The
 //   packed job is kPlaced with `packed_with` naming the members; its GPUs
 //   count again toward its user's, project's and queue's usage (quotas and
 //   fair share count packed GPUs once per job).
