@@ -389,7 +389,9 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   the cluster (a failed search is remembered until then). The
 //   packed job is kPlaced with `packed_with` naming the members; its GPUs
 //   count again toward its user's, project's and queue's usage (quotas and
-//   fair share count packed GPUs once per job).
+//   fair share count packed GPUs once per job). GPU memory is not checked
+//   for a packed job (Muri assumes the group fits; whoever supplies the
+//   profiles vouches for it): its whole-GPU reservation is added on top.
 // - Infeasible is judged against the whole cluster (lost nodes included),
 //   ignoring what is in use; an empty cluster makes every job kRetryLater.
 class Scheduler {
