@@ -111,8 +111,8 @@ struct SimMetrics {
   double makespan_s = 0;
   // sorted(JCT)[int(0.99 * n)], as Muri calc.py.
   double p99_jct_s = 0;
-  // GPU-seconds held by running jobs / (total GPUs x (makespan - first
-  // submit)), in [0, 1].
+  // GPU-seconds held by running jobs (GPUs shared by a packed group count
+  // once) / (total GPUs x (makespan - first submit)), in [0, 1].
   double gpu_allocation = 0;
   // GPU-seconds held by running jobs over total GPUs x the seconds during
   // which at least one submitted job was not running (waiting or preempted),
