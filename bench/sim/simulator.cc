@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -229,6 +230,7 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
               });
     return shares;
   };
+  absl::flat_hash_set<int64_t> placed;
   for (const sched::Decision& d : scheduler.Schedule(snap, queue)) {
     const int j = static_cast<int>(d.job_id) - 1;
     if (d.outcome == sched::Outcome::kPreempting) {
@@ -245,6 +247,16 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
       out.run[j] = true;
       out.placement[j] = to_muri(d.placement);
       jobs[j].lib_placement = d.placement;
+      placed.insert(d.job_id);
+    }
+  }
+  // A job preempted for X waits only until X is placed (issue 3: "not
+  // restarted until X is placed or gone"), as the coordinator does
+  // (StartAttemptLocked clears the victims' preempted_for): X being queued
+  // again later (itself preempted) does not hold its old victims back.
+  if (!placed.empty()) {
+    for (int k : runnable) {
+      if (placed.contains(jobs[k].preempted_for)) jobs[k].preempted_for = 0;
     }
   }
   return out;
