@@ -3,7 +3,7 @@
 #
 #   bench/slurm/compare.sh BIN_DIR [--jobs 500] [--concurrency 8] [--out FILE]
 #                          [--rounds 1] [--coordinator-args "ARGS"]
-#                          [--no-slurm] [--tiny]
+#                          [--agent-args "ARGS"] [--no-slurm] [--tiny]
 #
 # Starts trainctl (trainctl-coordinator, state under $TMPDIR, + one
 # trainctl-agent with 8 fake GPUs) and, when slurmctld is installed, Slurm
@@ -22,7 +22,9 @@
 # (`--gpus 1` / `--gres=gpu:1`) of 8 (`--fake-gpus 8` / `Gres=gpu:8`).
 # --coordinator-args: extra flags for trainctl-coordinator (e.g. "--sync
 # normal" to see what the default per-write fsync costs; recorded in the
-# JSON). Prints a table, writes --out (default bench/results/slurm_compare.json;
+# JSON). --agent-args: extra flags for trainctl-agent (e.g. "--no-guard
+# --task-shim build/bin/trainctl-task-shim" for the per-task shim the agent
+# used before its guard; recorded too). Prints a table, writes --out (default bench/results/slurm_compare.json;
 # "-" prints only).
 # Installs nothing: `apt-get install slurm-wlm slurmctld slurmd slurm-client
 # munge` first for the Slurm half (needs root for munge and mknod).
@@ -37,6 +39,7 @@ JOBS=500
 CONC=8
 ROUNDS=1
 COORD_ARGS=
+AGENT_ARGS=
 OUT=$ROOT/bench/results/slurm_compare.json
 SLURM=auto
 while (($#)); do
@@ -45,6 +48,7 @@ while (($#)); do
     --concurrency) CONC=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --coordinator-args) COORD_ARGS=$2; shift 2 ;;
+    --agent-args) AGENT_ARGS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-slurm) SLURM=no; shift ;;
     --tiny) JOBS=20; shift ;;
@@ -110,8 +114,9 @@ for _ in $(seq 1 300); do
 done
 [[ -n $port ]] || { cat "$WORK/coordinator.log" >&2; exit 1; }
 export TRAINCTL_COORDINATOR=127.0.0.1:$port
+# shellcheck disable=SC2086  # AGENT_ARGS is a list of flags.
 "$BIN/trainctl-agent" --node-name bench-node --fake-gpus 8:H100:80GiB \
-  --log-dir "$WORK/tc-logs" --log-level warn >"$WORK/agent.log" 2>&1 &
+  --log-dir "$WORK/tc-logs" --log-level warn $AGENT_ARGS >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 300); do
   "$BIN/trainctl" nodes 2>/dev/null | grep -q bench-node && break
@@ -198,10 +203,10 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
-python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" "$COORD_ARGS" \
+python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" "$COORD_ARGS" "$AGENT_ARGS" \
   "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
 import json, os, statistics, sys
-out, work, slurm, l0, l1, rounds, coord_args, commit = sys.argv[1:]
+out, work, slurm, l0, l1, rounds, coord_args, agent_args, commit = sys.argv[1:]
 rounds = int(rounds)
 floor = None
 if os.path.exists(os.path.join(work, "floor.json")):
@@ -251,7 +256,14 @@ for mode in ("cli", "batch"):
         ratios[mode] = r
 doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
        "slurm": slurm == "yes", "rounds": rounds,
-       "coordinator_args": coord_args,
+       "coordinator_args": coord_args, "agent_args": agent_args,
+       "durability": ("trainctl: every ack and state change is fsynced first "
+                      "(coordinator --sync full, group commit) unless "
+                      "coordinator_args say otherwise; Slurm 22.05: slurmctld "
+                      "acks sbatch from memory and its state-save thread writes "
+                      "job state later, batched, at most every 5 s "
+                      "(SAVE_MAX_WAIT, src/slurmctld/state_save.c): Slurm's "
+                      "side is the less durable one"),
        "job_shape": "one GPU each of 8 (trainctl --gpus 1 on --fake-gpus 8; "
                     "sbatch --gres=gpu:1 on Gres=gpu:8)",
        "transport_floor_us": floor,
