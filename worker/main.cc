@@ -23,6 +23,7 @@
 #include "worker/agent.h"
 #include "worker/agent_client.h"
 #include "worker/hw/agent_guard.h"
+#include "worker/hw/cuda_driver_hold.h"
 #include "worker/hw/fake_gpu_inventory.h"
 #include "worker/hw/nvml_gpu_inventory.h"
 #include "worker/hw/posix_process_launcher.h"
@@ -85,6 +86,12 @@ int main(int argc, char** argv) {
                "run under a guard process that stops every task the agent "
                "leaves behind when it dies, even by kill -9 "
                "(worker/hw/agent_guard.h; default on)");
+  bool hold_cuda = true;
+  app.add_flag("--hold-cuda-driver,!--no-hold-cuda-driver", hold_cuda,
+               "initialise the CUDA driver (cuInit, no context, no GPU memory) "
+               "in the agent and keep it so, as torchrun's launcher does: each "
+               "task's own CUDA start is ~0.28 s faster (default on; real GPUs "
+               "only)");
   std::string task_shim = "none";
   app.add_option("--task-shim", task_shim,
                  "trainctl-task-shim, started as the first process of every "
@@ -215,6 +222,12 @@ int main(int argc, char** argv) {
     config.fake_gpus = true;
   } else if (nvml.ok()) {
     inventory = std::move(*nvml);
+    if (hold_cuda) {
+      if (absl::Status s = trainctl::worker::HoldCudaDriver(); !s.ok()) {
+        TC_LOG_WARN("could not keep the CUDA driver initialised ({}); tasks pay "
+                    "the driver's start-up themselves", std::string(s.message()));
+      }
+    }
   } else {
     return Fail(absl::StrCat("cannot read GPUs through NVML: ", nvml.status().message(),
                              ". On a machine without GPUs, pass --fake-gpus N."));

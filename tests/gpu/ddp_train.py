@@ -9,7 +9,13 @@ It trains a small MLP on synthetic data for --steps steps and rank 0 prints one
 JSON line:
   world_size, time_to_first_allreduce_s (process start -> the first backward's
   gradient all-reduce completed), total_wall_s (process start -> end), steps,
-  samples_per_s (global samples per second over the steps after --warmup).
+  samples_per_s (global samples per second over the steps after --warmup),
+  phases_s (process start -> torch imported, CUDA device set, process group
+  ready, DDP wrapped, first all-reduce done: where the start-up time goes).
+
+With DDP_PROBE_DIR set, every rank also writes DDP_PROBE_DIR/rank<N>.json: its
+phases and what its launcher gave it (environment, CPU affinity, nice value,
+rlimits, cgroup, stdio types), to compare launchers (tests/gpu/ddp_probe.sh).
 """
 
 import argparse
@@ -37,6 +43,52 @@ def since_start_s():
     return time.clock_gettime(time.CLOCK_BOOTTIME) - START_S
 
 
+def process_facts():
+    """What the launcher gave this process, beyond argv: the things that can
+    change how fast it starts (proc(5), getrlimit(2), sched_getaffinity(2))."""
+    import resource
+    import stat
+
+    def fd_kind(fd):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return "closed"
+        for name, test in (("file", stat.S_ISREG), ("pipe", stat.S_ISFIFO),
+                           ("socket", stat.S_ISSOCK), ("tty", stat.S_ISCHR)):
+            if test(mode):
+                return name
+        return "other"
+
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return None
+
+    limits = {}
+    for name in ("RLIMIT_NOFILE", "RLIMIT_MEMLOCK", "RLIMIT_STACK",
+                 "RLIMIT_NPROC", "RLIMIT_AS", "RLIMIT_CORE"):
+        limits[name] = list(resource.getrlimit(getattr(resource, name)))
+    status = read("/proc/self/status") or ""
+    return {
+        "env": dict(os.environ),
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "nice": os.nice(0),
+        "rlimits": limits,
+        "cgroup": read("/proc/self/cgroup"),
+        "status": {k: v.strip() for k, _, v in (l.partition(":") for l in status.splitlines())
+                   if k in ("NoNewPrivs", "Seccomp", "Cpus_allowed_list", "Mems_allowed_list",
+                            "Threads", "voluntary_ctxt_switches")},
+        "stdio": [fd_kind(0), fd_kind(1), fd_kind(2)],
+        "cwd": os.getcwd(),
+        "umask": os.umask(0o022),
+        "sched": os.sched_getscheduler(0),
+        "pgid_is_pid": os.getpgid(0) == os.getpid(),
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -50,10 +102,14 @@ def main():
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    phases = {"imported": since_start_s()}
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
+    torch.cuda.synchronize()
+    phases["cuda_set"] = since_start_s()
     dist.init_process_group("nccl")
+    phases["pg_ready"] = since_start_s()
     rank = dist.get_rank()
     world_size = dist.get_world_size()
 
@@ -64,6 +120,8 @@ def main():
         nn.Linear(args.width, 10),
     ).to(device)
     model = DDP(model, device_ids=[local_rank])
+    torch.cuda.synchronize()
+    phases["ddp_ready"] = since_start_s()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(args.batch, 1024, device=device)
@@ -81,6 +139,7 @@ def main():
         if first_allreduce_s is None:
             torch.cuda.synchronize()
             first_allreduce_s = since_start_s()
+            phases["first_allreduce"] = first_allreduce_s
         opt.step()
     torch.cuda.synchronize()
     timed_steps = args.steps - args.warmup
@@ -91,6 +150,13 @@ def main():
 
     dist.barrier()
     dist.destroy_process_group()
+    phases = {k: round(v, 3) for k, v in phases.items()}
+    probe_dir = os.environ.get("DDP_PROBE_DIR")
+    if probe_dir:
+        facts = process_facts()
+        facts["phases_s"] = phases
+        with open(os.path.join(probe_dir, f"rank{rank}.json"), "w") as f:
+            json.dump(facts, f, indent=1, sort_keys=True)
     if rank == 0:
         print(json.dumps({
             "world_size": world_size,
@@ -99,6 +165,7 @@ def main():
             "steps": args.steps,
             "samples_per_s": round(samples_per_s, 1) if samples_per_s else None,
             "final_loss": round(float(loss.item()), 4),
+            "phases_s": phases,
         }), flush=True)
 
 
