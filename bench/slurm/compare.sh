@@ -124,11 +124,31 @@ for _ in $(seq 1 300); do
 done
 "$BIN/trainctl" nodes | grep -q bench-node || { cat "$WORK/agent.log" >&2; exit 1; }
 
+COORD_PID=${PIDS[0]}
+# The agent runs under its guard (--guard, the default): the agent is the
+# guard's child; with --no-guard it is the started process itself.
+AGENT_PID=$(pgrep -P "${PIDS[1]}" -x trainctl-agent 2>/dev/null || true)
+AGENT_PID=${AGENT_PID:-${PIDS[1]}}
+cpu_ticks() {  # PID -> "own reaped-children" CPU ticks (utime+stime, proc(5))
+  awk '{print $14 + $15, $16 + $17}' "/proc/$1/stat"
+}
+
 run_driver() {  # SYSTEM MODE ROUND -> JSON file $WORK/SYSTEM-MODE-ROUND.json
-  local sys=$1 mode=$2 round=$3
+  local sys=$1 mode=$2 round=$3 c0 a0 c1 a1
+  if [[ $sys == trainctl ]]; then
+    read -r c0 _ < <(cpu_ticks "$COORD_PID"); read -ra a0 < <(cpu_ticks "$AGENT_PID")
+  fi
   python3 "$HERE/driver.py" --system "$sys" --mode "$mode" --jobs "$JOBS" \
     --concurrency "$CONC" --dir "$WORK/stamps-$sys-$mode-$round" --trainctl "$BIN/trainctl" \
     >"$WORK/$sys-$mode-$round.json"
+  if [[ $sys == trainctl ]]; then
+    # CPU per job of each trainctl process over this run (where the ms go;
+    # the tasks are the agent's reaped children: the job's own programs,
+    # and the shim when --task-shim is given).
+    read -r c1 _ < <(cpu_ticks "$COORD_PID"); read -ra a1 < <(cpu_ticks "$AGENT_PID")
+    echo "$(( c1 - c0 )) $(( a1[0] - a0[0] )) $(( a1[1] - a0[1] )) $(getconf CLK_TCK)" \
+      >"$WORK/$sys-$mode-$round.cpu"
+  fi
   echo "round $round $sys $mode: $(cat "$WORK/$sys-$mode-$round.json")"
 }
 
@@ -227,6 +247,10 @@ def median_row(runs):
         if floor_ms and key == "issue_to_start":
             for q in ("p50_ms", "p99_ms"):
                 row[key][q[:3] + "_floor_multiple"] = round(row[key][q] / floor_ms)
+    if all("cpu_ms_per_job" in r for r in runs):
+        row["cpu_ms_per_job"] = {
+            k: round(statistics.median(r["cpu_ms_per_job"][k] for r in runs), 3)
+            for k in ("coordinator", "agent", "tasks")}
     row["rounds"] = runs
     return row
 
@@ -238,7 +262,18 @@ for sys_ in ("trainctl", "slurm"):
         for r in range(1, rounds + 1):
             p = os.path.join(work, "%s-%s-%d.json" % (sys_, mode, r))
             if os.path.exists(p):
-                runs.append(json.load(open(p)))
+                run = json.load(open(p))
+                cpu = os.path.join(work, "%s-%s-%d.cpu" % (sys_, mode, r))
+                if os.path.exists(cpu):
+                    coord, agent, tasks, hz = (int(x) for x in open(cpu).read().split())
+                    per_job = 1000.0 / hz / max(1, run["jobs"])
+                    run["cpu_ms_per_job"] = {
+                        "coordinator": round(coord * per_job, 3),
+                        "agent": round(agent * per_job, 3),
+                        "tasks": round(tasks * per_job, 3),
+                        "note": "utime+stime from /proc over the run / jobs; "
+                                "tasks = the agent's reaped children"}
+                runs.append(run)
         if runs:
             rows["%s_%s" % (sys_, mode)] = median_row(runs)
 ratios = {}
@@ -282,6 +317,9 @@ for k, r in rows.items():
         k, r["jobs_per_s"], r["wall_s"], r["ack_to_start"].get("p50_ms"),
         r["ack_to_start"].get("p99_ms"), i.get("p50_ms"), i.get("p99_ms"),
         i.get("p50_floor_multiple", "-"), i.get("p99_floor_multiple", "-")))
+for k, r in rows.items():
+    if "cpu_ms_per_job" in r:
+        print("%-16s CPU ms per job: %s" % (k, r["cpu_ms_per_job"]))
 for mode, r in ratios.items():
     print("ratio", mode, r)
 text = json.dumps(doc, indent=1)
