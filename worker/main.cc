@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -34,7 +35,12 @@ extern char** environ;
 namespace {
 
 absl::Notification g_shutdown;
-void OnSignal(int) { g_shutdown.Notify(); }
+std::atomic<bool> g_signalled{false};
+// SIGINT/SIGTERM may come twice (a terminal's Ctrl-C reaches the agent and
+// its guard, which forwards it): Notify() only the first time.
+void OnSignal(int) {
+  if (!g_signalled.exchange(true)) g_shutdown.Notify();
+}
 
 std::string Hostname() {
   char buf[256] = {};
