@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,11 +91,18 @@ void StopOrphans(pid_t agent, int agent_status, absl::Duration grace,
                                          : WEXITSTATUS(agent_status),
                orphans.size(), absl::FormatDuration(grace).c_str());
   SignalAll(orphans, SIGTERM);
+  std::set<pid_t> terminated;
+  for (const Orphan& o : orphans) terminated.insert(o.pid);
   const absl::Time deadline = absl::Now() + grace;
   for (;;) {
     ReapEnded();
     orphans = LiveChildren();
     if (orphans.empty()) return;
+    // Newly orphaned to us (e.g. a process a task had moved into its own
+    // session, whose parent just died): SIGTERM it too, with the same grace.
+    for (const Orphan& o : orphans) {
+      if (terminated.insert(o.pid).second) SignalAll({o}, SIGTERM);
+    }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
     // A child's end (SIGCHLD, blocked) wakes us; at most 50 ms between looks.

@@ -32,10 +32,14 @@
 // is no window in which a task exists that it does not cover: orphans reach
 // it through the kernel, not through a message.
 //
-// Limits (as with the shim): a process that leaves its task's process group
-// (setsid, setpgid) is still reparented to the guard and is SIGKILLed with
-// the rest; a process that daemonizes and reparents itself elsewhere before
-// the agent dies escapes. If the guard and the agent are both SIGKILLed at
+// Processes that left their task's process group (setsid, setpgid) are
+// missed by the group kill, but reach the guard too once their parent dies
+// (the guard is their nearest subreaper) and are stopped the same way (the
+// shim could not see them). Limits: a process reparented elsewhere before
+// the agent died (e.g. a daemon whose parent exited while the agent lived:
+// it went to the agent, its subreaper, and is then the guard's as well; but
+// one reparented to another subreaper or to init by a container runtime
+// escapes). If the guard and the agent are both SIGKILLed at
 // once (`pkill -9 -f trainctl-agent`), the tasks are orphaned to init.
 
 #include <sys/types.h>

@@ -189,6 +189,24 @@ TEST(AgentGuard, AgentSigkilled_TaskGroupDiesAndGuardExitsLikeTheAgent) {
   EXPECT_TRUE(WaitDead(task.second));
 }
 
+TEST(AgentGuard, ProcessEscapedIntoItsOwnSession_IsStoppedToo) {
+  // The task moves a child into a session (and process group) of its own:
+  // the group kill misses it, but once its parent dies it is orphaned to
+  // the guard, which stops it as well, without waiting for the 30 s grace.
+  GuardedProcess p(absl::Seconds(30), [](int fd) {
+    AgentWithTask(fd, "setsid sleep 1000 & echo task $$ $! >&3; wait");
+  });
+  int agent = 0;
+  std::pair<pid_t, pid_t> task;
+  ReadAgentAndTask(p, &agent, &task);
+  ASSERT_GT(task.second, 0);
+  kill(agent, SIGKILL);
+  EXPECT_TRUE(WaitDead(task.first));
+  EXPECT_TRUE(WaitDead(task.second));
+  std::optional<int> status = p.WaitGuardExit();
+  ASSERT_TRUE(status.has_value()) << "the guard did not exit";
+}
+
 TEST(AgentGuard, TaskIgnoresSigterm_KilledAfterGrace) {
   // The task ignores SIGTERM and keeps a grandchild that does too.
   GuardedProcess p(absl::Milliseconds(200), [](int fd) {
