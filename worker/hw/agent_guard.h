@@ -35,11 +35,8 @@
 // Processes that left their task's process group (setsid, setpgid) are
 // missed by the group kill, but reach the guard too once their parent dies
 // (the guard is their nearest subreaper) and are stopped the same way (the
-// shim could not see them). Limits: a process reparented elsewhere before
-// the agent died (e.g. a daemon whose parent exited while the agent lived:
-// it went to the agent, its subreaper, and is then the guard's as well; but
-// one reparented to another subreaper or to init by a container runtime
-// escapes). If the guard and the agent are both SIGKILLed at
+// shim could not see them). Limit: a process that left the agent's tree
+// (reparented to another subreaper, e.g. a container runtime's) escapes. If the guard and the agent are both SIGKILLed at
 // once (`pkill -9 -f trainctl-agent`), the tasks are orphaned to init.
 
 #include <sys/types.h>
