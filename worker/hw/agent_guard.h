@@ -36,8 +36,9 @@
 // missed by the group kill, but reach the guard too once their parent dies
 // (the guard is their nearest subreaper) and are stopped the same way (the
 // shim could not see them). Limit: a process that left the agent's tree
-// (reparented to another subreaper, e.g. a container runtime's) escapes. If the guard and the agent are both SIGKILLed at
-// once (`pkill -9 -f trainctl-agent`), the tasks are orphaned to init.
+// (reparented to another subreaper, e.g. a container runtime's) escapes.
+// If the guard and the agent are both SIGKILLed at once (`pkill -9 -f
+// trainctl-agent`), the tasks are orphaned to init.
 
 #include <sys/types.h>
 
