@@ -1346,6 +1346,7 @@ void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
     ctx.num_nodes = num_nodes;
     ctx.local_world_size = t.local_world_size();
     ctx.node_cpu_count = ne.node.cpu_count();
+    ctx.agent_store = job.world_size() > 1 && nodes_[job.tasks(0).node()].node.torch_store();
     v1::CoordinatorMessage msg;
     v1::StartTask* start = msg.mutable_start_task();
     *start->mutable_task() = RefOf(job, t);

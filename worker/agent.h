@@ -30,6 +30,7 @@
 #include "worker/hw/gpu_inventory.h"
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
+#include "worker/torch_store.h"
 
 namespace trainctl::worker {
 
@@ -63,6 +64,10 @@ struct AgentConfig {
   // trainctl-fake-preflight-probe (main.cc picks the one next to the agent).
   // Empty: probe tasks fail to start (their node is then excluded).
   std::string preflight_probe;
+  // Hosts the PyTorch TCPStore of each gang whose rank 0 runs here
+  // (torch_store.h), not owned; null: this node hosts none (the
+  // registration says so, and its gangs' rank 0 creates the store itself).
+  TorchStore* torch_store = nullptr;
 };
 
 // Thread-safe: Handle() runs on the transport's reader thread (one caller at
@@ -161,6 +166,9 @@ class Agent {
     bool fence_after_launch = false;
     // The exit, when it came while launching (reported after RUNNING).
     std::optional<ExitInfo> early_exit;
+    // Port of the PyTorch store opened for this task's job attempt (rank 0
+    // only; 0: none), closed when the task exits.
+    int store_port = 0;
   };
 
   // Launches `start` (no lock held while spawning) and reports RUNNING or
@@ -171,8 +179,15 @@ class Agent {
   LaunchSpec SpecFor(const v1::StartTask& start) const;
   void OnExit(const Key& key, ExitInfo info);
   // Reports the exit of `it`'s task (and an out-of-memory line first).
-  void ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it, ExitInfo info)
+  // Returns the port of a PyTorch store to close once mu_ is released (0:
+  // none).
+  int ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it, ExitInfo info)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens the job attempt's PyTorch store when `start` is rank 0 of a gang
+  // told to use the agent's store (TORCHELASTIC_USE_AGENT_STORE=True) and
+  // this agent hosts stores. Returns the port opened (0: none).
+  // Errors: those of TorchStore::Open (the task then fails to start).
+  absl::StatusOr<int> OpenStoreFor(const v1::StartTask& start);
   void EmitLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentMessage ReadLog(const v1::ReadLog& read) const;
   // The line of the end of a task's log that says CUDA ran out of memory;

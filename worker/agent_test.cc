@@ -10,6 +10,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,6 +53,18 @@ class FakeLauncher : public ProcessLauncher {
   std::map<int, LaunchSpec> launched;
   std::map<int, absl::AnyInvocable<void(ExitInfo)>> exits;
   std::vector<std::pair<int, absl::Duration>> stopped;
+};
+
+// Records the stores the agent opens and closes; Open fails with `fail`.
+class FakeTorchStore : public TorchStore {
+ public:
+  absl::Status Open(int port, int world_size) override {
+    calls.push_back(absl::StrCat("open ", port, " ", world_size));
+    return fail;
+  }
+  void Close(int port) override { calls.push_back(absl::StrCat("close ", port)); }
+  absl::Status fail = absl::OkStatus();
+  std::vector<std::string> calls;
 };
 
 v1::CoordinatorMessage Start(int64_t job, int rank) {
@@ -170,6 +183,57 @@ TEST_F(AgentTest, Handle_StartTaskSpawnFails_ReportsStartFailedWithReason) {
   EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("not found"));
   EXPECT_EQ(agent_->RunningTasks(), 0);
   EXPECT_THAT(agent_->Registration()->running_tasks(), SizeIs(0));
+}
+
+v1::CoordinatorMessage GangStart(int64_t job, int rank) {
+  v1::CoordinatorMessage msg = Start(job, rank);
+  auto& env = *msg.mutable_start_task()->mutable_env();
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env["MASTER_PORT"] = "29611";
+  env["WORLD_SIZE"] = "2";
+  return msg;
+}
+
+TEST_F(AgentTest, TorchStore_RankZeroOfAGang_StoreListensBeforeLaunchAndClosesAtExit) {
+  FakeTorchStore store;
+  config_.torch_store = &store;
+  Make();
+  Connect();
+  EXPECT_TRUE(agent_->Registration()->node().torch_store());
+  // The store is open by the time the process starts (torchrun's order).
+  launcher_.during_launch = [&](int) { EXPECT_THAT(store.calls, ElementsAre("open 29611 2")); };
+  agent_->Handle(GangStart(7, 0));
+  agent_->Handle(GangStart(7, 1));  // Other ranks connect to it; no store of their own.
+  EXPECT_THAT(store.calls, ElementsAre("open 29611 2"));
+  launcher_.Exit(1001, ExitInfo{0, 0});
+  EXPECT_THAT(store.calls, ElementsAre("open 29611 2"));
+  launcher_.Exit(1000, ExitInfo{0, 0});
+  EXPECT_THAT(store.calls, ElementsAre("open 29611 2", "close 29611"));
+}
+
+TEST_F(AgentTest, TorchStore_OpenFails_RankZeroStartFailedWithTheReason) {
+  FakeTorchStore store;
+  store.fail = absl::FailedPreconditionError("PyTorch TCPStore on port 29611: address in use");
+  config_.torch_store = &store;
+  Make();
+  Connect();
+  agent_->Handle(GangStart(7, 0));
+  EXPECT_THAT(launcher_.launched, SizeIs(0));
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_START_FAILED);
+  EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("address in use"));
+}
+
+TEST_F(AgentTest, TorchStore_NotAskedOrNoHost_NothingOpened) {
+  FakeTorchStore store;
+  config_.torch_store = &store;
+  Make();
+  Connect();
+  agent_->Handle(Start(7, 0));  // No TORCHELASTIC_USE_AGENT_STORE.
+  EXPECT_THAT(store.calls, SizeIs(0));
+  config_.torch_store = nullptr;  // An agent without a store host says so.
+  Make();
+  EXPECT_FALSE(agent_->Registration()->node().torch_store());
 }
 
 TEST_F(AgentTest, Exit_WhileDisconnected_ListedAtRegistrationThenReported) {

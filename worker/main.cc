@@ -28,6 +28,7 @@
 #include "worker/hw/fake_gpu_inventory.h"
 #include "worker/hw/nvml_gpu_inventory.h"
 #include "worker/hw/posix_process_launcher.h"
+#include "worker/torch_store.h"
 
 extern char** environ;
 
@@ -98,6 +99,15 @@ int main(int argc, char** argv) {
                "in the agent and keep it so, as torchrun's launcher does: each "
                "task's own CUDA start is ~0.28 s faster (default on; real GPUs "
                "only)");
+  std::string torch_store_cmd = "auto";
+  app.add_option("--torch-store-host", torch_store_cmd,
+                 "command (split at spaces) of the helper that hosts the PyTorch "
+                 "TCPStore of each gang whose rank 0 runs here, so the store "
+                 "listens before the ranks start, as under torchrun "
+                 "(worker/nccl/python/torch_store_host.py); 'auto': python3 "
+                 "with ../share/torch_store_host.py next to this binary, real "
+                 "GPUs only, skipped when torch does not import; 'none': off")
+      ->capture_default_str();
   std::string task_shim = "none";
   app.add_option("--task-shim", task_shim,
                  "trainctl-task-shim, started as the first process of every "
@@ -255,6 +265,40 @@ int main(int argc, char** argv) {
     TC_LOG_WARN("pre-flights run {} (fake GPUs: no NCCL all-reduce)", preflight_probe);
   }
   config.preflight_probe = preflight_probe;
+
+  // PyTorch stores (worker/torch_store.h): started now, so a store opens in
+  // milliseconds when a gang starts; the registration says whether it runs.
+  std::unique_ptr<trainctl::worker::TorchStoreHost> torch_store;
+  {
+    std::vector<std::string> store_argv;
+    bool required = false;
+    if (torch_store_cmd == "auto") {
+      std::error_code ec;
+      const std::filesystem::path script =
+          std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / ".." /
+          "share" / "torch_store_host.py";
+      if (!config.fake_gpus && std::filesystem::exists(script, ec)) {
+        store_argv = {"python3", script.lexically_normal().string()};
+      }
+    } else if (torch_store_cmd != "none") {
+      store_argv = absl::StrSplit(torch_store_cmd, ' ', absl::SkipEmpty());
+      required = true;
+    }
+    if (!store_argv.empty()) {
+      auto host = trainctl::worker::TorchStoreHost::Start(store_argv, absl::Seconds(60));
+      if (host.ok()) {
+        TC_LOG_INFO("hosting PyTorch TCPStores for gangs (torch {})",
+                    (*host)->torch_version());
+        torch_store = *std::move(host);
+        config.torch_store = torch_store.get();
+      } else if (required) {
+        return Fail(absl::StrCat("--torch-store-host: ", host.status().message()));
+      } else {
+        TC_LOG_INFO("not hosting PyTorch stores ({}); rank 0 of each gang creates "
+                    "its own", std::string(host.status().message()));
+      }
+    }
+  }
 
   // Members in dependency order: hardware, then the agent, then the session.
   trainctl::worker::PosixProcessLauncher::Options launch_options;
