@@ -35,6 +35,9 @@ constexpr size_t kRecentExits = 256;
 // TaskRef.attempt of pre-flight probes starts here (coordinator/preflight.h,
 // kPreflightAttemptBase).
 constexpr int kPreflightAttemptBase = 1000000000;
+// Task logs are grouped in directories of this many consecutive job ids
+// (<log_dir>/jobs-12000/ holds jobs 12000-12999): one mkdir per 1,000 jobs.
+constexpr int64_t kJobsPerLogShard = 1000;
 // How much of a probe's log end is searched for its result line.
 constexpr int64_t kPreflightScanBytes = 16 << 10;
 
@@ -241,6 +244,20 @@ int Agent::RunningTasks() const {
 }
 
 std::string Agent::LogPath(const v1::TaskRef& ref) const {
+  // One file per task, no directory per job or attempt: on ext4 a new
+  // directory costs several times a new file (bench/README.md, "Issue 7.1").
+  const int64_t job = ref.job_id();
+  const int64_t shard = job / kJobsPerLogShard * kJobsPerLogShard;
+  if (ref.attempt() > kPreflightAttemptBase) {
+    return absl::StrCat(config_.log_dir, "/jobs-", shard, "/job-", job, ".preflight-",
+                        ref.attempt() - kPreflightAttemptBase, ".rank-", ref.rank(),
+                        ".log");
+  }
+  return absl::StrCat(config_.log_dir, "/jobs-", shard, "/job-", job, ".attempt-",
+                      ref.attempt(), ".rank-", ref.rank(), ".log");
+}
+
+std::string Agent::LegacyLogPath(const v1::TaskRef& ref) const {
   if (ref.attempt() > kPreflightAttemptBase) {
     return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/preflight-",
                         ref.attempt() - kPreflightAttemptBase, "/rank-", ref.rank(),
@@ -248,6 +265,11 @@ std::string Agent::LogPath(const v1::TaskRef& ref) const {
   }
   return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/attempt-",
                       ref.attempt(), "/rank-", ref.rank(), ".log");
+}
+
+std::string Agent::DefaultWorkdir(const v1::TaskRef& ref) const {
+  return absl::StrCat(config_.log_dir, "/work/job-", ref.job_id(), "/attempt-",
+                      ref.attempt());
 }
 
 std::optional<v1::PreflightProbeResult> Agent::ParsePreflightResult(
@@ -332,7 +354,8 @@ LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
   spec.log_path = LogPath(ref);
   spec.workdir = start.workdir();
   if (spec.workdir.empty()) {
-    spec.workdir = std::filesystem::path(spec.log_path).parent_path().string();
+    // No workdir in the job: a scratch directory of its own per attempt.
+    spec.workdir = DefaultWorkdir(ref);
     std::error_code ec;
     std::filesystem::create_directories(spec.workdir, ec);
   }
@@ -496,8 +519,15 @@ v1::AgentMessage Agent::ReadLog(const v1::ReadLog& read) const {
   v1::AgentMessage reply;
   v1::LogChunk* chunk = reply.mutable_log_chunk();
   chunk->set_request_id(read.request_id());
-  const std::string path = LogPath(read.task());
+  std::string path = LogPath(read.task());
   std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    // A task started by an agent from before the flat layout.
+    const std::string legacy = LegacyLogPath(read.task());
+    in.clear();
+    in.open(legacy, std::ios::binary);
+    if (in) path = legacy;
+  }
   if (!in) {
     chunk->set_error(absl::StrCat("no log at ", path, " on ", config_.node_name));
     return reply;

@@ -40,7 +40,9 @@ struct AgentConfig {
   std::string address = "127.0.0.1";
   // GPU indices this agent offers; empty means all of the host's.
   std::vector<int> offered_gpus;
-  // Task logs go to <log_dir>/job-<id>/attempt-<n>/rank-<r>.log.
+  // Task logs go to <log_dir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log
+  // (LogPath()); tasks of jobs without a workdir run in
+  // <log_dir>/work/job-<id>/attempt-<n>/.
   std::string log_dir;
   // MASTER_PORT range offered for jobs whose rank 0 runs here, inclusive.
   int port_min = 29500;
@@ -125,11 +127,22 @@ class Agent {
   // Tasks whose process runs now.
   int RunningTasks() const;
 
-  // Log file of a task (also for tasks already forgotten):
-  // <log_dir>/job-<id>/attempt-<n>/rank-<r>.log, and for a pre-flight probe
-  // (TaskRef.attempt = kPreflightAttemptBase + run)
-  // <log_dir>/job-<id>/preflight-<run>/rank-<r>.log.
+  // Log file of a task (also for tasks already forgotten), one flat file
+  // per task, grouped by 1,000 job ids (k = id rounded down to a multiple of
+  // 1,000): <log_dir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log, and for a
+  // pre-flight probe (TaskRef.attempt = kPreflightAttemptBase + run)
+  // <log_dir>/jobs-<k>/job-<id>.preflight-<run>.rank-<r>.log. Why flat: on
+  // ext4 creating a directory costs several times creating a file, and the
+  // earlier layout (<log_dir>/job-<id>/attempt-<n>/rank-<r>.log, two new
+  // directories per job) was most of the agent's CPU per short task
+  // (bench/README.md, issue 7.1). ReadLog still finds logs of that layout.
   std::string LogPath(const v1::TaskRef& ref) const;
+  // The layout before LogPath()'s: <log_dir>/job-<id>/attempt-<n>/rank-<r>.log
+  // (pre-flight: preflight-<run>/).
+  std::string LegacyLogPath(const v1::TaskRef& ref) const;
+  // Working directory of a task whose StartTask has none (created at start):
+  // <log_dir>/work/job-<id>/attempt-<n>.
+  std::string DefaultWorkdir(const v1::TaskRef& ref) const;
 
   // The prefix of the result line a pre-flight probe prints (then the
   // v1::PreflightProbeResult as JSON).

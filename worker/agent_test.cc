@@ -117,9 +117,11 @@ TEST_F(AgentTest, Handle_StartTask_LaunchesWithMergedEnvAndReportsRunning) {
   EXPECT_EQ(spec.env.at("NCCL_NVLS_ENABLE"), "0");
   EXPECT_EQ(spec.env.at("PATH"), "/task/bin");
   EXPECT_EQ(spec.env.at("RANK"), "1");
-  EXPECT_EQ(spec.log_path, log_dir_ + "/job-7/attempt-0/rank-1.log");
-  // No workdir given: the task runs in its log directory.
-  EXPECT_EQ(spec.workdir, log_dir_ + "/job-7/attempt-0");
+  // One flat file per task, in the directory of job ids 0-999.
+  EXPECT_EQ(spec.log_path, log_dir_ + "/jobs-0/job-7.attempt-0.rank-1.log");
+  // No workdir given: a scratch directory of its own, created for it.
+  EXPECT_EQ(spec.workdir, log_dir_ + "/work/job-7/attempt-0");
+  EXPECT_TRUE(std::filesystem::is_directory(spec.workdir));
   ASSERT_THAT(sent_, SizeIs(1));
   EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_RUNNING);
   EXPECT_EQ(sent_[0].task_status().task().pid(), 1000);
@@ -351,8 +353,8 @@ TEST_F(AgentTest, Handle_StopTask_StopsWithGrace) {
 TEST_F(AgentTest, Handle_ReadLog_ReturnsBytesFromOffset) {
   Make();
   Connect();
-  std::filesystem::create_directories(log_dir_ + "/job-7/attempt-0");
-  std::ofstream(log_dir_ + "/job-7/attempt-0/rank-0.log") << "hello world\n";
+  std::filesystem::create_directories(log_dir_ + "/jobs-0");
+  std::ofstream(log_dir_ + "/jobs-0/job-7.attempt-0.rank-0.log") << "hello world\n";
   v1::CoordinatorMessage read;
   read.mutable_read_log()->set_request_id(5);
   read.mutable_read_log()->mutable_task()->set_job_id(7);
@@ -367,6 +369,36 @@ TEST_F(AgentTest, Handle_ReadLog_ReturnsBytesFromOffset) {
   read.mutable_read_log()->mutable_task()->set_rank(3);
   agent_->Handle(read);
   EXPECT_THAT(sent_[1].log_chunk().error(), HasSubstr("no log at"));
+}
+
+TEST_F(AgentTest, LogPath_GroupsThousandJobIdsPerDirectory) {
+  Make();
+  v1::TaskRef ref;
+  ref.set_job_id(12345);
+  ref.set_attempt(2);
+  ref.set_rank(3);
+  EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-12000/job-12345.attempt-2.rank-3.log");
+  ref.set_job_id(999);
+  EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-0/job-999.attempt-2.rank-3.log");
+  // A pre-flight probe (attempt = 1,000,000,000 + run).
+  ref.set_attempt(1000000000 + 1);
+  EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-0/job-999.preflight-1.rank-3.log");
+}
+
+TEST_F(AgentTest, Handle_ReadLog_FindsALogOfTheEarlierLayout) {
+  // Written by an agent from before the flat layout: still readable.
+  Make();
+  Connect();
+  std::filesystem::create_directories(log_dir_ + "/job-7/attempt-1");
+  std::ofstream(log_dir_ + "/job-7/attempt-1/rank-0.log") << "old layout\n";
+  v1::CoordinatorMessage read;
+  read.mutable_read_log()->set_request_id(6);
+  read.mutable_read_log()->mutable_task()->set_job_id(7);
+  read.mutable_read_log()->mutable_task()->set_attempt(1);
+  read.mutable_read_log()->set_max_bytes(100);
+  agent_->Handle(read);
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].log_chunk().data(), "old layout\n");
 }
 
 }  // namespace

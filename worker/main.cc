@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "common/paths.h"
 #include "worker/agent.h"
 #include "worker/agent_client.h"
+#include "worker/hw/agent_guard.h"
 #include "worker/hw/cuda_driver_hold.h"
 #include "worker/hw/fake_gpu_inventory.h"
 #include "worker/hw/nvml_gpu_inventory.h"
@@ -34,7 +36,12 @@ extern char** environ;
 namespace {
 
 absl::Notification g_shutdown;
-void OnSignal(int) { g_shutdown.Notify(); }
+std::atomic<bool> g_signalled{false};
+// SIGINT/SIGTERM may come twice (a terminal's Ctrl-C reaches the agent and
+// its guard, which forwards it): Notify() only the first time.
+void OnSignal(int) {
+  if (!g_signalled.exchange(true)) g_shutdown.Notify();
+}
 
 std::string Hostname() {
   char buf[256] = {};
@@ -81,6 +88,11 @@ int main(int argc, char** argv) {
                "kill this node's tasks when the coordinator has not renewed the "
                "agent's lease for its node timeout (the coordinator has failed "
                "them by then; default on)");
+  bool guard = true;
+  app.add_flag("--guard,!--no-guard", guard,
+               "run under a guard process that stops every task the agent "
+               "leaves behind when it dies, even by kill -9 "
+               "(worker/hw/agent_guard.h; default on)");
   bool hold_cuda = true;
   app.add_flag("--hold-cuda-driver,!--no-hold-cuda-driver", hold_cuda,
                "initialise the CUDA driver (cuInit, no context, no GPU memory) "
@@ -96,11 +108,13 @@ int main(int argc, char** argv) {
                  "with ../share/torch_store_host.py next to this binary, real "
                  "GPUs only, skipped when torch does not import; 'none': off")
       ->capture_default_str();
-  std::string task_shim;
+  std::string task_shim = "none";
   app.add_option("--task-shim", task_shim,
-                 "trainctl-task-shim, which kills a task when the agent dies "
-                 "(default: next to this binary; 'none': tasks are started "
-                 "directly and outlive a killed agent)");
+                 "trainctl-task-shim, started as the first process of every "
+                 "task to kill it when the agent dies: the per-task way, an "
+                 "extra program start per task ('none': the default, the "
+                 "--guard covers it)")
+      ->capture_default_str();
   std::string preflight_probe;
   app.add_option("--preflight-probe", preflight_probe,
                  "program run for a gang's pre-flight (a short NCCL all-reduce "
@@ -134,6 +148,21 @@ int main(int argc, char** argv) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("agent", log_level);
+  if (guard) {
+    // First, while this process has one thread (the guard forks).
+    absl::StatusOr<trainctl::worker::GuardSplit> split =
+        trainctl::worker::SplitGuard(absl::Seconds(5));
+    if (!split.ok()) {
+      TC_LOG_WARN("cannot start the agent's guard ({}): tasks will OUTLIVE a "
+                  "killed agent unless --task-shim is given",
+                  split.status().ToString());
+    } else if (!split->is_agent) {
+      return split->exit_code;
+    }
+  } else if (task_shim == "none") {
+    TC_LOG_WARN("--no-guard and no --task-shim: tasks will OUTLIVE a killed "
+                "agent and keep their GPUs");
+  }
 
   if (absl::StatusOr<std::string> target = trainctl::GrpcTargetFor(coordinator);
       !target.ok()) {
@@ -273,18 +302,10 @@ int main(int argc, char** argv) {
 
   // Members in dependency order: hardware, then the agent, then the session.
   trainctl::worker::PosixProcessLauncher::Options launch_options;
-  if (task_shim.empty()) {
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    task_shim = (self.parent_path() / "trainctl-task-shim").string();
-    if (ec || access(task_shim.c_str(), X_OK) != 0) {
-      TC_LOG_WARN("no trainctl-task-shim next to the agent ({}): tasks will OUTLIVE "
-                  "a killed agent and keep their GPUs; pass --task-shim PATH",
-                  task_shim);
-      task_shim = "none";
-    }
-  }
   if (task_shim != "none") {
+    if (access(task_shim.c_str(), X_OK) != 0) {
+      return Fail(absl::StrCat("--task-shim ", task_shim, " is not an executable"));
+    }
     launch_options.task_shim = std::filesystem::absolute(task_shim).string();
   }
   auto launcher =
