@@ -17,9 +17,11 @@
 //   task_cpu_us_per_task   runs; reaped children): steadier than wall time
 //                     on a shared machine
 //
-// Cases: shim:0/1 (tasks started directly, or through trainctl-task-shim as
-// trainctl-agent does by default); cmd:0 `true`, cmd:1 the Slurm comparison's
-// job `sh -c 'date +%s%N > FILE'`.
+// Cases: shim:0/1 (tasks started directly, as trainctl-agent does by
+// default since its guard process (worker/hw/agent_guard.h) keeps tasks from
+// outliving it; or through trainctl-task-shim, the per-task way the agent
+// used before and still offers with --task-shim); cmd:0 `true`, cmd:1 the
+// Slurm comparison's job `sh -c 'date +%s%N > FILE'`.
 //
 // Flags (besides Google Benchmark's): --shim=PATH of trainctl-task-shim
 // (default: next to this binary); --dir=DIR for the task logs (default

@@ -257,6 +257,9 @@ absl::Status Coordinator::LoadLocked() {
     }
     const int64_t id = job.id();
     TrackLocked(job);
+    if (job.preempted_for_job_id() != 0) {
+      victims_of_[job.preempted_for_job_id()].push_back(id);
+    }
     if (jobs_.emplace(id, std::move(job)).second) {
       ++jobs_by_state_[StateSlot(jobs_.at(id).state())];
     }
@@ -1420,6 +1423,17 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   job.set_world_size(rank);
   job.set_placement_seq(next_placement_seq_++);
   job.clear_preempted_for_job_id();
+  // The jobs preempted for this one may start again now that it is placed
+  // (issue 3: "not restarted until X is placed or gone"); their records are
+  // stored with the same group commit as this placement.
+  if (auto victims = victims_of_.extract(job.id()); !victims.empty()) {
+    for (int64_t v : victims.mapped()) {
+      auto it = jobs_.find(v);
+      if (it == jobs_.end() || it->second.preempted_for_job_id() != job.id()) continue;
+      it->second.clear_preempted_for_job_id();
+      PersistLocked(it->second);
+    }
+  }
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
@@ -1450,6 +1464,7 @@ void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
     ctx.num_nodes = num_nodes;
     ctx.local_world_size = t.local_world_size();
     ctx.node_cpu_count = ne.node.cpu_count();
+    ctx.agent_store = job.world_size() > 1 && nodes_[job.tasks(0).node()].node.torch_store();
     v1::CoordinatorMessage msg;
     v1::StartTask* start = msg.mutable_start_task();
     *start->mutable_task() = RefOf(job, t);
@@ -1524,6 +1539,7 @@ void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
   }
   victim.set_preemptions(victim.preemptions() + 1);
   victim.set_preempted_for_job_id(by);
+  victims_of_[by].push_back(victim.id());
   TransitionLocked(victim, v1::JOB_STATE_PENDING,
                    absl::StrCat("preempted for job ", by, " (preemption ",
                                 victim.preemptions(), "); requeued as attempt ",

@@ -748,6 +748,11 @@ class Coordinator {
   mutable sched::ClusterSnapshot snapshot_cache_ ABSL_GUARDED_BY(mu_);
   std::vector<DrainingTask> draining_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
+  // Preemptor job id -> the jobs preempted for it that still wait for it to
+  // be placed (preempted_for_job_id); cleared when it is placed
+  // (StartAttemptLocked), so a preemptor queued again later (itself
+  // preempted) does not hold its old victims back.
+  absl::flat_hash_map<int64_t, std::vector<int64_t>> victims_of_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
   int64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);

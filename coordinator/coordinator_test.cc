@@ -192,6 +192,39 @@ TEST_F(CoordinatorTest, SubmitJob_GangOverTwoNodes_RanksAndSharedMaster) {
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
 }
 
+TEST_F(CoordinatorTest, SubmitJob_RankZeroNodeHostsTorchStore_EveryRankUsesTheAgentStore) {
+  // Node a's agent hosts PyTorch stores; node b's does not. Ranks follow the
+  // node of rank 0 (all of them must agree: agent-store ranks are all
+  // clients, with the attempt's key prefix), as under torchrun.
+  auto& a = conns_["a"];
+  a = std::make_unique<FakeConnection>();
+  v1::RegisterNode reg = NodeReg("a", 2);
+  reg.mutable_node()->set_torch_store(true);
+  TC_ASSERT_OK(core_->RegisterAgent(reg, a.get()));
+  FakeConnection& b = Connect("b", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(2);
+  spec.set_gpus_per_node(2);
+  TC_ASSERT_OK(core_->SubmitJob(spec, ""));
+  std::vector<v1::StartTask> starts = a->Starts();
+  for (auto& s : b.Starts()) starts.push_back(s);
+  ASSERT_THAT(starts, SizeIs(4));
+  for (const auto& s : starts) {
+    EXPECT_EQ(s.env().at("MASTER_ADDR"), "a.example");
+    EXPECT_EQ(s.env().at("TORCHELASTIC_USE_AGENT_STORE"), "True");
+  }
+  // A one-process experiment creates its own store, as before, even on a
+  // node that hosts stores.
+  auto& c = conns_["c"];
+  c = std::make_unique<FakeConnection>();
+  reg = NodeReg("c", 1);
+  reg.mutable_node()->set_torch_store(true);
+  TC_ASSERT_OK(core_->RegisterAgent(reg, c.get()));
+  TC_ASSERT_OK(core_->SubmitJob(Spec(), ""));
+  ASSERT_THAT(c->Starts(), SizeIs(1));
+  EXPECT_EQ(c->Starts()[0].env().count("TORCHELASTIC_USE_AGENT_STORE"), 0u);
+}
+
 TEST_F(CoordinatorTest, Gang_OneRankFails_OthersStoppedAndJobFails) {
   FakeConnection& a = Connect("a", 2);
   v1::JobSpec spec = Spec();

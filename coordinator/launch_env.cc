@@ -32,6 +32,7 @@ std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
   set("TORCHELASTIC_RESTART_COUNT", job.attempt());
   set("TORCHELASTIC_MAX_RESTARTS", job.spec().max_restarts());
   set("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1);
+  if (ctx.agent_store) set("TORCHELASTIC_USE_AGENT_STORE", "True");
   set("OMP_NUM_THREADS",
       std::max(1, ctx.node_cpu_count / std::max(1, ctx.local_world_size)));
   set("TRAINCTL_COORDINATOR", ctx.coordinator_address);

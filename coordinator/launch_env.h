@@ -22,6 +22,12 @@ struct LaunchContext {
   // CPU cores of this task's node; OMP_NUM_THREADS = max(1, cores / local
   // world size), as torchrun does.
   int node_cpu_count = 1;
+  // Rank 0's node hosts the job's PyTorch TCPStore (Node.torch_store): every
+  // rank gets TORCHELASTIC_USE_AGENT_STORE=True and connects to it as a
+  // client, as under torchrun (torch/distributed/rendezvous.py), instead of
+  // rank 0 creating it late. Only for gangs (WORLD_SIZE > 1), never for
+  // pre-flight probes.
+  bool agent_store = false;
 };
 
 // The variables trainctl sets for `task` of `job`'s current attempt, merged

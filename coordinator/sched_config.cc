@@ -83,6 +83,20 @@ absl::StatusOr<sched::PolicyConfig> PolicyFromProto(
                                 file.reservation_min_wait_s()));
   }
   policy.reservation_min_wait_s = file.reservation_min_wait_s();
+  policy.interleave.enabled = !file.disable_interleave_packing();
+  if (file.interleave_max_jobs() != 0) {
+    if (file.interleave_max_jobs() < 2) {
+      return Invalid("interleave_max_jobs",
+                     absl::StrCat("must be 0 (default 3) or >= 2, got ",
+                                  file.interleave_max_jobs()));
+    }
+    policy.interleave.max_jobs = file.interleave_max_jobs();
+  }
+  if (!(file.interleave_min_gain() >= 0)) {
+    return Invalid("interleave_min_gain",
+                   absl::StrCat("must be >= 0, got ", file.interleave_min_gain()));
+  }
+  policy.interleave.min_gain = file.interleave_min_gain();
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < file.queues_size(); ++i) {
     const v1::QueueSpec& q = file.queues(i);

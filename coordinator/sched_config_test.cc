@@ -30,6 +30,9 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
     disable_backfill: true
     overtake_preemption: true
     reservation_min_wait_s: 3600
+    disable_interleave_packing: true
+    interleave_max_jobs: 2
+    interleave_min_gain: 0.25
     queues { name: "default" }
     queues { name: "prod" weight: 3 }
     user_quotas { name: "*" gpus: 16 }
@@ -42,6 +45,9 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
   EXPECT_TRUE(p->preemption);  // not given: the default
   EXPECT_TRUE(p->overtake_preemption);
   EXPECT_EQ(p->reservation_min_wait_s, 3600);
+  EXPECT_FALSE(p->interleave.enabled);
+  EXPECT_EQ(p->interleave.max_jobs, 2);
+  EXPECT_EQ(p->interleave.min_gain, 0.25);
   ASSERT_EQ(p->queues.size(), 2u);
   EXPECT_EQ(p->queues[0].name, "default");
   EXPECT_EQ(p->queues[0].weight, 1.0);  // 0 (absent) means 1
@@ -81,6 +87,14 @@ TEST(SchedConfigTest, LoadSchedulerConfig_BadInput_InvalidArgumentNamingField) {
       LoadSchedulerConfig(WriteFile("bad5.textproto", "reservation_min_wait_s: -1")),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("reservation_min_wait_s: must be >= 0 seconds, got -1")));
+  EXPECT_THAT(
+      LoadSchedulerConfig(WriteFile("bad6.textproto", "interleave_max_jobs: 1")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("interleave_max_jobs: must be 0 (default 3) or >= 2, got 1")));
+  EXPECT_THAT(
+      LoadSchedulerConfig(WriteFile("bad7.textproto", "interleave_min_gain: -0.5")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("interleave_min_gain: must be >= 0, got -0.5")));
   EXPECT_THAT(LoadSchedulerConfig(WriteFile("bad4.textproto", "queues {")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 1")));
   EXPECT_THAT(LoadSchedulerConfig("/nonexistent/sched.textproto"),

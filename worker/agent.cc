@@ -1,5 +1,10 @@
 #include "worker/agent.h"
 
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +35,9 @@ constexpr size_t kRecentExits = 256;
 // TaskRef.attempt of pre-flight probes starts here (coordinator/preflight.h,
 // kPreflightAttemptBase).
 constexpr int kPreflightAttemptBase = 1000000000;
+// Task logs are grouped in directories of this many consecutive job ids
+// (<log_dir>/jobs-12000/ holds jobs 12000-12999): one mkdir per 1,000 jobs.
+constexpr int64_t kJobsPerLogShard = 1000;
 // How much of a probe's log end is searched for its result line.
 constexpr int64_t kPreflightScanBytes = 16 << 10;
 
@@ -79,6 +87,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   node->set_port_min(config_.port_min);
   node->set_port_max(config_.port_max);
   node->set_fake_gpus(config_.fake_gpus);
+  node->set_torch_store(config_.torch_store != nullptr);
   node->set_agent_version("0.1.0");
   reg.set_fences(config_.fences);
   for (const GpuInfo& g : gpus) {
@@ -235,6 +244,20 @@ int Agent::RunningTasks() const {
 }
 
 std::string Agent::LogPath(const v1::TaskRef& ref) const {
+  // One file per task, no directory per job or attempt: on ext4 a new
+  // directory costs several times a new file (bench/README.md, "Issue 7.1").
+  const int64_t job = ref.job_id();
+  const int64_t shard = job / kJobsPerLogShard * kJobsPerLogShard;
+  if (ref.attempt() > kPreflightAttemptBase) {
+    return absl::StrCat(config_.log_dir, "/jobs-", shard, "/job-", job, ".preflight-",
+                        ref.attempt() - kPreflightAttemptBase, ".rank-", ref.rank(),
+                        ".log");
+  }
+  return absl::StrCat(config_.log_dir, "/jobs-", shard, "/job-", job, ".attempt-",
+                      ref.attempt(), ".rank-", ref.rank(), ".log");
+}
+
+std::string Agent::LegacyLogPath(const v1::TaskRef& ref) const {
   if (ref.attempt() > kPreflightAttemptBase) {
     return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/preflight-",
                         ref.attempt() - kPreflightAttemptBase, "/rank-", ref.rank(),
@@ -242,6 +265,11 @@ std::string Agent::LogPath(const v1::TaskRef& ref) const {
   }
   return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/attempt-",
                       ref.attempt(), "/rank-", ref.rank(), ".log");
+}
+
+std::string Agent::DefaultWorkdir(const v1::TaskRef& ref) const {
+  return absl::StrCat(config_.log_dir, "/work/job-", ref.job_id(), "/attempt-",
+                      ref.attempt());
 }
 
 std::optional<v1::PreflightProbeResult> Agent::ParsePreflightResult(
@@ -326,7 +354,8 @@ LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
   spec.log_path = LogPath(ref);
   spec.workdir = start.workdir();
   if (spec.workdir.empty()) {
-    spec.workdir = std::filesystem::path(spec.log_path).parent_path().string();
+    // No workdir in the job: a scratch directory of its own per attempt.
+    spec.workdir = DefaultWorkdir(ref);
     std::error_code ec;
     std::filesystem::create_directories(spec.workdir, ec);
   }
@@ -361,12 +390,21 @@ void Agent::Start(const v1::StartTask& start) {
   // wait for them. Handle() has one caller at a time, so no StopTask for
   // this task can be handled meanwhile; Fence() marks the entry instead.
   const LaunchSpec spec = SpecFor(start);
+  absl::StatusOr<int> store_port = OpenStoreFor(start);
   absl::StatusOr<int> pid =
-      start.has_preflight() && config_.preflight_probe.empty()
+      !store_port.ok() ? absl::StatusOr<int>(store_port.status())
+      : start.has_preflight() && config_.preflight_probe.empty()
           ? absl::StatusOr<int>(absl::FailedPreconditionError(
                 "this agent has no pre-flight probe (--preflight-probe)"))
           : launcher_->Launch(spec, [this, key](ExitInfo info) { OnExit(key, info); });
+  if (!pid.ok() && store_port.ok() && *store_port > 0) {
+    config_.torch_store->Close(*store_port);
+  }
 
+  int close_port = 0;
+  absl::Cleanup close_store = [this, &close_port] {
+    if (close_port > 0) config_.torch_store->Close(close_port);
+  };
   absl::MutexLock lock(&mu_);
   auto it = tasks_.find(key);  // Still there: only a reported exit erases it.
   v1::AgentMessage msg;
@@ -384,6 +422,7 @@ void Agent::Start(const v1::StartTask& start) {
   }
   TaskEntry& entry = it->second;
   entry.launching = false;
+  entry.store_port = *store_port;
   entry.ref.set_pid(*pid);
   st->mutable_task()->set_pid(*pid);
   st->set_state(v1::TASK_STATE_RUNNING);
@@ -395,7 +434,7 @@ void Agent::Start(const v1::StartTask& start) {
   EmitLocked(std::move(msg));
   if (entry.early_exit.has_value()) {
     // It ended before we got here: RUNNING first, then the exit, as always.
-    ReportExitLocked(it, *entry.early_exit);
+    close_port = ReportExitLocked(it, *entry.early_exit);
   } else if (entry.fence_after_launch) {
     TC_LOG_ERROR("FENCING: killing job {} rank {} (pid {}), started while fencing",
                  ref.job_id(), ref.rank(), *pid);
@@ -405,20 +444,45 @@ void Agent::Start(const v1::StartTask& start) {
 }
 
 void Agent::OnExit(const Key& key, ExitInfo info) {
-  absl::MutexLock lock(&mu_);
-  auto it = tasks_.find(key);
-  if (it == tasks_.end()) return;
-  if (it->second.launching) {
-    it->second.early_exit = info;  // Start() reports it after RUNNING.
-    return;
+  int close_port = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tasks_.find(key);
+    if (it == tasks_.end()) return;
+    if (it->second.launching) {
+      it->second.early_exit = info;  // Start() reports it after RUNNING.
+      return;
+    }
+    close_port = ReportExitLocked(it, info);
   }
-  ReportExitLocked(it, info);
+  // Outside the lock: the store host answers over a pipe.
+  if (close_port > 0) config_.torch_store->Close(close_port);
 }
 
-void Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
-                             ExitInfo info) {
+absl::StatusOr<int> Agent::OpenStoreFor(const v1::StartTask& start) {
+  if (config_.torch_store == nullptr || start.has_preflight() || start.task().rank() != 0) {
+    return 0;
+  }
+  auto use = start.env().find("TORCHELASTIC_USE_AGENT_STORE");
+  if (use == start.env().end() || use->second != "True") return 0;
+  int port = 0, world_size = 0;
+  auto p = start.env().find("MASTER_PORT");
+  auto w = start.env().find("WORLD_SIZE");
+  if (p == start.env().end() || w == start.env().end() ||
+      !absl::SimpleAtoi(p->second, &port) || !absl::SimpleAtoi(w->second, &world_size) ||
+      port <= 0 || world_size <= 0) {
+    return absl::InvalidArgumentError(
+        "TORCHELASTIC_USE_AGENT_STORE=True without a valid MASTER_PORT and WORLD_SIZE");
+  }
+  if (absl::Status s = config_.torch_store->Open(port, world_size); !s.ok()) return s;
+  return port;
+}
+
+int Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
+                            ExitInfo info) {
   const Key key = it->first;
   it->second.exited = true;
+  const int store_port = std::exchange(it->second.store_port, 0);
   v1::AgentMessage msg;
   v1::TaskStatus* st = msg.mutable_task_status();
   *st->mutable_task() = it->second.ref;
@@ -448,14 +512,22 @@ void Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
   }
   // May erase `it` (an exit is forgotten once sent).
   EmitLocked(std::move(msg));
+  return store_port;
 }
 
 v1::AgentMessage Agent::ReadLog(const v1::ReadLog& read) const {
   v1::AgentMessage reply;
   v1::LogChunk* chunk = reply.mutable_log_chunk();
   chunk->set_request_id(read.request_id());
-  const std::string path = LogPath(read.task());
+  std::string path = LogPath(read.task());
   std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    // A task started by an agent from before the flat layout.
+    const std::string legacy = LegacyLogPath(read.task());
+    in.clear();
+    in.open(legacy, std::ios::binary);
+    if (in) path = legacy;
+  }
   if (!in) {
     chunk->set_error(absl::StrCat("no log at ", path, " on ", config_.node_name));
     return reply;

@@ -30,6 +30,7 @@
 #include "worker/hw/gpu_inventory.h"
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
+#include "worker/torch_store.h"
 
 namespace trainctl::worker {
 
@@ -39,7 +40,9 @@ struct AgentConfig {
   std::string address = "127.0.0.1";
   // GPU indices this agent offers; empty means all of the host's.
   std::vector<int> offered_gpus;
-  // Task logs go to <log_dir>/job-<id>/attempt-<n>/rank-<r>.log.
+  // Task logs go to <log_dir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log
+  // (LogPath()); tasks of jobs without a workdir run in
+  // <log_dir>/work/job-<id>/attempt-<n>/.
   std::string log_dir;
   // MASTER_PORT range offered for jobs whose rank 0 runs here, inclusive.
   int port_min = 29500;
@@ -61,6 +64,10 @@ struct AgentConfig {
   // trainctl-fake-preflight-probe (main.cc picks the one next to the agent).
   // Empty: probe tasks fail to start (their node is then excluded).
   std::string preflight_probe;
+  // Hosts the PyTorch TCPStore of each gang whose rank 0 runs here
+  // (torch_store.h), not owned; null: this node hosts none (the
+  // registration says so, and its gangs' rank 0 creates the store itself).
+  TorchStore* torch_store = nullptr;
 };
 
 // Thread-safe: Handle() runs on the transport's reader thread (one caller at
@@ -120,11 +127,22 @@ class Agent {
   // Tasks whose process runs now.
   int RunningTasks() const;
 
-  // Log file of a task (also for tasks already forgotten):
-  // <log_dir>/job-<id>/attempt-<n>/rank-<r>.log, and for a pre-flight probe
-  // (TaskRef.attempt = kPreflightAttemptBase + run)
-  // <log_dir>/job-<id>/preflight-<run>/rank-<r>.log.
+  // Log file of a task (also for tasks already forgotten), one flat file
+  // per task, grouped by 1,000 job ids (k = id rounded down to a multiple of
+  // 1,000): <log_dir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log, and for a
+  // pre-flight probe (TaskRef.attempt = kPreflightAttemptBase + run)
+  // <log_dir>/jobs-<k>/job-<id>.preflight-<run>.rank-<r>.log. Why flat: on
+  // ext4 creating a directory costs several times creating a file, and the
+  // earlier layout (<log_dir>/job-<id>/attempt-<n>/rank-<r>.log, two new
+  // directories per job) was most of the agent's CPU per short task
+  // (bench/README.md, issue 7.1). ReadLog still finds logs of that layout.
   std::string LogPath(const v1::TaskRef& ref) const;
+  // The layout before LogPath()'s: <log_dir>/job-<id>/attempt-<n>/rank-<r>.log
+  // (pre-flight: preflight-<run>/).
+  std::string LegacyLogPath(const v1::TaskRef& ref) const;
+  // Working directory of a task whose StartTask has none (created at start):
+  // <log_dir>/work/job-<id>/attempt-<n>.
+  std::string DefaultWorkdir(const v1::TaskRef& ref) const;
 
   // The prefix of the result line a pre-flight probe prints (then the
   // v1::PreflightProbeResult as JSON).
@@ -148,6 +166,9 @@ class Agent {
     bool fence_after_launch = false;
     // The exit, when it came while launching (reported after RUNNING).
     std::optional<ExitInfo> early_exit;
+    // Port of the PyTorch store opened for this task's job attempt (rank 0
+    // only; 0: none), closed when the task exits.
+    int store_port = 0;
   };
 
   // Launches `start` (no lock held while spawning) and reports RUNNING or
@@ -158,8 +179,15 @@ class Agent {
   LaunchSpec SpecFor(const v1::StartTask& start) const;
   void OnExit(const Key& key, ExitInfo info);
   // Reports the exit of `it`'s task (and an out-of-memory line first).
-  void ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it, ExitInfo info)
+  // Returns the port of a PyTorch store to close once mu_ is released (0:
+  // none).
+  int ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it, ExitInfo info)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens the job attempt's PyTorch store when `start` is rank 0 of a gang
+  // told to use the agent's store (TORCHELASTIC_USE_AGENT_STORE=True) and
+  // this agent hosts stores. Returns the port opened (0: none).
+  // Errors: those of TorchStore::Open (the task then fails to start).
+  absl::StatusOr<int> OpenStoreFor(const v1::StartTask& start);
   void EmitLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentMessage ReadLog(const v1::ReadLog& read) const;
   // The line of the end of a task's log that says CUDA ran out of memory;

@@ -86,7 +86,7 @@ TEST_F(AgentPreflightTest, ProbeStart_RunsTheProbeWithItsSettings) {
               ElementsAre("/opt/trainctl/bin/trainctl-nccl-allreduce", "--preflight",
                           "--bytes", "67108864", "--iters", "10", "--warmup", "3",
                           "--timeout-ms", "45000"));
-  EXPECT_THAT(spec.log_path, HasSubstr("/job-7/preflight-1/rank-1.log"));
+  EXPECT_THAT(spec.log_path, HasSubstr("/jobs-0/job-7.preflight-1.rank-1.log"));
 }
 
 TEST_F(AgentPreflightTest, ProbeExit_CarriesItsResultLine) {

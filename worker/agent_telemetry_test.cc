@@ -68,9 +68,11 @@ class AgentTelemetryTest : public ::testing::Test {
         << ticks << " 0 0 0 20 0 1 0 100 1000000 256 0\n";
   }
   void Log(int64_t job, const std::string& text) {
-    const std::string path = absl::StrCat(config_.log_dir, "/job-", job, "/attempt-0");
-    std::filesystem::create_directories(path);
-    std::ofstream(path + "/rank-0.log") << text;
+    v1::TaskRef ref;
+    ref.set_job_id(job);
+    const std::string path = agent_->LogPath(ref);
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text;
   }
 
   std::string dir_;

@@ -10,6 +10,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,6 +53,18 @@ class FakeLauncher : public ProcessLauncher {
   std::map<int, LaunchSpec> launched;
   std::map<int, absl::AnyInvocable<void(ExitInfo)>> exits;
   std::vector<std::pair<int, absl::Duration>> stopped;
+};
+
+// Records the stores the agent opens and closes; Open fails with `fail`.
+class FakeTorchStore : public TorchStore {
+ public:
+  absl::Status Open(int port, int world_size) override {
+    calls.push_back(absl::StrCat("open ", port, " ", world_size));
+    return fail;
+  }
+  void Close(int port) override { calls.push_back(absl::StrCat("close ", port)); }
+  absl::Status fail = absl::OkStatus();
+  std::vector<std::string> calls;
 };
 
 v1::CoordinatorMessage Start(int64_t job, int rank) {
@@ -104,9 +117,11 @@ TEST_F(AgentTest, Handle_StartTask_LaunchesWithMergedEnvAndReportsRunning) {
   EXPECT_EQ(spec.env.at("NCCL_NVLS_ENABLE"), "0");
   EXPECT_EQ(spec.env.at("PATH"), "/task/bin");
   EXPECT_EQ(spec.env.at("RANK"), "1");
-  EXPECT_EQ(spec.log_path, log_dir_ + "/job-7/attempt-0/rank-1.log");
-  // No workdir given: the task runs in its log directory.
-  EXPECT_EQ(spec.workdir, log_dir_ + "/job-7/attempt-0");
+  // One flat file per task, in the directory of job ids 0-999.
+  EXPECT_EQ(spec.log_path, log_dir_ + "/jobs-0/job-7.attempt-0.rank-1.log");
+  // No workdir given: a scratch directory of its own, created for it.
+  EXPECT_EQ(spec.workdir, log_dir_ + "/work/job-7/attempt-0");
+  EXPECT_TRUE(std::filesystem::is_directory(spec.workdir));
   ASSERT_THAT(sent_, SizeIs(1));
   EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_RUNNING);
   EXPECT_EQ(sent_[0].task_status().task().pid(), 1000);
@@ -168,6 +183,57 @@ TEST_F(AgentTest, Handle_StartTaskSpawnFails_ReportsStartFailedWithReason) {
   EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("not found"));
   EXPECT_EQ(agent_->RunningTasks(), 0);
   EXPECT_THAT(agent_->Registration()->running_tasks(), SizeIs(0));
+}
+
+v1::CoordinatorMessage GangStart(int64_t job, int rank) {
+  v1::CoordinatorMessage msg = Start(job, rank);
+  auto& env = *msg.mutable_start_task()->mutable_env();
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env["MASTER_PORT"] = "29611";
+  env["WORLD_SIZE"] = "2";
+  return msg;
+}
+
+TEST_F(AgentTest, TorchStore_RankZeroOfAGang_StoreListensBeforeLaunchAndClosesAtExit) {
+  FakeTorchStore store;
+  config_.torch_store = &store;
+  Make();
+  Connect();
+  EXPECT_TRUE(agent_->Registration()->node().torch_store());
+  // The store is open by the time the process starts (torchrun's order).
+  launcher_.during_launch = [&](int) { EXPECT_THAT(store.calls, ElementsAre("open 29611 2")); };
+  agent_->Handle(GangStart(7, 0));
+  agent_->Handle(GangStart(7, 1));  // Other ranks connect to it; no store of their own.
+  EXPECT_THAT(store.calls, ElementsAre("open 29611 2"));
+  launcher_.Exit(1001, ExitInfo{0, 0});
+  EXPECT_THAT(store.calls, ElementsAre("open 29611 2"));
+  launcher_.Exit(1000, ExitInfo{0, 0});
+  EXPECT_THAT(store.calls, ElementsAre("open 29611 2", "close 29611"));
+}
+
+TEST_F(AgentTest, TorchStore_OpenFails_RankZeroStartFailedWithTheReason) {
+  FakeTorchStore store;
+  store.fail = absl::FailedPreconditionError("PyTorch TCPStore on port 29611: address in use");
+  config_.torch_store = &store;
+  Make();
+  Connect();
+  agent_->Handle(GangStart(7, 0));
+  EXPECT_THAT(launcher_.launched, SizeIs(0));
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_START_FAILED);
+  EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("address in use"));
+}
+
+TEST_F(AgentTest, TorchStore_NotAskedOrNoHost_NothingOpened) {
+  FakeTorchStore store;
+  config_.torch_store = &store;
+  Make();
+  Connect();
+  agent_->Handle(Start(7, 0));  // No TORCHELASTIC_USE_AGENT_STORE.
+  EXPECT_THAT(store.calls, SizeIs(0));
+  config_.torch_store = nullptr;  // An agent without a store host says so.
+  Make();
+  EXPECT_FALSE(agent_->Registration()->node().torch_store());
 }
 
 TEST_F(AgentTest, Exit_WhileDisconnected_ListedAtRegistrationThenReported) {
@@ -287,8 +353,8 @@ TEST_F(AgentTest, Handle_StopTask_StopsWithGrace) {
 TEST_F(AgentTest, Handle_ReadLog_ReturnsBytesFromOffset) {
   Make();
   Connect();
-  std::filesystem::create_directories(log_dir_ + "/job-7/attempt-0");
-  std::ofstream(log_dir_ + "/job-7/attempt-0/rank-0.log") << "hello world\n";
+  std::filesystem::create_directories(log_dir_ + "/jobs-0");
+  std::ofstream(log_dir_ + "/jobs-0/job-7.attempt-0.rank-0.log") << "hello world\n";
   v1::CoordinatorMessage read;
   read.mutable_read_log()->set_request_id(5);
   read.mutable_read_log()->mutable_task()->set_job_id(7);
@@ -303,6 +369,36 @@ TEST_F(AgentTest, Handle_ReadLog_ReturnsBytesFromOffset) {
   read.mutable_read_log()->mutable_task()->set_rank(3);
   agent_->Handle(read);
   EXPECT_THAT(sent_[1].log_chunk().error(), HasSubstr("no log at"));
+}
+
+TEST_F(AgentTest, LogPath_GroupsThousandJobIdsPerDirectory) {
+  Make();
+  v1::TaskRef ref;
+  ref.set_job_id(12345);
+  ref.set_attempt(2);
+  ref.set_rank(3);
+  EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-12000/job-12345.attempt-2.rank-3.log");
+  ref.set_job_id(999);
+  EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-0/job-999.attempt-2.rank-3.log");
+  // A pre-flight probe (attempt = 1,000,000,000 + run).
+  ref.set_attempt(1000000000 + 1);
+  EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-0/job-999.preflight-1.rank-3.log");
+}
+
+TEST_F(AgentTest, Handle_ReadLog_FindsALogOfTheEarlierLayout) {
+  // Written by an agent from before the flat layout: still readable.
+  Make();
+  Connect();
+  std::filesystem::create_directories(log_dir_ + "/job-7/attempt-1");
+  std::ofstream(log_dir_ + "/job-7/attempt-1/rank-0.log") << "old layout\n";
+  v1::CoordinatorMessage read;
+  read.mutable_read_log()->set_request_id(6);
+  read.mutable_read_log()->mutable_task()->set_job_id(7);
+  read.mutable_read_log()->mutable_task()->set_attempt(1);
+  read.mutable_read_log()->set_max_bytes(100);
+  agent_->Handle(read);
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].log_chunk().data(), "old layout\n");
 }
 
 }  // namespace

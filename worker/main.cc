@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -22,10 +23,12 @@
 #include "common/paths.h"
 #include "worker/agent.h"
 #include "worker/agent_client.h"
+#include "worker/hw/agent_guard.h"
 #include "worker/hw/cuda_driver_hold.h"
 #include "worker/hw/fake_gpu_inventory.h"
 #include "worker/hw/nvml_gpu_inventory.h"
 #include "worker/hw/posix_process_launcher.h"
+#include "worker/torch_store.h"
 
 extern char** environ;
 
@@ -33,7 +36,12 @@ extern char** environ;
 namespace {
 
 absl::Notification g_shutdown;
-void OnSignal(int) { g_shutdown.Notify(); }
+std::atomic<bool> g_signalled{false};
+// SIGINT/SIGTERM may come twice (a terminal's Ctrl-C reaches the agent and
+// its guard, which forwards it): Notify() only the first time.
+void OnSignal(int) {
+  if (!g_signalled.exchange(true)) g_shutdown.Notify();
+}
 
 std::string Hostname() {
   char buf[256] = {};
@@ -80,17 +88,33 @@ int main(int argc, char** argv) {
                "kill this node's tasks when the coordinator has not renewed the "
                "agent's lease for its node timeout (the coordinator has failed "
                "them by then; default on)");
+  bool guard = true;
+  app.add_flag("--guard,!--no-guard", guard,
+               "run under a guard process that stops every task the agent "
+               "leaves behind when it dies, even by kill -9 "
+               "(worker/hw/agent_guard.h; default on)");
   bool hold_cuda = true;
   app.add_flag("--hold-cuda-driver,!--no-hold-cuda-driver", hold_cuda,
                "initialise the CUDA driver (cuInit, no context, no GPU memory) "
                "in the agent and keep it so, as torchrun's launcher does: each "
                "task's own CUDA start is ~0.28 s faster (default on; real GPUs "
                "only)");
-  std::string task_shim;
+  std::string torch_store_cmd = "auto";
+  app.add_option("--torch-store-host", torch_store_cmd,
+                 "command (split at spaces) of the helper that hosts the PyTorch "
+                 "TCPStore of each gang whose rank 0 runs here, so the store "
+                 "listens before the ranks start, as under torchrun "
+                 "(worker/nccl/python/torch_store_host.py); 'auto': python3 "
+                 "with ../share/torch_store_host.py next to this binary, real "
+                 "GPUs only, skipped when torch does not import; 'none': off")
+      ->capture_default_str();
+  std::string task_shim = "none";
   app.add_option("--task-shim", task_shim,
-                 "trainctl-task-shim, which kills a task when the agent dies "
-                 "(default: next to this binary; 'none': tasks are started "
-                 "directly and outlive a killed agent)");
+                 "trainctl-task-shim, started as the first process of every "
+                 "task to kill it when the agent dies: the per-task way, an "
+                 "extra program start per task ('none': the default, the "
+                 "--guard covers it)")
+      ->capture_default_str();
   std::string preflight_probe;
   app.add_option("--preflight-probe", preflight_probe,
                  "program run for a gang's pre-flight (a short NCCL all-reduce "
@@ -124,6 +148,21 @@ int main(int argc, char** argv) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("agent", log_level);
+  if (guard) {
+    // First, while this process has one thread (the guard forks).
+    absl::StatusOr<trainctl::worker::GuardSplit> split =
+        trainctl::worker::SplitGuard(absl::Seconds(5));
+    if (!split.ok()) {
+      TC_LOG_WARN("cannot start the agent's guard ({}): tasks will OUTLIVE a "
+                  "killed agent unless --task-shim is given",
+                  split.status().ToString());
+    } else if (!split->is_agent) {
+      return split->exit_code;
+    }
+  } else if (task_shim == "none") {
+    TC_LOG_WARN("--no-guard and no --task-shim: tasks will OUTLIVE a killed "
+                "agent and keep their GPUs");
+  }
 
   if (absl::StatusOr<std::string> target = trainctl::GrpcTargetFor(coordinator);
       !target.ok()) {
@@ -227,20 +266,46 @@ int main(int argc, char** argv) {
   }
   config.preflight_probe = preflight_probe;
 
-  // Members in dependency order: hardware, then the agent, then the session.
-  trainctl::worker::PosixProcessLauncher::Options launch_options;
-  if (task_shim.empty()) {
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    task_shim = (self.parent_path() / "trainctl-task-shim").string();
-    if (ec || access(task_shim.c_str(), X_OK) != 0) {
-      TC_LOG_WARN("no trainctl-task-shim next to the agent ({}): tasks will OUTLIVE "
-                  "a killed agent and keep their GPUs; pass --task-shim PATH",
-                  task_shim);
-      task_shim = "none";
+  // PyTorch stores (worker/torch_store.h): started now, so a store opens in
+  // milliseconds when a gang starts; the registration says whether it runs.
+  std::unique_ptr<trainctl::worker::TorchStoreHost> torch_store;
+  {
+    std::vector<std::string> store_argv;
+    bool required = false;
+    if (torch_store_cmd == "auto") {
+      std::error_code ec;
+      const std::filesystem::path script =
+          std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / ".." /
+          "share" / "torch_store_host.py";
+      if (!config.fake_gpus && std::filesystem::exists(script, ec)) {
+        store_argv = {"python3", script.lexically_normal().string()};
+      }
+    } else if (torch_store_cmd != "none") {
+      store_argv = absl::StrSplit(torch_store_cmd, ' ', absl::SkipEmpty());
+      required = true;
+    }
+    if (!store_argv.empty()) {
+      auto host = trainctl::worker::TorchStoreHost::Start(store_argv, absl::Seconds(60));
+      if (host.ok()) {
+        TC_LOG_INFO("hosting PyTorch TCPStores for gangs (torch {})",
+                    (*host)->torch_version());
+        torch_store = *std::move(host);
+        config.torch_store = torch_store.get();
+      } else if (required) {
+        return Fail(absl::StrCat("--torch-store-host: ", host.status().message()));
+      } else {
+        TC_LOG_INFO("not hosting PyTorch stores ({}); rank 0 of each gang creates "
+                    "its own", std::string(host.status().message()));
+      }
     }
   }
+
+  // Members in dependency order: hardware, then the agent, then the session.
+  trainctl::worker::PosixProcessLauncher::Options launch_options;
   if (task_shim != "none") {
+    if (access(task_shim.c_str(), X_OK) != 0) {
+      return Fail(absl::StrCat("--task-shim ", task_shim, " is not an executable"));
+    }
     launch_options.task_shim = std::filesystem::absolute(task_shim).string();
   }
   auto launcher =

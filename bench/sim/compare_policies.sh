@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Compares scheduling policies on every shipped Muri trace with trainctl-sim's
 # own cost model (restart overhead paid once per start, no --compat): fifo,
-# fifo-backfill, las and las-tiresias (the coordinator's sched::Scheduler:
-# strict FIFO, FIFO + head-of-queue reservation + backfill, the default LAS
-# policy, and the LAS default of before: Tiresias thresholds, preemption of
-# same-level jobs that overtook),
-# and the Muri artifact's srtf and tiresias (muri_policy.h; srtf knows job
-# durations, an oracle). Prints a table and writes
-# bench/results/sim_policies.json (.txt beside it), then runs the starvation
+# fifo-backfill, las, las-nopack and las-tiresias (the coordinator's
+# sched::Scheduler: strict FIFO, FIFO + head-of-queue reservation + backfill,
+# the default policy (LAS + reservation/backfill + interleave packing), the
+# same without packing, and the LAS default of before: Tiresias thresholds,
+# preemption of same-level jobs that overtook), the Muri artifact's srtf and
+# tiresias (muri_policy.h; srtf knows job durations, an oracle) and muri-l
+# (our reproduction of Muri-L). Prints a table and writes
+# bench/results/sim_policies.json (.txt beside it), then validates muri-l
+# under the artifact's cost model (--compat muri) against the published
+# Muri-L into bench/results/sim_muri_l.txt, sweeps las's interleave group
+# size (--interleave-max-jobs 2..4) into bench/results/sim_interleave.txt,
+# then runs the starvation
 # scenario (a gang behind a stream of 1-GPU jobs) into
 # bench/results/sim_starvation.txt, and sweeps las's
 # reservation_min_wait_s (--reservation-min-wait-s: Slurm's
@@ -31,7 +36,7 @@ trap 'rm -rf "$tmp"' EXIT
 runs="$tmp/runs.tsv"
 : >"$runs"
 traces=(trace1 trace1_pr trace2 trace2_pr trace3 trace3_pr trace4 trace4_pr)
-policies=(fifo fifo-backfill las las-tiresias srtf tiresias)
+policies=(fifo fifo-backfill las las-nopack las-tiresias srtf tiresias muri-l)
 for trace in "${traces[@]}"; do
   for policy in "${policies[@]}"; do
     out="$tmp/$trace.$policy.csv"
@@ -58,6 +63,7 @@ with open(runs) as f:
             for r in csv.DictReader(jf):
                 waits.append(float(r["start_time_s"]) - float(r["submit_time_s"]))
         t = pub.get((trace, "Tiresias (dlas-gpu)"))
+        ml = pub.get((trace, "Muri-L"))
         rows.append({
             "trace": trace, "policy": policy, "jobs": int(m["jobs"]),
             "avg_jct_s": m["avg_jct_s"], "p99_jct_s": m["p99_jct_s"],
@@ -69,20 +75,90 @@ with open(runs) as f:
             "published_tiresias_avg_jct_s": float(t["avg_jct_s"]) if t else None,
             "avg_jct_vs_published_tiresias":
                 m["avg_jct_s"] / float(t["avg_jct_s"]) if t else None,
+            "avg_jct_vs_published_muri_l":
+                m["avg_jct_s"] / float(ml["avg_jct_s"]) if ml else None,
             "wall_s": m["wall_s"],
         })
-print("| trace | policy | avg JCT (s) | p99 JCT (s) | makespan (s) | avg queueing delay (s) | GPU alloc | GPU alloc while queued | preemptions | avg JCT / published Tiresias |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| trace | policy | avg JCT (s) | p99 JCT (s) | makespan (s) | avg queueing delay (s) | GPU alloc | GPU alloc while queued | preemptions | avg JCT / published Tiresias | / published Muri-L |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     ratio = r["avg_jct_vs_published_tiresias"]
-    print("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f%% | %.1f%% | %d | %s |" % (
+    ml = r["avg_jct_vs_published_muri_l"]
+    print("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f%% | %.1f%% | %d | %s | %s |" % (
         r["trace"], r["policy"], r["avg_jct_s"], r["p99_jct_s"], r["makespan_s"],
         r["avg_queueing_delay_s"], 100 * r["gpu_allocation"],
         100 * r["gpu_allocation_while_queued"], r["preemptions"],
-        "%.2f" % ratio if ratio is not None else "-"))
+        "%.2f" % ratio if ratio is not None else "-",
+        "%.2f" % ml if ml is not None else "-"))
 with open(dest, "w") as f:
     json.dump({"host": platform.node(), "cost_model": "trainctl (no --compat)",
                "cluster": "cluster_n8g8 (8 nodes x 8 GPUs)", "rows": rows}, f, indent=1)
+PY
+
+# Muri-L validation: muri-l under the artifact's cost model (--compat muri:
+# restart overhead of every group member charged at every event) against
+# the published Muri-L (avg JCT, makespan, p99 JCT).
+for trace in "${traces[@]}"; do
+  json=$("$sim" --trace "$muri/sim/$trace.csv" --cluster "$muri/sim/cluster_n8g8.csv" \
+    --policy muri-l --compat muri | tail -n 1)
+  printf '%s\t%s\n' "$trace" "$json"
+done >"$tmp/muril.tsv"
+python3 - "$tmp/muril.tsv" "$muri" <<'PY' | tee bench/results/sim_muri_l.txt
+import csv, json, os, sys
+pub = {}
+with open(os.path.join(sys.argv[2], "published_sim_results.csv")) as f:
+    for r in csv.DictReader(f):
+        if r["policy"] == "Muri-L":
+            pub[r["trace"]] = r
+print("muri-l --compat muri vs the published Muri-L (ratio = ours / published)")
+print()
+print("| trace | avg JCT (s) | published | ratio | makespan ratio | p99 JCT ratio |")
+print("|---|---|---|---|---|---|")
+for line in open(sys.argv[1]):
+    trace, js = line.rstrip("\n").split("\t", 1)
+    m = json.loads(js)
+    p = pub[trace]
+    print("| %s | %.0f | %.0f | %.3f | %.3f | %.3f |" % (
+        trace, m["avg_jct_s"], float(p["avg_jct_s"]),
+        m["avg_jct_s"] / float(p["avg_jct_s"]),
+        m["makespan_s"] / float(p["makespan_s"]),
+        m["p99_jct_s"] / float(p["p99_jct_s"])))
+PY
+
+# Interleave group size: las with at most K jobs on the same GPUs
+# (PolicyConfig.interleave.max_jobs; default 3, Muri packs 4).
+for k in 2 3 4; do
+  for trace in "${traces[@]}"; do
+    json=$("$sim" --trace "$muri/sim/$trace.csv" --cluster "$muri/sim/cluster_n8g8.csv" \
+      --policy las --interleave-max-jobs "$k" | tail -n 1)
+    printf '%s\t%s\t%s\n' "$k" "$trace" "$json"
+  done
+done >"$tmp/interleave.tsv"
+python3 - "$tmp/interleave.tsv" "$muri" <<'PY' | tee bench/results/sim_interleave.txt
+import csv, json, os, sys
+pub = {}
+with open(os.path.join(sys.argv[2], "published_sim_results.csv")) as f:
+    for r in csv.DictReader(f):
+        if r["policy"] == "Tiresias (dlas-gpu)":
+            pub[r["trace"]] = float(r["avg_jct_s"])
+rows, traces = {}, []
+for line in open(sys.argv[1]):
+    k, trace, js = line.rstrip("\n").split("\t", 2)
+    m = json.loads(js)
+    if trace not in traces:
+        traces.append(trace)
+    rows.setdefault(k, {})[trace] = m
+print("las, avg JCT / published Tiresias (GPU allocation while queued) per trace,")
+print("by the most jobs sharing GPUs (--interleave-max-jobs K).")
+print()
+print("| K | " + " | ".join(traces) + " | max ratio | min alloc while queued |")
+print("|---|" + "---|" * (len(traces) + 2))
+for k, per in rows.items():
+    ratios = [per[t]["avg_jct_s"] / pub[t] for t in traces]
+    alloc = [per[t]["gpu_allocation_while_queued"] for t in traces]
+    print("| %s | %s | %.2f | %.1f%% |" % (k, " | ".join(
+        "%.2f (%.1f%%)" % (r, 100 * a) for r, a in zip(ratios, alloc)),
+        max(ratios), 100 * min(alloc)))
 PY
 
 # Starvation: one node of 8 GPUs. Eight 1-GPU jobs (1000 s each) fill it at

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
                  "num_gpu_p_node,...)")
       ->required();
   app.add_option("--policy", policy_name,
-                 "las | las-tiresias | las-overtake | fifo | fifo-backfill | srtf | srsf | tiresias")
+                 "las | las-nopack | las-tiresias | las-overtake | muri-l | fifo | "
+                 "fifo-backfill | srtf | srsf | tiresias")
       ->required();
   app.add_option("--compat", compat,
                  "cost model of an artifact to reproduce: 'muri' (restart "
@@ -57,6 +58,17 @@ int main(int argc, char** argv) {
                  "reserves GPUs only after waiting this many seconds "
                  "(PolicyConfig.reservation_min_wait_s); default: the "
                  "policy's own")
+      ->check(CLI::NonNegativeNumber);
+  int interleave_max_jobs = -1;
+  double interleave_min_gain = -1;
+  app.add_option("--interleave-max-jobs", interleave_max_jobs,
+                 "las, las-overtake, muri-l: at most this many jobs share "
+                 "GPUs (PolicyConfig.interleave.max_jobs; default 3, muri-l 4)")
+      ->check(CLI::Range(1, 4));
+  app.add_option("--interleave-min-gain", interleave_min_gain,
+                 "las, las-overtake, muri-l: pack only when the group gains "
+                 "at least this fraction (PolicyConfig.interleave.min_gain; "
+                 "default 0)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
@@ -76,6 +88,8 @@ int main(int argc, char** argv) {
                                        : trainctl::sim::CostModel::kOurs;
   config.cluster = *cluster;
   config.reservation_min_wait_s = reservation_min_wait_s;
+  config.interleave_max_jobs = interleave_max_jobs;
+  config.interleave_min_gain = interleave_min_gain;
 
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<trainctl::sim::SimResult> result =
@@ -96,6 +110,12 @@ int main(int argc, char** argv) {
   f["policy"].set_string_value(policy_name);
   if (reservation_min_wait_s >= 0) {
     f["reservation_min_wait_s"].set_number_value(reservation_min_wait_s);
+  }
+  if (interleave_max_jobs >= 0) {
+    f["interleave_max_jobs"].set_number_value(interleave_max_jobs);
+  }
+  if (interleave_min_gain >= 0) {
+    f["interleave_min_gain"].set_number_value(interleave_min_gain);
   }
   f["compat"].set_string_value(compat.empty() ? "none" : compat);
   f["nodes"].set_number_value(cluster->num_nodes);

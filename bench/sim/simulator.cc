@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 namespace trainctl::sim {
 namespace {
@@ -34,6 +36,15 @@ struct Job {
   double submit_s = 0;
   double iteration_time_s = 0;
   double overhead_s = 0;
+  // Per-resource profile (trace resource_time_* in ms; iteration_time the
+  // trace's ms x 1.015, as Muri compares groups with it).
+  sched::InterleaveProfile profile;
+  // Seconds per iteration now: iteration_time_s alone, the group's
+  // interleaved iteration time when it shares its GPUs.
+  double iter_cur_s = 0;
+  // Restart overhead charged per event under --compat muri: overhead_s, or
+  // for a Muri-L group the sum of its members' (upstream run_sim.py).
+  double overhead_cur_s = 0;
 
   Status status = Status::kAdded;
   double remaining_iteration = 0;
@@ -74,10 +85,14 @@ sched::SchedulerConfig LibConfig(Policy policy,
   c.wait_reasons = false;
   sched::PolicyConfig& p = c.policy;
   const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias ||
-                   policy == Policy::kLasOvertake;
+                   policy == Policy::kLasOvertake ||
+                   policy == Policy::kLasNoPack;
   p.order = las ? sched::QueueOrder::kLas : sched::QueueOrder::kFifo;
   p.backfill = policy != Policy::kFifo;
   p.preemption = las;
+  // Interleave packing stays the default's (on) for las and las-overtake;
+  // the baselines run without it.
+  p.interleave.enabled = policy == Policy::kLas || policy == Policy::kLasOvertake;
   if (policy == Policy::kLasTiresias) {
     p.las_thresholds_gpu_s = tiresias.thresholds_gpu_s;
     p.overtake_preemption = true;
@@ -112,10 +127,12 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
   if (name == "las") return Policy::kLas;
   if (name == "las-tiresias") return Policy::kLasTiresias;
   if (name == "las-overtake") return Policy::kLasOvertake;
+  if (name == "las-nopack") return Policy::kLasNoPack;
+  if (name == "muri-l") return Policy::kMuriL;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown policy '", name,
-      "'; expected one of las, las-tiresias, las-overtake, srtf, srsf, "
-      "tiresias, fifo, fifo-backfill"));
+      "'; expected one of las, las-nopack, las-tiresias, las-overtake, "
+      "muri-l, srtf, srsf, tiresias, fifo, fifo-backfill"));
 }
 
 double RestartOverheadS(int num_gpu, const std::string& model) {
@@ -169,11 +186,13 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
       r.preemptible = preemptible;
       r.attained_gpu_s = job.executed * job.num_gpu;
       r.placement = job.lib_placement;
+      r.interleave = job.profile;
+      // Jobs packed on the same GPUs each count their reservation.
       for (const sched::NodeAssignment& a : job.lib_placement.nodes) {
         const int node = std::stoi(a.node.substr(1));
         for (int g : a.gpu_indices) {
-          snap.nodes[node].gpus[g].reserved_bytes = gpu_bytes;
-          snap.nodes[node].gpus[g].task_count = 1;
+          snap.nodes[node].gpus[g].reserved_bytes += gpu_bytes;
+          snap.nodes[node].gpus[g].task_count += 1;
         }
       }
       continue;
@@ -187,6 +206,7 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
     q.attained_gpu_s = job.executed * job.num_gpu;
     q.preempted_for = job.preempted_for;
     q.waited_s = now_s - job.queued_since_s;
+    q.interleave = job.profile;
   }
   muri::Decision out;
   out.run.assign(n, false);
@@ -210,6 +230,7 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
               });
     return shares;
   };
+  absl::flat_hash_set<int64_t> placed;
   for (const sched::Decision& d : scheduler.Schedule(snap, queue)) {
     const int j = static_cast<int>(d.job_id) - 1;
     if (d.outcome == sched::Outcome::kPreempting) {
@@ -226,6 +247,16 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
       out.run[j] = true;
       out.placement[j] = to_muri(d.placement);
       jobs[j].lib_placement = d.placement;
+      placed.insert(d.job_id);
+    }
+  }
+  // A job preempted for X waits only until X is placed (issue 3: "not
+  // restarted until X is placed or gone"), as the coordinator does
+  // (StartAttemptLocked clears the victims' preempted_for): X being queued
+  // again later (itself preempted) does not hold its old victims back.
+  if (!placed.empty()) {
+    for (int k : runnable) {
+      if (placed.contains(jobs[k].preempted_for)) jobs[k].preempted_for = 0;
     }
   }
   return out;
@@ -267,17 +298,37 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
                                policy == Policy::kFifoBackfill ||
                                policy == Policy::kLas ||
                                policy == Policy::kLasTiresias ||
-                               policy == Policy::kLasOvertake);
+                               policy == Policy::kLasOvertake ||
+                               policy == Policy::kLasNoPack);
   const bool las = policy == Policy::kLas || policy == Policy::kLasTiresias ||
-                   policy == Policy::kLasOvertake;
+                   policy == Policy::kLasOvertake ||
+                   policy == Policy::kLasNoPack;
+  const bool muril = policy == Policy::kMuriL;
   if (compat && las) {
     return absl::InvalidArgumentError(
         "--policy las and las-tiresias have no Muri counterpart; run them "
         "without --compat");
   }
+  if (muril && !std::any_of(trace.begin(), trace.end(), [](const TraceJob& t) {
+        return !t.resource_time_ms.empty();
+      })) {
+    // Upstream draws random profiles then; we do not guess.
+    return absl::InvalidArgumentError(
+        "--policy muri-l needs resource_time_* columns in the trace");
+  }
   // LAS levels change while jobs run: demotion instants are events.
   const bool demotions = tiresias || las;
-  const sched::Scheduler lib_scheduler(LibConfig(policy, config.tiresias, config.reservation_min_wait_s));
+  sched::SchedulerConfig lib_config =
+      LibConfig(policy, config.tiresias, config.reservation_min_wait_s);
+  // Muri-L packs up to 4 jobs (run_sim.py --packing_num 4).
+  if (muril) lib_config.policy.interleave.max_jobs = 4;
+  if (config.interleave_max_jobs >= 0) {
+    lib_config.policy.interleave.max_jobs = config.interleave_max_jobs;
+  }
+  if (config.interleave_min_gain >= 0) {
+    lib_config.policy.interleave.min_gain = config.interleave_min_gain;
+  }
+  const sched::Scheduler lib_scheduler(lib_config);
   constexpr int64_t kSimGpuBytes = int64_t{80} << 30;
 
   // Jobs in upstream's order: stable by submit time (jobs.py sort_all_jobs).
@@ -302,6 +353,10 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
     j.iteration_time_s = t.iteration_time_ms * kIterTimeFactor / 1000;
     j.remaining_iteration = t.iterations;
     j.overhead_s = RestartOverheadS(t.num_gpu, t.model_name);
+    j.overhead_cur_s = j.overhead_s;
+    j.iter_cur_s = j.iteration_time_s;
+    j.profile.resource_time = t.resource_time_ms;
+    j.profile.iteration_time = t.iteration_time_ms * kIterTimeFactor;
     jobs.push_back(std::move(j));
   }
   std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
@@ -339,6 +394,13 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
   SimResult result;
   result.jobs.reserve(jobs.size());
   std::vector<int> runnable;
+  // Muri-L's groups of the last instant and their iteration times (ms).
+  std::vector<std::vector<int>> muril_groups;
+  std::vector<double> muril_group_time;
+  // The interleave model the scheduler packs with; the cost model uses the
+  // same one.
+  const sched::InterleaveConfig interleave =
+      lib_scheduler.config().policy.interleave;
   muri::TiresiasQueues queues = muri::MakeTiresiasQueues(config.tiresias);
   std::vector<muri::TiresiasJob> las_table(jobs.size());
   for (int i = 0; i < n; ++i) las_table[i].num_gpu = jobs[i].num_gpu;
@@ -465,14 +527,14 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       if (job.status == Status::kRunning) {
         double progress_s;
         if (compat) {
-          progress_s = std::max(t - job.last_check - job.overhead_s, 0.0);
+          progress_s = std::max(t - job.last_check - job.overhead_cur_s, 0.0);
         } else {
           const double dt = t - job.last_check;
           const double paid = std::min(dt, job.overhead_left);
           job.overhead_left -= paid;
           progress_s = dt - paid;
         }
-        job.remaining_iteration -= progress_s / job.iteration_time_s;
+        job.remaining_iteration -= progress_s / job.iter_cur_s;
         job.total_executed = job.total_executed + t - job.last_check;
         if (demotions) {
           job.executed = job.executed + t - job.last_check;
@@ -520,11 +582,28 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       case Policy::kTiresias:
         decision = muri::ScheduleTiresias(total_gpus, queues, las_table);
         break;
+      case Policy::kMuriL: {
+        std::vector<muri::MuriLJob> list;
+        list.reserve(runnable.size());
+        for (int j : runnable) {
+          list.push_back({j, jobs[j].num_gpu,
+                          jobs[j].total_executed * jobs[j].num_gpu,
+                          &jobs[j].profile});
+        }
+        muri::MuriLDecision d =
+            muri::ScheduleMuriL(cluster, list, interleave, n);
+        for (size_t i = 0; i < list.size(); ++i) runnable[i] = list[i].job;
+        decision = std::move(d.decision);
+        muril_groups = std::move(d.groups);
+        muril_group_time = std::move(d.group_time);
+        break;
+      }
       case Policy::kFifo:
       case Policy::kFifoBackfill:
       case Policy::kLas:
       case Policy::kLasTiresias:
-      case Policy::kLasOvertake: {
+      case Policy::kLasOvertake:
+      case Policy::kLasNoPack: {
         if (lib) {
           decision = LibDecide(lib_scheduler, cluster, jobs, runnable,
                                kSimGpuBytes, las, t);
@@ -574,6 +653,60 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       }
     }
 
+    if (lib || muril) {
+      // Jobs sharing GPUs: each progresses at its group's interleaved
+      // iteration time; GPUs held count once (SimMetrics).
+      std::vector<std::vector<int>> groups;
+      std::vector<double> group_ms;
+      if (muril) {
+        groups = muril_groups;
+        group_ms = muril_group_time;
+      } else {
+        absl::flat_hash_map<std::string, size_t> index;
+        for (int j : runnable) {
+          if (jobs[j].status != Status::kRunning) continue;
+          std::string key;
+          for (const sched::NodeAssignment& a : jobs[j].lib_placement.nodes) {
+            absl::StrAppend(&key, a.node, ":");
+            for (int g : a.gpu_indices) absl::StrAppend(&key, g, ",");
+          }
+          auto [it, added] = index.try_emplace(key, groups.size());
+          if (added) groups.emplace_back();
+          groups[it->second].push_back(j);
+        }
+        for (const std::vector<int>& g : groups) {
+          std::vector<const sched::InterleaveProfile*> p;
+          for (int j : g) p.push_back(&jobs[j].profile);
+          group_ms.push_back(g.size() == 1 ? 0
+                                           : sched::InterleavedIterationTime(
+                                                 absl::MakeConstSpan(p),
+                                                 interleave));
+        }
+      }
+      running_gpus = 0;
+      for (size_t i = 0; i < groups.size(); ++i) {
+        const std::vector<int>& g = groups[i];
+        if (g.empty()) continue;
+        running_gpus += jobs[g[0]].num_gpu;
+        double oh = 0;
+        for (int j : g) oh += jobs[j].overhead_s;
+        for (int j : g) {
+          Job& job = jobs[j];
+          if (g.size() == 1) {
+            job.iter_cur_s = job.iteration_time_s;
+            job.overhead_cur_s = job.overhead_s;
+          } else {
+            const double ms = group_ms[i];
+            double solo = 0;
+            for (int m : g) solo += jobs[m].iteration_time_s;
+            // Not interleavable (never chosen so): time-sliced.
+            job.iter_cur_s = std::isfinite(ms) && ms > 0 ? ms / 1000 : solo;
+            job.overhead_cur_s = oh;
+          }
+        }
+      }
+    }
+
     waiting_jobs = 0;
     for (int j : runnable) {
       if (jobs[j].status == Status::kPending) ++waiting_jobs;
@@ -591,7 +724,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       for (int j : runnable) {
         const Job& job = jobs[j];
         if (job.status != Status::kRunning) continue;
-        const double e = t + job.remaining_iteration * job.iteration_time_s;
+        const double e = t + job.remaining_iteration * job.iter_cur_s;
         auto g = std::find_if(groups.begin(), groups.end(),
                               [&](const StartEvent& x) {
                                 return IsClose(x.time, e);
@@ -619,10 +752,10 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
         if (job.status != Status::kRunning) continue;
         double e;
         if (compat) {
-          e = t + job.remaining_iteration * job.iteration_time_s;
+          e = t + job.remaining_iteration * job.iter_cur_s;
         } else {
           e = t + (job.overhead_left +
-                   job.remaining_iteration * job.iteration_time_s);
+                   job.remaining_iteration * job.iter_cur_s);
         }
         if (e < end_time) {
           end_time = e;

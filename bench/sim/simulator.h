@@ -15,6 +15,16 @@
 //   operations is mirrored so thresholds and event times compare the same.
 // - kOurs (default): the same units, but the restart overhead is paid once
 //   per (re)start or migration, not at every event.
+// Both: jobs that share GPUs (interleave packing: las, las-overtake,
+// muri-l) progress at their group's interleaved iteration time,
+// sched::InterleavedIterationTime over the members' trace profiles
+// (resource_time_* ms; solo iteration_time ms x 1.015) / 1000 s per
+// iteration, recomputed whenever the group changes (a member starts, ends or
+// is preempted); a job alone runs at its own iteration time. Joining a
+// group costs the joiner its restart overhead, not the members already
+// there (kOurs); under --compat muri a Muri-L group is charged the sum of
+// its members' overheads at every event, as upstream. GPU allocation counts
+// the GPUs of a group once.
 //
 // Single-threaded; Simulate() is a pure function of its arguments.
 
@@ -41,7 +51,13 @@ namespace trainctl::sim {
 // job preemptible, jobs keep their GPUs until preempted: no migration);
 // las-tiresias = the default of before (Tiresias's thresholds 3250/7200
 // GPU-s and preemption of same-level jobs that overtook), kept to measure
-// the change; las-overtake = las with overtake_preemption. Under --compat muri, fifo and fifo-backfill keep
+// the change; las-overtake = las with overtake_preemption. las and
+// las-overtake keep the default interleave packing (PolicyConfig.interleave:
+// gangs with a trace profile may share the GPUs of running gangs of their
+// GPU count); las-nopack = las with it off; fifo, fifo-backfill and
+// las-tiresias run without it. kMuriL: Muri-L (muri_policy.h
+// ScheduleMuriL), an approximate reproduction of the artifact's LAS +
+// blossom-matched interleave packing. Under --compat muri, fifo and fifo-backfill keep
 // muri_policy.h's yarn-placement baselines.
 enum class Policy {
   kSrtf,
@@ -51,12 +67,15 @@ enum class Policy {
   kFifoBackfill,
   kLas,
   kLasTiresias,
-  kLasOvertake
+  kLasOvertake,
+  kLasNoPack,
+  kMuriL
 };
 enum class CostModel { kOurs, kMuri };
 
 // Parses "srtf", "srsf", "tiresias", "fifo", "fifo-backfill", "las",
-// "las-tiresias", "las-overtake". Errors: InvalidArgument naming the accepted names.
+// "las-nopack", "las-tiresias", "las-overtake", "muri-l". Errors:
+// InvalidArgument naming the accepted names.
 absl::StatusOr<Policy> ParsePolicy(const std::string& name);
 
 struct SimConfig {
@@ -72,6 +91,11 @@ struct SimConfig {
   // (s) instead of the policy's own; < 0 keeps the policy's. Not a per-trace
   // constant: a knob for sweeps (--reservation-min-wait-s).
   double reservation_min_wait_s = -1;
+  // Policies through sched::Scheduler and muri-l: PolicyConfig.interleave
+  // max_jobs / min_gain instead of the defaults when >= 0 (sweeps:
+  // --interleave-max-jobs, --interleave-min-gain).
+  int interleave_max_jobs = -1;
+  double interleave_min_gain = -1;
 };
 
 // Restart overhead in seconds of a job of `num_gpu` GPUs running `model`
@@ -87,8 +111,8 @@ struct SimMetrics {
   double makespan_s = 0;
   // sorted(JCT)[int(0.99 * n)], as Muri calc.py.
   double p99_jct_s = 0;
-  // GPU-seconds held by running jobs / (total GPUs x (makespan - first
-  // submit)), in [0, 1].
+  // GPU-seconds held by running jobs (GPUs shared by a packed group count
+  // once) / (total GPUs x (makespan - first submit)), in [0, 1].
   double gpu_allocation = 0;
   // GPU-seconds held by running jobs over total GPUs x the seconds during
   // which at least one submitted job was not running (waiting or preempted),

@@ -77,6 +77,14 @@ absl::StatusOr<std::vector<TraceJob>> ReadTraceCsv(const std::string& path) {
     if (!c.ok()) return c.status();
     col.push_back(*c);
   }
+  // resource_time_0, resource_time_1, ... while the header has them.
+  std::vector<int> resource_col;
+  for (int r = 0;; ++r) {
+    auto it = std::find(csv->header.begin(), csv->header.end(),
+                        absl::StrCat("resource_time_", r));
+    if (it == csv->header.end()) break;
+    resource_col.push_back(static_cast<int>(it - csv->header.begin()));
+  }
   std::vector<TraceJob> jobs;
   jobs.reserve(csv->rows.size());
   for (const auto& [line, cells] : csv->rows) {
@@ -102,6 +110,16 @@ absl::StatusOr<std::vector<TraceJob>> ReadTraceCsv(const std::string& path) {
     if (!absl::SimpleAtod(cell(5), &job.iteration_time_ms) ||
         job.iteration_time_ms <= 0) {
       return CellError(path, line, names[5], cell(5));
+    }
+    for (size_t r = 0; r < resource_col.size(); ++r) {
+      const std::string v = resource_col[r] < static_cast<int>(cells.size())
+                                ? cells[resource_col[r]]
+                                : "";
+      double ms = 0;
+      if (!absl::SimpleAtod(v, &ms) || !(ms >= 0)) {
+        return CellError(path, line, absl::StrCat("resource_time_", r), v);
+      }
+      job.resource_time_ms.push_back(ms);
     }
     jobs.push_back(std::move(job));
   }

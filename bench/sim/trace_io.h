@@ -23,11 +23,16 @@ struct TraceJob {
   std::string model_name;
   // Isolated time of one iteration at num_gpu GPUs, ms.
   double iteration_time_ms = 0;
+  // Columns resource_time_0, resource_time_1, ... (in that order, as many
+  // as the header has): ms per iteration on each resource, Muri's per-job
+  // profile for multi-resource interleaving. Empty when the trace has none.
+  std::vector<double> resource_time_ms;
 };
 
 // Parses a trace CSV. Errors: NotFound (file), InvalidArgument (missing
 // column, unparsable or non-positive num_gpu/iterations/iteration_time,
-// negative submit_time), naming the line.
+// negative submit_time, unparsable or negative resource_time_N), naming the
+// line.
 absl::StatusOr<std::vector<TraceJob>> ReadTraceCsv(const std::string& path);
 
 // Parses a cluster spec CSV (`num_switch,num_node_p_switch,num_gpu_p_node,

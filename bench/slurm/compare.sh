@@ -3,7 +3,7 @@
 #
 #   bench/slurm/compare.sh BIN_DIR [--jobs 500] [--concurrency 8] [--out FILE]
 #                          [--rounds 1] [--coordinator-args "ARGS"]
-#                          [--no-slurm] [--tiny]
+#                          [--agent-args "ARGS"] [--no-slurm] [--tiny]
 #
 # Starts trainctl (trainctl-coordinator, state under $TMPDIR, + one
 # trainctl-agent with 8 fake GPUs) and, when slurmctld is installed, Slurm
@@ -22,7 +22,9 @@
 # (`--gpus 1` / `--gres=gpu:1`) of 8 (`--fake-gpus 8` / `Gres=gpu:8`).
 # --coordinator-args: extra flags for trainctl-coordinator (e.g. "--sync
 # normal" to see what the default per-write fsync costs; recorded in the
-# JSON). Prints a table, writes --out (default bench/results/slurm_compare.json;
+# JSON). --agent-args: extra flags for trainctl-agent (e.g. "--no-guard
+# --task-shim build/bin/trainctl-task-shim" for the per-task shim the agent
+# used before its guard; recorded too). Prints a table, writes --out (default bench/results/slurm_compare.json;
 # "-" prints only).
 # Installs nothing: `apt-get install slurm-wlm slurmctld slurmd slurm-client
 # munge` first for the Slurm half (needs root for munge and mknod).
@@ -37,6 +39,7 @@ JOBS=500
 CONC=8
 ROUNDS=1
 COORD_ARGS=
+AGENT_ARGS=
 OUT=$ROOT/bench/results/slurm_compare.json
 SLURM=auto
 while (($#)); do
@@ -45,6 +48,7 @@ while (($#)); do
     --concurrency) CONC=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --coordinator-args) COORD_ARGS=$2; shift 2 ;;
+    --agent-args) AGENT_ARGS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-slurm) SLURM=no; shift ;;
     --tiny) JOBS=20; shift ;;
@@ -110,8 +114,9 @@ for _ in $(seq 1 300); do
 done
 [[ -n $port ]] || { cat "$WORK/coordinator.log" >&2; exit 1; }
 export TRAINCTL_COORDINATOR=127.0.0.1:$port
+# shellcheck disable=SC2086  # AGENT_ARGS is a list of flags.
 "$BIN/trainctl-agent" --node-name bench-node --fake-gpus 8:H100:80GiB \
-  --log-dir "$WORK/tc-logs" --log-level warn >"$WORK/agent.log" 2>&1 &
+  --log-dir "$WORK/tc-logs" --log-level warn $AGENT_ARGS >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 300); do
   "$BIN/trainctl" nodes 2>/dev/null | grep -q bench-node && break
@@ -119,11 +124,31 @@ for _ in $(seq 1 300); do
 done
 "$BIN/trainctl" nodes | grep -q bench-node || { cat "$WORK/agent.log" >&2; exit 1; }
 
+COORD_PID=${PIDS[0]}
+# The agent runs under its guard (--guard, the default): the agent is the
+# guard's child; with --no-guard it is the started process itself.
+AGENT_PID=$(pgrep -P "${PIDS[1]}" -x trainctl-agent 2>/dev/null || true)
+AGENT_PID=${AGENT_PID:-${PIDS[1]}}
+cpu_ticks() {  # PID -> "own reaped-children" CPU ticks (utime+stime, proc(5))
+  awk '{print $14 + $15, $16 + $17}' "/proc/$1/stat"
+}
+
 run_driver() {  # SYSTEM MODE ROUND -> JSON file $WORK/SYSTEM-MODE-ROUND.json
-  local sys=$1 mode=$2 round=$3
+  local sys=$1 mode=$2 round=$3 c0 a0 c1 a1
+  if [[ $sys == trainctl ]]; then
+    read -r c0 _ < <(cpu_ticks "$COORD_PID"); read -ra a0 < <(cpu_ticks "$AGENT_PID")
+  fi
   python3 "$HERE/driver.py" --system "$sys" --mode "$mode" --jobs "$JOBS" \
     --concurrency "$CONC" --dir "$WORK/stamps-$sys-$mode-$round" --trainctl "$BIN/trainctl" \
     >"$WORK/$sys-$mode-$round.json"
+  if [[ $sys == trainctl ]]; then
+    # CPU per job of each trainctl process over this run (where the ms go;
+    # the tasks are the agent's reaped children: the job's own programs,
+    # and the shim when --task-shim is given).
+    read -r c1 _ < <(cpu_ticks "$COORD_PID"); read -ra a1 < <(cpu_ticks "$AGENT_PID")
+    echo "$(( c1 - c0 )) $(( a1[0] - a0[0] )) $(( a1[1] - a0[1] )) $(getconf CLK_TCK)" \
+      >"$WORK/$sys-$mode-$round.cpu"
+  fi
   echo "round $round $sys $mode: $(cat "$WORK/$sys-$mode-$round.json")"
 }
 
@@ -198,10 +223,10 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
-python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" "$COORD_ARGS" \
+python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" "$COORD_ARGS" "$AGENT_ARGS" \
   "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
 import json, os, statistics, sys
-out, work, slurm, l0, l1, rounds, coord_args, commit = sys.argv[1:]
+out, work, slurm, l0, l1, rounds, coord_args, agent_args, commit = sys.argv[1:]
 rounds = int(rounds)
 floor = None
 if os.path.exists(os.path.join(work, "floor.json")):
@@ -222,6 +247,10 @@ def median_row(runs):
         if floor_ms and key == "issue_to_start":
             for q in ("p50_ms", "p99_ms"):
                 row[key][q[:3] + "_floor_multiple"] = round(row[key][q] / floor_ms)
+    if all("cpu_ms_per_job" in r for r in runs):
+        row["cpu_ms_per_job"] = {
+            k: round(statistics.median(r["cpu_ms_per_job"][k] for r in runs), 3)
+            for k in ("coordinator", "agent", "tasks")}
     row["rounds"] = runs
     return row
 
@@ -233,7 +262,18 @@ for sys_ in ("trainctl", "slurm"):
         for r in range(1, rounds + 1):
             p = os.path.join(work, "%s-%s-%d.json" % (sys_, mode, r))
             if os.path.exists(p):
-                runs.append(json.load(open(p)))
+                run = json.load(open(p))
+                cpu = os.path.join(work, "%s-%s-%d.cpu" % (sys_, mode, r))
+                if os.path.exists(cpu):
+                    coord, agent, tasks, hz = (int(x) for x in open(cpu).read().split())
+                    per_job = 1000.0 / hz / max(1, run["jobs"])
+                    run["cpu_ms_per_job"] = {
+                        "coordinator": round(coord * per_job, 3),
+                        "agent": round(agent * per_job, 3),
+                        "tasks": round(tasks * per_job, 3),
+                        "note": "utime+stime from /proc over the run / jobs; "
+                                "tasks = the agent's reaped children"}
+                runs.append(run)
         if runs:
             rows["%s_%s" % (sys_, mode)] = median_row(runs)
 ratios = {}
@@ -251,7 +291,14 @@ for mode in ("cli", "batch"):
         ratios[mode] = r
 doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
        "slurm": slurm == "yes", "rounds": rounds,
-       "coordinator_args": coord_args,
+       "coordinator_args": coord_args, "agent_args": agent_args,
+       "durability": ("trainctl: every ack and state change is fsynced first "
+                      "(coordinator --sync full, group commit) unless "
+                      "coordinator_args say otherwise; Slurm 22.05: slurmctld "
+                      "acks sbatch from memory and its state-save thread writes "
+                      "job state later, batched, at most every 5 s "
+                      "(SAVE_MAX_WAIT, src/slurmctld/state_save.c): Slurm's "
+                      "side is the less durable one"),
        "job_shape": "one GPU each of 8 (trainctl --gpus 1 on --fake-gpus 8; "
                     "sbatch --gres=gpu:1 on Gres=gpu:8)",
        "transport_floor_us": floor,
@@ -270,6 +317,9 @@ for k, r in rows.items():
         k, r["jobs_per_s"], r["wall_s"], r["ack_to_start"].get("p50_ms"),
         r["ack_to_start"].get("p99_ms"), i.get("p50_ms"), i.get("p99_ms"),
         i.get("p50_floor_multiple", "-"), i.get("p99_floor_multiple", "-")))
+for k, r in rows.items():
+    if "cpu_ms_per_job" in r:
+        print("%-16s CPU ms per job: %s" % (k, r["cpu_ms_per_job"]))
 for mode, r in ratios.items():
     print("ratio", mode, r)
 text = json.dumps(doc, indent=1)

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "coordinator/sched/interleave.h"
 
 namespace trainctl::sched::muri {
 
@@ -190,6 +191,54 @@ struct FifoJob {
 Decision ScheduleFifo(const GpuCluster& cluster,
                       absl::Span<const FifoJob> arrival_order, bool backfill,
                       int table_size);
+
+// ---------------------------------------------------------------------------
+// Muri-L (Muri `multi-resource-blossom-same-gpu-unaware`, run_sim.py
+// multi_resource_blossom_same_sim_jobs(gputime=True, know_duration=False)):
+// LAS on attained GPU-time plus multi-resource interleave packing of jobs of
+// the same GPU count. An approximate reproduction (bench/sim/README.md,
+// "Interleave packing", says where it departs from upstream).
+
+struct MuriLJob {
+  JobIndex job = 0;
+  int num_gpu = 0;
+  // GPU-seconds attained so far (wall time run x num_gpu): the sort key.
+  double attained_gpu_s = 0;
+  // Its per-resource profile; must outlive the call. A job without a usable
+  // profile runs alone.
+  const InterleaveProfile* profile = nullptr;
+};
+
+struct MuriLDecision {
+  // run / placement per JobIndex; the members of a group share a placement.
+  Decision decision;
+  // The groups that run, each a list of JobIndex (singletons included).
+  std::vector<std::vector<JobIndex>> groups;
+  // InterleavedIterationTime of each group (the solo iteration time of a
+  // singleton), in the profiles' unit.
+  std::vector<double> group_time;
+};
+
+// One Muri-L scheduling instant:
+// 1. `runnable` is stably sorted by attained_gpu_s (least first); the caller
+//    keeps that order for the next instant.
+// 2. Candidates: walking that order with YarnAllocator on an empty cluster,
+//    every job that still fits opens a slot of its GPU count and makes the
+//    next config.max_jobs jobs of that GPU count (in order) candidates.
+// 3. Packing rounds (at most config.max_jobs): while the candidates need
+//    more GPUs than the cluster has, per GPU count the groups are paired by
+//    InterleaveUtilization (greedy, best pair first, groups of at most
+//    config.max_jobs jobs, weight > 0) and pairs are merged in the order
+//    upstream lists them until the demand fits.
+// 4. A group whose interleaved iteration time exceeds the sum of its
+//    members' solo times is split (upstream's autopack). Groups are ordered
+//    by their least attained member and placed with YarnAllocator on an
+//    empty cluster; those that do not fit do not run.
+// 5. Running groups are placed afresh, larger GPU counts first (migration
+//    allowed, as upstream).
+MuriLDecision ScheduleMuriL(const GpuCluster& cluster,
+                            std::vector<MuriLJob>& runnable,
+                            const InterleaveConfig& config, int table_size);
 
 }  // namespace trainctl::sched::muri
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 // How one Schedule() call works (the header lists the policy; this is the
 // exact rule set):
@@ -412,6 +413,7 @@ class SchedulePass {
       AddUsage(QueueName(r.queue), r.user, r.project, u, +1);
     }
     if (indexed_) BuildIndexes();
+    InitInterleave(queue);
   }
 
   // Decides every job of `queue`; decisions in scheduling order.
@@ -510,7 +512,8 @@ class SchedulePass {
     int shape = -1;
     // Nothing but its shape and order key can change its decision: a
     // well-formed shape that fits the cluster, not preempted for a job
-    // (preempted_for), no victims stopping, no excluded nodes.
+    // (preempted_for), no victims stopping, no excluded nodes, not a gang
+    // interleave packing could place.
     bool plain = false;
     bool preemptible = false;
   };
@@ -552,8 +555,12 @@ class SchedulePass {
                     !InfeasibleReason(job, shape_).has_value();
     }
     e.shape = it->second;
+    // A gang that interleave packing may place on a running group
+    // (TryInterleave) takes the full rules.
     e.plain = shapes_[e.shape].plain && job.preempted_for == 0 &&
-              !job.victims_stopping && job.excluded_nodes.empty();
+              !job.victims_stopping && job.excluded_nodes.empty() &&
+              !(interleave_active_ && job.kind == JobKind::kGang &&
+                job.interleave.usable());
     return e;
   }
 
@@ -1065,6 +1072,9 @@ class SchedulePass {
     AddUsage(QueueName(job.queue), job.user, job.project, UsageOf(placement),
              +1);
     placed_.insert(job.job_id);
+    if (interleave_active_) {
+      AddGroupMember(placement, {job.job_id, &job.interleave, -1});
+    }
   }
 
   bool Place(const JobRequest& job, bool honor_hold, Placement& placement) {
@@ -1183,6 +1193,7 @@ class SchedulePass {
         return;
       }
     }
+    if (TryInterleave(job, decision)) return;
     decision.outcome = Outcome::kRetryLater;
     if (config_.wait_reasons || job.job_id == explain_id_) {
       decision.reason = WaitReason(job);
@@ -1220,6 +1231,209 @@ class SchedulePass {
       }
     }
     return;
+  }
+
+  // --- Interleave packing (PolicyConfig.interleave; the header's rule) ---
+
+  // A running job, or a job placed by this call (running == -1), on the
+  // GPUs of a group.
+  struct GroupMember {
+    int64_t job_id = 0;
+    const InterleaveProfile* profile = nullptr;
+    // Index into running_, or -1 for a placement of this call.
+    int running = -1;
+  };
+  // Jobs with identical placements: they share those GPUs.
+  struct PackGroup {
+    Placement placement;
+    int gpus = 0;
+    std::vector<GroupMember> members;
+  };
+
+  // The identity of a placement: node names and GPU indices in rank order.
+  static std::string PlacementKey(const Placement& placement) {
+    std::string key;
+    for (const NodeAssignment& a : placement.nodes) {
+      absl::StrAppend(&key, a.node, ":", absl::StrJoin(a.gpu_indices, ","),
+                      ";");
+    }
+    return key;
+  }
+
+  // Groups the running jobs by placement, once per call, when packing is on
+  // and some gang of the queue has a usable profile (otherwise packing
+  // costs nothing).
+  void InitInterleave(const std::vector<JobRequest>& queue) {
+    if (!policy_.interleave.enabled) return;
+    interleave_active_ =
+        std::any_of(queue.begin(), queue.end(), [](const JobRequest& j) {
+          return j.kind == JobKind::kGang && j.interleave.usable();
+        });
+    if (!interleave_active_) return;
+    for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
+      AddGroupMember(running_[i].placement,
+                     {running_[i].job_id, &running_[i].interleave, i});
+    }
+  }
+
+  void AddGroupMember(const Placement& placement, GroupMember member) {
+    const std::string key = PlacementKey(placement);
+    auto [it, added] = group_of_.try_emplace(key, groups_.size());
+    if (added) {
+      PackGroup& g = groups_.emplace_back();
+      g.placement = placement;
+      for (const NodeAssignment& a : placement.nodes) {
+        g.gpus += static_cast<int>(a.gpu_indices.size());
+      }
+    }
+    groups_[it->second].members.push_back(member);
+  }
+
+  // Whether `job` may join group `g` apart from the interleave criterion:
+  // its GPU count and layout, free of the hold, on schedulable nodes.
+  bool GroupTakes(const JobRequest& job, const PackGroup& g) const {
+    if (g.gpus != static_cast<int>(DemandGpus(job))) return false;
+    if (job.nodes >= 1) {
+      if (static_cast<int>(g.placement.nodes.size()) != job.nodes) return false;
+      for (const NodeAssignment& a : g.placement.nodes) {
+        if (static_cast<int>(a.gpu_indices.size()) != job.gpus_per_node) {
+          return false;
+        }
+      }
+    }
+    for (const NodeAssignment& a : g.placement.nodes) {
+      auto it = node_index_.find(a.node);
+      if (it == node_index_.end()) return false;
+      const int n = it->second;
+      if (!nodes_[n].schedulable) return false;
+      if (!hold_taken_) continue;
+      const std::vector<GpuState>& gpus = nodes_[n].gpus;
+      for (int pos = 0; pos < static_cast<int>(gpus.size()); ++pos) {
+        if (IsHeld(n, pos) &&
+            std::find(a.gpu_indices.begin(), a.gpu_indices.end(),
+                      gpus[pos].index) != a.gpu_indices.end()) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // (interleaved iteration time, utilization) of `members`, memoized by the
+  // members' profiles (jobs of one model share a profile, so a long queue
+  // asks the same few questions).
+  std::pair<double, double> GroupFigures(
+      std::vector<const InterleaveProfile*> members) {
+    std::sort(members.begin(), members.end(),
+              [](const InterleaveProfile* a, const InterleaveProfile* b) {
+                return std::tie(a->resource_time, a->iteration_time) <
+                       std::tie(b->resource_time, b->iteration_time);
+              });
+    std::vector<double> key;
+    for (const InterleaveProfile* m : members) {
+      key.push_back(static_cast<double>(m->resource_time.size()));
+      key.insert(key.end(), m->resource_time.begin(), m->resource_time.end());
+      key.push_back(m->iteration_time);
+    }
+    auto it = figures_.find(key);
+    if (it != figures_.end()) return it->second;
+    const auto span = absl::MakeConstSpan(members);
+    std::pair<double, double> figures(0, 0);
+    if (InterleaveWorthwhile(span, policy_.interleave)) {
+      figures = {InterleavedIterationTime(span, policy_.interleave),
+                 InterleaveUtilization(span, policy_.interleave)};
+    }
+    figures_.emplace(std::move(key), figures);
+    return figures;
+  }
+
+  // Packs `job` onto the best group that takes it (the header's rule);
+  // fills `decision` and applies the placement when it does.
+  bool TryInterleave(const JobRequest& job, Decision& decision) {
+    if (!interleave_active_ || job.kind != JobKind::kGang ||
+        !job.interleave.usable() || job.victims_stopping) {
+      return false;
+    }
+    // A job of the same shape and profile found no group since the last
+    // change to the cluster (every placement, packing, preemption and the
+    // hold bump state_version_): this one finds none either. So a long
+    // queue costs one search per distinct (shape, profile), not per job.
+    std::vector<double> key = {static_cast<double>(DemandGpus(job)),
+                               static_cast<double>(job.nodes),
+                               static_cast<double>(job.gpus_per_node),
+                               job.interleave.iteration_time};
+    key.insert(key.end(), job.interleave.resource_time.begin(),
+               job.interleave.resource_time.end());
+    // Exclusions (pre-flight) make a job's view its own: not remembered.
+    const bool memo = job.excluded_nodes.empty();
+    auto failed = interleave_failed_.find(key);
+    if (memo && failed != interleave_failed_.end() &&
+        failed->second == state_version_) {
+      return false;
+    }
+    int best = -1;
+    double best_utilization = 0;
+    size_t best_size = 0;
+    std::vector<const InterleaveProfile*> profiles;
+    for (int gi = 0; gi < static_cast<int>(groups_.size()); ++gi) {
+      const PackGroup& g = groups_[gi];
+      if (!GroupTakes(job, g)) continue;
+      profiles.clear();
+      bool ok = true;
+      for (const GroupMember& m : g.members) {
+        // Preempted by this call: gone from these GPUs.
+        if (m.running >= 0 && evicted_[m.running]) continue;
+        if (!m.profile->usable()) {
+          ok = false;
+          break;
+        }
+        profiles.push_back(m.profile);
+      }
+      if (!ok || profiles.empty() ||
+          static_cast<int>(profiles.size()) >= policy_.interleave.max_jobs) {
+        continue;
+      }
+      profiles.push_back(&job.interleave);
+      const auto [period, utilization] = GroupFigures(profiles);
+      if (!(period > 0)) continue;
+      if (best < 0 || utilization > best_utilization ||
+          (utilization == best_utilization && profiles.size() < best_size)) {
+        best = gi;
+        best_utilization = utilization;
+        best_size = profiles.size();
+      }
+    }
+    if (best < 0) {
+      if (memo) interleave_failed_[std::move(key)] = state_version_;
+      return false;
+    }
+    const Placement placement = groups_[best].placement;
+    for (const GroupMember& m : groups_[best].members) {
+      if (m.running >= 0 && evicted_[m.running]) continue;
+      decision.packed_with.push_back(m.job_id);
+    }
+    std::sort(decision.packed_with.begin(), decision.packed_with.end());
+    for (const NodeAssignment& a : placement.nodes) {
+      const int n = node_index_.at(a.node);
+      for (GpuState& gpu : nodes_[n].gpus) {
+        if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) ==
+            a.gpu_indices.end()) {
+          continue;
+        }
+        gpu.reserved_bytes += placement.reserved_bytes_per_gpu;
+        gpu.task_count += 1;
+      }
+      NodeChanged(n);
+    }
+    decision.outcome = Outcome::kPlaced;
+    decision.placement = placement;
+    std::vector<std::string> ids;
+    for (int64_t id : decision.packed_with) ids.push_back(absl::StrCat(id));
+    decision.reason = absl::StrFormat(
+        "interleaved with job%s %s on their GPUs (multi-resource packing)",
+        ids.size() == 1 ? "" : "s", JoinList(ids, "and"));
+    Account(job, placement);
+    return true;
   }
 
   // Fills *explanation_ for `job`, decided as `decision`.
@@ -2053,6 +2267,15 @@ class SchedulePass {
   int64_t holder_job_id_ = 0;
   // What the hold covers, for reasons: "nodes a and b", "GPU 3 on a".
   std::string held_description_;
+  // Interleave packing: whether this call may pack (InitInterleave), the
+  // groups of jobs sharing GPUs by PlacementKey, searches that failed, and
+  // GroupFigures by the members' profiles.
+  bool interleave_active_ = false;
+  std::vector<PackGroup> groups_;
+  absl::flat_hash_map<std::string, size_t> group_of_;
+  // (shape, profile) -> the state_version_ at which it last found no group.
+  absl::flat_hash_map<std::vector<double>, int64_t> interleave_failed_;
+  absl::flat_hash_map<std::vector<double>, std::pair<double, double>> figures_;
 };
 
 }  // namespace

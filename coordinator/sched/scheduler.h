@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/sched/interleave.h"
+
 namespace trainctl::sched {
 
 // One GPU as the scheduler sees it.
@@ -86,6 +88,11 @@ struct RunningJob {
   // (its end is unknown).
   double remaining_s = -1;
   Placement placement;
+  // Its per-resource profile (JobRequest.interleave); empty when unknown.
+  // Running jobs with identical placements share those GPUs (a packed
+  // group, see Scheduler); a job without a usable profile on some GPUs
+  // keeps every other job from being packed there.
+  InterleaveProfile interleave;
 };
 
 struct ClusterSnapshot {
@@ -150,6 +157,11 @@ struct JobRequest {
   // whether it may hold the head-of-queue reservation
   // (PolicyConfig.reservation_min_wait_s).
   double waited_s = 0;
+  // Time per iteration on each resource (any unit, the same for every job),
+  // measured or declared; empty (the default) when unknown. Only gangs with
+  // a usable profile may be packed onto the GPUs of running jobs
+  // (PolicyConfig.interleave); a job without one is never packed.
+  InterleaveProfile interleave;
 };
 
 enum class Outcome {
@@ -180,6 +192,10 @@ struct Decision {
   // from now until its reserved GPUs are estimated to be free (from running
   // jobs' time limits); < 0 when unknown (some job there has no limit).
   double eta_s = -1;
+  // kPlaced on GPUs that running jobs keep using (interleave packing): the
+  // ids of those jobs, ascending; `placement` is theirs. Empty for a
+  // placement on free GPUs.
+  std::vector<int64_t> packed_with;
 };
 
 // Order of jobs of equal priority inside a queue.
@@ -213,9 +229,11 @@ struct PolicyConfig {
   // (3250, 7200) nearly every job ends up in the last level, served FIFO; a
   // geometric ladder keeps ranking jobs by attained service across the whole
   // tail, which approximates shortest-remaining-first without knowing
-  // durations. Measured in bench/README.md (avg JCT 0.58-0.95x the
-  // published Tiresias on 7 of 8 Muri traces, 1.39x on trace3; the default
-  // of before, 3250/7200 with the old overtake rule, was 1.02-1.61x).
+  // durations. Measured in bench/README.md without interleave packing
+  // (sim policy las-nopack: avg JCT 0.58-0.95x the published Tiresias on 7
+  // of 8 Muri traces, 1.39x on trace3; the default of before, 3250/7200
+  // with the old overtake rule, was 1.02-1.61x); with packing (las)
+  // 0.46-0.71x on all eight.
   std::vector<double> las_thresholds_gpu_s = {3250,   13000,  52000,
                                               208000, 832000, 3328000};
   // False: strict FIFO, nothing starts while an earlier job waits for GPUs.
@@ -260,6 +278,13 @@ struct PolicyConfig {
   // every user (project) without an entry of its own.
   std::map<std::string, double> user_gpu_quota;
   std::map<std::string, double> project_gpu_quota;
+  // Multi-resource interleave packing (Muri): a gang that can neither be
+  // placed nor preempt its way in may share the GPUs of running gangs of
+  // its GPU count when the group interleaves well (see Scheduler). On by
+  // default: it only ever concerns jobs that carry a usable
+  // JobRequest.interleave profile, and running jobs that do. Measured in
+  // bench/README.md (trainctl-sim, policy las vs las-nopack).
+  InterleaveConfig interleave;
 };
 
 struct SchedulerConfig {
@@ -346,6 +371,27 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   (the preemption rule above). A gang is not starved by a stream of small
 //   jobs (those of its level and priority never take its GPUs), and
 //   no partial gang holds GPUs (placements are all-or-nothing).
+// - Interleave packing (PolicyConfig.interleave.enabled): a gang with a
+//   usable profile that is still waiting after placement and preemption
+//   were tried (and before it could take the head-of-queue reservation) is
+//   packed onto the GPUs of a group of running jobs (jobs with identical
+//   placements, this call's placements included) when: every member has a
+//   usable profile of the same length, the group holds exactly the GPUs the
+//   job asks for (same total; for nodes x gpus_per_node gangs the same
+//   layout), it has fewer than interleave.max_jobs members, none of its GPUs
+//   is held for the reservation or on an unschedulable node, and
+//   InterleaveWorthwhile(members + job) (members this call preempts do not
+//   count). Among such
+//   groups: the highest InterleaveUtilization, then fewer members, then the
+//   first found. Greedy in queue order, best group first (Muri matches
+//   pairs with a maximum-weight blossom matching; bench/sim/README.md says
+//   why greedy). Jobs of one shape and profile search once per change to
+//   the cluster (a failed search is remembered until then). The
+//   packed job is kPlaced with `packed_with` naming the members; its GPUs
+//   count again toward its user's, project's and queue's usage (quotas and
+//   fair share count packed GPUs once per job). GPU memory is not checked
+//   for a packed job (Muri assumes the group fits; whoever supplies the
+//   profiles vouches for it): its whole-GPU reservation is added on top.
 // - Infeasible is judged against the whole cluster (lost nodes included),
 //   ignoring what is in use; an empty cluster makes every job kRetryLater.
 class Scheduler {

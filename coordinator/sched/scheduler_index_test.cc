@@ -2,7 +2,8 @@
 // clusters, queues and policies, Schedule() and Explain() with the indexes
 // (the default) must give exactly the decisions of the linear scans
 // (SchedulerConfig.linear_search, the reference): same outcome, placement,
-// reason, victims and ETA for every job, in the same order.
+// reason, victims, ETA and interleave packing for every job, in the same
+// order.
 
 #include <cstdint>
 #include <random>
@@ -27,6 +28,7 @@ std::string Describe(const Decision& d) {
                                  "]"));
   }
   return absl::StrCat("job ", d.job_id, " outcome ", static_cast<int>(d.outcome),
+                      " packed_with ", absl::StrJoin(d.packed_with, ","),
                       " on ", absl::StrJoin(nodes, " "), " bytes ",
                       d.placement.reserved_bytes_per_gpu, " preempt ",
                       absl::StrJoin(d.preempt, ","), " eta ", d.eta_s,
@@ -43,7 +45,18 @@ std::string Describe(const Explanation& e) {
 
 class RandomCase {
  public:
-  explicit RandomCase(uint32_t seed) : rng_(seed) {}
+  explicit RandomCase(uint32_t seed) : rng_(seed), profile_rng_(seed) {}
+
+  // Interleave profiles come from their own generator, so the other draws
+  // (and the cases they make) stay as they were before profiles existed.
+  // Half the jobs get one of three Muri 4-GPU profiles (gpt2, shufflenet,
+  // resnet18), the rest none.
+  InterleaveProfile RandomProfile() {
+    static const InterleaveProfile kProfiles[] = {
+        {{0.6, 413, 20}, 439.5}, {{703, 62, 17}, 899.3}, {{723, 113, 73}, 934.8}};
+    if (!std::bernoulli_distribution(0.5)(profile_rng_)) return {};
+    return kProfiles[std::uniform_int_distribution<int>(0, 2)(profile_rng_)];
+  }
 
   int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -123,6 +136,7 @@ class RandomCase {
           r.remaining_s = Chance(0.6) ? Pick(5000) : -1;
           r.placement.nodes.push_back({node.name, {gpu.index}});
           r.placement.reserved_bytes_per_gpu = bytes;
+          r.interleave = RandomProfile();
           cluster.running.push_back(std::move(r));
           if (whole) break;
         }
@@ -165,6 +179,7 @@ class RandomCase {
           job.total_gpus = job.nodes * job.gpus_per_node;
         }
         if (Chance(0.3)) job.placement = GangPlacement::kSpread;
+        job.interleave = RandomProfile();
       }
       queue.push_back(job);
     }
@@ -173,19 +188,21 @@ class RandomCase {
 
  private:
   std::mt19937 rng_;
+  std::mt19937 profile_rng_;
 };
 
 // Schedule() and Explain() with the indexes against the linear scans on
 // `seeds` random cases of up to `max_jobs` pending jobs. Returns the counts
 // of placed, preempting and waiting decisions.
 struct Counts {
-  int placed = 0, preempting = 0, waiting = 0;
+  int placed = 0, preempting = 0, waiting = 0, packed = 0;
 };
 Counts CompareOnRandomCases(uint32_t first_seed, int seeds, int max_jobs) {
   Counts counts;
   int& placed = counts.placed;
   int& preempting = counts.preempting;
   int& waiting = counts.waiting;
+  int& packed = counts.packed;
   for (uint32_t seed = first_seed; seed < first_seed + seeds; ++seed) {
     RandomCase random(seed);
     SchedulerConfig config = random.Config();
@@ -205,6 +222,7 @@ Counts CompareOnRandomCases(uint32_t first_seed, int seeds, int max_jobs) {
       placed += got[i].outcome == Outcome::kPlaced;
       preempting += got[i].outcome == Outcome::kPreempting;
       waiting += got[i].outcome == Outcome::kRetryLater;
+      packed += !got[i].packed_with.empty();
     }
     if (!queue.empty()) {
       const int64_t id = queue[seed % queue.size()].job_id;
@@ -226,6 +244,7 @@ TEST(SchedulerIndexTest, Schedule_RandomClusters_IndexesDecideAsLinearScans) {
   EXPECT_GT(counts.placed, 1000);
   EXPECT_GT(counts.preempting, 50);
   EXPECT_GT(counts.waiting, 1000);
+  EXPECT_GT(counts.packed, 20);
 }
 
 // Long queues on small clusters: most jobs wait behind the head-of-queue

@@ -2,7 +2,7 @@
 # Agent loss without orphans (issue 5), real binaries on loopback: three
 # agents with one fake GPU each, a 2-rank gang over two of them. The agent of
 # rank 0 is killed with SIGKILL:
-#  1. rank 0's process dies at once with its agent (trainctl-task-shim);
+#  1. rank 0's process dies at once with its agent (the agent's guard);
 #  2. after --node-timeout the coordinator fails the attempt and rank 1, on a
 #     healthy node, is stopped (no orphan waiting in NCCL forever);
 #  3. the gang restarts as attempt 1 on the two healthy nodes with
@@ -37,9 +37,13 @@ read -r node0 node1 < <(rank_nodes "$JOB")
 pid0=$(rank_pid 0 0); pid1=$(rank_pid 0 1)
 ok "gang $JOB attempt 0: rank 0 on $node0 (pid $pid0), rank 1 on $node1 (pid $pid1)"
 
-kill -9 "${AGENT_PID[$node0]}"
+# $! is the agent's guard (worker/hw/agent_guard.h); SIGKILL the agent
+# itself, its child, which then has no chance to stop its tasks.
+agent0=$(pgrep -P "${AGENT_PID[$node0]}" || true)
+[[ -n $agent0 ]] || fail "no agent process under the guard (pid ${AGENT_PID[$node0]})"
+kill -9 "$agent0"
 wait_dead "$pid0" 10 || fail "rank 0 (pid $pid0) outlived its SIGKILLed agent"
-ok "rank 0 died with its agent ($node0 SIGKILLed)"
+ok "rank 0 died with its agent ($node0 SIGKILLed, pid $agent0)"
 
 wait_dead "$pid1" 30 || fail "rank 1 (pid $pid1) on healthy $node1 was not stopped"
 ok "rank 1 on $node1 was stopped after the node timeout"

@@ -6,6 +6,8 @@ alternating these launchers, and records every rank-0 phase (process start ->
 torch imported, CUDA set, process group ready, DDP wrapped, first all-reduce):
 
   trainctl   `trainctl submit --gpus 2` through a coordinator and one agent
+  trainctl-2n  `trainctl submit --nodes 2 --gpus-per-node 1` over two agents
+             (node-a GPU 0, node-b GPU 1: rank 1 reaches rank 0's node over TCP)
   torchrun   `torchrun --standalone --nproc-per-node 2`
   replay     both ranks started by this script with exactly the environment
              trainctl gave them in round 1 (read back from DDP_PROBE_DIR):
@@ -75,7 +77,7 @@ def last_json_line(path):
 class Cluster:
     """A coordinator and one agent offering GPUs 0 and 1 on 127.0.0.1."""
 
-    def __init__(self, bundle, work):
+    def __init__(self, bundle, work, agents=(("node-a", "0,1", "29600-29699"),)):
         self.bin = os.path.join(bundle, "bin")
         self.work = work
         self.addr = f"127.0.0.1:{free_port()}"
@@ -86,11 +88,14 @@ class Cluster:
                                     "--listen", self.addr, "--state-dir",
                                     os.path.join(work, "state")])
         wait_until(lambda: self.cli("nodes").returncode == 0, 30, "the coordinator")
-        self._spawn("agent", [os.path.join(self.bin, "trainctl-agent"), "--coordinator",
-                              self.addr, "--node-name", "node-a", "--gpus", "0,1",
-                              "--log-dir", os.path.join(work, "task-logs"),
-                              "--port-range", "29600-29699", "--address", "127.0.0.1"])
-        wait_until(lambda: "node-a" in self.cli("nodes").stdout, 60, "the agent")
+        for name, gpus, ports in agents:
+            self._spawn(f"agent-{name}" if len(agents) > 1 else "agent",
+                        [os.path.join(self.bin, "trainctl-agent"), "--coordinator",
+                         self.addr, "--node-name", name, "--gpus", gpus,
+                         "--log-dir", os.path.join(work, "task-logs", name),
+                         "--port-range", ports, "--address", "127.0.0.1"])
+        for name, _, _ in agents:
+            wait_until(lambda: name in self.cli("nodes").stdout, 60, f"agent {name}")
 
     def _spawn(self, name, argv):
         log = open(os.path.join(self.work, f"{name}.log"), "w")
@@ -115,8 +120,8 @@ class Cluster:
                 os.killpg(p.pid, signal.SIGKILL)
 
 
-def run_trainctl(cluster, script, probe_dir, log_path):
-    out = cluster.cli("submit", "--name", "ddp-probe", "--gpus", "2", "--env",
+def run_trainctl(cluster, script, probe_dir, log_path, shape=("--gpus", "2")):
+    out = cluster.cli("submit", "--name", "ddp-probe", *shape, "--env",
                       "NCCL_NVLS_ENABLE=0", "--env", f"DDP_PROBE_DIR={probe_dir}", "--",
                       sys.executable, script)
     if out.returncode != 0:
@@ -167,8 +172,7 @@ def main():
     ap.add_argument("bundle")
     ap.add_argument("out")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--launchers", default="trainctl,torchrun,replay,replay-omp1,"
-                    "replay-stagger,replay-idx,replay-idx-omp1")
+    ap.add_argument("--launchers", default="trainctl,torchrun,trainctl-2n")
     args = ap.parse_args()
     bundle = os.path.abspath(args.bundle)
     out = os.path.abspath(args.out)
@@ -177,6 +181,7 @@ def main():
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     work = tempfile.mkdtemp(prefix="ddp_probe.")
     cluster = Cluster(bundle, work)
+    cluster2 = None
     runs, facts, replay_envs = [], {}, None
     try:
         for rnd in range(1, args.rounds + 1):
@@ -194,6 +199,14 @@ def main():
                 t0 = time.monotonic()
                 if launcher == "trainctl":
                     line = run_trainctl(cluster, script, probe, log)
+                elif launcher == "trainctl-2n":
+                    if cluster2 is None:
+                        w2 = os.path.join(work, "two-nodes")
+                        os.makedirs(w2)
+                        cluster2 = Cluster(bundle, w2, agents=(
+                            ("node-a", "0", "29700-29749"), ("node-b", "1", "29750-29799")))
+                    line = run_trainctl(cluster2, script, probe, log,
+                                        shape=("--nodes", "2", "--gpus-per-node", "1"))
                 elif launcher == "torchrun":
                     line = run_torchrun(script, probe, log)
                 elif launcher == "replay":
@@ -231,6 +244,8 @@ def main():
                       flush=True)
     finally:
         cluster.stop()
+        if cluster2 is not None:
+            cluster2.stop()
         for name in ("coordinator.log", "agent.log"):
             shutil.copy(os.path.join(work, name), os.path.join(out, f"ddp_probe_{name}"))
 

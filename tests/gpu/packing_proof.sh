@@ -210,9 +210,12 @@ def env(tag):
     return d
 
 def trial_logs(tag):
-    # logs-TAG/job-ID/attempt-N/rank-0.log
+    # logs-TAG/jobs-K/job-ID.attempt-N.rank-0.log (agent.h LogPath; before:
+    # logs-TAG/job-ID/attempt-N/rank-0.log)
     out = {}
-    for path in glob.glob(os.path.join(work, f"logs-{tag}", "job-*", "attempt-*", "rank-0.log")):
+    paths = glob.glob(os.path.join(work, f"logs-{tag}", "jobs-*", "job-*.attempt-*.rank-0.log"))
+    paths += glob.glob(os.path.join(work, f"logs-{tag}", "job-*", "attempt-*", "rank-0.log"))
+    for path in paths:
         lines = []
         for line in open(path, errors="replace"):
             line = line.strip()

@@ -149,6 +149,16 @@ TEST_F(PosixProcessLauncherTest, Launch_ExistingLog_IsAppendedTo) {
   EXPECT_EQ(ReadFile(spec.log_path), "attempt\nattempt\n");
 }
 
+TEST_F(PosixProcessLauncherTest, Launch_LogDirectoryCannotBeMade_IsInternalNamingIt) {
+  // The log's parent would have to be made under a regular file.
+  std::ofstream(dir_ / "plain-file") << "x";
+  LaunchSpec spec = Spec({"true"});
+  spec.log_path = (dir_ / "plain-file" / "jobs-0" / "job-1.attempt-0.rank-0.log").string();
+  ExitWaiter exit;
+  absl::StatusOr<int> pid = launcher_.Launch(spec, exit.Callback());
+  EXPECT_THAT(pid, StatusIs(absl::StatusCode::kInternal, HasSubstr("plain-file")));
+}
+
 TEST_F(PosixProcessLauncherTest, Launch_ExitCode3_IsReported) {
   ExitWaiter exit;
   absl::StatusOr<int> pid = launcher_.Launch(Spec({"sh", "-c", "exit 3"}),
