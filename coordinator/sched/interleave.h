@@ -55,12 +55,12 @@ struct InterleaveConfig {
   bool enabled = true;
   // At most this many jobs share the same GPUs. Muri packs up to 4
   // (--packing_num 4; trainctl-sim's muri-l does). 3 here: on the eight
-  // Muri traces 4 gives a lower avg JCT but leaves GPUs idle while work
-  // waits (GPU allocation while queued 87.6 % on trace1_pr, 89.6 % on
-  // trace3: the groups of 4 absorb the easy waits and what is left are big
-  // gangs draining a reservation), 3 keeps it >= 90 % on every trace and
-  // avg JCT <= 0.71 x the published Tiresias (bench/README.md, "Interleave
-  // packing"). Fewer co-located jobs also need less GPU memory each.
+  // Muri traces 4 gives a lower avg JCT (<= 0.59 x the published Tiresias)
+  // but a thin margin of GPU allocation while queued (90.2 % on trace3: the
+  // groups of 4 absorb the easy waits and what is left are big gangs
+  // draining a reservation); 3 keeps >= 92.6 % on every trace at avg JCT
+  // <= 0.69 x (bench/README.md, "Interleave packing"). Fewer co-located jobs
+  // also need less GPU memory each.
   int max_jobs = 3;
   // A group is formed only when the members' solo iteration times add up
   // to at least (1 + min_gain) x the group's interleaved iteration time:

@@ -230,10 +230,10 @@ struct PolicyConfig {
   // geometric ladder keeps ranking jobs by attained service across the whole
   // tail, which approximates shortest-remaining-first without knowing
   // durations. Measured in bench/README.md without interleave packing
-  // (sim policy las-nopack: avg JCT 0.58-0.95x the published Tiresias on 7
-  // of 8 Muri traces, 1.39x on trace3; the default of before, 3250/7200
+  // (sim policy las-nopack: avg JCT 0.51-0.87x the published Tiresias on 7
+  // of 8 Muri traces, 1.48x on trace3; the default of before, 3250/7200
   // with the old overtake rule, was 1.02-1.61x); with packing (las)
-  // 0.46-0.71x on all eight.
+  // 0.41-0.69x on all eight.
   std::vector<double> las_thresholds_gpu_s = {3250,   13000,  52000,
                                               208000, 832000, 3328000};
   // False: strict FIFO, nothing starts while an earlier job waits for GPUs.
