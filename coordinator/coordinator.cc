@@ -1247,10 +1247,14 @@ bool Coordinator::ServeScheduleLocked(Deferred& deferred) {
       clock_->Now() - schedule_requested_at_ < kMaxCoalesceDelay) {
     return false;  // The event waiting for mu_ runs it at its end.
   }
+  RunRequestedPassLocked(deferred);
+  return true;
+}
+
+void Coordinator::RunRequestedPassLocked(Deferred& deferred) {
   schedule_requested_ = false;
   coalesced_events_ = 0;
   ScheduleLocked(deferred);
-  return true;
 }
 
 bool Coordinator::SchedulePassDueLocked() const {
@@ -1267,9 +1271,7 @@ void Coordinator::AwaitSchedulePass() {
     mu_.Await(absl::Condition(this, &Coordinator::SchedulePassDueLocked));
     if (schedule_requested_) {
       CommitHold hold(store_);
-      schedule_requested_ = false;
-      coalesced_events_ = 0;
-      ScheduleLocked(deferred);
+      RunRequestedPassLocked(deferred);
     }
   }
   RunDeferred(deferred);
@@ -1455,6 +1457,9 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
 void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
   int num_nodes = 0;
   for (const v1::Task& t : job.tasks()) num_nodes = std::max(num_nodes, t.node_rank() + 1);
+  // Rank 0's agent hosts the gang's PyTorch store (Node.torch_store).
+  const bool agent_store =
+      job.world_size() > 1 && nodes_[job.tasks(0).node()].node.torch_store();
   std::vector<v1::CoordinatorMessage> starts;
   starts.reserve(job.tasks_size());
   for (const v1::Task& t : job.tasks()) {
@@ -1464,7 +1469,7 @@ void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
     ctx.num_nodes = num_nodes;
     ctx.local_world_size = t.local_world_size();
     ctx.node_cpu_count = ne.node.cpu_count();
-    ctx.agent_store = job.world_size() > 1 && nodes_[job.tasks(0).node()].node.torch_store();
+    ctx.agent_store = agent_store;
     v1::CoordinatorMessage msg;
     v1::StartTask* start = msg.mutable_start_task();
     *start->mutable_task() = RefOf(job, t);

@@ -503,22 +503,24 @@ class Coordinator {
   // part of its cost. fn must not add or remove jobs.
   template <typename Fn>
   void ForEachActiveLocked(Fn fn) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = jobs_.begin();
-    for (int64_t id : active_) {
-      // Usually the next job; a few retired ones may lie between.
-      for (int step = 0; step < 8 && it != jobs_.end() && it->first < id; ++step) {
-        ++it;
-      }
-      if (it == jobs_.end() || it->first < id) it = jobs_.lower_bound(id);
-      fn(it != jobs_.end() && it->first == id ? it->second : jobs_.at(id));
-    }
+    WalkActive(active_, jobs_, fn);
   }
   template <typename Fn>
   void ForEachActiveMutableLocked(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ForEachActiveLocked([&](const v1::Job& job) {
-      // jobs_ is ours and non-const here: the const view is only the walk's.
-      fn(const_cast<v1::Job&>(job));
-    });
+    WalkActive(active_, jobs_, fn);
+  }
+  // The walk of ForEachActive*Locked over `jobs` (const or not).
+  template <typename Ids, typename Jobs, typename Fn>
+  static void WalkActive(const Ids& active, Jobs& jobs, Fn& fn) {
+    auto it = jobs.begin();
+    for (int64_t id : active) {
+      // Usually the next job; a few retired ones may lie between.
+      for (int step = 0; step < 8 && it != jobs.end() && it->first < id; ++step) {
+        ++it;
+      }
+      if (it == jobs.end() || it->first < id) it = jobs.lower_bound(id);
+      fn(it != jobs.end() && it->first == id ? it->second : jobs.at(id));
+    }
   }
   void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Coalesced scheduling passes. An event that may change what can be placed
@@ -545,6 +547,8 @@ class Coordinator {
   // AwaitSchedulePass()'s condition: the requested pass ran, or no event
   // waits that would run it.
   bool SchedulePassDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clears the request and runs the pass it asked for.
+  void RunRequestedPassLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes mu_ for an event (see RequestScheduleLocked), counted in
   // events_waiting_ while it blocks.
   class ABSL_SCOPED_LOCKABLE EventLock {

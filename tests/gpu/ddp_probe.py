@@ -235,8 +235,8 @@ def main():
                     replay_envs = [dict(f["env"]) for f in rank_facts]
                     for env in replay_envs:
                         env.pop("DDP_PROBE_DIR", None)
-                if rnd == 1 or launcher.startswith("replay") and launcher not in facts:
-                    facts.setdefault(launcher, [scrub(f) if f else None for f in rank_facts])
+                if launcher not in facts:  # the first run of each launcher
+                    facts[launcher] = [scrub(f) if f else None for f in rank_facts]
                 runs.append({"launcher": launcher, "round": rnd, "wall_s": round(wall, 3),
                              "rank0": line,
                              "rank1_phases_s": (rank_facts[1] or {}).get("phases_s")})
