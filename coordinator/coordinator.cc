@@ -193,10 +193,11 @@ bool IsLive(v1::TaskState state) {
 Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
                          const Clock* clock)
     : config_(std::move(config)),
+      advertise_address_(config_.advertise_address),
       store_(store),
       clock_(clock),
       scheduler_(config_.scheduler),
-      advertise_address_(config_.advertise_address),
+      rendezvous_(config_.rendezvous_fanout_threads),
       packer_(config_.packer) {}
 
 Coordinator::~Coordinator() { WaitForWrites().IgnoreError(); }

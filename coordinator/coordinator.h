@@ -146,6 +146,11 @@ struct CoordinatorConfig {
   // with the time from the group's opening (the attempt was placed) to the
   // publish. Groups restored from the store at start-up are not measured.
   std::function<void(absl::Duration)> on_rendezvous_published;
+  // Threads that answer the waiting ranks when rank 0 publishes its
+  // ncclUniqueId (RendezvousTable's fanout_threads): 0 means 4, or the
+  // host's hardware threads where fewer; 1 answers them all on the
+  // publishing call.
+  int rendezvous_fanout_threads = 0;
 
   // Pre-flight of gangs (preflight.h, docs/preflight.md). A gang whose
   // spec.preflight is ON, or AUTO with preflight_auto set and a placement on

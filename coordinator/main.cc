@@ -185,6 +185,12 @@ int main(int argc, char** argv) {
   app.add_option("--preflight-bytes", preflight_bytes,
                  "all-reduce buffer of the pre-flight probe")
       ->capture_default_str();
+  int fanout_threads = 0;
+  app.add_option("--rendezvous-fanout-threads", fanout_threads,
+                 "threads that answer the waiting ranks when rank 0 publishes "
+                 "its ncclUniqueId; 0: 4, or the host's hardware threads where "
+                 "fewer")
+      ->check(CLI::Range(0, 256))->capture_default_str();
   // Options may also come from a TOML file, KEY = VALUE per line with KEY a
   // flag's long name (deploy/config/coordinator.conf documents every one; the
   // systemd unit passes /etc/trainctl/coordinator.conf). Flags on the command line
@@ -295,6 +301,7 @@ int main(int argc, char** argv) {
   config.preflight_timeout = ToDuration(preflight_timeout);
   config.preflight_policy.min_busbw_ratio = preflight_ratio;
   config.preflight_max_failures = preflight_max_failures;
+  config.rendezvous_fanout_threads = fanout_threads;
   if (absl::StatusOr<int64_t> b = trainctl::ParseByteSize(preflight_bytes);
       b.ok() && *b >= 4 && *b <= (int64_t{4} << 30)) {
     config.preflight_bytes = *b;

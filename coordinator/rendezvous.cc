@@ -1,11 +1,43 @@
 #include "coordinator/rendezvous.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace trainctl::coord {
+
+namespace {
+
+int DefaultFanoutThreads() {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores, 1, RendezvousTable::kDefaultFanoutThreads);
+}
+
+}  // namespace
+
+RendezvousTable::RendezvousTable(int fanout_threads)
+    : fanout_threads_(fanout_threads > 0 ? fanout_threads : DefaultFanoutThreads()) {}
+
+void RendezvousTable::AnswerAll(std::vector<Waiter>& ready,
+                                const std::string& unique_id) const {
+  const int n = static_cast<int>(ready.size());
+  const int threads = std::clamp(n / kWaitersPerFanoutThread, 1, fanout_threads_);
+  // Slice t is [n * t / threads, n * (t + 1) / threads); the calling thread
+  // takes slice 0.
+  auto answer = [&ready, &unique_id, n, threads](int t) {
+    const int end = static_cast<int>(int64_t{n} * (t + 1) / threads);
+    for (int i = static_cast<int>(int64_t{n} * t / threads); i < end; ++i) {
+      ready[i].done(unique_id);
+    }
+  };
+  std::vector<std::thread> helpers;
+  helpers.reserve(threads - 1);
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(answer, t);
+  answer(0);
+  for (std::thread& h : helpers) h.join();
+}
 
 void RendezvousTable::Open(int64_t job_id, int attempt, std::string token,
                            std::vector<std::string> rank_hosts) {
@@ -92,7 +124,7 @@ absl::Status RendezvousTable::Publish(int64_t job_id, int attempt, int rank,
     group.waiters.clear();
     unique_id = group.unique_id;
   }
-  for (Waiter& w : ready) w.done(unique_id);
+  AnswerAll(ready, unique_id);
   return absl::OkStatus();
 }
 

@@ -1,6 +1,8 @@
 #include "coordinator/rendezvous.h"
 
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -89,6 +91,44 @@ TEST_F(RendezvousTest, FetchAsync_RankOutOfRange_InvalidArgument) {
   Fetch(4);
   EXPECT_THAT(results_[4], StatusIs(absl::StatusCode::kInvalidArgument,
                                     HasSubstr("rank: must be in [0, 4)")));
+}
+
+TEST(RendezvousFanoutTest, Publish_ManyWaiters_EachAnsweredOnceOverSeveralThreads) {
+  constexpr int kRanks = 4 * RendezvousTable::kWaitersPerFanoutThread + 1;
+  RendezvousTable table(/*fanout_threads=*/4);
+  table.Open(7, 2, "tok", std::vector<std::string>(kRanks, "node"));
+  absl::Mutex mu;
+  std::vector<int> answers(kRanks, 0);
+  std::set<std::thread::id> threads;
+  for (int r = 1; r < kRanks; ++r) {
+    table.FetchAsync(7, 2, r, "tok", kT0, absl::Seconds(60),
+                     [&, r](absl::StatusOr<std::string> id) {
+                       absl::MutexLock lock(&mu);
+                       if (id.ok() && *id == kId) ++answers[r];
+                       threads.insert(std::this_thread::get_id());
+                     });
+  }
+  // Publish returns only after every waiter has its answer.
+  TC_ASSERT_OK(table.Publish(7, 2, 0, "tok", kId));
+  absl::MutexLock lock(&mu);
+  for (int r = 1; r < kRanks; ++r) EXPECT_EQ(answers[r], 1) << "rank " << r;
+  EXPECT_EQ(threads.size(), 4u);
+  EXPECT_TRUE(threads.count(std::this_thread::get_id()));
+}
+
+TEST(RendezvousFanoutTest, Publish_FewWaiters_AnsweredOnThePublishingThread) {
+  RendezvousTable table(/*fanout_threads=*/8);
+  table.Open(7, 0, "tok", std::vector<std::string>(16, "node"));
+  std::set<std::thread::id> threads;
+  for (int r = 1; r < 16; ++r) {
+    table.FetchAsync(7, 0, r, "tok", kT0, absl::Seconds(60),
+                     [&](absl::StatusOr<std::string> id) {
+                       ASSERT_TRUE(id.ok());
+                       threads.insert(std::this_thread::get_id());
+                     });
+  }
+  TC_ASSERT_OK(table.Publish(7, 0, 0, "tok", kId));
+  EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
 }
 
 }  // namespace

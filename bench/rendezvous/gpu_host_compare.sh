@@ -5,8 +5,8 @@
 #   deploy/make_bundle.sh build bundle          # here, where trainctl is built
 #   bash bench/rendezvous/gpu_host_compare.sh bundle OUT   # on the GPU host
 #
-# Runs BUNDLE/bin/trainctl-bench-rendezvous (an in-process coordinator, N
-# simulated ranks over loopback gRPC) and tcpstore_fanout.py (N TCPStore
+# Runs BUNDLE/bin/trainctl-bench-rendezvous (a coordinator in its process, N
+# simulated ranks over loopback gRPC in a rank process it forks) and tcpstore_fanout.py (N TCPStore
 # clients) for N = 1,024 and 4,096 (--ranks to change), alternating twice,
 # and writes OUT/rendezvous_fanout.json with both systems' rounds and the
 # ratios (TCPStore time / trainctl time; > 1 means trainctl is faster).
