@@ -28,6 +28,9 @@
 # "-" prints only).
 # Installs nothing: `apt-get install slurm-wlm slurmctld slurmd slurm-client
 # munge` first for the Slurm half (needs root for munge and mknod).
+# Each round also runs the same N jobs with no scheduler at all (`xargs -P
+# 8`, driver.py --system bare): the ceiling any launcher could reach on this
+# host, and the ceiling's ratio to Slurm, the most any scheduler could show.
 # --tiny: 20 jobs (the ctest bench_slurm_smoke; Slurm only if installed).
 set -euo pipefail
 
@@ -220,6 +223,7 @@ for round in $(seq 1 "$ROUNDS"); do
     run_driver trainctl "$mode" "$round"
     if [[ $SLURM == yes ]]; then run_driver slurm "$mode" "$round"; fi
   done
+  run_driver bare batch "$round"
 done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
@@ -256,7 +260,7 @@ def median_row(runs):
 
 
 rows = {}
-for sys_ in ("trainctl", "slurm"):
+for sys_ in ("trainctl", "slurm", "bare"):
     for mode in ("cli", "batch"):
         runs = []
         for r in range(1, rounds + 1):
@@ -289,6 +293,18 @@ for mode in ("cli", "batch"):
                 if a and b and a > 0 and b > 0:
                     r["%s_%s_lower_by" % (key, q[:3])] = round(b / a, 1)
         ratios[mode] = r
+ceiling = None
+if "bare_batch" in rows:
+    c = rows["bare_batch"]["jobs_per_s"]
+    ceiling = {"jobs_per_s": c,
+               "note": "the same N jobs run by `xargs -P 8` with no scheduler: "
+                       "the most any launcher reaches on this host"}
+    for mode in ("cli", "batch"):
+        if "trainctl_" + mode in rows:
+            ceiling["trainctl_%s_share" % mode] = round(
+                rows["trainctl_" + mode]["jobs_per_s"] / c, 3)
+    if "slurm_batch" in rows:
+        ceiling["over_slurm_batch"] = round(c / rows["slurm_batch"]["jobs_per_s"], 1)
 doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
        "slurm": slurm == "yes", "rounds": rounds,
        "coordinator_args": coord_args, "agent_args": agent_args,
@@ -303,6 +319,7 @@ doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)"
                     "sbatch --gres=gpu:1 on Gres=gpu:8)",
        "transport_floor_us": floor,
        "rows": rows, "ratios_trainctl_over_slurm": ratios,
+       "ceiling_no_scheduler": ceiling,
        "targets": {"jobs_per_s_ratio": 100, "p99_submit_to_start_lower_by": 20},
        "host": {"cores": os.cpu_count(), "load_avg_1m_start": float(l0),
                 "load_avg_1m_end": float(l1), "git_commit": commit}}
@@ -322,6 +339,8 @@ for k, r in rows.items():
         print("%-16s CPU ms per job: %s" % (k, r["cpu_ms_per_job"]))
 for mode, r in ratios.items():
     print("ratio", mode, r)
+if ceiling:
+    print("ceiling (no scheduler, xargs -P 8):", ceiling)
 text = json.dumps(doc, indent=1)
 if out != "-":
     open(out, "w").write(text + "\n")

@@ -10,6 +10,10 @@ just before the CLI process starts, acked when it has exited with the id.
   batch mode  one CLI call for all N: `trainctl sweep --grid i=0,..,N-1` /
               `sbatch --array=0-(N-1)`.
 
+  bare        no scheduler: `xargs -P 8` runs the same N jobs, 8 at a time
+              (one per GPU slot, the same shape as the schedulers' one GPU
+              of 8): the ceiling any launcher could reach on this host.
+
 jobs_per_s = N / (last job's start - first submit issued). Prints one JSON
 object. Used by compare.sh; runnable alone:
   driver.py --system trainctl --trainctl build/bin/trainctl --jobs 200 --dir /tmp/x
@@ -62,6 +66,17 @@ def batch_argv(args):
             job_shell(args.dir, "$SLURM_ARRAY_TASK_ID")]
 
 
+def run_bare(args):
+    """Runs the N jobs with `xargs -P SLOTS` (no scheduler); returns (started,
+    ended) ns of the xargs call."""
+    issued = time.time_ns()
+    subprocess.run(["xargs", "-P", str(args.slots), "-I{}", "sh", "-c",
+                    job_shell(args.dir, "{}")],
+                   input="\n".join(str(i) for i in range(args.jobs)) + "\n",
+                   text=True, check=True)
+    return issued, time.time_ns()
+
+
 def run_cli(argv, env):
     issued = time.time_ns()
     proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE,
@@ -96,10 +111,12 @@ def wait_starts(directory, n, timeout_s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--system", choices=["trainctl", "slurm"], required=True)
+    ap.add_argument("--system", choices=["trainctl", "slurm", "bare"], required=True)
     ap.add_argument("--mode", choices=["cli", "batch"], default="cli")
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--slots", type=int, default=8,
+                    help="bare: jobs run at once (the GPU slots)")
     ap.add_argument("--dir", required=True, help="empty directory for the start stamps")
     ap.add_argument("--trainctl", default="trainctl", help="path of the trainctl CLI")
     ap.add_argument("--timeout-s", type=float, default=600)
@@ -109,7 +126,13 @@ def main():
 
     acks = {}
     t_begin = time.time_ns()
-    if args.mode == "cli":
+    if args.system == "bare":
+        # Nothing to submit: each job counts as issued (and acked) when
+        # xargs starts.
+        issued, _ = run_bare(args)
+        for i in range(args.jobs):
+            acks[str(i)] = (issued, issued)
+    elif args.mode == "cli":
         with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
             futures = {pool.submit(run_cli, submit_argv(args, i), env): str(i)
                        for i in range(args.jobs)}
