@@ -241,19 +241,23 @@ class RankProcess {
     }
     v1::FanoutWorkerReport issued;
     for (const auto& c : calls) issued.add_issued_ns(SteadyNanos(c->issued));
-    if (absl::Status s = pipe_->Send(issued); !s.ok()) return s;
+    // On a failed send the calls still finish below: they reference `mu`.
+    const absl::Status sent = pipe_->Send(issued);
+    auto all_done = [&remaining]() { return remaining == 0; };
+    bool finished;
     {
       absl::MutexLock lock(&mu);
-      auto all_done = [&remaining]() { return remaining == 0; };
-      if (!mu.AwaitWithTimeout(absl::Condition(&all_done), absl::Seconds(120))) {
-        // The calls still reference `mu`; their deadline (90 s) has passed,
-        // so they end before this frame does once cancelled.
-        for (auto& c : calls) c->ctx.TryCancel();
-        mu.Await(absl::Condition(&all_done));
-        return absl::DeadlineExceededError(
-            absl::StrCat("fetches never returned in a rank process"));
-      }
+      finished = mu.AwaitWithTimeout(absl::Condition(&all_done), absl::Seconds(120));
     }
+    if (!finished) {
+      // The calls reference `mu`: cancel them (their 90 s deadline has
+      // passed anyway) and wait until every callback has run.
+      for (auto& c : calls) c->ctx.TryCancel();
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(&all_done));
+      return absl::DeadlineExceededError("fetches never returned in a rank process");
+    }
+    if (!sent.ok()) return sent;
     for (const auto& c : calls) {
       report->add_issued_ns(SteadyNanos(c->issued));
       report->add_done_ns(SteadyNanos(c->done));
