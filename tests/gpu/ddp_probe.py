@@ -154,8 +154,14 @@ def run_replay(envs, script, probe_dir, log_path, stagger_s=0.0, extra=None):
             procs.append(subprocess.Popen([sys.executable, script], env=env,
                                           stdout=log if rank == 0 else subprocess.DEVNULL,
                                           stderr=subprocess.STDOUT))
-        for p in procs:
-            p.wait(timeout=180)
+        try:
+            for p in procs:
+                p.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+                p.wait()
+            return None
     return last_json_line(log_path)
 
 
@@ -235,6 +241,11 @@ def main():
                     replay_envs = [dict(f["env"]) for f in rank_facts]
                     for env in replay_envs:
                         env.pop("DDP_PROBE_DIR", None)
+                        # No agent hosts a store for a replay: rank 0
+                        # creates it, as before the agent hosted it (with
+                        # the flag, every rank would wait for a store that
+                        # never opens).
+                        env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
                 if launcher not in facts:  # the first run of each launcher
                     facts[launcher] = [scrub(f) if f else None for f in rank_facts]
                 runs.append({"launcher": launcher, "round": rnd, "wall_s": round(wall, 3),
