@@ -1,6 +1,7 @@
 #include "coordinator/rendezvous.h"
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -32,9 +33,17 @@ void RendezvousTable::AnswerAll(std::vector<Waiter>& ready,
       ready[i].done(unique_id);
     }
   };
+  // A fork-join of a few threads per publish (no pool: publishes are one per
+  // job attempt, and a thread start is cheap next to 128 gRPC replies).
   std::vector<std::thread> helpers;
   helpers.reserve(threads - 1);
-  for (int t = 1; t < threads; ++t) helpers.emplace_back(answer, t);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(answer, t);
+    } catch (const std::system_error&) {
+      answer(t);  // no thread to be had (process limit): answer it here
+    }
+  }
   answer(0);
   for (std::thread& h : helpers) h.join();
 }
