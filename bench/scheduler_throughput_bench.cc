@@ -59,6 +59,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <queue>
 #include <random>
 #include <string>
@@ -425,33 +426,33 @@ BENCHMARK(BM_FillPass)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// The issue's size with 1/10/100/1000 completions per pass, then the scaling
-// in nodes and queue length at 100 completions per pass.
+// Rows {nodes, jobs, load}: the issue's size (1,250 nodes, 100,000 jobs) at
+// each of `loads`, then the scaling in nodes (125, 5,000) and queue length
+// (1,000, 10,000) at `scaling_load`.
+void IssueSizeThenScaling(benchmark::internal::Benchmark* b,
+                          std::initializer_list<int64_t> loads, int64_t scaling_load) {
+  for (int64_t load : loads) b->Args({1250, 100000, load});
+  b->Args({125, 100000, scaling_load});
+  b->Args({5000, 100000, scaling_load});
+  b->Args({1250, 1000, scaling_load});
+  b->Args({1250, 10000, scaling_load});
+}
+
+// 1/10/100/1000 completions per pass; the scaling at 100.
 BENCHMARK(BM_Drain)
     ->ArgNames({"nodes", "jobs", "finish"})
-    ->Args({1250, 100000, 1})
-    ->Args({1250, 100000, 10})
-    ->Args({1250, 100000, 100})
-    ->Args({1250, 100000, 1000})
-    ->Args({125, 100000, 100})
-    ->Args({5000, 100000, 100})
-    ->Args({1250, 1000, 100})
-    ->Args({1250, 10000, 100})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      IssueSizeThenScaling(b, {1, 10, 100, 1000}, 100);
+    })
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// The issue's size at 200 / 2,000 / 20,000 / 50,000 job ends per second,
-// then the scaling in nodes and queue length at 20,000/s.
+// 200 / 2,000 / 20,000 / 50,000 job ends per second; the scaling at 20,000/s.
 BENCHMARK(BM_SteadyDrain)
     ->ArgNames({"nodes", "jobs", "rate"})
-    ->Args({1250, 100000, 200})
-    ->Args({1250, 100000, 2000})
-    ->Args({1250, 100000, 20000})
-    ->Args({1250, 100000, 50000})
-    ->Args({125, 100000, 20000})
-    ->Args({5000, 100000, 20000})
-    ->Args({1250, 1000, 20000})
-    ->Args({1250, 10000, 20000})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      IssueSizeThenScaling(b, {200, 2000, 20000, 50000}, 20000);
+    })
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/loopback.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,6 +20,8 @@ namespace trainctl::worker {
 namespace {
 
 using ::testing::HasSubstr;
+using ::trainctl::testing::FreeLoopbackPort;
+using ::trainctl::testing::LoopbackAccepts;
 using ::trainctl::testing::StatusIs;
 
 std::vector<std::string> Helper(const std::string& mode = "") {
@@ -27,50 +30,26 @@ std::vector<std::string> Helper(const std::string& mode = "") {
   return argv;
 }
 
-// A port free now (bound to 0, read back, released).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool Accepts(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
 TEST(TorchStoreHostTest, OpenThenClose_PortListensOnlyWhileOpen) {
   auto host = TorchStoreHost::Start(Helper(), absl::Seconds(30));
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_EQ((*host)->torch_version(), "0.0-fake");
-  const int port = FreePort();
-  EXPECT_FALSE(Accepts(port));
+  const int port = FreeLoopbackPort();
+  EXPECT_FALSE(LoopbackAccepts(port));
   ASSERT_TRUE((*host)->Open(port, 4).ok());
   // Listening as soon as Open returns: a rank connecting now is not refused.
-  EXPECT_TRUE(Accepts(port));
+  EXPECT_TRUE(LoopbackAccepts(port));
   (*host)->Close(port);
-  EXPECT_FALSE(Accepts(port));
+  EXPECT_FALSE(LoopbackAccepts(port));
   // Opened again for the next attempt on the same port.
   EXPECT_TRUE((*host)->Open(port, 4).ok());
-  EXPECT_TRUE(Accepts(port));
+  EXPECT_TRUE(LoopbackAccepts(port));
 }
 
 TEST(TorchStoreHostTest, PortTaken_FailedPreconditionWithTheReason) {
   auto host = TorchStoreHost::Start(Helper(), absl::Seconds(30));
   ASSERT_TRUE(host.ok()) << host.status();
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const int taken = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -82,7 +61,7 @@ TEST(TorchStoreHostTest, PortTaken_FailedPreconditionWithTheReason) {
                        HasSubstr(absl::StrCat("TCPStore on port ", port))));
   close(taken);
   // The helper still works for the next job.
-  EXPECT_TRUE((*host)->Open(FreePort(), 2).ok());
+  EXPECT_TRUE((*host)->Open(FreeLoopbackPort(), 2).ok());
 }
 
 TEST(TorchStoreHostTest, NoTorch_StartIsUnavailable) {
@@ -100,9 +79,9 @@ TEST(TorchStoreHostTest, HelperHangs_OpenUnavailableAfterTheTimeoutAndLaterCalls
   auto host = TorchStoreHost::Start(Helper("--hang"), absl::Seconds(30),
                                     /*request_timeout=*/absl::Milliseconds(200));
   ASSERT_TRUE(host.ok()) << host.status();
-  EXPECT_THAT((*host)->Open(FreePort(), 2),
+  EXPECT_THAT((*host)->Open(FreeLoopbackPort(), 2),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no reply")));
-  EXPECT_THAT((*host)->Open(FreePort(), 2),
+  EXPECT_THAT((*host)->Open(FreeLoopbackPort(), 2),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("failed before")));
 }
 

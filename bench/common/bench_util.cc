@@ -1,5 +1,6 @@
 #include "bench/common/bench_util.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,6 +131,15 @@ absl::StatusOr<double> ProcessCpuSeconds(pid_t pid) {
     return absl::NotFoundError(absl::StrCat("/proc/", pid, "/stat: unreadable"));
   }
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+int RaiseOpenFileLimit() {
+  rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0) return 1024;
+  nofile.rlim_cur = nofile.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &nofile);
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  return static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20));
 }
 
 absl::StatusOr<int64_t> ProcessRssBytes(pid_t pid) {

@@ -68,6 +68,11 @@ absl::StatusOr<double> ProcessCpuSeconds(pid_t pid);
 // Errors: NOT_FOUND when the process is gone.
 absl::StatusOr<int64_t> ProcessRssBytes(pid_t pid);
 
+// Raises this process's open-file soft limit to its hard limit (simulated
+// agents and ranks hold a connection each) and returns the soft limit now,
+// at most 2^20 descriptors.
+int RaiseOpenFileLimit();
+
 // Host facts for a result: cores, 1-minute load average now (both start and
 // end set to it; update load_avg_1m_end with LoadAvg1m() at the end), UTC
 // time, the git commit from $TRAINCTL_GIT_COMMIT if set.

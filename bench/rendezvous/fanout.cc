@@ -28,7 +28,6 @@
 // Example:
 //   trainctl-bench-rendezvous --ranks 1024,4096 --out rendezvous.json
 
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,21 +77,6 @@ int64_t SteadyNanos(SteadyTime t) {
 SteadyTime FromSteadyNanos(int64_t ns) {
   return SteadyTime(std::chrono::duration_cast<SteadyTime::duration>(
       std::chrono::nanoseconds(ns)));
-}
-
-void RaiseOpenFileLimit() {
-  rlimit nofile;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    nofile.rlim_cur = nofile.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &nofile);
-  }
-}
-
-// The open-file limit now, at most 2^20.
-int OpenFileLimit() {
-  rlimit nofile;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0) return 1024;
-  return static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20));
 }
 
 // One end of a pipe to or from a rank process: length-delimited protobuf
@@ -320,10 +304,10 @@ class Bench {
   }
 
   int Run() {
-    RaiseOpenFileLimit();
     // Each connection costs a descriptor here (the server side) and one in
     // its rank process.
-    connections_ = std::max(1, std::min(opt_.max_connections, OpenFileLimit() - 256));
+    connections_ =
+        std::max(1, std::min(opt_.max_connections, RaiseOpenFileLimit() - 256));
 
     v1::FanoutResult result;
     result.set_system("trainctl");
@@ -487,6 +471,7 @@ class Bench {
     // Ranks 1..n-1 in contiguous slices, one per rank process.
     const int procs = static_cast<int>(workers_.size());
     const int fetchers = n - 1;
+    std::vector<int> active;  // rank processes with fetches this round
     for (int w = 0; w < procs; ++w) {
       v1::FanoutWorkerCommand cmd;
       cmd.set_job_id(job);
@@ -497,12 +482,12 @@ class Bench {
       for (int r = begin; r < end; ++r) cmd.add_ranks(r);
       if (cmd.ranks().empty()) continue;
       if (absl::Status s = workers_[w].pipe->Send(cmd); !s.ok()) return s;
-      active_.push_back(w);
+      active.push_back(w);
     }
     // First reports: every fetch issued.
     SteadyTime last_request = std::chrono::steady_clock::now();
     bool any_issued = false;
-    for (int w : active_) {
+    for (int w : active) {
       v1::FanoutWorkerReport issued;
       if (absl::Status s = workers_[w].pipe->Receive(&issued); !s.ok()) return s;
       if (!issued.error().empty()) return absl::UnavailableError(issued.error());
@@ -521,7 +506,7 @@ class Bench {
     SteadyTime last_done = last_request;
     std::vector<double> per_rank_us;
     int64_t errors = 0;
-    for (int w : active_) {
+    for (int w : active) {
       v1::FanoutWorkerReport done;
       if (absl::Status s = workers_[w].pipe->Receive(&done); !s.ok()) return s;
       if (!done.error().empty()) return absl::DeadlineExceededError(done.error());
@@ -533,7 +518,6 @@ class Bench {
         if (!done.ok(i)) ++errors;
       }
     }
-    active_.clear();
     v1::FanoutRound round;
     round.set_ranks(n);
     round.set_mode(publish_first ? "publish_first" : "publish_after_last_request");
@@ -559,8 +543,6 @@ class Bench {
   std::unique_ptr<coord::GrpcCoordinatorServices> services_;
   std::string address_;
   std::vector<RankWorker> workers_;
-  // Rank processes with fetches in the current round.
-  std::vector<int> active_;
   int connections_open_ = 0;
   std::shared_ptr<grpc::Channel> publish_channel_;
   std::unique_ptr<v1::Rendezvous::Stub> publish_stub_;

@@ -28,6 +28,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 build="${1:-build}"
 muri="${2:-../shared/traces/muri}"
 sim="$build/bin/trainctl-sim"
+# The heredoc scripts below read the published figures with published.py.
+export PYTHONPATH="$PWD/bench/sim${PYTHONPATH:+:$PYTHONPATH}"
 [[ -x "$sim" ]] || { echo "no $sim; build it: cmake --build $build --target trainctl-sim" >&2; exit 1; }
 [[ -d "$muri/sim" ]] || { echo "no Muri data at $muri" >&2; exit 1; }
 
@@ -47,12 +49,10 @@ for trace in "${traces[@]}"; do
 done
 
 python3 - "$runs" "$muri" bench/results/sim_policies.json <<'PY' | tee bench/results/sim_policies.txt
-import csv, json, os, platform, sys
+import csv, json, platform, sys
+from published import published
 runs, muri, dest = sys.argv[1:4]
-pub = {}
-with open(os.path.join(muri, "published_sim_results.csv")) as f:
-    for r in csv.DictReader(f):
-        pub[(r["trace"], r["policy"])] = r
+pub = published(muri)
 rows = []
 with open(runs) as f:
     for line in f:
@@ -104,12 +104,9 @@ for trace in "${traces[@]}"; do
   printf '%s\t%s\n' "$trace" "$json"
 done >"$tmp/muril.tsv"
 python3 - "$tmp/muril.tsv" "$muri" <<'PY' | tee bench/results/sim_muri_l.txt
-import csv, json, os, sys
-pub = {}
-with open(os.path.join(sys.argv[2], "published_sim_results.csv")) as f:
-    for r in csv.DictReader(f):
-        if r["policy"] == "Muri-L":
-            pub[r["trace"]] = r
+import json, sys
+from published import published
+pub = published(sys.argv[2], "Muri-L")
 print("muri-l --compat muri vs the published Muri-L (ratio = ours / published)")
 print()
 print("| trace | avg JCT (s) | published | ratio | makespan ratio | p99 JCT ratio |")
@@ -135,12 +132,10 @@ for k in 2 3 4; do
   done
 done >"$tmp/interleave.tsv"
 python3 - "$tmp/interleave.tsv" "$muri" <<'PY' | tee bench/results/sim_interleave.txt
-import csv, json, os, sys
-pub = {}
-with open(os.path.join(sys.argv[2], "published_sim_results.csv")) as f:
-    for r in csv.DictReader(f):
-        if r["policy"] == "Tiresias (dlas-gpu)":
-            pub[r["trace"]] = float(r["avg_jct_s"])
+import json, sys
+from published import published
+pub = {t: float(r["avg_jct_s"])
+       for t, r in published(sys.argv[2], "Tiresias (dlas-gpu)").items()}
 rows, traces = {}, []
 for line in open(sys.argv[1]):
     k, trace, js = line.rstrip("\n").split("\t", 2)
@@ -227,13 +222,11 @@ for w in "${ages[@]}"; do
   printf '%s\tstarvation\t%s\n' "$w" "$tmp/starve.$w.csv" >>"$sweep"
 done
 python3 - "$sweep" "$muri" bench/results/sim_reservation_age.json <<'PY' | tee bench/results/sim_reservation_age.txt
-import csv, json, os, sys
+import csv, json, sys
+from published import published
 sweep, muri, dest = sys.argv[1:4]
-pub = {}
-with open(os.path.join(muri, "published_sim_results.csv")) as f:
-    for r in csv.DictReader(f):
-        if r["policy"] == "Tiresias (dlas-gpu)":
-            pub[r["trace"]] = float(r["avg_jct_s"])
+pub = {t: float(r["avg_jct_s"])
+       for t, r in published(muri, "Tiresias (dlas-gpu)").items()}
 rows, traces, order = {}, [], []
 with open(sweep) as f:
     for line in f:

@@ -29,7 +29,6 @@
 //   trainctl-swarm --coordinator 127.0.0.1:50051 --coordinator-pid 1234
 //       --agents 1000 --duration-s 10 --rate 2000 --out swarm_1000.json
 
-#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <algorithm>
@@ -350,14 +349,9 @@ void SubmitLoop(v1::Coordinator::Stub* stub, int thread, int threads, double rat
 }
 
 int Run(const Options& opt) {
-  // Each agent may take one TCP connection: raise the open-file limit.
-  rlimit nofile;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    nofile.rlim_cur = nofile.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &nofile);
-  }
+  // Each agent may take one TCP connection.
+  const int fd_budget = RaiseOpenFileLimit() - 256;
   int connections = opt.connections > 0 ? opt.connections : opt.agents;
-  const int fd_budget = static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20)) - 256;
   connections = std::max(1, std::min({connections, opt.agents, fd_budget}));
 
   v1::SwarmResult result;

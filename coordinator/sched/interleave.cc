@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 namespace trainctl::sched {
@@ -139,6 +140,21 @@ double InterleaveUtilization(
   const size_t r = members[0]->resource_time.size();
   const double resources = r == 3 ? 4.0 : static_cast<double>(r);
   return work / (together * resources);
+}
+
+std::vector<double> CanonicalGroupKey(std::vector<const InterleaveProfile*>& members) {
+  std::sort(members.begin(), members.end(),
+            [](const InterleaveProfile* a, const InterleaveProfile* b) {
+              return std::tie(a->resource_time, a->iteration_time) <
+                     std::tie(b->resource_time, b->iteration_time);
+            });
+  std::vector<double> key;
+  for (const InterleaveProfile* m : members) {
+    key.push_back(static_cast<double>(m->resource_time.size()));
+    key.insert(key.end(), m->resource_time.begin(), m->resource_time.end());
+    key.push_back(m->iteration_time);
+  }
+  return key;
 }
 
 }  // namespace trainctl::sched

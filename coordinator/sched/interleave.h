@@ -116,6 +116,12 @@ double InterleaveUtilization(
     absl::Span<const InterleaveProfile* const> members,
     const InterleaveConfig& config = {});
 
+// Sorts `members` into a canonical order (by resource_time, then
+// iteration_time) and returns a key equal for two groups exactly when their
+// profiles are equal as multisets, to memoize a group's figures (jobs of one
+// model share a profile, so a long queue asks a few distinct questions).
+std::vector<double> CanonicalGroupKey(std::vector<const InterleaveProfile*>& members);
+
 }  // namespace trainctl::sched
 
 #endif  // TRAINCTL_COORDINATOR_SCHED_INTERLEAVE_H_

@@ -251,17 +251,7 @@ MuriLDecision ScheduleMuriL(const GpuCluster& cluster,
   absl::flat_hash_map<std::vector<double>, std::pair<double, double>> memo;
   auto figures = [&](const Group& g) {
     std::vector<const InterleaveProfile*> p = profiles_of(g);
-    std::sort(p.begin(), p.end(),
-              [](const InterleaveProfile* a, const InterleaveProfile* b) {
-                return std::tie(a->resource_time, a->iteration_time) <
-                       std::tie(b->resource_time, b->iteration_time);
-              });
-    std::vector<double> key;
-    for (const InterleaveProfile* x : p) {
-      key.push_back(static_cast<double>(x->resource_time.size()));
-      key.insert(key.end(), x->resource_time.begin(), x->resource_time.end());
-      key.push_back(x->iteration_time);
-    }
+    std::vector<double> key = CanonicalGroupKey(p);
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
     const auto span = absl::MakeConstSpan(p);

@@ -1324,17 +1324,7 @@ class SchedulePass {
   // asks the same few questions).
   std::pair<double, double> GroupFigures(
       std::vector<const InterleaveProfile*> members) {
-    std::sort(members.begin(), members.end(),
-              [](const InterleaveProfile* a, const InterleaveProfile* b) {
-                return std::tie(a->resource_time, a->iteration_time) <
-                       std::tie(b->resource_time, b->iteration_time);
-              });
-    std::vector<double> key;
-    for (const InterleaveProfile* m : members) {
-      key.push_back(static_cast<double>(m->resource_time.size()));
-      key.insert(key.end(), m->resource_time.begin(), m->resource_time.end());
-      key.push_back(m->iteration_time);
-    }
+    std::vector<double> key = CanonicalGroupKey(members);
     auto it = figures_.find(key);
     if (it != figures_.end()) return it->second;
     const auto span = absl::MakeConstSpan(members);

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/sched/scheduler.h"
+#include "coordinator/sched/testing/decision_of.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,6 +20,7 @@ namespace trainctl::sched {
 namespace {
 
 using ::testing::ElementsAre;
+using ::trainctl::sched::testing::Of;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -67,15 +69,6 @@ RunningJob& AddRunning(ClusterSnapshot& cluster, int n, std::vector<int> indices
   r.placement.reserved_bytes_per_gpu = kGpuBytes;
   r.interleave = std::move(profile);
   return r;
-}
-
-const Decision& Of(const std::vector<Decision>& d, int64_t id) {
-  for (const Decision& x : d) {
-    if (x.job_id == id) return x;
-  }
-  static const Decision kNone;
-  ADD_FAILURE() << "no decision for job " << id;
-  return kNone;
 }
 
 std::vector<int> Gpus(const Placement& p) {

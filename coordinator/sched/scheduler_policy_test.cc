@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/sched/scheduler.h"
+#include "coordinator/sched/testing/decision_of.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,6 +19,7 @@ namespace trainctl::sched {
 namespace {
 
 using ::testing::ElementsAre;
+using ::trainctl::sched::testing::Of;
 using ::testing::HasSubstr;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -67,15 +69,6 @@ RunningJob& AddRunning(ClusterSnapshot& cluster, int n, std::vector<int> indices
   r.placement.nodes.push_back({node.name, std::move(indices)});
   r.placement.reserved_bytes_per_gpu = kGpuBytes;
   return r;
-}
-
-const Decision& Of(const std::vector<Decision>& d, int64_t id) {
-  for (const Decision& x : d) {
-    if (x.job_id == id) return x;
-  }
-  static const Decision kNone;
-  ADD_FAILURE() << "no decision for job " << id;
-  return kNone;
 }
 
 // ------------------------------------------------------------ queues, DRF

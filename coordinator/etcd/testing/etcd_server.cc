@@ -1,11 +1,8 @@
 #include "coordinator/etcd/testing/etcd_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,37 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/testing/loopback.h"
 
 extern char** environ;
 
 namespace trainctl::coord::testing {
-namespace {
-
-// A loopback port that was free a moment ago (the kernel picks it).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool Accepts(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(const std::string& dir) {
   const std::string binary = "/usr/bin/etcd";
@@ -54,8 +25,8 @@ absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(const std::string&
     return absl::NotFoundError("etcd is not installed (Debian package etcd-server)");
   }
   std::filesystem::create_directories(dir);
-  const int client = FreePort();
-  const int peer = FreePort();
+  const int client = ::trainctl::testing::FreeLoopbackPort();
+  const int peer = ::trainctl::testing::FreeLoopbackPort();
   const std::string c = absl::StrCat("http://127.0.0.1:", client);
   const std::string p = absl::StrCat("http://127.0.0.1:", peer);
   std::vector<std::string> args = {
@@ -78,7 +49,7 @@ absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(const std::string&
   auto server = std::unique_ptr<EtcdServer>(
       new EtcdServer(pid, absl::StrCat("127.0.0.1:", client)));
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!Accepts(client)) {
+  while (!::trainctl::testing::LoopbackAccepts(client)) {
     if (absl::Now() > deadline || waitpid(pid, nullptr, WNOHANG) == pid) {
       return absl::UnavailableError(
           absl::StrCat("etcd did not come up; see ", dir, "/etcd.stderr"));
