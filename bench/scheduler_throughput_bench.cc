@@ -332,6 +332,33 @@ void BM_FillPass(benchmark::State& state) {
       cpu > 0 ? placed * static_cast<double>(state.iterations()) / cpu : 0;
 }
 
+// Ends `finish` running jobs, then times one Schedule() pass over the whole
+// queue (thread CPU, also the iteration's manual time) and applies its
+// decisions. Returns the pass's CPU seconds; adds its placements to *placed.
+double TimedPass(Harness& harness, const sched::Scheduler& scheduler, int finish,
+                 benchmark::State& state, int64_t* placed) {
+  harness.FinishSome(finish);
+  const double t0 = ThreadCpuSeconds();
+  std::vector<sched::Decision> decisions =
+      scheduler.Schedule(harness.cluster(), harness.queue());
+  const double t = ThreadCpuSeconds() - t0;
+  state.SetIterationTime(t);
+  *placed += harness.Apply(decisions);
+  return t;
+}
+
+// The counters both drains report: GPUs, placements per pass, ms per pass
+// and placements per CPU second inside Schedule().
+void SetPassCounters(benchmark::State& state, int nodes, int64_t placed,
+                     int64_t passes, double cpu) {
+  state.counters["gpus"] = nodes * kGpusPerNode;
+  state.counters["placed_per_pass"] =
+      passes > 0 ? static_cast<double>(placed) / passes : 0;
+  state.counters["pass_ms"] = passes > 0 ? 1e3 * cpu / passes : 0;
+  state.counters["placements_per_s"] =
+      cpu > 0 ? static_cast<double>(placed) / cpu : 0;
+}
+
 // Args: nodes, pending jobs, jobs finished before each pass.
 void BM_Drain(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
@@ -346,23 +373,11 @@ void BM_Drain(benchmark::State& state) {
   int64_t passes = 0;
   double cpu = 0;
   for (auto _ : state) {
-    harness.FinishSome(finish);
-    const double t0 = ThreadCpuSeconds();
-    std::vector<sched::Decision> decisions =
-        scheduler.Schedule(harness.cluster(), harness.queue());
-    const double t = ThreadCpuSeconds() - t0;
-    state.SetIterationTime(t);
-    cpu += t;
+    cpu += TimedPass(harness, scheduler, finish, state, &placed);
     ++passes;
-    placed += harness.Apply(decisions);
   }
-  state.counters["gpus"] = nodes * kGpusPerNode;
+  SetPassCounters(state, nodes, placed, passes, cpu);
   state.counters["running"] = static_cast<double>(harness.running());
-  state.counters["placed_per_pass"] =
-      passes > 0 ? static_cast<double>(placed) / passes : 0;
-  state.counters["pass_ms"] = passes > 0 ? 1e3 * cpu / passes : 0;
-  state.counters["placements_per_s"] =
-      cpu > 0 ? static_cast<double>(placed) / cpu : 0;
 }
 
 // Args: nodes, pending jobs, job ends per second. Passes as the coordinator
@@ -388,31 +403,19 @@ void BM_SteadyDrain(benchmark::State& state) {
   double carry = 0;
   int ends = 1;
   for (auto _ : state) {
-    harness.FinishSome(ends);
+    const double t = TimedPass(harness, scheduler, ends, state, &placed);
     ended += ends;
-    const double t0 = ThreadCpuSeconds();
-    std::vector<sched::Decision> decisions =
-        scheduler.Schedule(harness.cluster(), harness.queue());
-    const double t = ThreadCpuSeconds() - t0;
-    state.SetIterationTime(t);
     cpu += t;
     elapsed += std::max(t, ends / rate);
     ++passes;
-    placed += harness.Apply(decisions);
     // Ends that arrive during this pass wait for the next one.
     carry += rate * t;
     ends = std::max(1, static_cast<int>(carry));
     carry = std::max(0.0, carry - ends);
   }
-  state.counters["gpus"] = nodes * kGpusPerNode;
+  SetPassCounters(state, nodes, placed, passes, cpu);
   state.counters["ends_per_pass"] =
       passes > 0 ? static_cast<double>(ended) / passes : 0;
-  state.counters["placed_per_pass"] =
-      passes > 0 ? static_cast<double>(placed) / passes : 0;
-  state.counters["pass_ms"] = passes > 0 ? 1e3 * cpu / passes : 0;
-  // Per CPU second inside Schedule(), as BM_Drain.
-  state.counters["placements_per_s"] =
-      cpu > 0 ? static_cast<double>(placed) / cpu : 0;
   // Per second of simulated wall time, and the share of it spent in passes
   // (below 1: the scheduler keeps up with the rate).
   state.counters["placements_per_wall_s"] =
