@@ -43,8 +43,8 @@ TEST(RequestFuzzTest, ShortRun_NoViolations) {
   EXPECT_EQ(stats.requests, kRequests);
   EXPECT_EQ(stats.violations, 0);
   for (const std::string& v : stats.violation_samples) ADD_FAILURE() << v;
-  // Known core bugs end an episode without failing the run; each has a
-  // DISABLED_KnownIssue_ reproducer below.
+  // Known core bugs end an episode without failing the run; each is fixed
+  // and has a FixedIssue_ regression test below.
   for (const auto& [issue, n] : stats.known_issues) {
     std::cout << "known issue " << issue << ": " << n << " episodes (first: "
               << stats.known_issue_first.at(issue) << ")\n";
@@ -67,7 +67,7 @@ TEST(RequestFuzzTest, EpisodesAreDeterministic) {
   EXPECT_EQ(a.ops, b.ops);
 }
 
-// ------------------------------------------------------------ known issues
+// ------------------------------------------------------------ known bugs
 
 class RecordingConnection : public coord::AgentConnection {
  public:
@@ -91,7 +91,8 @@ v1::RegisterNode OneGpuNode(int64_t memory_bytes) {
   return reg;
 }
 
-// FIXED ISSUE 1 (a regression test now), found by the fuzzer in its first 20 000 requests
+// FIXED BUG, shrunk inventory (a regression test now), found by the fuzzer in
+// its first 20 000 requests
 // (reregister_shrinks_gpu_memory_below_reservations; the run prints the
 // episode seed where it first showed: replay with `trainctl-fuzz-requests
 // --episode-seed X`, TRAINCTL_FUZZ_TRACE=1 prints the requests). RegisterAgent
@@ -198,7 +199,8 @@ TEST(RequestFuzzKnownIssueTest,
       << job_a->reason();
 }
 
-// FIXED ISSUE 2 (a regression test now), found by the fuzzer (classified as
+// FIXED BUG, failed register applied (a regression test now), found by the
+// fuzzer (classified as
 // failed_register_still_applies_inventory). Coordinator::RegisterAgent
 // (coordinator/coordinator.cc, the block after the argument checks) replaces
 // the node's inventory in memory (e.node = n), marks it READY and closes the
@@ -225,7 +227,8 @@ TEST(RequestFuzzKnownIssueTest,
       << "the failed registration's inventory was applied";
 }
 
-// FIXED ISSUE 3 (a regression test now), found by the fuzzer (classified as
+// FIXED BUG, zero reservation (a regression test now), found by the fuzzer
+// (classified as
 // tiny_gpu_fraction_reserves_zero_bytes). ValidateJobSpec accepts any
 // gpu_fraction in (0, 1]; sched::ReservationBytes
 // (coordinator/sched/scheduler.cc, the kTolerance rounding) rounds
@@ -253,13 +256,14 @@ TEST(RequestFuzzKnownIssueTest, FixedIssue_TinyGpuFraction_RejectedAndNeverZeroB
   EXPECT_EQ(sched::ReservationBytes(req, 80 * kGiB), 1);
 }
 
-// FIXED ISSUE 4 (a regression test now), found by the fuzzer under UBSan (build with
-// -fsanitize=address,undefined; "coordinator/job_spec.cc: runtime error:
-// negation of -2147483648 cannot be represented in type 'int'"), classified
-// as priority_int32_min_passes_validation. ValidateJobSpec checks
+// FIXED BUG, INT32_MIN priority (a regression test now), found by the fuzzer
+// under UBSan (build with -fsanitize=address,undefined;
+// "coordinator/job_spec.cc: runtime error: negation of -2147483648 cannot be
+// represented in type 'int'"), classified as
+// priority_int32_min_passes_validation. ValidateJobSpec checks
 // `std::abs(spec.priority()) > kMaxPriority`; std::abs(INT32_MIN) is undefined
-// and returns INT32_MIN in practice, so priority -2147483648 is accepted
-// (the queue then orders on it). Compare in int64, or check both bounds.
+// and returns INT32_MIN in practice, so priority -2147483648 is accepted (the
+// queue then orders on it). Compare in int64, or check both bounds.
 TEST(RequestFuzzKnownIssueTest, FixedIssue_PriorityInt32Min_Rejected) {
   v1::JobSpec spec;
   spec.add_command("python");

@@ -39,26 +39,33 @@ using google::protobuf::Reflection;
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr size_t kMaxSamples = 20;
 
-// Known issue 1 (request_fuzz_test.cc, DISABLED_KnownIssue_...): a node that
-// re-registers with less memory on a GPU keeps the reservations of the tasks
-// it reports running there, which can then exceed the GPU's memory.
+// Known bugs, each fixed and now a FixedIssue_* regression test in
+// request_fuzz_test.cc; the fuzzer still classifies them, so one that comes
+// back ends its episode counted apart (tests/fuzz/README.md).
+//
+// Known bug, shrunk inventory: a node that re-registers with less memory on
+// a GPU keeps the reservations of the tasks it reports running there, which
+// can then exceed the GPU's memory.
 constexpr char kKnownShrunkInventory[] = "reregister_shrinks_gpu_memory_below_reservations";
-// Known issue 2: RegisterAgent that fails with UNAVAILABLE (the store write
-// failed) has already applied the new inventory in memory, marked the node
-// READY and closed the old connection; its running tasks are not reconciled.
+// Known bug, failed register applied: RegisterAgent that fails with
+// UNAVAILABLE (the store write failed) has already applied the new inventory
+// in memory, marked the node READY and closed the old connection; its running
+// tasks are not reconciled.
 constexpr char kKnownFailedRegisterApplied[] = "failed_register_still_applies_inventory";
-// Known issue 3: a valid gpu_fraction small enough that fraction x GPU memory
-// is under 1e-3 bytes (1e-15 of 80 GiB) reserves 0 bytes (scheduler.h says
-// ceil(fraction x T) >= 1); placements still do not overlap (task_count).
+// Known bug, zero reservation: a valid gpu_fraction small enough that
+// fraction x GPU memory is under 1e-3 bytes (1e-15 of 80 GiB) reserves 0
+// bytes (scheduler.h says ceil(fraction x T) >= 1); placements still do not
+// overlap (task_count).
 // Fixed (request_fuzz_test.cc, FixedIssue_RestartAfterFailedWrites_...): after
 // store writes failed (logged, kept in memory), a restart loaded the older
 // job records, whose tasks could count as live on GPUs given out since, so
 // reservations doubled until the node re-registered. The load now keeps the
 // later placement (Job.placement_seq); overbooking after a restart is a
 // violation like any other.
-// Known issue 4: ValidateJobSpec checks std::abs(spec.priority()) >
-// kMaxPriority; for INT32_MIN std::abs overflows (undefined behaviour, UBSan
-// aborts) and in practice returns INT32_MIN, so priority -2147483648 passes.
+// Known bug, INT32_MIN priority: ValidateJobSpec checks
+// std::abs(spec.priority()) > kMaxPriority; for INT32_MIN std::abs overflows
+// (undefined behaviour, UBSan aborts) and in practice returns INT32_MIN, so
+// priority -2147483648 passes.
 constexpr char kKnownPriorityMin[] = "priority_int32_min_passes_validation";
 constexpr char kKnownZeroReservation[] = "tiny_gpu_fraction_reserves_zero_bytes";
 
