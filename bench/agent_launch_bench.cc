@@ -1,4 +1,4 @@
-// How fast the agent starts tasks (issue 7, part 1): worker::Agent with a
+// How fast the agent starts tasks: worker::Agent with a
 // real PosixProcessLauncher (posix_spawn, process groups, log files) and a
 // fake GPU inventory, fed StartTask messages the way the coordinator sends
 // them for one-GPU experiments on an 8-GPU node: at most `slots` tasks run at

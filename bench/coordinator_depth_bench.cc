@@ -1,5 +1,5 @@
-// The coordinator's cost per scheduling event with a deep pending queue
-// (issue 3): what a task exit costs in coord::Coordinator (its lock held:
+// The coordinator's cost per scheduling event with a deep pending queue:
+// what a task exit costs in coord::Coordinator (its lock held:
 // building the scheduler's queue and snapshot, Schedule(), applying every
 // decision) when `jobs` jobs wait, and how coalescing serves a burst of exits
 // that arrive together.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The SIGKILL durability test (issue 5): trainctl-loadgen submits no-op
+# The SIGKILL durability test: trainctl-loadgen submits no-op
 # experiment jobs at RATE/s for DURATION s to a coordinator with AGENTS
 # fake-GPU agents, while this script kills the coordinator with SIGKILL KILLS
 # times and restarts it on the same state dir and port. Afterwards every

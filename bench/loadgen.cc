@@ -1,5 +1,5 @@
 // trainctl-loadgen: the load generator of the SIGKILL durability test
-// (bench/durability_sigkill.sh, issue 5).
+// (bench/durability_sigkill.sh).
 //
 //   trainctl-loadgen submit --coordinator A --rate 1000 --duration 10s \
 //       --threads 8 --acks ACKS --starts STARTS --run-id R

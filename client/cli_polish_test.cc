@@ -1,4 +1,4 @@
-// The CLI polish checks (issue 6): shell completion generated from the
+// The CLI polish checks: shell completion generated from the
 // command line's own definition, --help examples on every command, -o json
 // on every read command, and the progress line of `wait`.
 

@@ -126,9 +126,10 @@ TEST_F(CoordinatorPolicyTest, Preemption_HigherPriorityGang_StopsVictimWithGrace
   EXPECT_EQ(Job(boss).state(), v1::JOB_STATE_SCHEDULED);
   ASSERT_THAT(a.Starts(), SizeIs(4));
   EXPECT_EQ(a.Starts()[2].task().job_id(), boss);
-  // Placed: the victim waits for it no longer (issue 3: "not restarted until
-  // X is placed"); had the preemptor been preempted in turn and queued
-  // again, the victim could start on the first free GPUs.
+  // Placed: the victim waits for it no longer (the no-ping-pong rule: a job
+  // preempted for X is not restarted until X is placed or gone); had the
+  // preemptor been preempted in turn and queued again, the victim could start
+  // on the first free GPUs.
   EXPECT_EQ(Job(victim).preempted_for_job_id(), 0);
 
   // The preemptor ends: the victim restarts as attempt 1. The preemption did

@@ -1,9 +1,9 @@
 #ifndef TRAINCTL_COORDINATOR_DIAGNOSIS_H_
 #define TRAINCTL_COORDINATOR_DIAGNOSIS_H_
 
-// Diagnosis of a job's recorded utilization (issue 4): pure functions over
-// the samples the coordinator keeps per job (telemetry.proto JobUsageSample);
-// no clock, no state. `trainctl describe` prints what they find.
+// Diagnosis of a job's recorded utilization: pure functions over the
+// samples the coordinator keeps per job (telemetry.proto JobUsageSample); no
+// clock, no state. `trainctl describe` prints what they find.
 //
 // The rules are the ones practitioners apply by eye to nvidia-smi and top:
 //   - GPU idle: the job holds a GPU it does not use.
@@ -14,9 +14,10 @@
 //   - low GPU memory use: a larger batch (the same guide; Goyal et al. 2017,
 //     "Accurate, Large Minibatch SGD", for scaling the learning rate with
 //     it) or more trials per GPU.
-//   - GPU utilization below 70 % sustained: a candidate for packing (the rule
-//     of issue 4; the SHARCNET "squeeze more juice out of a single GPU"
-//     study shows small trainings gaining several-fold when packed).
+//   - GPU utilization below 70 % sustained: a candidate for packing
+//     (trainctl's packing threshold, as README.md states it; the SHARCNET
+//     "squeeze more juice out of a single GPU" study shows small trainings
+//     gaining several-fold when packed).
 // Where a number below is not from a source it says "our choice".
 
 #include <cstdint>
@@ -44,7 +45,7 @@ struct DiagnosisConfig {
   // Low memory: peak GPU memory below this fraction of the GPUs' memory
   // (our choice).
   double low_memory_fraction = 0.25;
-  // Packing candidate: GPU utilization below this (issue 4: 70 %)...
+  // Packing candidate: GPU utilization below this (README.md: 70 %)...
   double pack_util_pct = 70;
   // ...in at least this fraction of the window's samples ("sustained").
   double pack_sustained_fraction = 0.9;

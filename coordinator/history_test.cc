@@ -1,4 +1,5 @@
-// The finished history out of memory (issue 7, part 6): once a job is
+// The finished history out of memory (at most 1 GiB for 1M finished jobs,
+// bench/README.md "Memory"): once a job is
 // retired (final, no live task, stored) Tick() drops its record from the
 // coordinator's memory and keeps a summary; every read (GetJob, ListJobs with
 // its filters, sweeps, CancelJob, WaitJobAsync, WhyJob, idempotent submit)

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   std::string metrics_listen;
   std::string checkpoint_root;
   int64_t max_metric_points = trainctl::coord::CoordinatorConfig().max_metric_points_per_job;
-  // Telemetry and auto-packing (issue 4); defaults in CoordinatorConfig.
+  // Telemetry and auto-packing; defaults in CoordinatorConfig.
   std::string usage_sample = "2s", pack_settle = "20s";
   int usage_samples = 300, pack_util_target = 90, pack_max = 8;
   trainctl::coord::TlsFiles tls;

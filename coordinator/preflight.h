@@ -1,10 +1,11 @@
 #ifndef TRAINCTL_COORDINATOR_PREFLIGHT_H_
 #define TRAINCTL_COORDINATOR_PREFLIGHT_H_
 
-// The pre-flight verdict of a gang (issue 5, "Pre-flight for gangs"): a pure
-// function from what each rank's probe reported to pass/fail and the nodes
-// to exclude. No clock, no I/O; the coordinator (coordinator.h) runs the
-// probes and applies the verdict. The whole design is in docs/preflight.md.
+// The pre-flight verdict of a gang (a short NCCL probe on its nodes before its
+// processes start): a pure function from what each rank's probe reported to
+// pass/fail and the nodes to exclude. No clock, no I/O; the coordinator
+// (coordinator.h) runs the probes and applies the verdict. The whole design is
+// in docs/preflight.md.
 //
 // Rules, in order:
 //  1. Culprits are the ranks that ERRORED (the probe said so, exited non-zero

@@ -197,7 +197,7 @@ TEST_P(StateStoreConformanceTest, AppendMetrics_BadInput_InvalidArgumentNothingS
   EXPECT_THAT(*points, SizeIs(0));
 }
 
-// Group commit (issue 5): many threads write at once; every write whose
+// Group commit: many threads write at once; every write whose
 // caller got OK is there after the store is reopened.
 TEST_P(StateStoreConformanceTest, PutJob_ConcurrentWriters_EveryAckedWriteLoads) {
   StateStore* store = Open();

@@ -1,4 +1,4 @@
-// Tier 1 tests of the coordinator's telemetry (issue 4): per-job usage
+// Tier 1 tests of the coordinator's telemetry: per-job usage
 // history, its bounds, and auto-packing driven by scripted heartbeats under a
 // FakeClock. No network, no threads, no sleeps.
 

@@ -135,7 +135,7 @@ class Agent {
   // ext4 creating a directory costs several times creating a file, and the
   // earlier layout (<log_dir>/job-<id>/attempt-<n>/rank-<r>.log, two new
   // directories per job) was most of the agent's CPU per short task
-  // (bench/README.md, issue 7.1). ReadLog still finds logs of that layout.
+  // (70-85 %; bench/README.md). ReadLog still finds logs of that layout.
   std::string LogPath(const v1::TaskRef& ref) const;
   // The layout before LogPath()'s: <log_dir>/job-<id>/attempt-<n>/rank-<r>.log
   // (pre-flight: preflight-<run>/).

@@ -1,4 +1,4 @@
-// Tier 2 tests of what the agent measures for telemetry (issue 4): per-task
+// Tier 2 tests of what the agent measures for telemetry: per-task
 // CPU from a fake /proc, per-process GPU use from a scripted fake inventory,
 // and CUDA out-of-memory detection at exit. No network, no sleeps.
 

@@ -1,5 +1,5 @@
 // trainctl-bench-history-gen: writes a history of finished jobs into a
-// SqliteStateStore file (issue 7, part 6: memory per job).
+// SqliteStateStore file, to measure the coordinator's memory per job.
 //
 // The job written is what the coordinator itself stores for a finished
 // one-GPU experiment: one is run through the core first (a MemoryStateStore,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Memory per job (issue 7, part 6): RSS of trainctl-coordinator after a
-# restart on a state file holding N finished jobs, and that file's size.
+# Memory per job (target: <= 1 GiB for 1M finished jobs): RSS of
+# trainctl-coordinator after a restart on a state file holding N finished jobs,
+# and that file's size.
 #
 #   bench/history/run.sh BIN_DIR [--jobs 1000000] [--gen-dir DIR]
 #                        [--state-dir DIR] [--out FILE]

@@ -1,4 +1,4 @@
-// trainctl-bench-rendezvous: NCCL-bootstrap fan-out at scale (issue 7, part 3).
+// trainctl-bench-rendezvous: NCCL-bootstrap fan-out at scale.
 //
 // Runs a coordinator in this process (the core over a MemoryStateStore and
 // the real gRPC services on 127.0.0.1, StartCoordinatorServer: the same
@@ -20,7 +20,7 @@
 //   publish_first               rank 0 publishes, then the N-1 fetches.
 //
 // The figure: from the last rank's request to every rank holding the id
-// (issue 7 target: <= 250 ms at 4,096 ranks), also as a multiple of the
+// (target: <= 250 ms at 4,096 ranks), also as a multiple of the
 // transport floor (a no-op unary call on the same kind of server, measured
 // in this run). The token comes from the StartTask the fake agents receive,
 // as a real rank gets it in TRAINCTL_TOKEN.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Rendezvous fan-out, trainctl vs PyTorch's TCPStore, same host, same run
-# (issue 7, part 3). For the GPU host (PyTorch installed, no gRPC):
+# Rendezvous fan-out, trainctl vs PyTorch's TCPStore, same host, same run.
+# For the GPU host (PyTorch installed, no gRPC):
 #
 #   deploy/make_bundle.sh build bundle          # here, where trainctl is built
 #   bash bench/rendezvous/gpu_host_compare.sh bundle OUT   # on the GPU host

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of the rendezvous fan-out (issue 7, part 3).
+"""PyTorch's side of the rendezvous fan-out (bench/rendezvous/fanout.cc).
 
 N-1 clients of torch.distributed.TCPStore (the store torchrun and
 init_process_group(env://) use at MASTER_ADDR:MASTER_PORT) wait for one key

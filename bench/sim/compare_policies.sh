@@ -204,7 +204,7 @@ PY
   done
 } | tee bench/results/sim_starvation.txt
 
-# reservation_min_wait_s sweep (issue 3): las with a blocked job allowed to
+# reservation_min_wait_s sweep: las with a blocked job allowed to
 # hold the head-of-queue reservation only after waiting W seconds. 1e9 =
 # never within these traces (no reservation at all: starves gangs; a
 # reference, not a candidate).

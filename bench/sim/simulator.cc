@@ -250,8 +250,8 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
       placed.insert(d.job_id);
     }
   }
-  // A job preempted for X waits only until X is placed (issue 3: "not
-  // restarted until X is placed or gone"), as the coordinator does
+  // A job preempted for X waits only until X is placed (the no-ping-pong
+  // rule: not restarted until X is placed or gone), as the coordinator does
   // (StartAttemptLocked clears the victims' preempted_for): X being queued
   // again later (itself preempted) does not hold its old victims back.
   if (!placed.empty()) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# trainctl vs Slurm 22.05 on this machine, same run (issue 7, part 1).
+# trainctl vs Slurm 22.05 on this machine, same run.
 #
 #   bench/slurm/compare.sh BIN_DIR [--jobs 500] [--concurrency 8] [--out FILE]
 #                          [--rounds 1] [--coordinator-args "ARGS"]
@@ -16,10 +16,10 @@
 # run; with --rounds R the four runs (trainctl cli, Slurm cli, trainctl
 # batch, Slurm batch) repeat R times in that alternating order and each
 # figure is the median over the rounds (every round is in the JSON). The
-# transport floor (issue 7 part 4: trainctl-bench-floor, a no-op unary gRPC
-# call) is measured first and every submit->start latency is also given as a
-# multiple of its p50. Same job shape on both sides: one GPU each
-# (`--gpus 1` / `--gres=gpu:1`) of 8 (`--fake-gpus 8` / `Gres=gpu:8`).
+# transport floor (trainctl-bench-floor, a no-op unary gRPC call) is measured
+# first and every submit->start latency is also given as a multiple of its p50.
+# Same job shape on both sides: one GPU each (`--gpus 1` / `--gres=gpu:1`) of 8
+# (`--fake-gpus 8` / `Gres=gpu:8`).
 # --coordinator-args: extra flags for trainctl-coordinator (e.g. "--sync
 # normal" to see what the default per-write fsync costs; recorded in the
 # JSON). --agent-args: extra flags for trainctl-agent (e.g. "--no-guard

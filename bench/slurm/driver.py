@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Submits N one-GPU no-op jobs to trainctl or Slurm and times them.
 
-The same method for both systems (issue 7, part 1): each job's command is
+The same method for both systems: each job's command is
 `sh -c 'date +%s%N > DIR/I'`, so its start is the time its own process ran;
 submit is timed around the CLI call (`trainctl submit` / `sbatch`): issued
 just before the CLI process starts, acked when it has exited with the id.

@@ -1,4 +1,4 @@
-// trainctl-bench-floor: the transport floor (issue 7, part 4) for
+// trainctl-bench-floor: the transport floor for
 // bench/slurm/compare.sh: a no-op unary gRPC call (BenchPing, served like the
 // coordinator: bench/common/bench_util.h) made `--calls` times in a row over
 // loopback; prints the round-trip summary (microseconds) as JSON on stdout.

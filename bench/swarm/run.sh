@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs trainctl-swarm against a fresh trainctl-coordinator for each swarm size
-# and writes one JSON with every run (issue 7, part 2).
+# and writes one JSON with every run.
 #
 #   bench/swarm/run.sh BIN_DIR [--agents "100 1000 10000"] [--duration-s 10]
 #                      [--rate 2000] [--state-dir DIR] [--out FILE] [--tiny]

@@ -1,5 +1,5 @@
 // trainctl-swarm: a swarm of simulated agents against one running
-// trainctl-coordinator (issue 7, part 2).
+// trainctl-coordinator.
 //
 // Opens N agent streams (AgentService.Connect) with fake inventories of
 // --gpus-per-agent GPUs each, heartbeats every agent once a second (spread

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Agent loss without orphans (issue 5), real binaries on loopback: three
+# Agent loss without orphans, real binaries on loopback: three
 # agents with one fake GPU each, a 2-rank gang over two of them. The agent of
 # rank 0 is killed with SIGKILL:
 #  1. rank 0's process dies at once with its agent (the agent's guard);

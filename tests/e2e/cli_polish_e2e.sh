@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end checks of the CLI polish (issue 6) with the real binaries: the
+# End-to-end checks of the CLI polish with the real binaries: the
 # progress line of `submit --wait` appears on a terminal (script(1) gives
 # one) and never in a pipe; every read command's -o json is JSON
 # (python3 -m json.tool); the generated bash completion works in a real bash.

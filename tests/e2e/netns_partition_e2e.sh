@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A network partition with real processes and network namespaces (issue 5):
+# A network partition with real processes and network namespaces:
 # the coordinator in one namespace, three agents (one fake GPU each) in three
 # others, each joined to the coordinator's by its own veth pair. A 2-rank gang
 # runs over two agents; the link of rank 0's agent is cut (its host is alive,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Pre-flight of gangs (issue 5), real binaries on loopback: three agents with
-# one fake GPU each; the pre-flight probe (trainctl-fake-preflight-probe, what
-# fake-GPU agents run) of n1 is told to fail and that of n3 to hang
-# (TRAINCTL_FAKE_PROBE in their agents' environment).
+# Pre-flight of gangs (docs/preflight.md), real binaries on loopback: three
+# agents with one fake GPU each; the pre-flight probe
+# (trainctl-fake-preflight-probe, what fake-GPU agents run) of n1 is told to
+# fail and that of n3 to hang (TRAINCTL_FAKE_PROBE in their agents'
+# environment).
 #  1. a 2-node gang is probed; n1 errors at once, n3 gives no result by
 #     --preflight-timeout: both are excluded for the job;
 #  2. with only n2 left the gang waits (not failed) and `trainctl why` names

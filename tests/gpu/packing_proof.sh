@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof of auto-packing (issue 4) on one GPU (written for one H100 or
+# GPU proof of auto-packing on one GPU (written for one H100 or
 # H200; no gRPC installed: every trainctl binary and library comes from a
 # bundle made by deploy/make_bundle.sh; Python 3 with PyTorch).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof of the pre-flight of gangs (issue 5, docs/preflight.md) on one
+# GPU proof of the pre-flight of gangs (docs/preflight.md) on one
 # host with 2 GPUs, from a bundle made by deploy/make_bundle.sh (no gRPC on
 # the host; NCCL from the host or from pip's nvidia-nccl, as gpu_proof.sh).
 #

@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_WORKER_NCCL_METRICS_REPORTER_H_
 #define TRAINCTL_WORKER_NCCL_METRICS_REPORTER_H_
 
-// The training process's side of metric reporting (issue 4): `loss`,
+// The training process's side of metric reporting: `loss`,
 // `val_loss`, `samples_per_s`... go to the coordinator's ReportMetrics,
 // authenticated by the attempt's TRAINCTL_TOKEN, in batches.
 //
