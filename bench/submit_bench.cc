@@ -98,6 +98,7 @@ class CountingStateStore : public coord::StateStore {
   absl::StatusOr<std::vector<v1::Job>> ReadJobs(const std::vector<int64_t>& ids) override {
     return base_->ReadJobs(ids);
   }
+  absl::StatusOr<std::string> ClusterId() override { return base_->ClusterId(); }
   int64_t writes() const { return writes_.load(); }
 
  private:

@@ -1,5 +1,7 @@
 #include "coordinator/coordinator.h"
 
+#include <cassert>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -103,22 +105,6 @@ bool TaskFailed(const v1::Task& t) {
           (t.exit_code() != 0 || t.signal() != 0));
 }
 
-bool ValidEdge(v1::JobState from, v1::JobState to) {
-  switch (from) {
-    case v1::JOB_STATE_PENDING:
-      return to == v1::JOB_STATE_SCHEDULED || to == v1::JOB_STATE_FAILED ||
-             to == v1::JOB_STATE_CANCELLED;
-    case v1::JOB_STATE_SCHEDULED:
-      return to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_FAILED ||
-             to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_PENDING;
-    case v1::JOB_STATE_RUNNING:
-      return to == v1::JOB_STATE_SUCCEEDED || to == v1::JOB_STATE_FAILED ||
-             to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_PENDING;
-    default:
-      return false;
-  }
-}
-
 // The slot of `state` in a per-state count (UNSPECIFIED for a value this
 // build does not know).
 size_t StateSlot(int state) {
@@ -145,6 +131,15 @@ int TaskAttemptOf(const v1::Job& job) {
 bool InPreflight(const v1::Job& job) {
   return job.preflight().probe_attempt() != 0 &&
          job.state() == v1::JOB_STATE_SCHEDULED;
+}
+
+// Whether `task` of `job` holds its GPUs (reservation and task slot): while
+// its process may be alive (IsLive), and for the whole of a pre-flight even
+// after its probe process exited, because a passing pre-flight starts the
+// job's own ranks on exactly those GPUs. Counting only live probes let a
+// second gang be placed on GPUs whose probes had finished first.
+bool HoldsGpus(const v1::Job& job, const v1::Task& task) {
+  return IsLive(task.state()) || InPreflight(job);
 }
 
 v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
@@ -227,6 +222,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
 }
 
 absl::Status Coordinator::LoadLocked() {
+  TC_ASSIGN_OR_RETURN(cluster_id_, store_->ClusterId());
   TC_ASSIGN_OR_RETURN(StoredState state, store_->LoadSummarized());
   const absl::Time now = clock_->Now();
   // Retired jobs outside sweeps come as summaries only: their records stay
@@ -298,8 +294,7 @@ absl::Status Coordinator::LoadLocked() {
                      absl::StrCat("the coordinator restarted during pre-flight ",
                                   pf->runs_size(),
                                   "; the gang is placed and probed again"),
-                     unused)
-        .IgnoreError();
+                     unused);
     PersistLocked(job);
   }
   // Sweep trials came as full records (for the ASHA rungs above); retired
@@ -384,7 +379,7 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
     v1::Job& job = jobs_.at(c.job_id);
     for (v1::Task& t : *job.mutable_tasks()) {
       if (t.rank() != c.rank || !IsLive(t.state())) continue;
-      t.set_state(v1::TASK_STATE_LOST);
+      TaskToLocked(job, t, v1::TASK_STATE_LOST);
       t.set_message(absl::StrCat(
           "its end was not stored before a coordinator restart; a later "
           "placement took its GPU (", where, ")"));
@@ -571,13 +566,36 @@ void Coordinator::PersistLocked(const v1::Job& job) {
   }
 }
 
-absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
-                                           absl::string_view reason,
-                                           Deferred& deferred) {
-  if (!ValidEdge(job.state(), to)) {
-    return absl::InternalError(absl::StrCat(
-        "job ", job.id(), ": illegal transition ", v1::JobState_Name(job.state()),
-        " -> ", v1::JobState_Name(to)));
+void Coordinator::ReportIllegalTransitionLocked(const absl::Status& error) {
+  ++illegal_transitions_;
+  TC_LOG_ERROR("BUG: {} (the state is left as it was)", std::string(error.message()));
+  // Fatal where it costs nothing to users: debug builds and tests built so.
+  assert(false && "illegal state transition");
+}
+
+bool Coordinator::TaskToLocked(const v1::Job& job, v1::Task& task, v1::TaskState to) {
+  absl::Status s = TransitionTask(task, to);
+  if (s.ok()) return true;
+  ReportIllegalTransitionLocked(
+      absl::InternalError(absl::StrCat("job ", job.id(), " ", s.message())));
+  return false;
+}
+
+bool Coordinator::NodeToLocked(NodeEntry& node, v1::NodeState to) {
+  absl::Status s = TransitionNode(node.node, to);
+  if (s.ok()) return true;
+  ReportIllegalTransitionLocked(s);
+  return false;
+}
+
+bool Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
+                                   absl::string_view reason, Deferred& deferred) {
+  if (!IsValidJobEdge(job.state(), to)) {
+    ReportIllegalTransitionLocked(absl::InternalError(absl::StrCat(
+        "job ", job.id(), ": illegal job transition ", v1::JobState_Name(job.state()),
+        " -> ", v1::JobState_Name(to), reason.empty() ? "" : " (", reason,
+        reason.empty() ? "" : ")")));
+    return false;
   }
   const v1::JobState from = job.state();
   const int64_t now_ms = ToUnixMs(clock_->Now());
@@ -637,7 +655,7 @@ absl::Status Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
   }
   TC_LOG_INFO("job {} {} -> {}{}{}", job.id(), v1::JobState_Name(from),
               v1::JobState_Name(to), reason.empty() ? "" : ": ", std::string(reason));
-  return absl::OkStatus();
+  return true;
 }
 
 void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
@@ -863,34 +881,37 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
 absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
   Deferred deferred;
   v1::Job result;
-  WriteTicket durable_at;
+  WriteTicket durable_at = 0;
   bool await_pass = false;
+  absl::Status refused;
   {
     EventLock lock(this);
-    auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) {
-      // Unknown, or retired (final: returned unchanged).
-      v1::Job scratch;
-      TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
-      return Redacted(*job);
-    }
-    v1::Job& job = it->second;
-    if (!IsFinal(job.state())) {
+    v1::Job scratch;
+    TC_ASSIGN_OR_RETURN(const v1::Job* found, LookupLocked(job_id, &scratch));
+    if (IsFinal(found->state())) {
+      // Nothing changes; the passes other events left to this one still run.
+      ServeScheduleLocked(deferred);
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          "job ", job_id, " has already ended: ",
+          absl::AsciiStrToLower(absl::StripPrefix(v1::JobState_Name(found->state()),
+                                                  "JOB_STATE_")),
+          found->reason().empty() ? "" : absl::StrCat(" (", found->reason(), ")"),
+          "; nothing to cancel"));
+    } else {
+      v1::Job& job = jobs_.at(job_id);  // not final: never retired
       for (v1::Task& t : *job.mutable_tasks()) {
         if (IsLive(t.state())) StopTaskLocked(job, t);
       }
-      TC_RETURN_IF_ERROR(
-          TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred));
+      TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred);
       PersistLocked(job);
       await_pass = RequestScheduleLocked(deferred);
-    } else {
-      ServeScheduleLocked(deferred);
+      result = Redacted(job);
+      durable_at = last_ticket_;
     }
-    result = Redacted(job);
-    durable_at = last_ticket_;
   }
   RunDeferred(deferred);
   if (await_pass) AwaitSchedulePass();
+  if (!refused.ok()) return refused;
   absl::Status stored = store_->WaitDurable(durable_at);
   if (!stored.ok()) {
     TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
@@ -953,7 +974,7 @@ std::vector<v1::NodeView> Coordinator::ListNodes() const {
   for (int64_t id : active_) {
     const v1::Job& job = jobs_.at(id);
     for (const v1::Task& t : job.tasks()) {
-      if (IsLive(t.state())) add(job, t);
+      if (HoldsGpus(job, t)) add(job, t);
     }
   }
   for (const DrainingTask& d : draining_) {
@@ -1135,7 +1156,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
   ForEachActiveLocked([&](const v1::Job& job) {
     bool live = false;
     for (const v1::Task& t : job.tasks()) {
-      if (IsLive(t.state())) {
+      if (HoldsGpus(job, t)) {
         reserve(t);
         live = true;
       }
@@ -1172,7 +1193,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
     }
     // One assignment per node, in node-rank order, from its live tasks.
     for (const v1::Task& t : job.tasks()) {
-      if (!IsLive(t.state())) continue;
+      if (!HoldsGpus(job, t)) continue;
       r.placement.reserved_bytes_per_gpu = t.reserved_bytes_per_gpu();
       sched::NodeAssignment* a = nullptr;
       for (sched::NodeAssignment& x : r.placement.nodes) {
@@ -1309,8 +1330,7 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
       case sched::Outcome::kInfeasible:
         if (TransitionLocked(job, v1::JOB_STATE_FAILED,
                              absl::StrCat("cannot run on this cluster: ", d.reason),
-                             deferred)
-                .ok()) {
+                             deferred)) {
           PersistLocked(job);
         }
         break;
@@ -1355,7 +1375,7 @@ Coordinator::PortsInUseLocked(const std::string* node) const {
     const std::string& host = job.tasks(0).node();
     if (node != nullptr && host != *node) return;
     for (const v1::Task& t : job.tasks()) {
-      if (IsLive(t.state())) {
+      if (HoldsGpus(job, t)) {
         used[host].insert(job.master_port());
         break;
       }
@@ -1419,7 +1439,7 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
         }
       }
       t->set_reserved_bytes_per_gpu(placement.reserved_bytes_per_gpu);
-      t->set_state(v1::TASK_STATE_STARTING);
+      TaskToLocked(job, *t, v1::TASK_STATE_STARTING);
       rank_hosts.push_back(na.node);
     }
   }
@@ -1427,7 +1447,8 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   job.set_placement_seq(next_placement_seq_++);
   job.clear_preempted_for_job_id();
   // The jobs preempted for this one may start again now that it is placed
-  // (issue 3: "not restarted until X is placed or gone"); their records are
+  // (the no-ping-pong rule: a victim is not restarted until its preemptor is
+  // placed or gone); their records are
   // stored with the same group commit as this placement.
   if (auto victims = victims_of_.extract(job.id()); !victims.empty()) {
     for (int64_t v : victims.mapped()) {
@@ -1440,7 +1461,7 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
-  TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", unused).IgnoreError();
+  TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", unused);
   if (PreflightWantedLocked(job, static_cast<int>(placement.nodes.size()))) {
     // The job's own rendezvous opens and its tasks start once it passes.
     BeginPreflightLocked(job);
@@ -1527,7 +1548,7 @@ void Coordinator::SendLocked(const std::string& node,
 }
 
 void Coordinator::StopTaskLocked(const v1::Job& job, v1::Task& task) {
-  task.set_state(v1::TASK_STATE_STOPPING);
+  TaskToLocked(job, task, v1::TASK_STATE_STOPPING);
   v1::CoordinatorMessage msg;
   v1::StopTask* stop = msg.mutable_stop_task();
   *stop->mutable_task() = RefOf(job, task);
@@ -1551,8 +1572,7 @@ void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
                                 victim.preemptions(), "); requeued as attempt ",
                                 victim.attempt() + 1, ", restarts once job ", by,
                                 " has started"),
-                   deferred)
-      .IgnoreError();
+                   deferred);
   PersistLocked(victim);
 }
 
@@ -1574,8 +1594,7 @@ bool Coordinator::EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred) {
         absl::StrCat("TIMEOUT: ran past its time limit of ",
                      absl::FormatDuration(absl::Milliseconds(limit)),
                      " (--time-limit); its tasks were stopped"),
-        deferred)
-        .IgnoreError();
+        deferred);
     PersistLocked(job);
     any = true;
   }
@@ -1595,10 +1614,9 @@ void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
                      absl::StrCat("attempt ", job.attempt(), " failed: ", why,
                                   "; restarting (", failures + 1, " of ",
                                   job.spec().max_restarts(), " restarts)"),
-                     deferred)
-        .IgnoreError();
+                     deferred);
   } else {
-    TransitionLocked(job, v1::JOB_STATE_FAILED, why, deferred).IgnoreError();
+    TransitionLocked(job, v1::JOB_STATE_FAILED, why, deferred);
   }
   PersistLocked(job);
 }
@@ -1636,9 +1654,9 @@ void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
   // Every rank exited 0. A job that never reported RUNNING (all its ranks
   // ended before the last start report) passes through RUNNING.
   if (job.state() == v1::JOB_STATE_SCHEDULED) {
-    TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred).IgnoreError();
+    TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred);
   }
-  TransitionLocked(job, v1::JOB_STATE_SUCCEEDED, "", deferred).IgnoreError();
+  TransitionLocked(job, v1::JOB_STATE_SUCCEEDED, "", deferred);
   PersistLocked(job);
 }
 
@@ -1751,7 +1769,7 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
             cfg.metric(), v.value, v.rung_step,
             cfg.reduction_factor() == 0 ? 3 : cfg.reduction_factor(), v.others,
             v.cutoff);
-        TransitionLocked(job, v1::JOB_STATE_CANCELLED, why, deferred).IgnoreError();
+        TransitionLocked(job, v1::JOB_STATE_CANCELLED, why, deferred);
         PersistLocked(job);
         await_pass = RequestScheduleLocked(deferred);
         break;
@@ -1835,9 +1853,16 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
   bool await_pass = false;
   {
     EventLock lock(this);
+    TC_RETURN_IF_ERROR(CheckNodeNameFreeLocked(reg, conn));
     // Stored first: a registration that cannot be stored changes nothing.
     v1::Node updated = n;
-    updated.set_state(v1::NODE_STATE_READY);
+    auto prior = nodes_.find(n.name());
+    updated.set_state(prior == nodes_.end() ? v1::NODE_STATE_UNSPECIFIED
+                                            : prior->second.node.state());
+    if (absl::Status s = TransitionNode(updated, v1::NODE_STATE_READY); !s.ok()) {
+      ReportIllegalTransitionLocked(s);
+      return s;
+    }
     // Queued, not waited for: a node record lost to a crash only means the
     // agent registers again (it would anyway, after a restart).
     absl::StatusOr<WriteTicket> stored = store_->EnqueuePutNode(updated);
@@ -1849,9 +1874,12 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     }
     NodeEntry& e = nodes_[n.name()];
     if (e.conn != nullptr && e.conn != conn) {
-      e.conn->Close(
-          absl::AlreadyExistsError("another agent registered with this node name"));
+      // CheckNodeNameFreeLocked let it through: the same agent instance
+      // reconnecting, or a holder silent past its heartbeats.
+      e.conn->Close(absl::AlreadyExistsError(
+          "this agent's node registered again on a newer stream"));
     }
+    e.instance_id = reg.agent_instance_id();
     const bool was_lost = e.node.state() == v1::NODE_STATE_LOST;
     e.node = std::move(updated);
     e.conn = conn;
@@ -1869,6 +1897,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
         absl::ToInt64Milliseconds(config_.heartbeat_interval));
     ack.mutable_register_ack()->set_lease_ms(
         absl::ToInt64Milliseconds(config_.node_timeout));
+    ack.mutable_register_ack()->set_cluster_id(cluster_id_);
     conn->Send(ack);
 
     // Reconcile what the agent runs with what we expect there.
@@ -1886,7 +1915,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
       }
       if (task != nullptr && task->state() != v1::TASK_STATE_STOPPING) {
         if (task->state() == v1::TASK_STATE_STARTING) {
-          task->set_state(v1::TASK_STATE_RUNNING);
+          TaskToLocked(jt->second, *task, v1::TASK_STATE_RUNNING);
           task->set_pid(ref.pid());
         }
         continue;
@@ -1924,7 +1953,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
             reported.contains({job.id(), TaskAttemptOf(job), t.rank()})) {
           continue;
         }
-        t.set_state(v1::TASK_STATE_LOST);
+        TaskToLocked(job, t, v1::TASK_STATE_LOST);
         t.set_message(absl::StrCat("was not running when the agent on ", n.name(),
                                    " (re)registered"));
         t.set_end_time_ms(ToUnixMs(clock_->Now()));
@@ -1943,6 +1972,27 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
   return absl::OkStatus();
 }
 
+absl::Status Coordinator::CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
+                                                  AgentConnection* conn) const {
+  auto it = nodes_.find(reg.node().name());
+  if (it == nodes_.end()) return absl::OkStatus();
+  const NodeEntry& holder = it->second;
+  if (holder.conn == nullptr || holder.conn == conn) return absl::OkStatus();
+  if (!reg.agent_instance_id().empty() &&
+      reg.agent_instance_id() == holder.instance_id) {
+    return absl::OkStatus();
+  }
+  const absl::Duration silent = clock_->Now() - holder.last_heartbeat;
+  if (silent > kHolderSilentHeartbeats * config_.heartbeat_interval) {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(absl::StrCat(
+      "node name ", reg.node().name(), " is held by the connected agent at ",
+      holder.node.address(), " (last heartbeat ",
+      absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
+      " ago): start this agent with another --node-name, or stop that one first"));
+}
+
 void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferred) {
   const std::string& name = e.node.name();
   absl::flat_hash_map<int, int64_t> capacity;
@@ -1952,8 +2002,9 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
     for (int gpu : OwnedGpus(t)) reserved[gpu] += t.reserved_bytes_per_gpu();
   };
   for (int64_t id : active_) {
-    for (const v1::Task& t : jobs_.at(id).tasks()) {
-      if (t.node() == name && IsLive(t.state())) add(t);
+    const v1::Job& job = jobs_.at(id);
+    for (const v1::Task& t : job.tasks()) {
+      if (t.node() == name && HoldsGpus(job, t)) add(t);
     }
   }
   for (const DrainingTask& d : draining_) {
@@ -1996,7 +2047,7 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
     for (v1::Task& t : *job.mutable_tasks()) {
       if (t.node() != name || !IsLive(t.state()) || !on_bad_gpu(t)) continue;
       stop(job.id(), TaskAttemptOf(job), t);
-      t.set_state(v1::TASK_STATE_LOST);
+      TaskToLocked(job, t, v1::TASK_STATE_LOST);
       t.set_message(absl::StrCat("no longer fits its GPU: node ", name,
                                  " re-registered with a GPU missing or smaller"));
       t.set_end_time_ms(ToUnixMs(clock_->Now()));
@@ -2162,20 +2213,27 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   if (st.task().pid() != 0) task->set_pid(st.task().pid());
   if (st.state() == v1::TASK_STATE_RUNNING) {
     if (task->state() == v1::TASK_STATE_STARTING) {
-      task->set_state(v1::TASK_STATE_RUNNING);
+      TaskToLocked(job, *task, v1::TASK_STATE_RUNNING);
       task->set_start_time_ms(now_ms);
     }
     if (job.state() == v1::JOB_STATE_SCHEDULED && !InPreflight(job) &&
         std::all_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) {
           return t.state() == v1::TASK_STATE_RUNNING;
         })) {
-      TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred).IgnoreError();
+      TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred);
     }
     PersistLocked(job);
     return;
   }
   if (!ended) return;
-  task->set_state(st.state());
+  if (!IsValidTaskEdge(task->state(), st.state())) {
+    // The agent's word, not the coordinator's state: refused, not a bug here.
+    TC_LOG_WARN("node {}: job {} rank {}: ignoring a report of {} for a task that is {}",
+                node, job.id(), task->rank(), v1::TaskState_Name(st.state()),
+                v1::TaskState_Name(task->state()));
+    return;
+  }
+  TaskToLocked(job, *task, st.state());
   task->set_exit_code(st.exit_code());
   task->set_signal(st.signal());
   task->set_message(st.message());
@@ -2211,7 +2269,7 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
 
 void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
                                      Deferred& deferred) {
-  e.node.set_state(v1::NODE_STATE_LOST);
+  NodeToLocked(e, v1::NODE_STATE_LOST);
   if (e.conn != nullptr) {
     e.conn->Close(absl::UnavailableError(why));
     e.conn = nullptr;
@@ -2232,7 +2290,7 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
     bool changed = false;
     for (v1::Task& t : *job.mutable_tasks()) {
       if (t.node() != name || !IsLive(t.state())) continue;
-      t.set_state(v1::TASK_STATE_LOST);
+      TaskToLocked(job, t, v1::TASK_STATE_LOST);
       t.set_message(absl::StrCat("was lost with node ", name, " (", why, ")"));
       t.set_end_time_ms(now_ms);
       changed = true;
@@ -2394,15 +2452,19 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
     // exited, so their GPUs pass straight to the job.
     std::vector<std::string> hosts;
     for (v1::Task& t : *job.mutable_tasks()) {
-      t.set_state(v1::TASK_STATE_STARTING);
-      t.clear_pid();
-      t.clear_exit_code();
-      t.clear_signal();
-      t.clear_message();
-      t.clear_log_path();
-      t.clear_start_time_ms();
-      t.clear_end_time_ms();
-      t.clear_out_of_memory();
+      // Each probe's record becomes the rank's: a new task on the same
+      // placement (UNSPECIFIED -> STARTING), nothing of the probe's run kept.
+      v1::Task rank;
+      rank.set_rank(t.rank());
+      rank.set_node(t.node());
+      *rank.mutable_gpu_indices() = t.gpu_indices();
+      *rank.mutable_gpu_uuids() = t.gpu_uuids();
+      rank.set_reserved_bytes_per_gpu(t.reserved_bytes_per_gpu());
+      rank.set_local_rank(t.local_rank());
+      rank.set_node_rank(t.node_rank());
+      rank.set_local_world_size(t.local_world_size());
+      TaskToLocked(job, rank, v1::TASK_STATE_STARTING);
+      t = std::move(rank);
       hosts.push_back(t.node());
     }
     job.clear_reason();
@@ -2441,16 +2503,14 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
         absl::StrCat("pre-flight failed ", pf->failed_runs(),
                      " times (--preflight-max-failures ",
                      config_.preflight_max_failures, "); last: ", d.reason),
-        deferred)
-        .IgnoreError();
+        deferred);
   } else {
     pf->set_requeues(pf->requeues() + 1);
     TransitionLocked(job, v1::JOB_STATE_PENDING,
                      absl::StrCat("pre-flight ", run->index(), " ", d.reason,
                                   "; placing the gang again without ",
                                   absl::StrJoin(names, ", ")),
-                     deferred)
-        .IgnoreError();
+                     deferred);
   }
   PersistLocked(job);
 }
@@ -2519,6 +2579,7 @@ CoordinatorStats Coordinator::Stats() const {
   CoordinatorStats stats;
   absl::MutexLock lock(&mu_);
   stats.jobs_by_state = jobs_by_state_;
+  stats.illegal_transitions = illegal_transitions_;
   stats.pending_jobs = jobs_by_state_[v1::JOB_STATE_PENDING];
   stats.jobs_in_memory = static_cast<int64_t>(jobs_.size());
   stats.pending_by_queue["default"] = 0;
@@ -2576,6 +2637,43 @@ CoordinatorStats Coordinator::Stats() const {
 
 // ---------------------------------------------------------------- time
 
+bool Coordinator::ExpireStaleNodesLocked(absl::Time now, Deferred& deferred) {
+  bool lost = false;
+  for (auto& [name, e] : nodes_) {
+    if (e.node.state() == v1::NODE_STATE_LOST) continue;
+    if (now - e.last_heartbeat > config_.node_timeout) {
+      lost = true;
+      MarkNodeLostLocked(
+          e,
+          absl::StrCat("no heartbeat for ",
+                       absl::FormatDuration(absl::Trunc(now - e.last_heartbeat,
+                                                        absl::Milliseconds(100)))),
+          deferred);
+    }
+  }
+  return lost;
+}
+
+void Coordinator::ExpireWaitersLocked(absl::Time now, Deferred& deferred) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto& ws = it->second;
+    const v1::Job& job = jobs_.at(it->first);
+    auto keep = std::partition(ws.begin(), ws.end(),
+                               [now](const Waiter& w) { return w.deadline > now; });
+    for (auto w = keep; w != ws.end(); ++w) {
+      deferred.push_back([done = std::move(w->done), j = Redacted(job)]() mutable {
+        done(std::move(j));
+      });
+    }
+    ws.erase(keep, ws.end());
+    if (ws.empty()) {
+      waiters_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void Coordinator::Tick() {
   const absl::Time now = clock_->Now();
   rendezvous_.Expire(now);
@@ -2583,36 +2681,8 @@ void Coordinator::Tick() {
   bool await_pass = false;
   {
     EventLock lock(this);
-    bool lost = false;
-    for (auto& [name, e] : nodes_) {
-      if (e.node.state() == v1::NODE_STATE_LOST) continue;
-      if (now - e.last_heartbeat > config_.node_timeout) {
-        lost = true;
-        MarkNodeLostLocked(
-            e,
-            absl::StrCat("no heartbeat for ",
-                         absl::FormatDuration(absl::Trunc(now - e.last_heartbeat,
-                                                          absl::Milliseconds(100)))),
-            deferred);
-      }
-    }
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      auto& ws = it->second;
-      const v1::Job& job = jobs_.at(it->first);
-      auto keep = std::partition(ws.begin(), ws.end(),
-                                 [now](const Waiter& w) { return w.deadline > now; });
-      for (auto w = keep; w != ws.end(); ++w) {
-        deferred.push_back([done = std::move(w->done), j = Redacted(job)]() mutable {
-          done(std::move(j));
-        });
-      }
-      ws.erase(keep, ws.end());
-      if (ws.empty()) {
-        waiters_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
+    const bool lost = ExpireStaleNodesLocked(now, deferred);
+    ExpireWaitersLocked(now, deferred);
     for (auto it = log_reads_.begin(); it != log_reads_.end();) {
       if (it->second.deadline > now) {
         ++it;
@@ -2999,7 +3069,7 @@ bool Coordinator::RequeueAfterOomLocked(v1::Job& job, const v1::Task& task,
   for (v1::Task& t : *job.mutable_tasks()) {
     if (IsLive(t.state())) StopTaskLocked(job, t);
   }
-  TransitionLocked(job, v1::JOB_STATE_PENDING, why, deferred).IgnoreError();
+  TransitionLocked(job, v1::JOB_STATE_PENDING, why, deferred);
   PersistLocked(job);
   return true;
 }

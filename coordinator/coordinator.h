@@ -12,8 +12,11 @@
 // lock) share one pass, and each call returns once the pass covering it has
 // run (RequestScheduleLocked).
 //
-// A job's states (DESIGN.md section 2); every change goes through
-// TransitionLocked(), which rejects any other edge:
+// A job's states (DESIGN.md section 2; the edge tables of jobs, tasks and
+// nodes are in state_machine.h). Every change goes through one function per
+// machine (TransitionLocked, TaskToLocked, NodeToLocked); an edge not in the
+// table changes nothing and is reported (logged as an error, counted in
+// Stats().illegal_transitions, fatal where assertions are on):
 //
 //   PENDING ──placed──▶ SCHEDULED ──all ranks started──▶ RUNNING ──all exit 0──▶ SUCCEEDED
 //    ▲  │ └─infeasible─▶ FAILED      │                      │
@@ -40,10 +43,7 @@
 // as a new attempt that uses up no restart; after preflight_max_failures
 // failed runs it goes to FAILED.
 //
-// A node's states: READY ──no heartbeat for node_timeout──▶ LOST ──registers──▶ READY.
-// A task's states: STARTING ──agent started it──▶ RUNNING ──exit──▶ EXITED;
-// STARTING ──spawn failed──▶ START_FAILED; STARTING/RUNNING ──stop──▶ STOPPING
-// ──exit──▶ EXITED; any live state ──node lost──▶ LOST.
+// A node's and a task's states: state_machine.h.
 //
 // A task holds its GPU reservation while STARTING, RUNNING or STOPPING, also
 // after its job has ended or moved to a new attempt, so GPUs are never given
@@ -79,6 +79,7 @@
 #include "coordinator/rendezvous.h"
 #include "coordinator/sched/packer.h"
 #include "coordinator/sched/scheduler.h"
+#include "coordinator/state_machine.h"
 #include "coordinator/state_store.h"
 #include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/telemetry.pb.h"
@@ -224,6 +225,10 @@ struct CoordinatorStats {
   std::vector<GpuStats> gpus;
   // Jobs whose current attempt has live tasks, by job id.
   std::vector<JobGpuStats> jobs;
+  // State transitions of jobs, tasks or nodes the coordinator tried that
+  // its state machines (state_machine.h) forbid, since start: a bug when
+  // not 0 (each is logged as an error).
+  int64_t illegal_transitions = 0;
 };
 
 // Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
@@ -296,10 +301,10 @@ class Coordinator {
                                 const std::string& user = "") const;
 
   // Cancels a job that is not final: its live tasks get SIGTERM, then SIGKILL
-  // after the grace period. Cancelling a final job returns it unchanged. The
-  // cancel is written to the store before the reply; a failed write is
-  // logged (the cancel still holds in memory).
-  // Errors: NOT_FOUND.
+  // after the grace period. The cancel is written to the store before the
+  // reply; a failed write is logged (the cancel still holds in memory).
+  // Errors: NOT_FOUND; FAILED_PRECONDITION naming the final state (and its
+  // reason) when the job has already ended: nothing was cancelled.
   absl::StatusOr<v1::Job> CancelJob(int64_t job_id);
 
   // Calls `done` with the job once it is final, or at `timeout` from now with
@@ -365,9 +370,13 @@ class Coordinator {
   // (lease_ms = node_timeout), before any StartTask or StopTask.
   // A task reported running on a GPU that is now gone or smaller than what is
   // reserved on it is stopped and counts as lost.
+  // A name held by another agent that is still connected and heartbeating
+  // is refused; the same agent instance (RegisterNode.agent_instance_id)
+  // reconnecting takes its node back, closing its older stream.
   // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
-  // index, bad port range); UNAVAILABLE when the store failed. Nothing is sent
-  // on `conn` and nothing changes then.
+  // index, bad port range); ALREADY_EXISTS when another connected agent
+  // holds the node name (the message names its address); UNAVAILABLE when
+  // the store failed. Nothing is sent on `conn` and nothing changes then.
   absl::Status RegisterAgent(const v1::RegisterNode& reg, AgentConnection* conn);
 
   // The stream of `conn` ended. The node stays READY until its heartbeats
@@ -462,7 +471,21 @@ class Coordinator {
     // The agent fences itself (RegisterNode.fences): each heartbeat is
     // answered with a LeaseGrant.
     bool fences = false;
+    // RegisterNode.agent_instance_id of the agent holding the node.
+    std::string instance_id;
   };
+  // A connected holder of a node name counts as gone after this many
+  // heartbeat intervals without a heartbeat (its host died without closing
+  // the stream): a new agent may then take the name over.
+  static constexpr int kHolderSilentHeartbeats = 3;
+  // OK when `reg` may take node reg.node.name: nobody holds it, the holder's
+  // stream is gone or is `conn`, the holder is the same agent instance
+  // (RegisterNode.agent_instance_id), or it has been silent for
+  // kHolderSilentHeartbeats heartbeat intervals. Errors: ALREADY_EXISTS
+  // naming the holder's address, otherwise.
+  absl::Status CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
+                                       AgentConnection* conn) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The latest usage of one task (job, attempt, rank).
   struct TaskLive {
     v1::TaskUsage usage;
@@ -490,9 +513,24 @@ class Coordinator {
   int ResolveStaleReservationsLocked(Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The one place a job changes state; rejects illegal edges (INTERNAL).
-  absl::Status TransitionLocked(v1::Job& job, v1::JobState to,
-                                absl::string_view reason, Deferred& deferred)
+  // The one place a job changes state (state_machine.h's job table) and
+  // where the effects of an edge happen (attempt records, rendezvous, a new
+  // attempt, waiters). An edge not in the table changes nothing and is
+  // reported (ReportIllegalTransitionLocked); returns whether the job moved.
+  bool TransitionLocked(v1::Job& job, v1::JobState to, absl::string_view reason,
+                        Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The one place a task of `job` changes state (state_machine.h's task
+  // table); an illegal edge changes nothing and is reported. Returns whether
+  // the task moved.
+  bool TaskToLocked(const v1::Job& job, v1::Task& task, v1::TaskState to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for a node (state_machine.h's node table).
+  bool NodeToLocked(NodeEntry& node, v1::NodeState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An edge the coordinator itself tried that its state machines forbid: a
+  // bug. Logged as an error, counted in Stats().illegal_transitions (the
+  // cluster simulation and the request fuzzer fail on it), and fatal in
+  // builds with assertions.
+  void ReportIllegalTransitionLocked(const absl::Status& error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Persists `job`; logs (does not return) a store failure after the fact
   // (only submit and cancel can refuse the user).
@@ -578,6 +616,14 @@ class Coordinator {
   // Stops `victim`'s live tasks (grace period) and requeues it as a new
   // attempt, preempted for job `by`.
   void PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks lost every READY node without a heartbeat for node_timeout at
+  // `now` (their tasks fail). Returns whether any was.
+  bool ExpireStaleNodesLocked(absl::Time now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers every WaitJobAsync whose deadline is at or before `now` with
+  // the job as it is.
+  void ExpireWaitersLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops and fails (TIMEOUT) every running job past its time limit at
   // `now`. Returns whether any was.
@@ -694,6 +740,8 @@ class Coordinator {
 
   const CoordinatorConfig config_;
   std::string advertise_address_ ABSL_GUARDED_BY(mu_);
+  // StateStore::ClusterId(), read at load; sent in every RegisterAck.
+  std::string cluster_id_ ABSL_GUARDED_BY(mu_);
   StateStore* const store_;
   // The ticket of the last write queued (StateStore::EnqueuePut*); a reply
   // that needs its write durable waits for it after releasing mu_.
@@ -765,6 +813,8 @@ class Coordinator {
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
   int64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  // Illegal transitions tried so far (ReportIllegalTransitionLocked).
+  int64_t illegal_transitions_ ABSL_GUARDED_BY(mu_) = 0;
   // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes
   // state.
   std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state_ ABSL_GUARDED_BY(mu_){};
@@ -778,7 +828,7 @@ class Coordinator {
   // Metric points stored per job (loaded from the store, then counted as
   // reports arrive; a report reserves its points here before it is stored).
   absl::flat_hash_map<int64_t, int64_t> metric_points_ ABSL_GUARDED_BY(mu_);
-  // Telemetry (issue 4): latest per-task usage, per-job histories (oldest
+  // Telemetry: latest per-task usage, per-job histories (oldest
   // first), ended jobs whose history is kept (oldest first), reported
   // throughput, the packer's learned state.
   std::map<std::tuple<int64_t, int, int>, TaskLive> task_usage_ ABSL_GUARDED_BY(mu_);

@@ -183,6 +183,45 @@ TEST_F(PreflightTest, Pass_JobStartsOnTheSameGpus) {
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
 }
 
+// Two 2-node gangs that each need every GPU of the cluster: while the first
+// is in pre-flight, its probes ending one by one must not free its GPUs for
+// the second, since a passing pre-flight starts the first gang's own ranks on
+// exactly those GPUs.
+TEST_F(PreflightTest, ProbesExitOneByOne_SecondGangWaitsForTheGpus) {
+  Connect("a");
+  Connect("b");
+  auto first = core_->SubmitJob(TwoNodeGang(), "");
+  TC_ASSERT_OK(first);
+  auto second = core_->SubmitJob(TwoNodeGang(), "");
+  TC_ASSERT_OK(second);
+  std::vector<v1::StartTask> pa = NewStarts("a"), pb = NewStarts("b");
+  ASSERT_THAT(pa, SizeIs(1));
+  ASSERT_THAT(pb, SizeIs(1));
+  EXPECT_EQ(pa[0].task().job_id(), *first);
+
+  // a's probe ends first: its GPU still belongs to the first gang.
+  Report("a", Running(pa[0]));
+  Report("b", Running(pb[0]));
+  Report("a", ProbeExit(pa[0], 40));
+  EXPECT_THAT(NewStarts("a"), SizeIs(0));
+  EXPECT_THAT(NewStarts("b"), SizeIs(0));
+  EXPECT_EQ(Job(*second).state(), v1::JOB_STATE_PENDING);
+  for (const v1::NodeView& n : core_->ListNodes()) {
+    ASSERT_THAT(n.gpu_tasks(), SizeIs(1));
+    ASSERT_THAT(n.gpu_tasks(0).tasks(), SizeIs(1)) << n.node().name();
+    EXPECT_EQ(n.gpu_tasks(0).tasks(0).job_id(), *first);
+  }
+
+  // The pre-flight passes: the first gang's ranks start, the second waits.
+  Report("b", ProbeExit(pb[0], 42));
+  std::vector<v1::StartTask> ja = NewStarts("a"), jb = NewStarts("b");
+  ASSERT_THAT(ja, SizeIs(1));
+  ASSERT_THAT(jb, SizeIs(1));
+  EXPECT_EQ(ja[0].task().job_id(), *first);
+  EXPECT_EQ(jb[0].task().job_id(), *first);
+  EXPECT_EQ(Job(*second).state(), v1::JOB_STATE_PENDING);
+}
+
 TEST_F(PreflightTest, SingleNodeGang_NoPreflightUnlessAsked) {
   Connect("a", 2);
   v1::JobSpec spec = TwoNodeGang();

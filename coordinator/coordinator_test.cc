@@ -312,6 +312,22 @@ TEST_F(CoordinatorTest, CancelJob_Running_StopsTasksAndHoldsGpuUntilExit) {
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_CANCELLED);
 }
 
+TEST_F(CoordinatorTest, CancelJob_AlreadyEnded_FailedPreconditionNamingState) {
+  FakeConnection& a = Connect("a", 1);
+  auto id = core_->SubmitJob(Spec(), "");
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 0));
+  EXPECT_THAT(core_->CancelJob(*id),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(absl::StrCat("job ", *id, " has already ended: succeeded"))));
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SUCCEEDED);
+  // A second cancel of a cancelled job is refused the same way.
+  auto other = core_->SubmitJob(Spec(), "");
+  TC_ASSERT_OK(core_->CancelJob(*other));
+  EXPECT_THAT(core_->CancelJob(*other),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("cancelled")));
+}
+
 TEST_F(CoordinatorTest, CancelJob_Unknown_NotFound) {
   EXPECT_THAT(core_->CancelJob(42),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("job 42")));
@@ -524,16 +540,91 @@ TEST_F(CoordinatorTest, RegisterAgent_BadInventory_InvalidArgument) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("node.name")));
 }
 
-TEST_F(CoordinatorTest, RegisterAgent_SameNameAgain_OldStreamClosed) {
-  FakeConnection& old_conn = Connect("a", 1);
+TEST_F(CoordinatorTest, RegisterAgent_SameInstanceReconnects_OldStreamClosed) {
+  auto& old_conn = conns_["a"];
+  old_conn = std::make_unique<FakeConnection>();
+  v1::RegisterNode reg = NodeReg("a", 1);
+  reg.set_agent_instance_id("agent-1");
+  TC_ASSERT_OK(core_->RegisterAgent(reg, old_conn.get()));
+  // The same agent process on a new stream, before the old one was seen to
+  // end: it takes its node back.
   FakeConnection fresh;
-  TC_ASSERT_OK(core_->RegisterAgent(NodeReg("a", 1), &fresh));
-  EXPECT_THAT(old_conn.closed, StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("")));
+  TC_ASSERT_OK(core_->RegisterAgent(reg, &fresh));
+  EXPECT_THAT(old_conn->closed, StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("")));
   // Messages from the replaced stream are refused.
   v1::AgentMessage hb;
   hb.mutable_heartbeat();
-  EXPECT_THAT(core_->HandleAgentMessage("a", &old_conn, hb),
+  EXPECT_THAT(core_->HandleAgentMessage("a", old_conn.get(), hb),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("a")));
+}
+
+// A second agent started under a name in use (two agents on one host without
+// --node-name) is refused, and the node's running job is untouched.
+TEST_F(CoordinatorTest, RegisterAgent_SecondAgentUnderLiveName_AlreadyExistsJobKeepsRunning) {
+  FakeConnection& a = Connect("a", 1);
+  auto id = core_->SubmitJob(Spec(), "");
+  TC_ASSERT_OK(id);
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+
+  FakeConnection intruder;
+  v1::RegisterNode reg = NodeReg("a", 4);
+  reg.mutable_node()->set_address("other-host.example");
+  reg.set_agent_instance_id("agent-2");
+  EXPECT_THAT(core_->RegisterAgent(reg, &intruder),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("held by the connected agent at a.example")));
+  EXPECT_THAT(intruder.sent, SizeIs(0));
+  EXPECT_TRUE(a.closed.ok());
+  EXPECT_THAT(a.Stops(), SizeIs(0));
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
+  // The node keeps its registered inventory.
+  ASSERT_THAT(core_->ListNodes(), SizeIs(1));
+  EXPECT_EQ(core_->ListNodes()[0].node().gpus_size(), 1);
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+// A holder whose host died without closing its stream stops heartbeating;
+// after 3 heartbeat intervals of silence a new agent may take the name.
+TEST_F(CoordinatorTest, RegisterAgent_HolderSilent_NewAgentTakesOver) {
+  FakeConnection& a = Connect("a", 1);
+  FakeConnection fresh;
+  v1::RegisterNode reg = NodeReg("a", 1);
+  reg.set_agent_instance_id("agent-2");
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_THAT(core_->RegisterAgent(reg, &fresh),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("")));
+  clock_.Advance(absl::Seconds(2));
+  TC_ASSERT_OK(core_->RegisterAgent(reg, &fresh));
+  EXPECT_THAT(a.closed, StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("")));
+}
+
+TEST_F(CoordinatorTest, RegisterAgent_AfterOldStreamEnded_TakesOver) {
+  FakeConnection& a = Connect("a", 1);
+  core_->AgentDisconnected("a", &a);
+  FakeConnection fresh;
+  v1::RegisterNode reg = NodeReg("a", 1);
+  reg.set_agent_instance_id("agent-2");
+  TC_ASSERT_OK(core_->RegisterAgent(reg, &fresh));
+}
+
+// The cluster id in every RegisterAck: the same after a restart over the same
+// store, another for a new store (a new cluster).
+TEST_F(CoordinatorTest, RegisterAck_ClusterId_StableAcrossRestartNewForNewStore) {
+  FakeConnection& a = Connect("a", 1);
+  ASSERT_TRUE(a.sent[0].has_register_ack());
+  const std::string id = a.sent[0].register_ack().cluster_id();
+  EXPECT_EQ(id.size(), 32u);
+  Restart();
+  FakeConnection& again = Connect("a", 1);
+  EXPECT_EQ(again.sent[0].register_ack().cluster_id(), id);
+
+  MemoryStateStore fresh_store;
+  auto other = Coordinator::Create(CoordinatorConfig{}, &fresh_store, &clock_);
+  TC_ASSERT_OK(other);
+  FakeConnection b;
+  TC_ASSERT_OK((*other)->RegisterAgent(NodeReg("a", 1), &b));
+  EXPECT_NE(b.sent[0].register_ack().cluster_id(), id);
 }
 
 // Jobs per state counted the slow way, over every job the user API lists.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/ascii.h"
+#include "google/protobuf/stubs/common.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,48 @@ namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("spec.", field, ": ", why));
+}
+
+// The first string field of `msg` (recursively; `bytes` fields excluded)
+// that is not valid UTF-8, as a path below `prefix` ("name", "command[2]",
+// "env[3].value"); empty when all are valid. proto3 refuses to serialize
+// such a string, so a gRPC client sees only a transport error; checked here
+// so in-process callers and the gateway get the field named. The check is
+// protobuf's own (IsStructurallyValidUTF8, what its parser applies).
+std::string FirstInvalidUtf8Field(const google::protobuf::Message& msg,
+                                  const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = msg.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(msg, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const std::string name = absl::StrCat(prefix, prefix.empty() ? "" : ".", f->name());
+    auto bad = [](const std::string& v) {
+      return !google::protobuf::internal::IsStructurallyValidUTF8(
+          v.data(), static_cast<int>(v.size()));
+    };
+    if (f->type() == FieldDescriptor::TYPE_STRING) {
+      if (!f->is_repeated()) {
+        if (bad(r->GetString(msg, f))) return name;
+        continue;
+      }
+      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
+        if (bad(r->GetRepeatedString(msg, f, i))) return absl::StrCat(name, "[", i, "]");
+      }
+    } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
+      if (!f->is_repeated()) {
+        std::string sub = FirstInvalidUtf8Field(r->GetMessage(msg, f), name);
+        if (!sub.empty()) return sub;
+        continue;
+      }
+      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
+        std::string sub = FirstInvalidUtf8Field(r->GetRepeatedMessage(msg, f, i),
+                                                absl::StrCat(name, "[", i, "]"));
+        if (!sub.empty()) return sub;
+      }
+    }
+  }
+  return "";
 }
 
 bool IsEnvName(absl::string_view s) {
@@ -73,6 +116,9 @@ bool IsReservedEnvVar(absl::string_view name) {
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                              const sched::PolicyConfig& policy) {
+  if (std::string field = FirstInvalidUtf8Field(spec, ""); !field.empty()) {
+    return Invalid(field, "is not valid UTF-8");
+  }
   if (spec.name().size() > kMaxNameBytes) {
     return Invalid("name", absl::StrCat("at most ", kMaxNameBytes, " bytes"));
   }

@@ -78,6 +78,26 @@ TEST(ValidateJobSpecTest, ValidateJobSpec_BadFields_NameTheField) {
   }
 }
 
+// Strings that are not UTF-8 (proto3 cannot carry them) are refused naming
+// the field, wherever they sit.
+TEST(ValidateJobSpecTest, ValidateJobSpec_InvalidUtf8_NamesTheField) {
+  auto check = [](void (*mutate)(v1::JobSpec&), const char* field) {
+    v1::JobSpec spec;
+    spec.add_command("python");
+    mutate(spec);
+    EXPECT_THAT(ValidateJobSpec(spec, {}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat("spec.", field, ": is not valid UTF-8"))));
+  };
+  check([](v1::JobSpec& s) { s.set_name("caf\xc3"); }, "name");
+  check([](v1::JobSpec& s) { s.add_command("--lr=\xff"); }, "command[1]");
+  check([](v1::JobSpec& s) { (*s.mutable_env())["X"] = "\xe2\x82"; }, "env[0].value");
+  v1::JobSpec ok;
+  ok.add_command("python");
+  ok.set_name("café ☕");
+  TC_EXPECT_OK(ValidateJobSpec(ok, {}));
+}
+
 TEST(ValidateJobSpecTest, ValidateJobSpec_GoodShapes_Ok) {
   v1::JobSpec spec = Spec();
   TC_EXPECT_OK(ValidateJobSpec(spec));

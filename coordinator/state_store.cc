@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 
@@ -95,6 +97,12 @@ absl::StatusOr<StoredState> StateStore::LoadSummarized() {
   }
   state->jobs = std::move(kept);
   return state;
+}
+
+std::string NewClusterId() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                         absl::Uniform<uint64_t>(gen));
 }
 
 absl::StatusOr<std::vector<v1::Job>> StateStore::ReadJobs(
@@ -196,6 +204,13 @@ absl::StatusOr<std::vector<v1::Job>> MemoryStateStore::ReadJobs(
   return out;
 }
 
+absl::StatusOr<std::string> MemoryStateStore::ClusterId() {
+  absl::MutexLock lock(&mu_);
+  if (failing_) return absl::UnavailableError("memory store: failing (injected)");
+  if (cluster_id_.empty()) cluster_id_ = NewClusterId();
+  return cluster_id_;
+}
+
 void MemoryStateStore::SetFailing(bool failing) {
   absl::MutexLock lock(&mu_);
   failing_ = failing;
@@ -211,6 +226,8 @@ struct SqliteStateStore::Db {
   sqlite3_stmt* read_metrics = nullptr;
   sqlite3_stmt* read_metrics_key = nullptr;
   sqlite3_stmt* read_job = nullptr;
+  // The `meta` table's cluster_id, read (or made) at Open().
+  std::string cluster_id;
   ~Db() {
     sqlite3_finalize(read_job);
     sqlite3_finalize(put_job);
@@ -239,6 +256,7 @@ CREATE TABLE IF NOT EXISTS metrics (
   value REAL NOT NULL, time_ms INTEGER NOT NULL, attempt INTEGER NOT NULL,
   rank INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS metrics_by_job_key ON metrics (job_id, key);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 )sql";
 
 // The summary columns of the jobs table (JobSummary; added to files that
@@ -263,6 +281,40 @@ void BindSummary(sqlite3_stmt* stmt, const v1::Job& job) {
 
 // Gives a jobs table written before the summary columns existed those
 // columns, filled from each parsed record (one transaction).
+// The cluster id in the `meta` table; a new one is inserted first when the
+// file has none (a new state dir). Errors: UNAVAILABLE when SQLite fails.
+absl::StatusOr<std::string> LoadOrMakeClusterId(sqlite3* db) {
+  sqlite3_stmt* insert = nullptr;
+  sqlite3_stmt* select = nullptr;
+  auto fail = [&](const char* what) {
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat("sqlite: cluster id: ", what, ": ", sqlite3_errmsg(db)));
+    sqlite3_finalize(insert);
+    sqlite3_finalize(select);
+    return s;
+  };
+  const std::string fresh = NewClusterId();
+  if (sqlite3_prepare_v2(db,
+                         "INSERT OR IGNORE INTO meta (key, value) "
+                         "VALUES ('cluster_id', ?)",
+                         -1, &insert, nullptr) != SQLITE_OK) {
+    return fail("prepare insert");
+  }
+  sqlite3_bind_text(insert, 1, fresh.data(), static_cast<int>(fresh.size()),
+                    SQLITE_TRANSIENT);
+  if (sqlite3_step(insert) != SQLITE_DONE) return fail("insert");
+  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'cluster_id'", -1,
+                         &select, nullptr) != SQLITE_OK) {
+    return fail("prepare select");
+  }
+  if (sqlite3_step(select) != SQLITE_ROW) return fail("select");
+  std::string id(reinterpret_cast<const char*>(sqlite3_column_text(select, 0)),
+                 sqlite3_column_bytes(select, 0));
+  sqlite3_finalize(insert);
+  sqlite3_finalize(select);
+  return id;
+}
+
 absl::Status AddSummaryColumns(sqlite3* db) {
   sqlite3_stmt* info = nullptr;
   if (sqlite3_prepare_v2(db, "PRAGMA table_info(jobs)", -1, &info, nullptr) !=
@@ -366,6 +418,7 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
     return db->Error("PRAGMA synchronous = NORMAL");
   }
   TC_RETURN_IF_ERROR(AddSummaryColumns(db->handle));
+  TC_ASSIGN_OR_RETURN(db->cluster_id, LoadOrMakeClusterId(db->handle));
   if (sqlite3_prepare_v2(db->handle,
                          "INSERT OR REPLACE INTO jobs (id, record, retired, state, "
                          "user, sweep_id, request_id, placement_seq) "
@@ -394,6 +447,8 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
   }
   return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(std::move(db)));
 }
+
+absl::StatusOr<std::string> SqliteStateStore::ClusterId() { return db_->cluster_id; }
 
 SqliteStateStore::SqliteStateStore(std::unique_ptr<Db> db)
     : db_(std::move(db)), committer_([this] { CommitLoop(); }) {}

@@ -154,7 +154,18 @@ class StateStore {
   // UNIMPLEMENTED.
   virtual absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
       int64_t job_id, const std::string& key);
+
+  // The cluster's id (RegisterAck.cluster_id): made (NewClusterId()) and
+  // stored the first time it is asked of a new store, the same on every later
+  // call and after reopening the same store; a new store has another. Agents
+  // namespace their task files by it, so job ids restarting at 1 in a new
+  // cluster never reach an older cluster's logs.
+  // Errors: UNAVAILABLE when it cannot be read or stored.
+  virtual absl::StatusOr<std::string> ClusterId() = 0;
 };
+
+// A fresh cluster id: 128 random bits as 32 lower-case hex digits.
+std::string NewClusterId();
 
 // Keeps state in memory; for tests. `SetFailing(true)` makes every write
 // return UNAVAILABLE (failure injection).
@@ -170,10 +181,14 @@ class MemoryStateStore : public StateStore {
   absl::StatusOr<std::vector<v1::Job>> ReadJobs(
       const std::vector<int64_t>& ids) override;
   void SetFailing(bool failing);
+  // Made at the first call; the same for the store's life. Errors:
+  // UNAVAILABLE while failing.
+  absl::StatusOr<std::string> ClusterId() override;
 
  private:
   absl::Mutex mu_;
   bool failing_ ABSL_GUARDED_BY(mu_) = false;
+  std::string cluster_id_ ABSL_GUARDED_BY(mu_);
   // job id -> key -> points in append order.
   absl::btree_map<int64_t, absl::btree_map<std::string, std::vector<v1::MetricPoint>>>
       metrics_ ABSL_GUARDED_BY(mu_);
@@ -250,6 +265,9 @@ class SqliteStateStore : public StateStore {
   absl::StatusOr<StoredState> LoadSummarized() override;
   absl::StatusOr<std::vector<v1::Job>> ReadJobs(
       const std::vector<int64_t>& ids) override;
+  // Kept in the `meta` table (key 'cluster_id'), made by Open() when the
+  // file has none. No errors after a successful Open().
+  absl::StatusOr<std::string> ClusterId() override;
 
  private:
   struct Db;

@@ -80,6 +80,18 @@ v1::Job MakeJob(int64_t id, v1::JobState state) {
   return job;
 }
 
+// One id per cluster: the same on every call and after reopening the store
+// (a coordinator restart), 32 hex digits.
+TEST_P(StateStoreConformanceTest, ClusterId_StableAcrossReopen) {
+  auto first = Open()->ClusterId();
+  ASSERT_THAT(first, ::trainctl::testing::IsOk());
+  EXPECT_EQ(first->size(), 32u);
+  EXPECT_EQ(first->find_first_not_of("0123456789abcdef"), std::string::npos);
+  auto again = Open()->ClusterId();
+  ASSERT_THAT(again, ::trainctl::testing::IsOk());
+  EXPECT_EQ(*again, *first);
+}
+
 TEST_P(StateStoreConformanceTest, PutJob_ThenReopen_LoadsSameJobsInIdOrder) {
   StateStore* store = Open();
   TC_ASSERT_OK(store->PutJob(MakeJob(2, v1::JOB_STATE_PENDING)));

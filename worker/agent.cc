@@ -13,7 +13,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -60,7 +62,12 @@ Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launc
     : config_(std::move(config)),
       inventory_(inventory),
       launcher_(launcher),
-      proc_sampler_(config_.proc_root) {}
+      proc_sampler_(config_.proc_root),
+      instance_id_([] {
+        absl::BitGen gen;
+        return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                               absl::Uniform<uint64_t>(gen));
+      }()) {}
 
 absl::Status Agent::Validate() {
   TC_ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, inventory_->ListGpus());
@@ -90,6 +97,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   node->set_torch_store(config_.torch_store != nullptr);
   node->set_agent_version("0.1.0");
   reg.set_fences(config_.fences);
+  reg.set_agent_instance_id(instance_id_);
   for (const GpuInfo& g : gpus) {
     if (!offered.empty() && !offered.contains(g.index)) continue;
     v1::Gpu* gpu = node->add_gpus();
@@ -195,7 +203,11 @@ std::string Agent::OutOfMemoryLine(const v1::TaskRef& ref) const {
   return "";
 }
 
-void Agent::Connected(Outbox outbox) {
+void Agent::Connected(Outbox outbox, const std::string& cluster_id) {
+  {
+    absl::MutexLock lock(&cluster_mu_);
+    cluster_id_ = cluster_id;
+  }
   absl::MutexLock lock(&mu_);
   outbox_ = std::move(outbox);
   connected_ = true;
@@ -243,6 +255,12 @@ int Agent::RunningTasks() const {
   }));
 }
 
+std::string Agent::ClusterDir() const {
+  absl::MutexLock lock(&cluster_mu_);
+  if (cluster_id_.empty()) return config_.log_dir;
+  return absl::StrCat(config_.log_dir, "/cluster-", cluster_id_);
+}
+
 std::string Agent::LogPath(const v1::TaskRef& ref) const {
   // One file per task, no directory per job or attempt: on ext4 a new
   // directory costs several times a new file (55 vs 17 us of CPU each;
@@ -250,26 +268,16 @@ std::string Agent::LogPath(const v1::TaskRef& ref) const {
   const int64_t job = ref.job_id();
   const int64_t shard = job / kJobsPerLogShard * kJobsPerLogShard;
   if (ref.attempt() > kPreflightAttemptBase) {
-    return absl::StrCat(config_.log_dir, "/jobs-", shard, "/job-", job, ".preflight-",
+    return absl::StrCat(ClusterDir(), "/jobs-", shard, "/job-", job, ".preflight-",
                         ref.attempt() - kPreflightAttemptBase, ".rank-", ref.rank(),
                         ".log");
   }
-  return absl::StrCat(config_.log_dir, "/jobs-", shard, "/job-", job, ".attempt-",
+  return absl::StrCat(ClusterDir(), "/jobs-", shard, "/job-", job, ".attempt-",
                       ref.attempt(), ".rank-", ref.rank(), ".log");
 }
 
-std::string Agent::LegacyLogPath(const v1::TaskRef& ref) const {
-  if (ref.attempt() > kPreflightAttemptBase) {
-    return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/preflight-",
-                        ref.attempt() - kPreflightAttemptBase, "/rank-", ref.rank(),
-                        ".log");
-  }
-  return absl::StrCat(config_.log_dir, "/job-", ref.job_id(), "/attempt-",
-                      ref.attempt(), "/rank-", ref.rank(), ".log");
-}
-
 std::string Agent::DefaultWorkdir(const v1::TaskRef& ref) const {
-  return absl::StrCat(config_.log_dir, "/work/job-", ref.job_id(), "/attempt-",
+  return absl::StrCat(ClusterDir(), "/work/job-", ref.job_id(), "/attempt-",
                       ref.attempt());
 }
 
@@ -359,6 +367,10 @@ LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
     spec.workdir = DefaultWorkdir(ref);
     std::error_code ec;
     std::filesystem::create_directories(spec.workdir, ec);
+    // Private to the task's account; the owner-only rule of logs and work
+    // dirs.
+    std::filesystem::permissions(spec.workdir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
   }
   // The job's checkpoint directory (coordinator --checkpoint-root, on a file
   // system shared by the nodes): created here so the task can write into it
@@ -520,15 +532,8 @@ v1::AgentMessage Agent::ReadLog(const v1::ReadLog& read) const {
   v1::AgentMessage reply;
   v1::LogChunk* chunk = reply.mutable_log_chunk();
   chunk->set_request_id(read.request_id());
-  std::string path = LogPath(read.task());
+  const std::string path = LogPath(read.task());
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    // A task started by an agent from before the flat layout.
-    const std::string legacy = LegacyLogPath(read.task());
-    in.clear();
-    in.open(legacy, std::ios::binary);
-    if (in) path = legacy;
-  }
   if (!in) {
     chunk->set_error(absl::StrCat("no log at ", path, " on ", config_.node_name));
     return reply;

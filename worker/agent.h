@@ -40,7 +40,7 @@ struct AgentConfig {
   std::string address = "127.0.0.1";
   // GPU indices this agent offers; empty means all of the host's.
   std::vector<int> offered_gpus;
-  // Task logs go to <log_dir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log
+  // Task logs go to <log_dir>/cluster-<id>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log
   // (LogPath()); tasks of jobs without a workdir run in
   // <log_dir>/work/job-<id>/attempt-<n>/.
   std::string log_dir;
@@ -105,8 +105,15 @@ class Agent {
   absl::StatusOr<v1::Heartbeat> Heartbeat();
 
   // Attaches the outbox of a newly registered stream and sends the queued
-  // reports through it.
-  void Connected(Outbox outbox);
+  // reports through it. `cluster_id` is the coordinator's
+  // (RegisterAck.cluster_id): task logs and default work dirs of tasks
+  // started from now on go under <log_dir>/cluster-<cluster_id>/ (directly
+  // under <log_dir> when it is empty, from a coordinator that sends none).
+  void Connected(Outbox outbox, const std::string& cluster_id = "");
+
+  // This agent process's RegisterNode.agent_instance_id: 128 random bits in
+  // hex, made at construction.
+  const std::string& instance_id() const { return instance_id_; }
   // The stream ended: reports queue until the next Connected().
   void Disconnected();
 
@@ -127,21 +134,21 @@ class Agent {
   // Tasks whose process runs now.
   int RunningTasks() const;
 
-  // Log file of a task (also for tasks already forgotten), one flat file
-  // per task, grouped by 1,000 job ids (k = id rounded down to a multiple of
-  // 1,000): <log_dir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log, and for a
-  // pre-flight probe (TaskRef.attempt = kPreflightAttemptBase + run)
-  // <log_dir>/jobs-<k>/job-<id>.preflight-<run>.rank-<r>.log. Why flat: on
-  // ext4 creating a directory costs several times creating a file, and the
-  // earlier layout (<log_dir>/job-<id>/attempt-<n>/rank-<r>.log, two new
-  // directories per job) was most of the agent's CPU per short task
-  // (70-85 %; bench/README.md). ReadLog still finds logs of that layout.
+  // Log file of a task (also for tasks already forgotten) in the current
+  // cluster (Connected()'s cluster id, C below), one flat file per task,
+  // grouped by 1,000 job ids (k = id rounded down to a multiple of 1,000):
+  // <log_dir>/cluster-C/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log, and for
+  // a pre-flight probe (TaskRef.attempt = kPreflightAttemptBase + run)
+  // .../job-<id>.preflight-<run>.rank-<r>.log. Per cluster because job ids
+  // start again at 1 in a new cluster: without it a new cluster's job 1
+  // would append to, and `trainctl logs` would show, an older cluster's
+  // job 1. Why flat: on ext4 creating a directory costs several times
+  // creating a file, and a layout with two new directories per job was
+  // most of the agent's CPU per short task (70-85 %; bench/README.md).
+  // The file is created with mode 0600.
   std::string LogPath(const v1::TaskRef& ref) const;
-  // The layout before LogPath()'s: <log_dir>/job-<id>/attempt-<n>/rank-<r>.log
-  // (pre-flight: preflight-<run>/).
-  std::string LegacyLogPath(const v1::TaskRef& ref) const;
-  // Working directory of a task whose StartTask has none (created at start):
-  // <log_dir>/work/job-<id>/attempt-<n>.
+  // Working directory of a task whose StartTask has none (created at start,
+  // mode 0700): <log_dir>/cluster-C/work/job-<id>/attempt-<n>.
   std::string DefaultWorkdir(const v1::TaskRef& ref) const;
 
   // The prefix of the result line a pre-flight probe prints (then the
@@ -194,10 +201,18 @@ class Agent {
   // empty when none does.
   std::string OutOfMemoryLine(const v1::TaskRef& ref) const;
 
+  // <log_dir>/cluster-<id> of the current cluster (<log_dir> when the
+  // coordinator sent no cluster id).
+  std::string ClusterDir() const ABSL_LOCKS_EXCLUDED(cluster_mu_);
+
   const AgentConfig config_;
   GpuInventory* const inventory_;
   ProcessLauncher* const launcher_;
   ProcessGroupSampler proc_sampler_;
+  const std::string instance_id_;
+  // Its own lock: LogPath() is called with and without mu_ held.
+  mutable absl::Mutex cluster_mu_;
+  std::string cluster_id_ ABSL_GUARDED_BY(cluster_mu_);
 
   mutable absl::Mutex mu_;
   absl::btree_map<Key, TaskEntry> tasks_ ABSL_GUARDED_BY(mu_);

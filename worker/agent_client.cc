@@ -100,9 +100,14 @@ void GrpcAgentSession::Run() {
   watchdog.join();
 }
 
-void GrpcAgentSession::Shutdown() {
-  shutdown_.Notify();
+absl::Status GrpcAgentSession::FatalError() const {
   absl::MutexLock lock(&mu_);
+  return fatal_;
+}
+
+void GrpcAgentSession::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
   if (current_ != nullptr) current_->TryCancel();
 }
 
@@ -136,6 +141,15 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
     // Finish returns its status; cancel only a stream it keeps open.
     if (read) ctx.TryCancel();
     grpc::Status s = stream->Finish();
+    if (s.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+      TC_LOG_ERROR("the coordinator at {} refused this agent: {}", address_,
+                   s.error_message());
+      absl::MutexLock lock(&mu_);
+      fatal_ = absl::AlreadyExistsError(s.error_message());
+      // Under mu_, as in Shutdown(): one Notify() whoever comes first.
+      if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
+      return;
+    }
     if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
         s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       TC_LOG_ERROR("cannot register with the coordinator at {}: refused: {}",
@@ -164,7 +178,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
     absl::MutexLock lock(&write_mu);
     stream->Write(msg);
   };
-  agent_->Connected(write);
+  agent_->Connected(write, ack.register_ack().cluster_id());
   if (!registered_.HasBeenNotified()) registered_.Notify();
 
   absl::Notification stream_done;

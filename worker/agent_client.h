@@ -54,6 +54,11 @@ class GrpcAgentSession {
   // Blocks until the first registration was acknowledged or `timeout`
   // passed; true if registered.
   bool WaitRegistered(absl::Duration timeout);
+  // Why Run() returned by itself: ALREADY_EXISTS when the coordinator
+  // refused the node name because another connected agent holds it (a
+  // second agent on the same host, or two hosts given one --node-name);
+  // retrying cannot help. OK otherwise.
+  absl::Status FatalError() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // One stream's life; returns when it ends.
@@ -66,8 +71,9 @@ class GrpcAgentSession {
   std::shared_ptr<grpc::Channel> channel_;
   absl::Notification shutdown_;
   absl::Notification registered_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   AgentLease lease_;
 };
 

@@ -385,20 +385,52 @@ TEST_F(AgentTest, LogPath_GroupsThousandJobIdsPerDirectory) {
   EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-0/job-999.preflight-1.rank-3.log");
 }
 
-TEST_F(AgentTest, Handle_ReadLog_FindsALogOfTheEarlierLayout) {
-  // Written by an agent from before the flat layout: still readable.
+TEST_F(AgentTest, LogPath_UnderTheClusterIdTheCoordinatorSent) {
   Make();
-  Connect();
-  std::filesystem::create_directories(log_dir_ + "/job-7/attempt-1");
-  std::ofstream(log_dir_ + "/job-7/attempt-1/rank-0.log") << "old layout\n";
+  agent_->Connected([this](const v1::AgentMessage& m) { sent_.push_back(m); },
+                    "c0ffee");
+  v1::TaskRef ref;
+  ref.set_job_id(1);
+  EXPECT_EQ(agent_->LogPath(ref),
+            log_dir_ + "/cluster-c0ffee/jobs-0/job-1.attempt-0.rank-0.log");
+}
+
+// A new cluster (a fresh state dir: job ids start at 1 again) on the same
+// host and log dir: its job 1 neither appends to nor shows the older
+// cluster's job 1 log, and the log is readable by its owner only.
+TEST_F(AgentTest, NewCluster_JobOneDoesNotSeeTheOldClustersLog) {
+  Make();
+  agent_->Connected([this](const v1::AgentMessage& m) { sent_.push_back(m); }, "old");
+  agent_->Handle(Start(1, 0));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const std::string old_log = launcher_.launched.begin()->second.log_path;
+  std::filesystem::create_directories(std::filesystem::path(old_log).parent_path());
+  std::ofstream(old_log) << "alice's secret\n";
+
+  Make();  // the agent restarted, now talking to a new cluster
+  sent_.clear();
+  agent_->Connected([this](const v1::AgentMessage& m) { sent_.push_back(m); }, "new");
+  v1::TaskRef ref;
+  ref.set_job_id(1);
+  EXPECT_NE(agent_->LogPath(ref), old_log);
   v1::CoordinatorMessage read;
   read.mutable_read_log()->set_request_id(6);
-  read.mutable_read_log()->mutable_task()->set_job_id(7);
-  read.mutable_read_log()->mutable_task()->set_attempt(1);
+  read.mutable_read_log()->mutable_task()->set_job_id(1);
   read.mutable_read_log()->set_max_bytes(100);
   agent_->Handle(read);
   ASSERT_THAT(sent_, SizeIs(1));
-  EXPECT_EQ(sent_[0].log_chunk().data(), "old layout\n");
+  EXPECT_EQ(sent_[0].log_chunk().data(), "");
+  EXPECT_THAT(sent_[0].log_chunk().error(), HasSubstr("no log at"));
+}
+
+TEST_F(AgentTest, Registration_CarriesAStableInstanceId) {
+  Make();
+  auto reg = agent_->Registration();
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->agent_instance_id().size(), 32u);
+  EXPECT_EQ(agent_->Registration()->agent_instance_id(), reg->agent_instance_id());
+  Make();
+  EXPECT_NE(agent_->Registration()->agent_instance_id(), reg->agent_instance_id());
 }
 
 }  // namespace

@@ -316,7 +316,12 @@ int main(int argc, char** argv) {
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  std::thread session_thread([&] { session.Run(); });
+  std::thread session_thread([&] {
+    session.Run();
+    // Run() returns by itself only when the coordinator refused this agent
+    // for good (FatalError()): the agent exits.
+    OnSignal(0);
+  });
   TC_LOG_INFO("node {} ({}) connecting to {}; task logs in {}", config.node_name,
               config.address, coordinator, config.log_dir);
   g_shutdown.WaitForNotification();
@@ -326,5 +331,8 @@ int main(int argc, char** argv) {
   // Kills what still runs; its exit callbacks reach the agent, so the
   // launcher goes before the agent.
   launcher.reset();
+  if (absl::Status fatal = session.FatalError(); !fatal.ok()) {
+    return Fail(std::string(fatal.message()));
+  }
   return 0;
 }

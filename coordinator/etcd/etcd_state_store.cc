@@ -52,6 +52,31 @@ absl::Status EtcdStateStore::Put(const std::string& key, const std::string& valu
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> EtcdStateStore::ClusterId() {
+  const std::string key = absl::StrCat(prefix_, "meta/cluster_id");
+  grpc::ClientContext ctx;
+  SetEtcdDeadline(&ctx);
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* absent = txn.add_compare();
+  absent->set_result(etcdserverpb::Compare::EQUAL);
+  absent->set_target(etcdserverpb::Compare::CREATE);
+  absent->set_key(key);
+  absent->set_create_revision(0);
+  const std::string fresh = NewClusterId();
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(fresh);
+  txn.add_failure()->mutable_request_range()->set_key(key);
+  etcdserverpb::TxnResponse resp;
+  grpc::Status s = conn_->kv->Txn(&ctx, txn, &resp);
+  if (!s.ok()) return EtcdError(s, absl::StrCat("read or create ", key));
+  if (resp.succeeded()) return fresh;
+  if (resp.responses_size() != 1 || resp.responses(0).response_range().kvs_size() != 1) {
+    return absl::UnavailableError(absl::StrCat("etcd: ", key, " vanished while read"));
+  }
+  return resp.responses(0).response_range().kvs(0).value();
+}
+
 absl::Status EtcdStateStore::PutJob(const v1::Job& job) {
   if (job.id() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("job id must be > 0, got ", job.id()));

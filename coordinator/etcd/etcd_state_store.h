@@ -75,6 +75,12 @@ class EtcdStateStore : public StateStore {
   absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
       int64_t job_id, const std::string& key) override;
 
+  // `<prefix>meta/cluster_id`, created by the first coordinator that asks
+  // (one transaction: create if absent, else read), so every coordinator of
+  // an HA group sends the same id. Errors: UNAVAILABLE when etcd does not
+  // answer.
+  absl::StatusOr<std::string> ClusterId() override;
+
  private:
   absl::Status Put(const std::string& key, const std::string& value);
   // Calls `on_value(value)` for every key under `prefix`, at `revision`

@@ -40,8 +40,8 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr size_t kMaxSamples = 20;
 
 // Known bugs, each fixed and now a FixedIssue_* regression test in
-// request_fuzz_test.cc; the fuzzer still classifies them, so one that comes
-// back ends its episode counted apart (tests/fuzz/README.md).
+// request_fuzz_test.cc; the fuzzer still recognises them, and one that comes
+// back is a violation named after it (tests/fuzz/README.md).
 //
 // Known bug, shrunk inventory: a node that re-registers with less memory on
 // a GPU keeps the reservations of the tasks it reports running there, which
@@ -619,14 +619,13 @@ class Episode {
     }
   }
 
-  // A known core bug (tests/fuzz/README.md): ends the episode like a
-  // violation, counted apart.
+  // A fixed core bug seen again (tests/fuzz/README.md): a violation like
+  // any other, named after the bug; also counted by name.
   void KnownIssue(const char* name) {
-    Trace(absl::StrCat("KNOWN ISSUE ", name));
-    broken_ = true;
     ++stats_.known_issues[name];
     stats_.known_issue_first.emplace(
         name, absl::StrCat("episode seed ", seed_, " step ", step_, " (", op_, ")"));
+    Violation(absl::StrCat("fixed bug is back: ", name));
   }
 
   bool Restart() {
@@ -814,13 +813,28 @@ class Episode {
         *reg.add_running_tasks() = r_.Pick(starts_).start.task();
       }
     }
-    FakeConnection* conn = NewConn(reg.node().name());
+    // The agent's instance id: mostly the holder's (the same agent
+    // reconnecting), sometimes a new one (a second agent under the name).
+    const std::string node_name = reg.node().name();
+    auto holder = instance_.find(node_name);
+    if (r_.P(0.9)) {
+      reg.set_agent_instance_id(holder != instance_.end() && r_.P(0.7)
+                                    ? holder->second
+                                    : absl::StrCat("agent-", r_.Range(0, 1 << 30)));
+    }
+    const bool held_by_other =
+        current_.count(node_name) > 0 &&
+        (holder == instance_.end() || holder->second != reg.agent_instance_id() ||
+         reg.agent_instance_id().empty());
+    FakeConnection* conn = NewConn(node_name);
     Trace(reg);
     absl::Status s = core_->RegisterAgent(reg, conn);
     Trace(s.ToString());
     if (!s.ok()) {
+      // ALREADY_EXISTS only for a name another connected agent holds.
       if (s.code() != absl::StatusCode::kInvalidArgument &&
-          !(s.code() == absl::StatusCode::kUnavailable && store_failing_)) {
+          !(s.code() == absl::StatusCode::kUnavailable && store_failing_) &&
+          !(s.code() == absl::StatusCode::kAlreadyExists && held_by_other)) {
         Violation(absl::StrCat("RegisterAgent: ", s.ToString()));
       }
       if (!conn->sent.empty()) Violation("RegisterAgent failed but sent on the stream");
@@ -833,6 +847,7 @@ class Episode {
       Violation("RegisterAgent: first message is not a RegisterAck");
     }
     current_[reg.node().name()] = conn;
+    instance_[reg.node().name()] = reg.agent_instance_id();
     TrackInventory(reg, kKnownShrunkInventory);
   }
 
@@ -940,13 +955,24 @@ class Episode {
   void Cancel() {
     Count("CancelJob");
     const int64_t id = JobId();
+    auto before = core_->GetJob(id);
     auto job = core_->CancelJob(id);
     Trace(absl::StrCat("job ", id, " -> ", job.ok() ? v1::JobState_Name(job->state()) : job.status().ToString()));
     if (!job.ok()) {
-      if (job.status().code() != absl::StatusCode::kNotFound) {
+      // NOT_FOUND for an unknown job; FAILED_PRECONDITION exactly for one
+      // that had already ended.
+      const bool ended = before.ok() && IsFinalState(before->state());
+      if (job.status().code() == absl::StatusCode::kFailedPrecondition && !ended) {
+        Violation(absl::StrCat("CancelJob(", id, ") refused a job that had not ended: ",
+                               job.status().ToString()));
+      } else if (job.status().code() != absl::StatusCode::kNotFound &&
+                 job.status().code() != absl::StatusCode::kFailedPrecondition) {
         Violation(absl::StrCat("CancelJob: ", job.status().ToString()));
       }
       return;
+    }
+    if (before.ok() && IsFinalState(before->state())) {
+      Violation(absl::StrCat("CancelJob(", id, ") of an ended job returned OK"));
     }
     if (!IsFinalState(job->state())) {
       Violation(absl::StrCat("CancelJob(", id, ") left state ", job->state()));
@@ -1098,6 +1124,10 @@ class Episode {
   void StatsOp() {
     Count("Stats");
     coord::CoordinatorStats st = core_->Stats();
+    if (st.illegal_transitions != 0) {
+      Violation(absl::StrCat(st.illegal_transitions,
+                             " illegal state transitions (see the error log)"));
+    }
     const auto jobs = core_->ListJobs({}, std::numeric_limits<int>::max());
     std::array<int64_t, v1::JobState_ARRAYSIZE> want{};
     for (const auto& j : jobs) {
@@ -1280,6 +1310,9 @@ class Episode {
   std::deque<std::unique_ptr<FakeConnection>> conns_;
   std::unique_ptr<coord::Coordinator> core_;
   std::map<std::string, FakeConnection*> current_;
+  // Node name -> RegisterNode.agent_instance_id of its last accepted
+  // registration.
+  std::map<std::string, std::string> instance_;
   std::vector<SeenStart> starts_;
   std::vector<SeenStop> stops_;
   std::vector<SeenRead> reads_;

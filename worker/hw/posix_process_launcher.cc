@@ -88,8 +88,11 @@ absl::StatusOr<int> OpenLog(const std::string& log_path) {
     return fd;
   }
   constexpr int kFlags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC;
+  // Owner-only: a task's output may hold secrets; the agent serves it to
+  // the job's owner through `trainctl logs`.
+  constexpr mode_t kLogMode = 0600;
   // Usually the directory is there (one per 1,000 jobs): one open, no stat.
-  int fd = open(log_path.c_str(), kFlags, 0644);
+  int fd = open(log_path.c_str(), kFlags, kLogMode);
   const fs::path parent = fs::path(log_path).parent_path();
   if (fd < 0 && errno == ENOENT && !parent.empty()) {
     std::error_code ec;
@@ -99,7 +102,7 @@ absl::StatusOr<int> OpenLog(const std::string& log_path) {
           "cannot create the log directory %s: %s", parent.string(),
           ec.message()));
     }
-    fd = open(log_path.c_str(), kFlags, 0644);
+    fd = open(log_path.c_str(), kFlags, kLogMode);
   }
   if (fd < 0) {
     return absl::InternalError(absl::StrFormat("cannot open the log file %s: %s",

@@ -136,6 +136,9 @@ TEST_F(PosixProcessLauncherTest, Launch_StdoutAndStderr_LandInLogFile) {
   EXPECT_EQ(exit.info.signal, 0);
   // The log's parent directories were created.
   EXPECT_EQ(ReadFile(spec.log_path), "hi\nerr\n");
+  // A task's output may hold secrets: owner-only, whatever the umask.
+  EXPECT_EQ(fs::status(spec.log_path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
 }
 
 TEST_F(PosixProcessLauncherTest, Launch_ExistingLog_IsAppendedTo) {
