@@ -1,0 +1,453 @@
+// Coordinator: agents and nodes: registration (identity, reconciliation of
+// what an agent runs), task status reports, node loss, the node view.
+// Declared in coordinator.h.
+
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "coordinator/coordinator_internal.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/launch_env.h"
+
+namespace trainctl::coord {
+
+absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
+                                       AgentConnection* conn) {
+  const v1::Node& n = reg.node();
+  if (n.name().empty() || n.name().size() > kMaxNodeNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node.name: must be 1 to ", kMaxNodeNameBytes, " bytes"));
+  }
+  if (n.gpus_size() > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node.gpus: at most ", kMaxGpusPerNode, " GPUs"));
+  }
+  absl::flat_hash_set<int> indices;
+  for (const v1::Gpu& g : n.gpus()) {
+    if (!indices.insert(g.index()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node.gpus: GPU index ", g.index(), " appears twice"));
+    }
+    if (g.memory_total_bytes() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node.gpus[", g.index(), "].memory_total_bytes: must be > 0"));
+    }
+  }
+  if (n.port_min() <= 0 || n.port_max() > 65535 || n.port_min() > n.port_max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node.port_min/port_max: need 0 < min <= max <= 65535, got ",
+        n.port_min(), "-", n.port_max()));
+  }
+  Deferred deferred;
+  bool await_pass = false;
+  {
+    EventLock lock(this);
+    TC_RETURN_IF_ERROR(CheckNodeNameFreeLocked(reg, conn));
+    // Stored first: a registration that cannot be stored changes nothing.
+    v1::Node updated = n;
+    auto prior = nodes_.find(n.name());
+    updated.set_state(prior == nodes_.end() ? v1::NODE_STATE_UNSPECIFIED
+                                            : prior->second.node.state());
+    if (absl::Status s = TransitionNode(updated, v1::NODE_STATE_READY); !s.ok()) {
+      ReportIllegalTransitionLocked(s);
+      return s;
+    }
+    // Queued, not waited for: a node record lost to a crash only means the
+    // agent registers again (it would anyway, after a restart).
+    absl::StatusOr<WriteTicket> stored = store_->EnqueuePutNode(updated);
+    if (stored.ok()) last_ticket_ = std::max(last_ticket_, *stored);
+    if (!stored.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("could not store node ", n.name(), ": ",
+                       stored.status().message()));
+    }
+    NodeEntry& e = nodes_[n.name()];
+    if (e.conn != nullptr && e.conn != conn) {
+      // CheckNodeNameFreeLocked let it through: the same agent instance
+      // reconnecting, or a holder silent past its heartbeats.
+      e.conn->Close(absl::AlreadyExistsError(
+          "this agent's node registered again on a newer stream"));
+    }
+    e.instance_id = reg.agent_instance_id();
+    const bool was_lost = e.node.state() == v1::NODE_STATE_LOST;
+    e.node = std::move(updated);
+    e.conn = conn;
+    e.fences = reg.fences();
+    e.last_heartbeat = clock_->Now();
+    if (e.next_port < n.port_min() || e.next_port > n.port_max()) {
+      e.next_port = n.port_min();
+    }
+    TC_LOG_INFO("node {} registered ({} GPUs, {} running tasks{})", n.name(),
+                n.gpus_size(), reg.running_tasks_size(),
+                was_lost ? ", was lost" : "");
+    // The ack goes first: the agent reads it before anything else.
+    v1::CoordinatorMessage ack;
+    ack.mutable_register_ack()->set_heartbeat_interval_ms(
+        absl::ToInt64Milliseconds(config_.heartbeat_interval));
+    ack.mutable_register_ack()->set_lease_ms(
+        absl::ToInt64Milliseconds(config_.node_timeout));
+    ack.mutable_register_ack()->set_cluster_id(cluster_id_);
+    conn->Send(ack);
+
+    // Reconcile what the agent runs with what we expect there.
+    absl::flat_hash_set<std::tuple<int64_t, int, int>> reported;
+    for (const v1::TaskRef& ref : reg.running_tasks()) {
+      reported.insert({ref.job_id(), ref.attempt(), ref.rank()});
+      auto jt = jobs_.find(ref.job_id());
+      v1::Task* task = nullptr;
+      if (jt != jobs_.end() && TaskAttemptOf(jt->second) == ref.attempt()) {
+        for (v1::Task& t : *jt->second.mutable_tasks()) {
+          if (t.rank() == ref.rank() && t.node() == n.name() && IsLive(t.state())) {
+            task = &t;
+          }
+        }
+      }
+      if (task != nullptr && task->state() != v1::TASK_STATE_STOPPING) {
+        if (task->state() == v1::TASK_STATE_STARTING) {
+          TaskToLocked(jt->second, *task, v1::TASK_STATE_RUNNING);
+          task->set_pid(ref.pid());
+        }
+        continue;
+      }
+      // Unknown, finished, stopping or of an old attempt: stop it.
+      v1::CoordinatorMessage msg;
+      *msg.mutable_stop_task()->mutable_task() = ref;
+      msg.mutable_stop_task()->set_grace_ms(
+          absl::ToInt64Milliseconds(config_.stop_grace));
+      conn->Send(msg);
+    }
+    // Exits the agent sent that we may have died before storing: apply them
+    // (HandleTaskStatusLocked ignores tasks no longer live) before anything
+    // not reported is taken for lost.
+    for (const v1::TaskStatus& st : reg.finished_tasks()) {
+      const v1::TaskRef& r = st.task();
+      if (reported.contains({r.job_id(), r.attempt(), r.rank()})) continue;
+      if (st.state() == v1::TASK_STATE_EXITED ||
+          st.state() == v1::TASK_STATE_START_FAILED) {
+        HandleTaskStatusLocked(n.name(), st, deferred);
+      }
+    }
+    draining_.erase(
+        std::remove_if(draining_.begin(), draining_.end(),
+                       [&](const DrainingTask& d) {
+                         return d.task.node() == n.name() &&
+                                !reported.contains({d.job_id, d.attempt, d.task.rank()});
+                       }),
+        draining_.end());
+    for (int64_t id : ActiveIdsLocked()) {
+      v1::Job& job = jobs_.at(id);
+      bool changed = false;
+      for (v1::Task& t : *job.mutable_tasks()) {
+        if (t.node() != n.name() || !IsLive(t.state()) ||
+            reported.contains({job.id(), TaskAttemptOf(job), t.rank()})) {
+          continue;
+        }
+        TaskToLocked(job, t, v1::TASK_STATE_LOST);
+        t.set_message(absl::StrCat("was not running when the agent on ", n.name(),
+                                   " (re)registered"));
+        t.set_end_time_ms(ToUnixMs(clock_->Now()));
+        changed = true;
+      }
+      if (changed) {
+        OnTaskEndedLocked(job, deferred);
+        PersistLocked(job);
+      }
+    }
+    StopTasksThatNoLongerFitLocked(e, deferred);
+    await_pass = RequestScheduleLocked(deferred);
+  }
+  RunDeferred(deferred);
+  if (await_pass) AwaitSchedulePass();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
+                                                  AgentConnection* conn) const {
+  auto it = nodes_.find(reg.node().name());
+  if (it == nodes_.end()) return absl::OkStatus();
+  const NodeEntry& holder = it->second;
+  if (holder.conn == nullptr || holder.conn == conn) return absl::OkStatus();
+  if (!reg.agent_instance_id().empty() &&
+      reg.agent_instance_id() == holder.instance_id) {
+    return absl::OkStatus();
+  }
+  const absl::Duration silent = clock_->Now() - holder.last_heartbeat;
+  if (silent > kHolderSilentHeartbeats * config_.heartbeat_interval) {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(absl::StrCat(
+      "node name ", reg.node().name(), " is held by the connected agent at ",
+      holder.node.address(), " (last heartbeat ",
+      absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
+      " ago): start this agent with another --node-name, or stop that one first"));
+}
+
+void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferred) {
+  const std::string& name = e.node.name();
+  absl::flat_hash_map<int, int64_t> capacity;
+  for (const v1::Gpu& g : e.node.gpus()) capacity[g.index()] = g.memory_total_bytes();
+  absl::flat_hash_map<int, int64_t> reserved;
+  auto add = [&](const v1::Task& t) {
+    for (int gpu : OwnedGpus(t)) reserved[gpu] += t.reserved_bytes_per_gpu();
+  };
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    for (const v1::Task& t : job.tasks()) {
+      if (t.node() == name && HoldsGpus(job, t)) add(t);
+    }
+  }
+  for (const DrainingTask& d : draining_) {
+    if (d.task.node() == name) add(d.task);
+  }
+  absl::flat_hash_set<int> bad;
+  for (const auto& [gpu, bytes] : reserved) {
+    auto it = capacity.find(gpu);
+    if (it == capacity.end() || bytes > it->second) bad.insert(gpu);
+  }
+  if (bad.empty()) return;
+  auto on_bad_gpu = [&](const v1::Task& t) {
+    for (int gpu : OwnedGpus(t)) {
+      if (bad.contains(gpu)) return true;
+    }
+    return false;
+  };
+  auto stop = [&](int64_t job_id, int attempt, const v1::Task& t) {
+    v1::CoordinatorMessage msg;
+    v1::TaskRef* ref = msg.mutable_stop_task()->mutable_task();
+    ref->set_job_id(job_id);
+    ref->set_attempt(attempt);
+    ref->set_rank(t.rank());
+    ref->set_pid(t.pid());
+    msg.mutable_stop_task()->set_grace_ms(absl::ToInt64Milliseconds(config_.stop_grace));
+    SendLocked(name, msg);
+  };
+  draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
+                                 [&](const DrainingTask& d) {
+                                   if (d.task.node() != name || !on_bad_gpu(d.task)) {
+                                     return false;
+                                   }
+                                   stop(d.job_id, d.attempt, d.task);
+                                   return true;
+                                 }),
+                  draining_.end());
+  for (int64_t id : ActiveIdsLocked()) {
+    v1::Job& job = jobs_.at(id);
+    bool changed = false;
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (t.node() != name || !IsLive(t.state()) || !on_bad_gpu(t)) continue;
+      stop(job.id(), TaskAttemptOf(job), t);
+      TaskToLocked(job, t, v1::TASK_STATE_LOST);
+      t.set_message(absl::StrCat("no longer fits its GPU: node ", name,
+                                 " re-registered with a GPU missing or smaller"));
+      t.set_end_time_ms(ToUnixMs(clock_->Now()));
+      changed = true;
+    }
+    if (changed) {
+      OnTaskEndedLocked(job, deferred);
+      PersistLocked(job);
+    }
+  }
+}
+
+void Coordinator::AgentDisconnected(const std::string& node, AgentConnection* conn) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.conn != conn) return;
+  it->second.conn = nullptr;
+  TC_LOG_WARN("node {}: agent stream ended; lost in {} unless it reconnects", node,
+              absl::FormatDuration(config_.node_timeout));
+}
+
+void Coordinator::HandleTaskStatusLocked(const std::string& node,
+                                         const v1::TaskStatus& st,
+                                         Deferred& deferred) {
+  const v1::TaskRef& ref = st.task();
+  const bool ended = st.state() == v1::TASK_STATE_EXITED ||
+                     st.state() == v1::TASK_STATE_START_FAILED;
+  auto jt = jobs_.find(ref.job_id());
+  if (jt == jobs_.end() || TaskAttemptOf(jt->second) != ref.attempt()) {
+    // A task of an earlier attempt: it frees its GPUs when it ends.
+    if (ended) {
+      draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
+                                     [&](const DrainingTask& d) {
+                                       // Only the node running the task
+                                       // may report it ended.
+                                       return d.job_id == ref.job_id() &&
+                                              d.attempt == ref.attempt() &&
+                                              d.task.rank() == ref.rank() &&
+                                              d.task.node() == node;
+                                     }),
+                      draining_.end());
+    }
+    return;
+  }
+  v1::Job& job = jt->second;
+  v1::Task* task = nullptr;
+  for (v1::Task& t : *job.mutable_tasks()) {
+    if (t.rank() == ref.rank() && t.node() == node) task = &t;
+  }
+  if (task == nullptr || !IsLive(task->state())) return;
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  if (!st.log_path().empty()) task->set_log_path(st.log_path());
+  if (st.task().pid() != 0) task->set_pid(st.task().pid());
+  if (st.state() == v1::TASK_STATE_RUNNING) {
+    if (task->state() == v1::TASK_STATE_STARTING) {
+      TaskToLocked(job, *task, v1::TASK_STATE_RUNNING);
+      task->set_start_time_ms(now_ms);
+    }
+    if (job.state() == v1::JOB_STATE_SCHEDULED && !InPreflight(job) &&
+        std::all_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) {
+          return t.state() == v1::TASK_STATE_RUNNING;
+        })) {
+      TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred);
+    }
+    PersistLocked(job);
+    return;
+  }
+  if (!ended) return;
+  if (!IsValidTaskEdge(task->state(), st.state())) {
+    // The agent's word, not the coordinator's state: refused, not a bug here.
+    TC_LOG_WARN("node {}: job {} rank {}: ignoring a report of {} for a task that is {}",
+                node, job.id(), task->rank(), v1::TaskState_Name(st.state()),
+                v1::TaskState_Name(task->state()));
+    return;
+  }
+  TaskToLocked(job, *task, st.state());
+  task->set_exit_code(st.exit_code());
+  task->set_signal(st.signal());
+  task->set_message(st.message());
+  task->set_end_time_ms(now_ms);
+  if (InPreflight(job) && st.has_preflight_result()) {
+    // The probe's result line (the agent read it from the probe's log).
+    const v1::PreflightProbeResult& res = st.preflight_result();
+    v1::PreflightRun* run = job.mutable_preflight()->mutable_runs(
+        job.preflight().runs_size() - 1);
+    for (v1::PreflightRank& r : *run->mutable_ranks()) {
+      if (r.rank() != task->rank()) continue;
+      r.set_comm_ready_ms(res.comm_ready_ms());
+      r.set_busbw_gbps(res.busbw_gbps());
+      r.set_intra_node_busbw_gbps(res.intra_node_busbw_gbps());
+      r.set_exit_code(st.exit_code());
+      if (res.timed_out()) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_TIMED_OUT);
+        r.set_detail(res.error());
+      } else if (!res.error().empty()) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_detail(res.error());
+      } else if (st.exit_code() != 0 || st.signal() != 0) {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
+        r.set_detail(ExitText(*task));
+      } else {
+        r.set_status(v1::PREFLIGHT_RANK_STATUS_OK);
+      }
+    }
+  }
+  OnTaskEndedLocked(job, deferred);
+  PersistLocked(job);
+}
+
+void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
+                                     Deferred& deferred) {
+  NodeToLocked(e, v1::NODE_STATE_LOST);
+  if (e.conn != nullptr) {
+    e.conn->Close(absl::UnavailableError(why));
+    e.conn = nullptr;
+  }
+  if (absl::StatusOr<WriteTicket> t = store_->EnqueuePutNode(e.node); t.ok()) {
+    last_ticket_ = std::max(last_ticket_, *t);
+  }
+  TC_LOG_WARN("node {} lost: {}", e.node.name(), why);
+  const std::string& name = e.node.name();
+  draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
+                                 [&](const DrainingTask& d) {
+                                   return d.task.node() == name;
+                                 }),
+                  draining_.end());
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  for (int64_t id : ActiveIdsLocked()) {
+    v1::Job& job = jobs_.at(id);
+    bool changed = false;
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (t.node() != name || !IsLive(t.state())) continue;
+      TaskToLocked(job, t, v1::TASK_STATE_LOST);
+      t.set_message(absl::StrCat("was lost with node ", name, " (", why, ")"));
+      t.set_end_time_ms(now_ms);
+      changed = true;
+    }
+    if (changed) {
+      OnTaskEndedLocked(job, deferred);
+      PersistLocked(job);
+    }
+  }
+}
+
+bool Coordinator::ExpireStaleNodesLocked(absl::Time now, Deferred& deferred) {
+  bool lost = false;
+  for (auto& [name, e] : nodes_) {
+    if (e.node.state() == v1::NODE_STATE_LOST) continue;
+    if (now - e.last_heartbeat > config_.node_timeout) {
+      lost = true;
+      MarkNodeLostLocked(
+          e,
+          absl::StrCat("no heartbeat for ",
+                       absl::FormatDuration(absl::Trunc(now - e.last_heartbeat,
+                                                        absl::Milliseconds(100)))),
+          deferred);
+    }
+  }
+  return lost;
+}
+
+std::vector<v1::NodeView> Coordinator::ListNodes() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::NodeView> out;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (const auto& [name, e] : nodes_) {
+    index[name] = out.size();
+    v1::NodeView& view = out.emplace_back();
+    *view.mutable_node() = e.node;
+    view.mutable_node()->set_last_heartbeat_ms(ToUnixMs(e.last_heartbeat));
+    for (int i = 0; i < e.node.gpus_size(); ++i) view.add_gpu_tasks();
+  }
+  auto add = [&](const v1::Job& job, const v1::Task& t) {
+    auto it = index.find(t.node());
+    if (it == index.end()) return;
+    v1::NodeView& view = out[it->second];
+    for (int gpu : OwnedGpus(t)) {
+      for (int i = 0; i < view.node().gpus_size(); ++i) {
+        if (view.node().gpus(i).index() != gpu) continue;
+        v1::GpuTaskRef* ref = view.mutable_gpu_tasks(i)->add_tasks();
+        ref->set_job_id(job.id());
+        ref->set_rank(t.rank());
+        ref->set_reserved_bytes(t.reserved_bytes_per_gpu());
+        ref->set_job_name(job.spec().name());
+      }
+    }
+  };
+  for (int64_t id : active_) {
+    const v1::Job& job = jobs_.at(id);
+    for (const v1::Task& t : job.tasks()) {
+      if (HoldsGpus(job, t)) add(job, t);
+    }
+  }
+  for (const DrainingTask& d : draining_) {
+    auto it = jobs_.find(d.job_id);
+    if (it != jobs_.end()) add(it->second, d.task);
+  }
+  return out;
+}
+
+}  // namespace trainctl::coord
