@@ -210,11 +210,10 @@ def env(tag):
     return d
 
 def trial_logs(tag):
-    # logs-TAG/jobs-K/job-ID.attempt-N.rank-0.log (agent.h LogPath; before:
-    # logs-TAG/job-ID/attempt-N/rank-0.log)
+    # logs-TAG/cluster-ID/jobs-K/job-ID.attempt-N.rank-0.log (agent.h LogPath)
     out = {}
-    paths = glob.glob(os.path.join(work, f"logs-{tag}", "jobs-*", "job-*.attempt-*.rank-0.log"))
-    paths += glob.glob(os.path.join(work, f"logs-{tag}", "job-*", "attempt-*", "rank-0.log"))
+    paths = glob.glob(os.path.join(work, f"logs-{tag}", "cluster-*", "jobs-*",
+                                   "job-*.attempt-*.rank-0.log"))
     for path in paths:
         lines = []
         for line in open(path, errors="replace"):

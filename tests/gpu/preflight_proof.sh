@@ -245,8 +245,7 @@ cleanup() {
   for f in "$WORK"/coordinator-*.log "$WORK"/agent-*.log "$WORK"/cli.log; do
     [[ -f "$f" ]] && append_file "$(basename "$f")" "$f"
   done
-  for f in "$WORK"/logs-*/jobs-*/job-*.preflight-*.rank-*.log \
-           "$WORK"/logs-*/job-*/preflight-*/rank-*.log; do
+  for f in "$WORK"/logs-*/cluster-*/jobs-*/job-*.preflight-*.rank-*.log; do
     [[ -f "$f" ]] && append_file "probe log" "$f"
   done
   [[ -n "$PY" ]] && summarize 2>>"$LOG" | tee -a "$LOG"
