@@ -99,7 +99,10 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       clock_(clock),
       scheduler_(config_.scheduler),
       rendezvous_(config_.rendezvous_fanout_threads),
-      packer_(config_.packer) {}
+      packer_(config_.packer) {
+  absl::MutexLock lock(&mu_);
+  AddJobEdgeListenersLocked();
+}
 
 Coordinator::~Coordinator() { WaitForWrites().IgnoreError(); }
 
@@ -505,8 +508,7 @@ bool Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
   }
   const v1::JobState from = job.state();
   const int64_t now_ms = ToUnixMs(clock_->Now());
-  if ((from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
-      to != v1::JOB_STATE_RUNNING && job.start_time_ms() > 0) {
+  if (LeavesAttempt(from, to) && job.start_time_ms() > 0) {
     // The attempt's GPU-time counts towards its LAS level.
     job.set_attained_gpu_ms(job.attained_gpu_ms() +
                             std::max<int64_t>(0, now_ms - job.start_time_ms()) *
@@ -516,16 +518,33 @@ bool Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
   ++jobs_by_state_[StateSlot(to)];
   job.set_state(to);
   job.set_reason(std::string(reason));
-  RecordAttemptLocked(job, from, to, now_ms);
   if (to == v1::JOB_STATE_RUNNING) job.set_start_time_ms(now_ms);
-  if ((from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
-      to != v1::JOB_STATE_RUNNING) {
-    rendezvous_.Close(job.id(), job.attempt(), reason);
-    rendezvous_opened_.erase({job.id(), job.attempt()});
-  }
-  if (to == v1::JOB_STATE_PENDING) {
+  if (IsFinal(to)) job.set_end_time_ms(now_ms);
+  const JobEdge edge{job, from, to, reason, now_ms, deferred};
+  for (const JobEdgeListener& listener : job_edge_listeners_) listener(edge);
+  TC_LOG_INFO("job {} {} -> {}{}{}", job.id(), v1::JobState_Name(from),
+              v1::JobState_Name(to), reason.empty() ? "" : ": ", std::string(reason));
+  return true;
+}
+
+void Coordinator::AddJobEdgeListenersLocked() {
+  // In this order: the attempt record reads the attempt's tasks before a new
+  // attempt clears them, and a new attempt drains live probes under the
+  // probe's key before the pre-flight listener resets it.
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    RecordAttemptLocked(e.job, e.from, e.to, e.now_ms);
+  });
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    // The attempt's rendezvous group closes with it.
+    if (!LeavesAttempt(e.from, e.to)) return;
+    rendezvous_.Close(e.job.id(), e.job.attempt(), e.reason);
+    rendezvous_opened_.erase({e.job.id(), e.job.attempt()});
+  });
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    if (e.to != v1::JOB_STATE_PENDING) return;
     // A new attempt: tasks of the old one that still run keep their GPUs
     // until their exit is reported.
+    v1::Job& job = e.job;
     for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) {
         draining_.push_back({job.id(), TaskAttemptOf(job), t, job.placement_seq()});
@@ -535,33 +554,32 @@ bool Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
     job.clear_attempt_token();
     job.set_attempt(job.attempt() + 1);
     job.set_start_time_ms(0);
-  }
-  if (job.preflight().probe_attempt() != 0 && from == v1::JOB_STATE_SCHEDULED &&
-      to != v1::JOB_STATE_SCHEDULED) {
+  });
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    if (e.job.preflight().probe_attempt() == 0 || e.from != v1::JOB_STATE_SCHEDULED ||
+        e.to == v1::JOB_STATE_SCHEDULED) {
+      return;
+    }
     // Leaving a pre-flight (requeued, failed, cancelled, preempted): its
     // rendezvous group goes, and a run without a verdict is ABORTED.
-    v1::JobPreflight* pf = job.mutable_preflight();
-    rendezvous_.Close(job.id(), pf->probe_attempt(), reason);
+    v1::JobPreflight* pf = e.job.mutable_preflight();
+    rendezvous_.Close(e.job.id(), pf->probe_attempt(), e.reason);
     if (pf->runs_size() > 0) {
       v1::PreflightRun* run = pf->mutable_runs(pf->runs_size() - 1);
       if (run->verdict() == v1::PREFLIGHT_VERDICT_RUNNING) {
         run->set_verdict(v1::PREFLIGHT_VERDICT_ABORTED);
-        run->set_reason(std::string(reason));
-        run->set_end_time_ms(now_ms);
+        run->set_reason(std::string(e.reason));
+        run->set_end_time_ms(e.now_ms);
       }
     }
     // A requeue moved the live probe tasks to draining_ under their key;
     // a final job keeps them (and the key, so their exits still match).
-    if (to == v1::JOB_STATE_PENDING) pf->set_probe_attempt(0);
-    preflight_deadline_.erase(job.id());
-  }
-  if (IsFinal(to)) {
-    job.set_end_time_ms(now_ms);
-    NotifyFinalLocked(job, deferred);
-  }
-  TC_LOG_INFO("job {} {} -> {}{}{}", job.id(), v1::JobState_Name(from),
-              v1::JobState_Name(to), reason.empty() ? "" : ": ", std::string(reason));
-  return true;
+    if (e.to == v1::JOB_STATE_PENDING) pf->set_probe_attempt(0);
+    preflight_deadline_.erase(e.job.id());
+  });
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    if (IsFinal(e.to)) NotifyFinalLocked(e.job, e.deferred);
+  });
 }
 
 void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {

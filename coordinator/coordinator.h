@@ -519,6 +519,23 @@ class Coordinator {
   // reported (ReportIllegalTransitionLocked); returns whether the job moved.
   bool TransitionLocked(v1::Job& job, v1::JobState to, absl::string_view reason,
                         Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One edge of a job's state machine, as its listeners see it: the job
+  // already in state `to` (reason, start and end times set).
+  struct JobEdge {
+    v1::Job& job;
+    v1::JobState from;
+    v1::JobState to;
+    absl::string_view reason;
+    // The coordinator's clock at the edge, Unix ms.
+    int64_t now_ms;
+    Deferred& deferred;
+  };
+  // An effect of job edges (attempt records, the rendezvous, a new attempt's
+  // draining tasks, the pre-flight, waiters); called under mu_ by
+  // TransitionLocked for every edge, in registration order.
+  using JobEdgeListener = std::function<void(const JobEdge&)>;
+  // Registers the parts' listeners (at construction).
+  void AddJobEdgeListenersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The one place a task of `job` changes state (state_machine.h's task
   // table); an illegal edge changes nothing and is reported. Returns whether
   // the task moved.
@@ -813,6 +830,7 @@ class Coordinator {
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
   int64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  std::vector<JobEdgeListener> job_edge_listeners_ ABSL_GUARDED_BY(mu_);
   // Illegal transitions tried so far (ReportIllegalTransitionLocked).
   int64_t illegal_transitions_ ABSL_GUARDED_BY(mu_) = 0;
   // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes

@@ -70,6 +70,13 @@ inline int TaskAttemptOf(const v1::Job& job) {
                                               : job.attempt();
 }
 
+// Whether a job's edge `from` -> `to` ends its current attempt's run:
+// leaving SCHEDULED or RUNNING for anything but RUNNING.
+inline bool LeavesAttempt(v1::JobState from, v1::JobState to) {
+  return (from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
+         to != v1::JOB_STATE_RUNNING;
+}
+
 inline bool InPreflight(const v1::Job& job) {
   return job.preflight().probe_attempt() != 0 &&
          job.state() == v1::JOB_STATE_SCHEDULED;

@@ -23,6 +23,7 @@
 namespace trainctl::coord {
 namespace {
 
+using ::testing::HasSubstr;
 using ::testing::ElementsAre;
 using ::testing::SizeIs;
 using ::trainctl::testing::StatusIs;
@@ -249,12 +250,12 @@ TEST_P(HistoryTest, RetiredJob_CancelWaitWhy_AnswerAsBefore) {
   RunHistory(*this, *core_);
   const v1::Job before = *core_->GetJob(2);
   core_->Tick();
-  // Cancelling a final job returns it unchanged.
-  auto cancelled = core_->CancelJob(2);
-  TC_ASSERT_OK(cancelled);
-  EXPECT_EQ(cancelled->state(), v1::JOB_STATE_FAILED);
-  EXPECT_EQ(cancelled->reason(), before.reason());
-  EXPECT_EQ(cancelled->attempt_token(), "");
+  // Cancelling a retired job is refused naming its final state, as for a
+  // job still in memory, and changes nothing.
+  EXPECT_THAT(core_->CancelJob(2),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("job 2 has already ended: failed")));
+  EXPECT_EQ(core_->GetJob(2)->reason(), before.reason());
   // Waiting on it returns at once.
   std::vector<v1::JobState> seen;
   core_->WaitJobAsync(2, absl::Seconds(30),
