@@ -739,6 +739,13 @@ class Coordinator {
   // Opens a pre-flight run over the job's (just placed) tasks: its own
   // rendezvous group and token, probe StartTasks to the agents, a deadline.
   void BeginPreflightLocked(v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The StartTask of `task` of `job` (its current attempt, or its pre-flight
+  // probe while one runs): TaskRef, the job's command and workdir, the
+  // launch environment (DESIGN.md section 4; launch_env.h). `agent_store`:
+  // rank 0's agent hosts the gang's PyTorch store.
+  v1::CoordinatorMessage BuildStartTaskLocked(const v1::Job& job, const v1::Task& task,
+                                              bool agent_store) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends StartTask for every task of the job (the job's own command).
   void LaunchTasksLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

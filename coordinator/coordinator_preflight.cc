@@ -50,10 +50,8 @@ void Coordinator::BeginPreflightLocked(v1::Job& job) {
   run->set_token(absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                                  absl::Uniform<uint64_t>(bitgen_)));
   std::vector<std::string> hosts;
-  int num_nodes = 0;
   for (const v1::Task& t : job.tasks()) {
     hosts.push_back(t.node());
-    num_nodes = std::max(num_nodes, t.node_rank() + 1);
     if (std::find(run->nodes().begin(), run->nodes().end(), t.node()) ==
         run->nodes().end()) {
       run->add_nodes(t.node());
@@ -73,18 +71,13 @@ void Coordinator::BeginPreflightLocked(v1::Job& job) {
               run->index(), absl::StrJoin(run->nodes(), ", "));
 
   for (const v1::Task& t : job.tasks()) {
-    const NodeEntry& ne = nodes_[t.node()];
-    LaunchContext ctx;
-    ctx.coordinator_address = advertise_address_;
-    ctx.num_nodes = num_nodes;
-    ctx.local_world_size = t.local_world_size();
-    ctx.node_cpu_count = ne.node.cpu_count();
-    v1::CoordinatorMessage msg;
-    v1::StartTask* start = msg.mutable_start_task();
-    *start->mutable_task() = RefOf(job, t);
     // The job's launch environment, but the probe's own rendezvous key and
-    // token: it can never be confused with the job's.
-    for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
+    // token: it can never be confused with the job's. The agent runs its
+    // probe program instead of the job's command, in a scratch directory.
+    v1::CoordinatorMessage msg = BuildStartTaskLocked(job, t, /*agent_store=*/false);
+    v1::StartTask* start = msg.mutable_start_task();
+    start->clear_argv();
+    start->clear_workdir();
     (*start->mutable_env())["TRAINCTL_ATTEMPT"] = absl::StrCat(key);
     (*start->mutable_env())["TRAINCTL_TOKEN"] = run->token();
     (*start->mutable_env())["TRAINCTL_PREFLIGHT"] = absl::StrCat(run->index());

@@ -426,29 +426,35 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
 
 // Sends the StartTasks of `job`'s tasks once its SCHEDULED record is durable
 // (the group commit's ticket; see SendStartsWhenStored).
-void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
+v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
+                                                         const v1::Task& t,
+                                                         bool agent_store) const {
   int num_nodes = 0;
-  for (const v1::Task& t : job.tasks()) num_nodes = std::max(num_nodes, t.node_rank() + 1);
+  for (const v1::Task& o : job.tasks()) num_nodes = std::max(num_nodes, o.node_rank() + 1);
+  LaunchContext ctx;
+  ctx.coordinator_address = advertise_address_;
+  ctx.num_nodes = num_nodes;
+  ctx.local_world_size = t.local_world_size();
+  auto node = nodes_.find(t.node());
+  ctx.node_cpu_count = node != nodes_.end() ? node->second.node.cpu_count() : 0;
+  ctx.agent_store = agent_store;
+  v1::CoordinatorMessage msg;
+  v1::StartTask* start = msg.mutable_start_task();
+  *start->mutable_task() = RefOf(job, t);
+  start->mutable_argv()->CopyFrom(job.spec().command());
+  for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
+  start->set_workdir(job.spec().workdir());
+  return msg;
+}
+
+void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
   // Rank 0's agent hosts the gang's PyTorch store (Node.torch_store).
   const bool agent_store =
       job.world_size() > 1 && nodes_[job.tasks(0).node()].node.torch_store();
   std::vector<v1::CoordinatorMessage> starts;
   starts.reserve(job.tasks_size());
   for (const v1::Task& t : job.tasks()) {
-    const NodeEntry& ne = nodes_[t.node()];
-    LaunchContext ctx;
-    ctx.coordinator_address = advertise_address_;
-    ctx.num_nodes = num_nodes;
-    ctx.local_world_size = t.local_world_size();
-    ctx.node_cpu_count = ne.node.cpu_count();
-    ctx.agent_store = agent_store;
-    v1::CoordinatorMessage msg;
-    v1::StartTask* start = msg.mutable_start_task();
-    *start->mutable_task() = RefOf(job, t);
-    start->mutable_argv()->CopyFrom(job.spec().command());
-    for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
-    start->set_workdir(job.spec().workdir());
-    starts.push_back(std::move(msg));
+    starts.push_back(BuildStartTaskLocked(job, t, agent_store));
   }
   // Sent once the SCHEDULED record is durable (after mu_ is released: the
   // callback takes it; with a synchronous store it runs at once).
