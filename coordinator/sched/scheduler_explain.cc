@@ -1,0 +1,202 @@
+// Scheduler: explanations. The wait reason of a kRetryLater job (jobs of one
+// shape waiting for the same facts share one sentence), what each node lacks
+// for Scheduler::Explain, and the text helpers reasons are written with.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "coordinator/sched/scheduler_internal.h"
+
+namespace trainctl::sched::internal {
+namespace {
+
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+// Lists in user-facing reasons show at most this many items (STYLE.md 11).
+constexpr size_t kMaxListed = 3;
+
+}  // namespace
+
+std::string GiB(int64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / kBytesPerGiB);
+}
+
+std::string JoinList(const std::vector<std::string>& items,
+                     absl::string_view conjunction) {
+  if (items.empty()) return "";
+  if (items.size() > kMaxListed) {
+    std::vector<std::string> shown(items.begin(), items.begin() + kMaxListed);
+    return absl::StrFormat("%s %s %d more", absl::StrJoin(shown, ", "),
+                           conjunction, items.size() - kMaxListed);
+  }
+  if (items.size() == 1) return items[0];
+  std::vector<std::string> head(items.begin(), items.end() - 1);
+  return absl::StrFormat("%s %s %s", absl::StrJoin(head, ", "), conjunction,
+                         items.back());
+}
+
+std::string ShortDuration(double seconds) {
+  const int64_t s = static_cast<int64_t>(std::ceil(std::max(seconds, 0.0)));
+  if (s < 60) return absl::StrFormat("%ds", s);
+  if (s < 3600) return absl::StrFormat("%dm", (s + 59) / 60);
+  const int64_t m = (s + 59) / 60;
+  return absl::StrFormat("%dh%02dm", m / 60, m % 60);
+}
+
+// Fills *explanation_ for `job`, decided as `decision`.
+void SchedulePass::Explain(const JobRequest& job, const Decision& decision,
+                           int position) {
+  Explanation& e = *explanation_;
+  e.decision = decision;
+  e.position = position;
+  e.queue = std::string(QueueName(job.queue));
+  if (std::optional<std::string> quota = QuotaReason(job);
+      quota && decision.outcome == Outcome::kRetryLater) {
+    e.quota = *quota;
+  }
+  if (job.preempted_for != 0 && WaitsForPreemptor(job.preempted_for)) {
+    e.preempted_for = job.preempted_for;
+  }
+  if (hold_taken_) {
+    e.reservation_job = holder_job_id_;
+    e.reservation = held_description_;
+    e.reservation_eta_s = hold_eta_s_;
+  }
+  if (decision.outcome != Outcome::kRetryLater) return;
+  constexpr size_t kMaxNodeLines = 20;
+  int more = 0;
+  for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+    std::optional<std::string> line = NodeShortfall(job, n);
+    if (!line) continue;
+    if (e.nodes.size() < kMaxNodeLines) {
+      e.nodes.push_back(*std::move(line));
+    } else {
+      ++more;
+    }
+  }
+  if (more > 0) {
+    e.nodes.push_back(absl::StrFormat("... and %d more nodes", more));
+  }
+}
+
+// What node `n` lacks for `job` now, or nullopt when it could take it
+// (or its share of it).
+std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
+                                                       int n) const {
+  const NodeState& node = nodes_[n];
+  if (std::find(job.excluded_nodes.begin(), job.excluded_nodes.end(),
+                node.name) != job.excluded_nodes.end()) {
+    return absl::StrFormat("%s: excluded for this job by a pre-flight",
+                           node.name);
+  }
+  const int usable = UsableGpuCount(node);
+  if (!node.schedulable) {
+    return absl::StrFormat("%s: not schedulable (lost or disconnected)",
+                           node.name);
+  }
+  if (usable == 0) return absl::StrFormat("%s: no GPUs", node.name);
+  if (job.kind == JobKind::kGang) {
+    int per_node = job.gpus_per_node;
+    if (job.nodes < 1) {
+      per_node = job.total_gpus;
+      for (const Layout& l : GangLayouts(job, shape_.node_count)) {
+        if (shape_.CouldEverHold(l)) {
+          per_node = l.per_node;
+          break;
+        }
+      }
+    }
+    const int free = GangFreeCount(n, /*honor_hold=*/false);
+    if (free < per_node) {
+      return absl::StrFormat("%s: %d of %d GPUs free, needs %d", node.name,
+                             free, usable, per_node);
+    }
+    if (GangFreeCount(n, /*honor_hold=*/true) < per_node &&
+        holder_job_id_ != job.job_id) {
+      return absl::StrFormat("%s: %d of %d GPUs free, but reserved for job %d",
+                             node.name, free, usable, holder_job_id_);
+    }
+    return std::nullopt;
+  }
+  int64_t best_free = 0;
+  int64_t need = 0;
+  bool fits = false;
+  bool held_only = false;
+  for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
+    const GpuState& gpu = node.gpus[g];
+    if (!IsUsable(gpu)) continue;
+    const int64_t want = ReservationBytes(job, gpu.memory_total_bytes);
+    need = std::max(need, want);
+    best_free = std::max(best_free, FreeBytes(gpu));
+    if (want <= FreeBytes(gpu) && gpu.task_count < config_.max_tasks_per_gpu) {
+      if (IsHeld(n, g) && holder_job_id_ != job.job_id) {
+        held_only = true;
+      } else {
+        fits = true;
+      }
+    }
+  }
+  if (fits) return std::nullopt;
+  if (held_only) {
+    return absl::StrFormat("%s: has room, but reserved for job %d", node.name,
+                           holder_job_id_);
+  }
+  return absl::StrFormat("%s: at most %s free on a GPU, needs %s", node.name,
+                         GiB(best_free), GiB(need));
+}
+
+// The kRetryLater reason of `job`: ExperimentWaitReason or GangWaitReason.
+// Jobs of one shape waiting for the same facts share one sentence, worked
+// out once per pass.
+std::string SchedulePass::WaitReason(const JobRequest& job) {
+  // Same shape, nothing changed since: the same sentence.
+  const std::tuple<int, double, int64_t, int, int, int> shape =
+      job.kind == JobKind::kExperiment
+          ? std::make_tuple(0, job.gpu_fraction, job.gpu_memory_bytes, 0, 0,
+                            0)
+          : std::make_tuple(1, 0.0, int64_t{0}, job.nodes, job.gpus_per_node,
+                            job.total_gpus);
+  auto [last, added] = last_reason_.try_emplace(shape);
+  if (!added && last->second.first == state_version_) {
+    return *last->second.second;
+  }
+  // (shape, blocked by the hold, task limited, most free bytes or GPUs,
+  // nodes big enough).
+  std::tuple<int, double, int64_t, int, int, int, bool, bool, int64_t, int>
+      key;
+  const std::string* reason = nullptr;
+  if (job.kind == JobKind::kExperiment) {
+    const ExperimentFacts f = ExperimentWaitFacts(job);
+    key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold,
+                                                f.task_limited, f.max_free,
+                                                0));
+    auto it = reasons_.find(key);
+    if (it == reasons_.end()) {
+      it = reasons_.emplace(key, ExperimentWaitReason(job, f)).first;
+    }
+    reason = &it->second;
+  } else {
+    const GangFacts f = GangWaitFacts(job);
+    key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold, false,
+                                                int64_t{f.max_free},
+                                                f.big_enough));
+    auto it = reasons_.find(key);
+    if (it == reasons_.end()) {
+      it = reasons_.emplace(key, GangWaitReason(job, f)).first;
+    }
+    reason = &it->second;
+  }
+  // reasons_ is a node map: the pointer stays valid.
+  last->second = {state_version_, reason};
+  return *reason;
+}
+
+}  // namespace trainctl::sched::internal
