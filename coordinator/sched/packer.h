@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_COORDINATOR_SCHED_PACKER_H_
 #define TRAINCTL_COORDINATOR_SCHED_PACKER_H_
 
-// Auto-packing of experiment trials (issue 4): how many trials share a GPU is
+// Auto-packing of experiment trials: how many trials share a GPU is
 // decided from *measured* GPU memory, utilization and throughput, not from a
 // fixed share. Pure like the scheduler (STYLE.md habit 2): no proto, no gRPC,
 // no clock (times come in as milliseconds), no threads. The coordinator feeds
