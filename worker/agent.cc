@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "worker/task_paths.h"
 
 namespace trainctl::worker {
 namespace {
@@ -34,12 +35,6 @@ constexpr const char* kOomPatterns[] = {"CUDA out of memory",
                                         "OutOfMemoryError"};
 // Exits re-sent in a registration (RegisterNode.finished_tasks).
 constexpr size_t kRecentExits = 256;
-// TaskRef.attempt of pre-flight probes starts here (coordinator/preflight.h,
-// kPreflightAttemptBase).
-constexpr int kPreflightAttemptBase = 1000000000;
-// Task logs are grouped in directories of this many consecutive job ids
-// (<log_dir>/jobs-12000/ holds jobs 12000-12999): one mkdir per 1,000 jobs.
-constexpr int64_t kJobsPerLogShard = 1000;
 // How much of a probe's log end is searched for its result line.
 constexpr int64_t kPreflightScanBytes = 16 << 10;
 
@@ -257,28 +252,20 @@ int Agent::RunningTasks() const {
 
 std::string Agent::ClusterDir() const {
   absl::MutexLock lock(&cluster_mu_);
-  if (cluster_id_.empty()) return config_.log_dir;
-  return absl::StrCat(config_.log_dir, "/cluster-", cluster_id_);
+  return worker::ClusterDir(config_.log_dir, cluster_id_);
 }
 
 std::string Agent::LogPath(const v1::TaskRef& ref) const {
   // One file per task, no directory per job or attempt: on ext4 a new
   // directory costs several times a new file (55 vs 17 us of CPU each;
   // bench/README.md, "What changed (agent only)").
-  const int64_t job = ref.job_id();
-  const int64_t shard = job / kJobsPerLogShard * kJobsPerLogShard;
-  if (ref.attempt() > kPreflightAttemptBase) {
-    return absl::StrCat(ClusterDir(), "/jobs-", shard, "/job-", job, ".preflight-",
-                        ref.attempt() - kPreflightAttemptBase, ".rank-", ref.rank(),
-                        ".log");
-  }
-  return absl::StrCat(ClusterDir(), "/jobs-", shard, "/job-", job, ".attempt-",
-                      ref.attempt(), ".rank-", ref.rank(), ".log");
+  absl::MutexLock lock(&cluster_mu_);
+  return TaskLogPath(config_.log_dir, cluster_id_, ref);
 }
 
 std::string Agent::DefaultWorkdir(const v1::TaskRef& ref) const {
-  return absl::StrCat(ClusterDir(), "/work/job-", ref.job_id(), "/attempt-",
-                      ref.attempt());
+  absl::MutexLock lock(&cluster_mu_);
+  return DefaultTaskWorkdir(config_.log_dir, cluster_id_, ref);
 }
 
 std::optional<v1::PreflightProbeResult> Agent::ParsePreflightResult(

@@ -1,0 +1,42 @@
+#ifndef TRAINCTL_WORKER_TASK_PATHS_H_
+#define TRAINCTL_WORKER_TASK_PATHS_H_
+
+// Where an agent keeps a task's files on its host. Pure functions, shared by
+// the agent (agent.h) and the cluster simulation (tests/sim/), which checks
+// that no two tasks ever write one log file.
+
+#include <string>
+
+#include "trainctl/v1/service.pb.h"
+
+namespace trainctl::worker {
+
+// TaskRef.attempt of pre-flight probes starts here (coordinator/preflight.h,
+// kPreflightAttemptBase): probe run n is kPreflightAttemptBase + n.
+inline constexpr int kProbeAttemptBase = 1000000000;
+// Task logs are grouped in directories of this many consecutive job ids
+// (<log_dir>/cluster-C/jobs-12000/ holds jobs 12000-12999): one mkdir per
+// 1,000 jobs.
+inline constexpr int64_t kJobsPerLogShard = 1000;
+
+// <log_dir>/cluster-<cluster_id>, or <log_dir> when the coordinator sent no
+// cluster id (RegisterAck.cluster_id). Per cluster because job ids start
+// again at 1 in a new cluster: without it a new cluster's job 1 would append
+// to, and `trainctl logs` would show, an older cluster's job 1.
+std::string ClusterDir(const std::string& log_dir, const std::string& cluster_id);
+
+// The log file of task `ref` (one flat file per task):
+// <ClusterDir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log, k = the job id
+// rounded down to a multiple of kJobsPerLogShard; for a pre-flight probe
+// (attempt = kProbeAttemptBase + run) .../job-<id>.preflight-<run>.rank-<r>.log.
+std::string TaskLogPath(const std::string& log_dir, const std::string& cluster_id,
+                        const v1::TaskRef& ref);
+
+// Working directory of a task whose StartTask names none:
+// <ClusterDir>/work/job-<id>/attempt-<n>.
+std::string DefaultTaskWorkdir(const std::string& log_dir, const std::string& cluster_id,
+                               const v1::TaskRef& ref);
+
+}  // namespace trainctl::worker
+
+#endif  // TRAINCTL_WORKER_TASK_PATHS_H_
