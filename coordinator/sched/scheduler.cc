@@ -212,6 +212,11 @@ void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
     if (std::optional<std::vector<int64_t>> victims =
             TryPreempt(job, honor_hold)) {
       Place(job, honor_hold, decision.placement);
+      // The victims run until their tasks have stopped: for the rest of this
+      // pass their GPUs stay taken (by them, and by the preemptor's placement
+      // on top), so no later job is placed where a victim still runs. A
+      // GPU's reservation may then exceed its memory here; nothing fits it.
+      for (int v : last_victims_) ApplyRunning(v, +1);
       decision.outcome = Outcome::kPreempting;
       decision.preempt = *std::move(victims);
       std::vector<std::string> ids;

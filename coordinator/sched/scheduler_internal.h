@@ -415,6 +415,8 @@ class SchedulePass {
   const std::vector<JobRequest>& queue_;
   // evicted_[i]: running_[i] is preempted by this call.
   std::vector<bool> evicted_;
+  // running_ indices of the victims the last successful TryPreempt chose.
+  std::vector<int> last_victims_;
   // Per priority, the deepest LAS level and the latest submit_seq among the
   // preemptible running jobs not evicted; rebuilt after evictions.
   std::optional<std::map<int, std::pair<int, int64_t>>> preemptible_summary_;

@@ -352,6 +352,31 @@ TEST(SchedulerPolicyTest, Schedule_HigherPriority_PreemptsOnlyTheVictimsItNeeds)
   EXPECT_THAT(d[0].placement.nodes[0].gpu_indices, ElementsAre(2, 3));
 }
 
+TEST(SchedulerPolicyTest, Schedule_AfterPreempting_VictimsGpuIsNotGivenToLaterJobs) {
+  // Node a, 1 GPU of 80 GiB, held whole by job 100 (preemptible). Job 1
+  // (priority 5) asks for 40 GiB: job 100 is preempted, and job 1 takes 40
+  // GiB of the GPU once job 100 has stopped. Job 2 (20 GiB) comes next in the
+  // same pass: 40 GiB would be left after the preemption, but job 100 still
+  // runs until its tasks stop, so job 2 waits (it was once placed there,
+  // next to a job that still held the whole GPU).
+  ClusterSnapshot cluster;
+  cluster.nodes.push_back(Node("a", 1));
+  AddRunning(cluster, 0, {0}, 100).preemptible = true;
+  JobRequest urgent;
+  urgent.job_id = 1;
+  urgent.submit_seq = 1;
+  urgent.priority = 5;
+  urgent.gpu_memory_bytes = 40 * kGiB;
+  JobRequest small;
+  small.job_id = 2;
+  small.submit_seq = 2;
+  small.gpu_memory_bytes = 20 * kGiB;
+  std::vector<Decision> d = Scheduler().Schedule(cluster, {urgent, small});
+  ASSERT_EQ(Of(d, 1).outcome, Outcome::kPreempting);
+  EXPECT_THAT(Of(d, 1).preempt, ElementsAre(100));
+  EXPECT_EQ(Of(d, 2).outcome, Outcome::kRetryLater);
+}
+
 TEST(SchedulerPolicyTest, Schedule_EqualPriorityEarlierRunningJob_IsNotPreempted) {
   // Job 100 runs (preemptible, priority 0, submitted before job 1, same LAS
   // level): job 1 at priority 0 does not outrank it and waits.

@@ -139,6 +139,7 @@ std::optional<std::vector<int64_t>> SchedulePass::TryPreempt(
   victims.push_back(chosen.back());
   std::vector<int64_t> ids;
   preemptible_summary_.reset();
+  last_victims_ = victims;
   for (int v : victims) {
     evicted_[v] = true;
     const RunningJob& r = running_[v];
