@@ -473,6 +473,13 @@ class Coordinator {
     bool fences = false;
     // RegisterNode.agent_instance_id of the agent holding the node.
     std::string instance_id;
+    // Processes the agent reported running at registration that hold no
+    // reservation here (an unknown job, an earlier attempt, an aborted
+    // pre-flight's probe, a task already taken for ended) and were told to
+    // stop: which GPUs they hold is unknown, so the node gets no placement
+    // until the agent reports each one's exit (at most stop_grace). Rebuilt
+    // at every registration; cleared when the node is lost.
+    absl::flat_hash_set<std::tuple<int64_t, int, int>> stopping_unplaced;
   };
   // A connected holder of a node name counts as gone after this many
   // heartbeat intervals without a heartbeat (its host died without closing

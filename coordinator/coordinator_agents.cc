@@ -103,6 +103,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     conn->Send(ack);
 
     // Reconcile what the agent runs with what we expect there.
+    e.stopping_unplaced.clear();
     absl::flat_hash_set<std::tuple<int64_t, int, int>> reported;
     for (const v1::TaskRef& ref : reg.running_tasks()) {
       reported.insert({ref.job_id(), ref.attempt(), ref.rank()});
@@ -122,7 +123,13 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
         }
         continue;
       }
-      // Unknown, finished, stopping or of an old attempt: stop it.
+      // Unknown, finished, stopping or of an old attempt: stop it. A
+      // STOPPING task of the current attempt still holds its reservation;
+      // any other keeps the whole node from placements until it exits, as
+      // nothing here says which GPUs it is on.
+      if (task == nullptr) {
+        e.stopping_unplaced.insert({ref.job_id(), ref.attempt(), ref.rank()});
+      }
       v1::CoordinatorMessage msg;
       *msg.mutable_stop_task()->mutable_task() = ref;
       msg.mutable_stop_task()->set_grace_ms(
@@ -277,6 +284,13 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   const v1::TaskRef& ref = st.task();
   const bool ended = st.state() == v1::TASK_STATE_EXITED ||
                      st.state() == v1::TASK_STATE_START_FAILED;
+  if (ended) {
+    // A process stopped at registration, whose GPUs were unknown, is gone.
+    auto nt = nodes_.find(node);
+    if (nt != nodes_.end()) {
+      nt->second.stopping_unplaced.erase({ref.job_id(), ref.attempt(), ref.rank()});
+    }
+  }
   auto jt = jobs_.find(ref.job_id());
   if (jt == jobs_.end() || TaskAttemptOf(jt->second) != ref.attempt()) {
     // A task of an earlier attempt: it frees its GPUs when it ends.
@@ -370,6 +384,7 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
     last_ticket_ = std::max(last_ticket_, *t);
   }
   TC_LOG_WARN("node {} lost: {}", e.node.name(), why);
+  e.stopping_unplaced.clear();
   const std::string& name = e.node.name();
   draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
                                  [&](const DrainingTask& d) {

@@ -66,7 +66,8 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
   size_t i = 0;
   for (const auto& [name, e] : nodes_) {
     sched::NodeState& n = snap.nodes[i++];
-    n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY;
+    n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY &&
+                    e.stopping_unplaced.empty();
     if (SameNodeShape(n, name, e.node)) {
       for (sched::GpuState& gs : n.gpus) {
         gs.reserved_bytes = 0;

@@ -454,6 +454,37 @@ TEST_F(CoordinatorTest, Restart_JobsSurviveAndAgentReconciles) {
   EXPECT_GT(*core_->SubmitJob(Spec(), ""), *vanished);
 }
 
+TEST_F(CoordinatorTest, RegisterAgent_UnknownRunningTask_NodeGetsNothingUntilItExits) {
+  // Agent "a" (1 GPU) comes back still running a process the coordinator
+  // holds no reservation for (say an aborted pre-flight's probe, or a job of
+  // an earlier attempt): which GPU it is on is unknown, so the node takes no
+  // placement until the agent reports that process's exit.
+  v1::RegisterNode reg = NodeReg("a", 1);
+  v1::TaskRef* stranger = reg.add_running_tasks();
+  stranger->set_job_id(999);
+  stranger->set_attempt(1000000001);
+  stranger->set_rank(0);
+  stranger->set_pid(333);
+  auto& conn = conns_["a"];
+  conn = std::make_unique<FakeConnection>();
+  TC_ASSERT_OK(core_->RegisterAgent(reg, conn.get()));
+  ASSERT_THAT(conn->Stops(), SizeIs(1));
+
+  v1::JobSpec whole = Spec();
+  whole.set_gpus(1);
+  const int64_t id = *core_->SubmitJob(whole, "");
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(conn->Starts(), SizeIs(0));
+
+  v1::AgentMessage exited;
+  *exited.mutable_task_status()->mutable_task() = *stranger;
+  exited.mutable_task_status()->set_state(v1::TASK_STATE_EXITED);
+  exited.mutable_task_status()->set_signal(15);
+  Report("a", exited);
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_THAT(conn->Starts(), SizeIs(1));
+}
+
 TEST_F(CoordinatorTest, Restart_ExitSentButNotStored_AppliedFromRegistration) {
   FakeConnection& a = Connect("a", 2);
   auto ok_job = core_->SubmitJob(Spec(), "");
