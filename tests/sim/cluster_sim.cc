@@ -1,0 +1,1372 @@
+// The deterministic cluster simulation (cluster_sim.h, tests/sim/README.md).
+
+#include "tests/sim/cluster_sim.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/state_store.h"
+#include "worker/task_paths.h"
+
+namespace trainctl::sim {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kGpuMemory = 80 * kGiB;
+// GPU memory a forged usage report claims: no real sample comes near it.
+constexpr int64_t kForgedGpuMemory = int64_t{1} << 50;
+constexpr absl::Duration kStep = absl::Milliseconds(250);
+
+struct EventInfo {
+  const char* name;
+  int weight;
+};
+// Weights of GenerateEvents: work and time dominate, faults are rarer.
+constexpr EventInfo kEvents[] = {
+    {"submit_experiment", 14}, {"submit_gang", 9}, {"submit_sweep", 3},
+    {"cancel", 4},             {"deliver", 30},    {"task_exit", 12},
+    {"probe_exit", 6},         {"advance", 16},    {"partition", 1},
+    {"heal", 2},               {"reconnect", 2},   {"shrink_gpus", 1},
+    {"impostor", 2},           {"forged_report", 2}, {"coordinator_crash", 1},
+    {"new_cluster", 1},
+};
+static_assert(sizeof(kEvents) / sizeof(kEvents[0]) ==
+              static_cast<int>(EventType::kCount));
+
+// The coordinator's end of a simulated agent's stream: what it sends waits in
+// `inbox` until a kDeliver event hands it to the agent.
+class SimConn : public coord::AgentConnection {
+ public:
+  void Send(const v1::CoordinatorMessage& msg) override {
+    if (!closed) inbox.push_back(msg);
+  }
+  void Close(const absl::Status&) override { closed = true; }
+  std::deque<v1::CoordinatorMessage> inbox;
+  bool closed = false;
+};
+
+using TaskKey = std::tuple<int64_t, int, int>;  // job, attempt, rank
+
+// A process an agent started.
+struct Proc {
+  v1::TaskRef ref;
+  bool probe = false;
+  // Agent instance that started it (a displaced agent's processes stay).
+  std::string owner;
+  // (GPU uuid, bytes reserved on it).
+  std::vector<std::pair<std::string, int64_t>> holds;
+  // Asked to stop: exits at kill_at at the latest.
+  bool stopping = false;
+  absl::Time kill_at = absl::InfiniteFuture();
+};
+
+// A physical host: its GPUs, the processes on them, its disk.
+struct Host {
+  std::vector<v1::Gpu> gpus;
+  std::map<TaskKey, Proc> procs;
+  // Task log path -> the one task that writes it ("cluster/job/attempt/rank").
+  std::map<std::string, std::string> disk;
+};
+
+// A simulated trainctl-agent: one per node name (plus refused impostors).
+struct Agent {
+  std::string name;
+  int host = 0;
+  std::string instance;
+  bool fences = true;
+  // GPUs it reports (a subset of its host's after kShrinkGpus).
+  std::vector<v1::Gpu> gpus;
+  SimConn* conn = nullptr;  // nullptr: not connected
+  bool partitioned = false;
+  std::string cluster_id;
+  absl::Time next_heartbeat;
+  // Heartbeats sent whose LeaseGrant has not come yet (fencing agents).
+  std::deque<absl::Time> heartbeats_sent;
+  // Its last registration or heartbeat that reached the coordinator.
+  absl::Time last_contact = absl::InfinitePast();
+  absl::Time lease_end = absl::InfiniteFuture();
+  // Its last exits (RegisterNode.finished_tasks), newest last.
+  std::deque<v1::TaskStatus> finished;
+};
+
+class Simulation {
+ public:
+  Simulation(uint64_t seed, const SimOptions& options)
+      : seed_(seed), options_(options), rng_(seed ^ 0x5eed5eedULL) {}
+  ~Simulation() {
+    core_.reset();
+    sqlite_.reset();
+    for (const std::string& p : paths_) {
+      std::remove(p.c_str());
+      std::remove((p + "-wal").c_str());
+      std::remove((p + "-shm").c_str());
+    }
+  }
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+
+  SimResult Run(const std::vector<Event>& events) {
+    if (!StartCluster()) return result_;
+    for (size_t i = 0; i < events.size(); ++i) {
+      step_ = static_cast<int64_t>(i);
+      const Event& e = events[i];
+      current_ = kEvents[static_cast<int>(e.type)].name;
+      ++result_.events;
+      ++result_.events_by_type[current_];
+      Apply(e);
+      Check(/*full=*/(i % 64) == 63);
+      if (!result_.violations.empty() && options_.stop_at_first_violation) break;
+    }
+    if (options_.drain &&
+        (result_.violations.empty() || !options_.stop_at_first_violation)) {
+      step_ = static_cast<int64_t>(events.size());
+      current_ = "drain";
+      Drain();
+    }
+    for (int64_t id : acked_) {
+      auto job = core_->GetJob(id);
+      ++result_.job_end_states[job.ok() ? v1::JobState_Name(job->state())
+                                        : std::string("MISSING")];
+      if (job.ok()) result_.preemptions += job->preemptions();
+    }
+    core_.reset();
+    return result_;
+  }
+
+ private:
+  // ------------------------------------------------------------ set-up
+
+  bool StartCluster() {
+    std::mt19937_64 shape(seed_);
+    const int nodes = options_.min_nodes +
+                      static_cast<int>(shape() % (options_.max_nodes - options_.min_nodes + 1));
+    for (int n = 0; n < nodes; ++n) {
+      Host host;
+      const int gpus = 1 + static_cast<int>(shape() % options_.max_gpus_per_node);
+      for (int g = 0; g < gpus; ++g) {
+        v1::Gpu gpu;
+        gpu.set_index(g);
+        gpu.set_uuid(absl::StrCat("GPU-sim", n, "-", g));
+        gpu.set_name("NVIDIA H100 80GB HBM3");
+        gpu.set_memory_total_bytes(kGpuMemory);
+        for (int p = 0; p < gpus; ++p) {
+          if (p != g) gpu.add_nvlink_peers(p);
+        }
+        host.gpus.push_back(gpu);
+      }
+      hosts_.push_back(std::move(host));
+      auto agent = std::make_unique<Agent>();
+      agent->name = absl::StrCat("node-", n);
+      agent->host = n;
+      agent->instance = NewInstance();
+      agent->fences = shape() % 4 != 0;
+      agent->gpus = hosts_.back().gpus;
+      agents_.push_back(std::move(agent));
+    }
+    config_.node_timeout = absl::Seconds(10);
+    config_.heartbeat_interval = absl::Seconds(1);
+    config_.stop_grace = absl::Seconds(10);
+    config_.preflight_auto = true;
+    config_.preflight_timeout = absl::Seconds(30);
+    config_.usage_sample_period = absl::Seconds(2);
+    if (!OpenStore(/*fresh=*/true) || !StartCoordinator()) return false;
+    for (auto& a : agents_) Register(*a, /*same_instance=*/true);
+    Check(false);
+    return true;
+  }
+
+  std::string NewInstance() { return absl::StrFormat("%016x", rng_()); }
+
+  bool OpenStore(bool fresh) {
+    if (options_.store == "sqlite") {
+      sqlite_.reset();
+      if (fresh) {
+        sqlite_path_ = absl::StrCat(options_.sqlite_dir, "/trainctl-sim-", getpid(), "-",
+                                    seed_, "-", generation_, ".db");
+        std::remove(sqlite_path_.c_str());
+        std::remove((sqlite_path_ + "-wal").c_str());
+        std::remove((sqlite_path_ + "-shm").c_str());
+        paths_.push_back(sqlite_path_);
+      }
+      auto store = coord::SqliteStateStore::Open(sqlite_path_,
+                                                 coord::SqliteStateStore::Sync::kNormal);
+      if (!store.ok()) {
+        Violation("setup", absl::StrCat("sqlite store: ", store.status().ToString()));
+        return false;
+      }
+      sqlite_ = std::move(*store);
+      store_ = sqlite_.get();
+    } else if (fresh) {
+      memory_ = std::make_unique<coord::MemoryStateStore>();
+      store_ = memory_.get();
+    }
+    return true;
+  }
+
+  bool StartCoordinator() {
+    auto core = coord::Coordinator::Create(config_, store_, &clock_);
+    if (!core.ok()) {
+      Violation("recovery", absl::StrCat("the coordinator did not start over its store: ",
+                                         core.status().ToString()));
+      return false;
+    }
+    core_ = std::move(*core);
+    return true;
+  }
+
+  // ------------------------------------------------------------ helpers
+
+  void Violation(const std::string& invariant, const std::string& detail) {
+    if (result_.violations.empty()) {
+      result_.first_invariant = invariant;
+      result_.first_violation_event = current_ == "drain" ? -1 : step_;
+    }
+    if (result_.violations.size() < 20) {
+      result_.violations.push_back(
+          absl::StrCat("seed ", seed_, " step ", step_, " (", current_, "): ", invariant,
+                       ": ", detail));
+    }
+  }
+
+  // After every call into the core: with SQLite, every queued write durable
+  // and every StartTask it held back sent, before anything else happens.
+  void Settle() {
+    if (sqlite_ != nullptr && core_ != nullptr) {
+      absl::Status s = core_->WaitForWrites();
+      (void)s;  // A failed write is the coordinator's to report; none is injected.
+    }
+    RecordNewStarts();
+  }
+
+  Agent* Holder(const std::string& name) {
+    for (auto& a : agents_) {
+      if (a->name == name) return a.get();
+    }
+    return nullptr;
+  }
+
+  bool Connected(const Agent& a) const { return a.conn != nullptr && !a.partitioned; }
+
+  // The StartTasks sent since the last look, with the reservation of their
+  // task as the coordinator made it (read now, right after the call that
+  // sent them; the core's lock is not held while messages sit in an inbox).
+  void RecordNewStarts() {
+    for (auto& a : agents_) {
+      if (a->conn == nullptr) continue;
+      for (v1::CoordinatorMessage& m : a->conn->inbox) {
+        if (!m.has_start_task() || reservations_.count(Key(m.start_task().task()))) {
+          continue;
+        }
+        const v1::TaskRef& ref = m.start_task().task();
+        std::vector<std::pair<std::string, int64_t>> holds;
+        auto job = core_->GetJob(ref.job_id());
+        if (job.ok()) {
+          for (const v1::Task& t : job->tasks()) {
+            if (t.rank() != ref.rank()) continue;
+            std::vector<std::string> owned;
+            if (t.local_world_size() == t.gpu_uuids_size() && t.gpu_uuids_size() > 0) {
+              owned.push_back(t.gpu_uuids(t.local_rank()));
+            } else {
+              owned.assign(t.gpu_uuids().begin(), t.gpu_uuids().end());
+            }
+            for (const std::string& u : owned) {
+              holds.push_back({u, t.reserved_bytes_per_gpu()});
+            }
+          }
+        }
+        if (holds.empty()) {
+          // Not readable any more: count it as holding its GPUs whole.
+          auto it = m.start_task().env().find("CUDA_VISIBLE_DEVICES");
+          if (it != m.start_task().env().end()) {
+            for (absl::string_view u : absl::StrSplit(it->second, ',', absl::SkipEmpty())) {
+              holds.push_back({std::string(u), kGpuMemory});
+            }
+          }
+        }
+        reservations_[Key(ref)] = std::move(holds);
+      }
+    }
+  }
+
+  std::tuple<int, int64_t, int, int> Key(const v1::TaskRef& r) const {
+    return {generation_, r.job_id(), r.attempt(), r.rank()};
+  }
+
+  // ------------------------------------------------------------ agents
+
+  v1::RegisterNode Registration(const Agent& a) const {
+    v1::RegisterNode reg;
+    v1::Node* n = reg.mutable_node();
+    n->set_name(a.name);
+    n->set_address(absl::StrCat(a.name, ".sim"));
+    n->set_cpu_count(32);
+    n->set_port_min(29500);
+    n->set_port_max(29599);
+    n->set_fake_gpus(true);
+    for (const v1::Gpu& g : a.gpus) *n->add_gpus() = g;
+    reg.set_fences(a.fences);
+    reg.set_agent_instance_id(a.instance);
+    for (const auto& [key, p] : hosts_[a.host].procs) {
+      if (p.owner == a.instance) *reg.add_running_tasks() = p.ref;
+    }
+    for (const v1::TaskStatus& st : a.finished) *reg.add_finished_tasks() = st;
+    return reg;
+  }
+
+  // Registers `a` on a new stream. Returns the coordinator's answer.
+  absl::Status Register(Agent& a, bool same_instance) {
+    conns_.push_back(std::make_unique<SimConn>());
+    SimConn* conn = conns_.back().get();
+    if (!same_instance) a.instance = NewInstance();
+    absl::Status s = core_->RegisterAgent(Registration(a), conn);
+    if (s.ok()) {
+      a.conn = conn;
+      a.heartbeats_sent.clear();
+      a.lease_end = clock_.Now() + config_.node_timeout;
+      a.next_heartbeat = clock_.Now() + config_.heartbeat_interval;
+      a.last_contact = clock_.Now();
+      // The ack is the first message: read at once, as the real agent does.
+      if (!conn->inbox.empty() && conn->inbox.front().has_register_ack()) {
+        a.cluster_id = conn->inbox.front().register_ack().cluster_id();
+        conn->inbox.pop_front();
+      } else {
+        Violation("protocol", absl::StrCat(a.name, ": no RegisterAck first"));
+      }
+    }
+    Settle();
+    return s;
+  }
+
+  void Send(Agent& a, const v1::AgentMessage& msg) {
+    if (!Connected(a)) {
+      if (msg.has_task_status()) RememberExit(a, msg.task_status());
+      return;
+    }
+    absl::Status s = core_->HandleAgentMessage(a.name, a.conn, msg);
+    if (msg.has_task_status()) RememberExit(a, msg.task_status());
+    if (absl::IsFailedPrecondition(s)) {
+      // Not this node's stream any more: the real agent's stream ends and it
+      // registers again.
+      a.conn = nullptr;
+    }
+    Settle();
+  }
+
+  void RememberExit(Agent& a, const v1::TaskStatus& st) {
+    if (st.state() != v1::TASK_STATE_EXITED && st.state() != v1::TASK_STATE_START_FAILED) {
+      return;
+    }
+    a.finished.push_back(st);
+    if (a.finished.size() > 256) a.finished.pop_front();
+  }
+
+  // Ends process `key` on a's host and reports it.
+  void EndProc(Agent& a, const TaskKey& key, int exit_code, int signal,
+               const std::optional<v1::PreflightProbeResult>& probe_result = {}) {
+    Host& host = hosts_[a.host];
+    auto it = host.procs.find(key);
+    if (it == host.procs.end()) return;
+    v1::AgentMessage msg;
+    v1::TaskStatus* st = msg.mutable_task_status();
+    *st->mutable_task() = it->second.ref;
+    st->set_state(v1::TASK_STATE_EXITED);
+    st->set_exit_code(exit_code);
+    st->set_signal(signal);
+    if (probe_result) *st->mutable_preflight_result() = *probe_result;
+    const bool mine = it->second.owner == a.instance;
+    host.procs.erase(it);
+    if (mine) Send(a, msg);
+  }
+
+  void HandleStart(Agent& a, const v1::StartTask& start, uint64_t luck) {
+    Host& host = hosts_[a.host];
+    const TaskKey key{start.task().job_id(), start.task().attempt(), start.task().rank()};
+    if (host.procs.count(key)) return;  // Already running (a repeated start).
+    ++result_.processes_started;
+    v1::AgentMessage msg;
+    v1::TaskStatus* st = msg.mutable_task_status();
+    *st->mutable_task() = start.task();
+    if (luck % 23 == 0) {
+      st->set_state(v1::TASK_STATE_START_FAILED);
+      st->set_message("sim: exec failed");
+      Send(a, msg);
+      return;
+    }
+    Proc p;
+    p.ref = start.task();
+    p.ref.set_pid(static_cast<int>(1000 + result_.processes_started));
+    p.probe = start.has_preflight();
+    if (p.probe) ++result_.preflight_runs;
+    p.owner = a.instance;
+    auto res = reservations_.find(Key(start.task()));
+    if (res != reservations_.end()) p.holds = res->second;
+    // The log file, where the real agent puts it: one writer per file.
+    const std::string path =
+        worker::TaskLogPath("/var/log/trainctl", a.cluster_id, start.task());
+    const std::string writer =
+        absl::StrCat("cluster ", generation_, " job ", std::get<0>(key), " attempt ",
+                     std::get<1>(key), " rank ", std::get<2>(key));
+    auto [it, fresh] = host.disk.try_emplace(path, writer);
+    if (!fresh && it->second != writer) {
+      Violation("logs", absl::StrCat("task ", writer, " appends to ", path,
+                                     ", the log of task ", it->second));
+    }
+    *st->mutable_task() = p.ref;
+    st->set_state(v1::TASK_STATE_RUNNING);
+    st->set_log_path(path);
+    host.procs[key] = std::move(p);
+    Send(a, msg);
+  }
+
+  void HandleStop(Agent& a, const v1::StopTask& stop, uint64_t luck) {
+    Host& host = hosts_[a.host];
+    const TaskKey key{stop.task().job_id(), stop.task().attempt(), stop.task().rank()};
+    auto it = host.procs.find(key);
+    if (it == host.procs.end() || it->second.owner != a.instance) return;
+    if (luck % 3 == 0) {
+      EndProc(a, key, 0, 15);  // Exits on SIGTERM at once.
+      return;
+    }
+    it->second.stopping = true;
+    const int64_t grace = std::max<int64_t>(stop.grace_ms(), 1);
+    it->second.kill_at =
+        std::min(it->second.kill_at,
+                 clock_.Now() + absl::Milliseconds(static_cast<int64_t>(luck % grace) + 1));
+  }
+
+  // Delivers up to `count` messages to `a`.
+  void Deliver(Agent& a, int count, uint64_t luck) {
+    if (!Connected(a)) return;
+    SimConn* conn = a.conn;
+    for (int i = 0; i < count && a.conn == conn && !conn->inbox.empty(); ++i) {
+      v1::CoordinatorMessage m = std::move(conn->inbox.front());
+      conn->inbox.pop_front();
+      luck = luck * 6364136223846793005ULL + 1442695040888963407ULL;
+      if (m.has_start_task() || m.has_stop_task()) {
+        const v1::TaskRef& r =
+            m.has_start_task() ? m.start_task().task() : m.stop_task().task();
+        TC_LOG_DEBUG("sim: {} receives {} of job {} attempt {} rank {}", a.name,
+                     m.has_start_task() ? "StartTask" : "StopTask", r.job_id(),
+                     r.attempt(), r.rank());
+      }
+      switch (m.msg_case()) {
+        case v1::CoordinatorMessage::kStartTask:
+          HandleStart(a, m.start_task(), luck >> 33);
+          break;
+        case v1::CoordinatorMessage::kStopTask:
+          HandleStop(a, m.stop_task(), luck >> 33);
+          break;
+        case v1::CoordinatorMessage::kReadLog: {
+          v1::AgentMessage reply;
+          reply.mutable_log_chunk()->set_request_id(m.read_log().request_id());
+          reply.mutable_log_chunk()->set_data("sim log\n");
+          Send(a, reply);
+          break;
+        }
+        case v1::CoordinatorMessage::kLeaseGrant:
+          if (!a.heartbeats_sent.empty()) {
+            a.lease_end = a.heartbeats_sent.front() +
+                          absl::Milliseconds(m.lease_grant().lease_ms());
+            a.heartbeats_sent.pop_front();
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  void Heartbeat(Agent& a) {
+    v1::AgentMessage msg;
+    v1::Heartbeat* hb = msg.mutable_heartbeat();
+    absl::flat_hash_map<std::string, int64_t> used;
+    for (const auto& [key, p] : hosts_[a.host].procs) {
+      for (const auto& [uuid, bytes] : p.holds) used[uuid] += bytes / 2;
+      if (p.owner != a.instance || p.probe) continue;
+      v1::TaskUsage* u = hb->add_task_usage();
+      u->set_job_id(p.ref.job_id());
+      u->set_attempt(p.ref.attempt());
+      u->set_rank(p.ref.rank());
+      u->set_cpu_pct(90);
+      u->set_rss_bytes(2 * kGiB);
+      int64_t mem = 0;
+      for (const auto& [uuid, bytes] : p.holds) mem += bytes / 2;
+      u->set_gpu_memory_bytes(mem);
+      u->set_gpu_memory_known(true);
+    }
+    for (const v1::Gpu& g : a.gpus) {
+      v1::GpuSample* s = hb->add_gpus();
+      s->set_index(g.index());
+      s->set_memory_used_bytes(used[g.uuid()]);
+      s->set_utilization_pct(used[g.uuid()] > 0 ? 60 : 0);
+    }
+    if (a.fences) a.heartbeats_sent.push_back(clock_.Now());
+    if (Connected(a)) a.last_contact = clock_.Now();
+    Send(a, msg);
+  }
+
+  // Time passes by `d` in kStep steps.
+  void AdvanceBy(absl::Duration d) {
+    for (absl::Duration done; done < d; done += kStep) {
+      clock_.Advance(kStep);
+      const absl::Time now = clock_.Now();
+      for (auto& ap : agents_) {
+        Agent& a = *ap;
+        Host& host = hosts_[a.host];
+        // Stop graces run out (SIGKILL).
+        std::vector<TaskKey> due;
+        for (const auto& [key, p] : host.procs) {
+          if (p.stopping && p.kill_at <= now) due.push_back(key);
+        }
+        for (const TaskKey& k : due) {
+          auto it = host.procs.find(k);
+          if (it == host.procs.end()) continue;
+          if (it->second.owner == a.instance) {
+            EndProc(a, k, 0, 9);
+          } else if (Holder(a.name) == &a) {
+            host.procs.erase(it);  // A displaced agent's leftover.
+          }
+        }
+        // Fencing: the lease ran out unrenewed.
+        if (a.fences && now >= a.lease_end) {
+          std::vector<TaskKey> mine;
+          for (const auto& [key, p] : host.procs) {
+            if (p.owner == a.instance) mine.push_back(key);
+          }
+          for (const TaskKey& k : mine) EndProc(a, k, 0, 9);
+        }
+        if (a.partitioned) continue;
+        if (a.conn == nullptr || a.conn->closed) {
+          if (now >= a.next_heartbeat) {
+            if (a.conn != nullptr) core_->AgentDisconnected(a.name, a.conn);
+            a.conn = nullptr;
+            absl::Status s = Register(a, /*same_instance=*/true);
+            if (!s.ok()) a.next_heartbeat = now + config_.heartbeat_interval;
+          }
+          continue;
+        }
+        if (now >= a.next_heartbeat) {
+          a.next_heartbeat = now + config_.heartbeat_interval;
+          Heartbeat(a);
+        }
+      }
+      core_->Tick();
+      Settle();
+    }
+  }
+
+  // ------------------------------------------------------------ users
+
+  v1::JobSpec BaseSpec(uint64_t b) {
+    v1::JobSpec spec;
+    spec.add_command("python");
+    spec.add_command("train.py");
+    spec.set_name(absl::StrCat("job-", step_));
+    spec.set_user(b % 2 == 0 ? "alice" : "bob");
+    spec.set_priority(static_cast<int>((b >> 4) % 3));
+    spec.set_max_restarts(static_cast<int>((b >> 8) % 3));
+    if ((b >> 12) % 6 == 0) {
+      spec.set_time_limit_ms(absl::ToInt64Milliseconds(absl::Seconds(20 + (b >> 16) % 100)));
+    }
+    return spec;
+  }
+
+  void Submit(const v1::JobSpec& spec, uint64_t b) {
+    std::string request_id = absl::StrCat("req-", generation_, "-", step_, "-", submitted_++);
+    std::optional<int64_t> expect;
+    if ((b >> 20) % 8 == 0 && !request_ids_.empty()) {
+      const auto& [rid, id] = request_ids_[(b >> 24) % request_ids_.size()];
+      request_id = rid;
+      expect = id;
+    }
+    absl::StatusOr<int64_t> id = core_->SubmitJob(spec, request_id);
+    Settle();
+    if (!id.ok()) {
+      if (!absl::IsInvalidArgument(id.status())) {
+        Violation("submit", absl::StrCat("refused with ", id.status().ToString()));
+      }
+      return;
+    }
+    if (expect) {
+      if (*id != *expect) {
+        Violation("exactly-once", absl::StrCat("request id ", request_id, " acked job ",
+                                               *expect, " and now job ", *id));
+      }
+      return;
+    }
+    request_ids_.push_back({request_id, *id});
+    acked_.push_back(*id);
+  }
+
+  void SubmitExperiment(uint64_t a, uint64_t b) {
+    v1::JobSpec spec = BaseSpec(b);
+    switch (a % 5) {
+      case 0:
+        spec.set_gpus(1);
+        break;
+      case 1:
+        spec.set_gpu_fraction((a >> 4) % 2 == 0 ? 0.25 : 0.5);
+        break;
+      case 2:
+        spec.set_gpu_memory_bytes(kGiB * static_cast<int64_t>(8 + (a >> 4) % 40));
+        break;
+      case 3:
+        spec.set_auto_pack(true);
+        if ((a >> 4) % 2 == 0) spec.set_gpu_memory_bytes(kGiB * 6);
+        break;
+      default:
+        spec.set_gpu_fraction(0.3);
+        break;
+    }
+    spec.set_preemptible((a >> 10) % 3 == 0);
+    Submit(spec, b);
+  }
+
+  void SubmitGang(uint64_t a, uint64_t b) {
+    v1::JobSpec spec = BaseSpec(b);
+    if (a % 2 == 0) {
+      spec.set_gpus(2 + static_cast<int>((a >> 2) % 10));
+    } else {
+      spec.set_nodes(1 + static_cast<int>((a >> 2) % 3));
+      spec.set_gpus_per_node(1 + static_cast<int>((a >> 5) % 4));
+      if ((a >> 8) % 5 == 0) spec.set_tasks_per_node(1);
+    }
+    switch ((a >> 12) % 3) {
+      case 0:
+        spec.set_preflight(v1::PREFLIGHT_MODE_ON);
+        break;
+      case 1:
+        spec.set_preflight(v1::PREFLIGHT_MODE_OFF);
+        break;
+      default:
+        break;  // AUTO: on across nodes.
+    }
+    if ((a >> 16) % 4 == 0) spec.set_placement(v1::GANG_PLACEMENT_SPREAD);
+    spec.set_preemptible((a >> 20) % 6 == 0);
+    Submit(spec, b);
+  }
+
+  void SubmitSweep(uint64_t a, uint64_t b) {
+    const int trials = 2 + static_cast<int>(a % 3);
+    const std::string sweep = absl::StrCat("sweep-", generation_, "-", step_);
+    for (int t = 0; t < trials; ++t) {
+      v1::JobSpec spec = BaseSpec(b);
+      spec.set_sweep_id(sweep);
+      (*spec.mutable_params())["lr"] = absl::StrCat(t);
+      if ((a >> 4) % 2 == 0) {
+        spec.set_auto_pack(true);
+      } else {
+        spec.set_gpu_fraction(0.25);
+      }
+      Submit(spec, b >> 1);
+    }
+  }
+
+  void Cancel(uint64_t a) {
+    if (acked_.empty()) return;
+    const int64_t id = acked_[a % acked_.size()];
+    auto before = core_->GetJob(id);
+    absl::StatusOr<v1::Job> r = core_->CancelJob(id);
+    Settle();
+    if (!before.ok()) return;  // Reported by Check().
+    if (coord::IsFinal(before->state())) {
+      if (!absl::IsFailedPrecondition(r.status())) {
+        Violation("cancel", absl::StrCat("cancel of job ", id, " that was ",
+                                         v1::JobState_Name(before->state()),
+                                         " answered ", r.status().ToString()));
+      }
+    } else if (!r.ok()) {
+      Violation("cancel", absl::StrCat("cancel of live job ", id, " answered ",
+                                       r.status().ToString()));
+    }
+  }
+
+  // ------------------------------------------------------------ faults
+
+  std::vector<TaskKey> LiveProcs(const Agent& a, bool probes) const {
+    std::vector<TaskKey> out;
+    for (const auto& [key, p] : hosts_[a.host].procs) {
+      if (p.owner == a.instance && p.probe == probes && !p.stopping) out.push_back(key);
+    }
+    return out;
+  }
+
+  void TaskExit(uint64_t a, uint64_t b) {
+    std::vector<std::pair<Agent*, TaskKey>> all;
+    for (auto& ap : agents_) {
+      for (const TaskKey& k : LiveProcs(*ap, /*probes=*/false)) all.push_back({ap.get(), k});
+    }
+    if (all.empty()) return;
+    auto [agent, key] = all[a % all.size()];
+    switch (b % 10) {
+      case 6:
+      case 7:
+        EndProc(*agent, key, 1, 0);
+        break;
+      case 8: {
+        v1::AgentMessage oom;
+        oom.mutable_task_oom()->set_job_id(std::get<0>(key));
+        oom.mutable_task_oom()->set_attempt(std::get<1>(key));
+        oom.mutable_task_oom()->set_rank(std::get<2>(key));
+        oom.mutable_task_oom()->set_line("torch.OutOfMemoryError: CUDA out of memory.");
+        Send(*agent, oom);
+        EndProc(*agent, key, 1, 0);
+        break;
+      }
+      case 9:
+        EndProc(*agent, key, 0, 9);
+        break;
+      default:
+        EndProc(*agent, key, 0, 0);
+        break;
+    }
+  }
+
+  void ProbeExit(uint64_t a, uint64_t b) {
+    std::vector<std::pair<Agent*, TaskKey>> all;
+    for (auto& ap : agents_) {
+      for (const TaskKey& k : LiveProcs(*ap, /*probes=*/true)) all.push_back({ap.get(), k});
+    }
+    if (all.empty()) return;
+    auto [agent, key] = all[a % all.size()];
+    v1::PreflightProbeResult r;
+    r.set_rank(std::get<2>(key));
+    if (b % 5 == 0) {
+      r.set_error("sim: ncclCommInitRank: unhandled system error");
+      EndProc(*agent, key, 1, 0, r);
+    } else {
+      r.set_comm_ready_ms(400 + static_cast<double>(b % 100));
+      r.set_busbw_gbps(100 + static_cast<double>((b >> 8) % 10));
+      EndProc(*agent, key, 0, 0, r);
+    }
+  }
+
+  void Partition(uint64_t a) {
+    Agent& ag = *agents_[a % agents_.size()];
+    ag.partitioned = true;
+  }
+
+  void Heal(uint64_t a) {
+    std::vector<Agent*> cut;
+    for (auto& ap : agents_) {
+      if (ap->partitioned) cut.push_back(ap.get());
+    }
+    if (cut.empty()) return;
+    Agent& ag = *cut[a % cut.size()];
+    ag.partitioned = false;
+    if (ag.conn != nullptr) core_->AgentDisconnected(ag.name, ag.conn);
+    ag.conn = nullptr;
+    Register(ag, /*same_instance=*/true);
+  }
+
+  void Reconnect(uint64_t a, uint64_t b) {
+    Agent& ag = *agents_[a % agents_.size()];
+    if (ag.partitioned) return;
+    SimConn* old = ag.conn;
+    if (b % 2 == 0 && old != nullptr) core_->AgentDisconnected(ag.name, old);
+    ag.conn = nullptr;
+    Register(ag, /*same_instance=*/true);
+    if (b % 2 != 0 && old != nullptr) core_->AgentDisconnected(ag.name, old);
+  }
+
+  void ShrinkGpus(uint64_t a) {
+    Agent& ag = *agents_[a % agents_.size()];
+    int total = 0;
+    for (const auto& ap : agents_) total += static_cast<int>(ap->gpus.size());
+    if (ag.gpus.size() < 2 || total <= 3 || ag.partitioned) return;
+    const std::string gone = ag.gpus.back().uuid();
+    ag.gpus.pop_back();
+    // The GPU fell off the bus: its processes crash.
+    std::vector<TaskKey> dead;
+    for (const auto& [key, p] : hosts_[ag.host].procs) {
+      for (const auto& [uuid, bytes] : p.holds) {
+        if (uuid == gone && p.owner == ag.instance) dead.push_back(key);
+      }
+    }
+    if (ag.conn != nullptr) core_->AgentDisconnected(ag.name, ag.conn);
+    ag.conn = nullptr;
+    for (const TaskKey& k : dead) EndProc(ag, k, 1, 0);  // Remembered, not sent.
+    // Its processes are gone from the GPU; the restarted agent registers.
+    Register(ag, /*same_instance=*/true);
+  }
+
+  void Impostor(uint64_t a) {
+    Agent& holder = *agents_[a % agents_.size()];
+    // Only while the holder is connected and heartbeating (the coordinator
+    // frees a name silent for 3 heartbeat intervals).
+    if (!Connected(holder) || holder.conn->closed ||
+        clock_.Now() - holder.last_contact > 2 * config_.heartbeat_interval) {
+      return;
+    }
+    // A second agent on the same host, started without --node-name.
+    auto impostor = std::make_unique<Agent>();
+    impostor->name = holder.name;
+    impostor->host = holder.host;
+    impostor->instance = NewInstance();
+    impostor->fences = holder.fences;
+    impostor->gpus = holder.gpus;
+    conns_.push_back(std::make_unique<SimConn>());
+    SimConn* conn = conns_.back().get();
+    absl::Status s = core_->RegisterAgent(Registration(*impostor), conn);
+    Settle();
+    if (absl::IsAlreadyExists(s)) return;
+    Violation("identity",
+              absl::StrCat("a second agent took over live node ", holder.name,
+                           " (holder heartbeating; answer: ", s.ToString(), ")"));
+    if (!s.ok()) return;
+    // What follows a takeover: the holder's processes stay on the GPUs until
+    // its lease ends; the impostor is the node's agent now.
+    for (auto& [key, p] : hosts_[holder.host].procs) {
+      if (p.owner == holder.instance) {
+        p.stopping = true;
+        p.kill_at = std::min(p.kill_at, holder.fences ? holder.lease_end
+                                                       : clock_.Now() + config_.node_timeout);
+      }
+    }
+    impostor->conn = conn;
+    impostor->lease_end = clock_.Now() + config_.node_timeout;
+    impostor->next_heartbeat = clock_.Now() + config_.heartbeat_interval;
+    if (!conn->inbox.empty() && conn->inbox.front().has_register_ack()) {
+      impostor->cluster_id = conn->inbox.front().register_ack().cluster_id();
+      conn->inbox.pop_front();
+    }
+    for (auto& ap : agents_) {
+      if (ap.get() == &holder) ap = std::move(impostor);
+    }
+  }
+
+  void ForgedReport(uint64_t a, uint64_t b) {
+    if (agents_.size() < 2) return;
+    Agent& liar = *agents_[a % agents_.size()];
+    if (!Connected(liar)) return;
+    // A live task of another node, from the coordinator's view.
+    std::vector<std::pair<int64_t, v1::Task>> victims;
+    for (int64_t id : acked_) {
+      auto job = core_->GetJob(id);
+      if (!job.ok() || coord::IsFinal(job->state())) continue;
+      for (const v1::Task& t : job->tasks()) {
+        if (t.node() != liar.name && coord::IsLive(t.state())) victims.push_back({id, t});
+      }
+    }
+    if (victims.empty()) return;
+    const auto& [id, task] = victims[b % victims.size()];
+    auto before = core_->GetJob(id);
+    v1::TaskRef ref;
+    ref.set_job_id(id);
+    ref.set_attempt(before->attempt());
+    ref.set_rank(task.rank());
+    v1::AgentMessage exit;
+    *exit.mutable_task_status()->mutable_task() = ref;
+    exit.mutable_task_status()->set_state(v1::TASK_STATE_EXITED);
+    exit.mutable_task_status()->set_exit_code(1);
+    v1::AgentMessage hb;
+    v1::TaskUsage* u = hb.mutable_heartbeat()->add_task_usage();
+    u->set_job_id(id);
+    u->set_attempt(before->attempt());
+    u->set_rank(task.rank());
+    u->set_gpu_memory_bytes(kForgedGpuMemory);
+    u->set_gpu_memory_known(true);
+    u->set_cpu_pct(1e6);
+    (void)core_->HandleAgentMessage(liar.name, liar.conn, exit);
+    (void)core_->HandleAgentMessage(liar.name, liar.conn, hb);
+    Settle();
+    auto after = core_->GetJob(id);
+    if (!after.ok()) return;
+    for (const v1::Task& t : after->tasks()) {
+      if (t.rank() == task.rank() && after->attempt() == before->attempt() &&
+          t.state() != task.state() && t.state() == v1::TASK_STATE_EXITED) {
+        Violation("forged-report",
+                  absl::StrCat("node ", liar.name, " ended job ", id, " rank ", t.rank(),
+                               " which runs on ", t.node()));
+      }
+    }
+    forged_jobs_.insert({generation_, id});
+  }
+
+  void CoordinatorCrash() {
+    core_.reset();
+    if (!OpenStore(/*fresh=*/false) || !StartCoordinator()) return;
+    for (auto& ap : agents_) {
+      ap->conn = nullptr;  // Every stream broke; agents register again.
+      ap->next_heartbeat = clock_.Now();
+    }
+    Settle();
+    // Final states survive a restart: remembered ones are checked in Check().
+  }
+
+  void NewCluster() {
+    core_.reset();
+    ++generation_;
+    if (!OpenStore(/*fresh=*/true) || !StartCoordinator()) return;
+    acked_.clear();
+    request_ids_.clear();
+    final_.clear();
+    // The operator restarts the agents against the new coordinator: their
+    // processes end with them (SIGTERM on agent shutdown); their disks stay.
+    for (auto& ap : agents_) {
+      Host& host = hosts_[ap->host];
+      for (auto it = host.procs.begin(); it != host.procs.end();) {
+        it = it->second.owner == ap->instance ? host.procs.erase(it) : std::next(it);
+      }
+      ap->instance = NewInstance();
+      ap->finished.clear();
+      ap->conn = nullptr;
+      ap->next_heartbeat = clock_.Now();
+      ap->partitioned = false;
+    }
+  }
+
+  // ------------------------------------------------------------ dispatch
+
+  void Apply(const Event& e) {
+    switch (e.type) {
+      case EventType::kSubmitExperiment:
+        SubmitExperiment(e.a, e.b);
+        break;
+      case EventType::kSubmitGang:
+        SubmitGang(e.a, e.b);
+        break;
+      case EventType::kSubmitSweep:
+        SubmitSweep(e.a, e.b);
+        break;
+      case EventType::kCancel:
+        Cancel(e.a);
+        break;
+      case EventType::kDeliver:
+        Deliver(*agents_[e.a % agents_.size()], 1 + static_cast<int>(e.b % 8), e.b);
+        break;
+      case EventType::kTaskExit:
+        TaskExit(e.a, e.b);
+        break;
+      case EventType::kProbeExit:
+        ProbeExit(e.a, e.b);
+        break;
+      case EventType::kAdvance: {
+        absl::Duration d = absl::Milliseconds(250 * static_cast<int64_t>(1 + e.a % 12));
+        if ((e.a >> 8) % 25 == 0) d = absl::Seconds(12 + static_cast<int64_t>(e.b % 50));
+        AdvanceBy(d);
+        break;
+      }
+      case EventType::kPartition:
+        Partition(e.a);
+        break;
+      case EventType::kHeal:
+        Heal(e.a);
+        break;
+      case EventType::kReconnect:
+        Reconnect(e.a, e.b);
+        break;
+      case EventType::kShrinkGpus:
+        ShrinkGpus(e.a);
+        break;
+      case EventType::kImpostor:
+        Impostor(e.a);
+        break;
+      case EventType::kForgedReport:
+        ForgedReport(e.a, e.b);
+        break;
+      case EventType::kCoordinatorCrash:
+        CoordinatorCrash();
+        break;
+      case EventType::kNewCluster:
+        NewCluster();
+        break;
+      case EventType::kCount:
+        break;
+    }
+  }
+
+  // ------------------------------------------------------------ invariants
+
+  void Check(bool full) {
+    if (core_ == nullptr) return;
+    // No GPU over-committed, counting every process the agents run.
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      absl::flat_hash_map<std::string, int64_t> held;
+      absl::flat_hash_map<std::string, std::string> who;
+      for (const auto& [key, p] : hosts_[h].procs) {
+        for (const auto& [uuid, bytes] : p.holds) {
+          held[uuid] += bytes;
+          absl::StrAppend(&who[uuid], who[uuid].empty() ? "" : ", ", "job ",
+                          p.ref.job_id(), p.probe ? " probe" : " attempt ",
+                          p.probe ? "" : absl::StrCat(p.ref.attempt()), " rank ",
+                          p.ref.rank(), " (", bytes / kGiB, " GiB)");
+        }
+      }
+      for (const v1::Gpu& g : hosts_[h].gpus) {
+        if (held[g.uuid()] > g.memory_total_bytes()) {
+          Violation("gpu-overcommit",
+                    absl::StrCat(g.uuid(), " holds ", held[g.uuid()] / kGiB, " GiB of ",
+                                 g.memory_total_bytes() / kGiB, " GiB: ", who[g.uuid()],
+                                 "; the coordinator counts: ", CoordinatorView(h, g)));
+        }
+      }
+    }
+    const coord::CoordinatorStats stats = core_->Stats();
+    if (stats.illegal_transitions != illegal_seen_) {
+      Violation("state-machine",
+                absl::StrCat(stats.illegal_transitions - illegal_seen_,
+                             " illegal transition(s) tried (see the error log)"));
+      illegal_seen_ = stats.illegal_transitions;
+    }
+    std::set<std::string> lost;
+    for (const v1::NodeView& n : core_->ListNodes()) {
+      if (n.node().state() == v1::NODE_STATE_LOST) lost.insert(n.node().name());
+    }
+    // A fencing agent runs nothing once its node is lost.
+    for (const auto& ap : agents_) {
+      if (!ap->fences || !lost.count(ap->name)) continue;
+      for (const auto& [key, p] : hosts_[ap->host].procs) {
+        if (p.owner == ap->instance) {
+          Violation("lost-node",
+                    absl::StrCat("node ", ap->name, " is lost but its fencing agent still runs job ",
+                                 p.ref.job_id(), " rank ", p.ref.rank()));
+          break;
+        }
+      }
+    }
+    for (int64_t id : acked_) {
+      auto fin = final_.find(id);
+      if (fin != final_.end() && !full) continue;
+      absl::StatusOr<v1::Job> job = core_->GetJob(id);
+      if (!job.ok()) {
+        Violation("acked-job-lost", absl::StrCat("job ", id, ": ", job.status().ToString()));
+        continue;
+      }
+      if (fin != final_.end()) {
+        if (job->state() != fin->second.first || job->end_time_ms() != fin->second.second) {
+          Violation("final-changed",
+                    absl::StrCat("job ", id, " was ", v1::JobState_Name(fin->second.first),
+                                 " and is now ", v1::JobState_Name(job->state())));
+        }
+        continue;
+      }
+      if (coord::IsFinal(job->state())) {
+        final_[id] = {job->state(), job->end_time_ms()};
+      }
+      CheckJob(*job, lost);
+    }
+    if (full) CheckExactlyOnce();
+  }
+
+  // What the coordinator holds on GPU `g` of host `h` (ListNodes).
+  std::string CoordinatorView(size_t h, const v1::Gpu& g) {
+    std::string out;
+    for (const auto& ap : agents_) {
+      if (ap->host != static_cast<int>(h)) continue;
+      for (const v1::NodeView& n : core_->ListNodes()) {
+        if (n.node().name() != ap->name) continue;
+        for (int i = 0; i < n.node().gpus_size() && i < n.gpu_tasks_size(); ++i) {
+          if (n.node().gpus(i).uuid() != g.uuid()) continue;
+          for (const v1::GpuTaskRef& t : n.gpu_tasks(i).tasks()) {
+            absl::StrAppend(&out, out.empty() ? "" : ", ", "job ", t.job_id(), " rank ",
+                            t.rank(), " (", t.reserved_bytes() / kGiB, " GiB)");
+          }
+        }
+      }
+      break;
+    }
+    return out.empty() ? "nothing" : out;
+  }
+
+  void CheckJob(const v1::Job& job, const std::set<std::string>& lost) {
+    for (const v1::Task& t : job.tasks()) {
+      if (coord::IsLive(t.state()) && lost.count(t.node()) &&
+          !coord::IsFinal(job.state())) {
+        Violation("lost-node", absl::StrCat("job ", job.id(), " rank ", t.rank(), " is ",
+                                            v1::TaskState_Name(t.state()), " on lost node ",
+                                            t.node()));
+      }
+    }
+    if (job.kind() != v1::JOB_KIND_GANG) return;
+    if (job.state() != v1::JOB_STATE_SCHEDULED && job.state() != v1::JOB_STATE_RUNNING) {
+      return;
+    }
+    if (job.tasks_size() != job.world_size()) {
+      Violation("gang", absl::StrCat("job ", job.id(), " is ", v1::JobState_Name(job.state()),
+                                     " with ", job.tasks_size(), " of ", job.world_size(),
+                                     " ranks placed"));
+    }
+    if (job.state() != v1::JOB_STATE_RUNNING) return;
+    for (const v1::Task& t : job.tasks()) {
+      const bool failed = t.state() == v1::TASK_STATE_START_FAILED ||
+                          t.state() == v1::TASK_STATE_LOST ||
+                          (t.state() == v1::TASK_STATE_EXITED &&
+                           (t.exit_code() != 0 || t.signal() != 0));
+      if (failed) {
+        Violation("gang", absl::StrCat("job ", job.id(), " is RUNNING with rank ", t.rank(),
+                                       " ", v1::TaskState_Name(t.state())));
+      }
+    }
+  }
+
+  void CheckExactlyOnce() {
+    std::vector<v1::Job> all = core_->ListJobs({}, 1 << 30);
+    std::set<int64_t> seen;
+    for (const v1::Job& j : all) {
+      if (!seen.insert(j.id()).second) {
+        Violation("exactly-once", absl::StrCat("job ", j.id(), " is listed twice"));
+      }
+    }
+    for (int64_t id : acked_) {
+      if (!seen.count(id)) {
+        Violation("acked-job-lost", absl::StrCat("job ", id, " is not listed"));
+      }
+    }
+  }
+
+  // Heals every fault and lets the work finish; then every job must be final
+  // or PENDING with a reason.
+  void Drain() {
+    for (auto& ap : agents_) {
+      if (ap->partitioned) {
+        ap->partitioned = false;
+        if (ap->conn != nullptr) core_->AgentDisconnected(ap->name, ap->conn);
+        ap->conn = nullptr;
+      }
+    }
+    for (int round = 0; round < 400; ++round) {
+      bool busy = false;
+      for (auto& ap : agents_) {
+        if (ap->conn != nullptr && !ap->conn->inbox.empty()) {
+          busy = true;
+          Deliver(*ap, 1 << 20, static_cast<uint64_t>(round) * 7919);
+        }
+      }
+      for (auto& ap : agents_) {
+        for (const TaskKey& k : LiveProcs(*ap, /*probes=*/true)) {
+          busy = true;
+          v1::PreflightProbeResult r;
+          r.set_rank(std::get<2>(k));
+          r.set_comm_ready_ms(400);
+          r.set_busbw_gbps(100);
+          EndProc(*ap, k, 0, 0, r);
+        }
+        if (round % 4 == 3) {
+          for (const TaskKey& k : LiveProcs(*ap, /*probes=*/false)) {
+            busy = true;
+            EndProc(*ap, k, 0, 0);
+          }
+        }
+      }
+      AdvanceBy(absl::Seconds(1));
+      Check(round % 16 == 15);
+      if (!busy && round > 80) {
+        bool settled = true;
+        for (int64_t id : acked_) {
+          auto job = core_->GetJob(id);
+          if (job.ok() && !coord::IsFinal(job->state()) &&
+              job->state() != v1::JOB_STATE_PENDING) {
+            settled = false;
+          }
+        }
+        if (settled) break;
+      }
+    }
+    for (int64_t id : acked_) {
+      auto job = core_->GetJob(id);
+      if (!job.ok() || coord::IsFinal(job->state())) continue;
+      if (job->state() != v1::JOB_STATE_PENDING || job->reason().empty()) {
+        Violation("liveness",
+                  absl::StrCat("job ", id, " is still ", v1::JobState_Name(job->state()),
+                               job->reason().empty() ? " with no reason"
+                                                     : absl::StrCat(": ", job->reason()),
+                               " after the cluster drained"));
+      }
+    }
+    // No forged usage ever reached a job's history.
+    auto usage = core_->GetJobUsage({}, 0);
+    if (usage.ok()) {
+      for (const v1::JobUsage& u : *usage) {
+        for (const v1::JobUsageSample& s : u.samples()) {
+          if (s.gpu_memory_used_bytes() >= kForgedGpuMemory) {
+            Violation("forged-report",
+                      absl::StrCat("job ", u.job_id(),
+                                   "'s usage history holds another node's forged sample"));
+            return;
+          }
+        }
+      }
+    }
+  }
+
+  const uint64_t seed_;
+  const SimOptions options_;
+  std::mt19937_64 rng_;
+  SimResult result_;
+  int64_t step_ = -1;
+  std::string current_ = "start";
+  FakeClock clock_;
+  coord::CoordinatorConfig config_;
+  // Store, then the coordinator over it (destroyed first).
+  std::unique_ptr<coord::MemoryStateStore> memory_;
+  std::unique_ptr<coord::SqliteStateStore> sqlite_;
+  std::string sqlite_path_;
+  std::vector<std::string> paths_;
+  coord::StateStore* store_ = nullptr;
+  std::vector<std::unique_ptr<SimConn>> conns_;
+  std::unique_ptr<coord::Coordinator> core_;
+  std::vector<Host> hosts_;
+  std::vector<std::unique_ptr<Agent>> agents_;
+  // Cluster generation (kNewCluster): job ids restart in each.
+  int generation_ = 0;
+  std::vector<int64_t> acked_;
+  std::vector<std::pair<std::string, int64_t>> request_ids_;
+  int64_t submitted_ = 0;
+  // Acked jobs seen final: their state and end time.
+  std::map<int64_t, std::pair<v1::JobState, int64_t>> final_;
+  std::set<std::pair<int, int64_t>> forged_jobs_;
+  // (generation, job, attempt, rank) -> GPUs and bytes its StartTask reserved.
+  std::map<std::tuple<int, int64_t, int, int>, std::vector<std::pair<std::string, int64_t>>>
+      reservations_;
+  int64_t illegal_seen_ = 0;
+};
+
+}  // namespace
+
+const char* EventName(EventType type) {
+  const int i = static_cast<int>(type);
+  return i >= 0 && i < static_cast<int>(EventType::kCount) ? kEvents[i].name : "?";
+}
+
+std::vector<Event> GenerateEvents(uint64_t seed, int64_t count) {
+  std::mt19937_64 rng(seed);
+  std::vector<int> weights;
+  for (const EventInfo& e : kEvents) weights.push_back(e.weight);
+  std::discrete_distribution<int> pick(weights.begin(), weights.end());
+  std::vector<Event> events;
+  events.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    Event e;
+    e.type = static_cast<EventType>(pick(rng));
+    e.a = rng();
+    e.b = rng();
+    events.push_back(e);
+  }
+  return events;
+}
+
+SimResult RunEvents(uint64_t seed, const std::vector<Event>& events,
+                    const SimOptions& options) {
+  Simulation sim(seed, options);
+  return sim.Run(events);
+}
+
+SimResult RunSeed(uint64_t seed, int64_t count, const SimOptions& options) {
+  return RunEvents(seed, GenerateEvents(seed, count), options);
+}
+
+std::vector<Event> Shrink(uint64_t seed, std::vector<Event> events,
+                          const std::string& invariant, const SimOptions& options,
+                          int max_runs) {
+  SimOptions o = options;
+  o.stop_at_first_violation = true;
+  auto fails = [&](const std::vector<Event>& list) {
+    return RunEvents(seed, list, o).first_invariant == invariant;
+  };
+  int runs = 0;
+  // Nothing after the failing event matters.
+  SimResult first = RunEvents(seed, events, o);
+  ++runs;
+  if (first.first_invariant != invariant) return events;
+  if (first.first_violation_event >= 0) {
+    std::vector<Event> cut(events.begin(), events.begin() + first.first_violation_event + 1);
+    o.drain = false;
+    if (fails(cut)) {
+      events = std::move(cut);
+    } else {
+      o.drain = options.drain;
+    }
+    ++runs;
+  }
+  for (size_t chunk = std::max<size_t>(events.size() / 2, 1); chunk >= 1 && runs < max_runs;
+       chunk /= 2) {
+    bool removed = true;
+    while (removed && runs < max_runs) {
+      removed = false;
+      for (size_t start = 0; start < events.size() && runs < max_runs;) {
+        std::vector<Event> candidate(events.begin(), events.begin() + start);
+        candidate.insert(candidate.end(),
+                         events.begin() + std::min(events.size(), start + chunk),
+                         events.end());
+        ++runs;
+        if (!candidate.empty() && fails(candidate)) {
+          events = std::move(candidate);
+          removed = true;
+        } else {
+          start += chunk;
+        }
+      }
+    }
+    if (chunk == 1) break;
+  }
+  return events;
+}
+
+std::string FormatScenario(const Scenario& scenario) {
+  std::string out = absl::StrCat("seed ", scenario.seed, "\n");
+  for (const Event& e : scenario.events) {
+    absl::StrAppend(&out, EventName(e.type), " ", e.a, " ", e.b, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<Scenario> ParseScenario(const std::string& text) {
+  Scenario scenario;
+  bool have_seed = false;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (!have_seed) {
+      if (words.size() != 2 || words[0] != "seed" ||
+          !absl::SimpleAtoi(words[1], &scenario.seed)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "scenario line ", line_no, ": want 'seed <n>' first, got '", line, "'"));
+      }
+      have_seed = true;
+      continue;
+    }
+    Event e;
+    int type = -1;
+    for (int i = 0; i < static_cast<int>(EventType::kCount); ++i) {
+      if (words[0] == kEvents[i].name) type = i;
+    }
+    if (words.size() != 3 || type < 0 || !absl::SimpleAtoi(words[1], &e.a) ||
+        !absl::SimpleAtoi(words[2], &e.b)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scenario line ", line_no,
+          ": want '<event> <a> <b>' with a known event, got '", line, "'"));
+    }
+    e.type = static_cast<EventType>(type);
+    scenario.events.push_back(e);
+  }
+  if (!have_seed) return absl::InvalidArgumentError("scenario: no 'seed <n>' line");
+  return scenario;
+}
+
+}  // namespace trainctl::sim
