@@ -52,8 +52,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <tuple>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,6 +79,7 @@
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_machine.h"
 #include "coordinator/state_store.h"
+#include "coordinator/usage_history.h"
 #include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/telemetry.pb.h"
 #include "trainctl/v1/types.pb.h"
@@ -486,12 +485,6 @@ class Coordinator {
   absl::Status CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
                                        AgentConnection* conn) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The latest usage of one task (job, attempt, rank).
-  struct TaskLive {
-    v1::TaskUsage usage;
-    // Largest per-process GPU memory seen, bytes (0: not measured).
-    int64_t peak_gpu_memory_bytes = 0;
-  };
   // A task of an earlier attempt of a job that still holds GPUs.
   struct DrainingTask {
     int64_t job_id;
@@ -692,7 +685,8 @@ class Coordinator {
   // Completes waiters of a job that just became final.
   void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records one usage sample per job with live tasks (Tick()).
+  // Hands usage_ the live tasks of every active job for one sample (Tick()),
+  // then gives the packer the throughput of GPUs whose trials all report.
   void SampleUsageLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places pending auto-packed trials through the packer.
   void PackPendingLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -853,14 +847,10 @@ class Coordinator {
   // Metric points stored per job (loaded from the store, then counted as
   // reports arrive; a report reserves its points here before it is stored).
   absl::flat_hash_map<int64_t, int64_t> metric_points_ ABSL_GUARDED_BY(mu_);
-  // Telemetry: latest per-task usage, per-job histories (oldest
-  // first), ended jobs whose history is kept (oldest first), reported
-  // throughput, the packer's learned state.
-  std::map<std::tuple<int64_t, int, int>, TaskLive> task_usage_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int64_t, std::deque<v1::JobUsageSample>> history_
-      ABSL_GUARDED_BY(mu_);
-  std::deque<int64_t> finished_history_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int64_t, double> throughput_ ABSL_GUARDED_BY(mu_);
+  // Telemetry: per-task usage, per-job histories, reported throughput.
+  // Its own mutex (usage_history.h); called with or without mu_ held.
+  UsageHistory usage_;
+  // The auto-packer's learned state (caps per GPU).
   sched::Packer packer_ ABSL_GUARDED_BY(mu_);
   absl::Time next_usage_sample_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Deadline of each running pre-flight, by job id (set when it begins; not
