@@ -1164,9 +1164,7 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
             if (!fresh) avg->second = 0.5 * avg->second + 0.5 * s.utilization_pct();
           }
         }
-        for (const v1::TaskUsage& u : msg.heartbeat().task_usage()) {
-          usage_.RecordTaskUsage(u);
-        }
+        RecordTaskUsageLocked(node, msg.heartbeat());
         break;
       case v1::AgentMessage::kTaskOom: {
         const v1::TaskOutOfMemory& oom = msg.task_oom();
@@ -1273,6 +1271,7 @@ CoordinatorStats Coordinator::Stats() const {
   absl::MutexLock lock(&mu_);
   stats.jobs_by_state = jobs_by_state_;
   stats.illegal_transitions = illegal_transitions_;
+  stats.ignored_task_usage = ignored_task_usage_;
   stats.pending_jobs = jobs_by_state_[v1::JOB_STATE_PENDING];
   stats.jobs_in_memory = static_cast<int64_t>(jobs_.size());
   stats.pending_by_queue["default"] = 0;

@@ -228,6 +228,10 @@ struct CoordinatorStats {
   // its state machines (state_machine.h) forbid, since start: a bug when
   // not 0 (each is logged as an error).
   int64_t illegal_transitions = 0;
+  // TaskUsage samples in heartbeats ignored since start because the
+  // reporting node does not run that task of the job's current attempt
+  // (another node's task, an ended task, an earlier attempt, an unknown job).
+  int64_t ignored_task_usage = 0;
 };
 
 // Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
@@ -685,6 +689,14 @@ class Coordinator {
   // Completes waiters of a job that just became final.
   void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands usage_ the TaskUsage samples of heartbeat `hb` for tasks `node`
+  // runs: a live task of that rank in its job's current attempt, placed on
+  // `node`. Any other sample is ignored (a node never speaks for another
+  // node's task; a running maximum like the peak memory would keep a forged
+  // value for good), counted in ignored_task_usage_ and logged once per
+  // heartbeat.
+  void RecordTaskUsageLocked(const std::string& node, const v1::Heartbeat& hb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands usage_ the live tasks of every active job for one sample (Tick()),
   // then gives the packer the throughput of GPUs whose trials all report.
   void SampleUsageLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -834,6 +846,8 @@ class Coordinator {
   std::vector<JobEdgeListener> job_edge_listeners_ ABSL_GUARDED_BY(mu_);
   // Illegal transitions tried so far (ReportIllegalTransitionLocked).
   int64_t illegal_transitions_ ABSL_GUARDED_BY(mu_) = 0;
+  // Heartbeat TaskUsage samples ignored (RecordTaskUsageLocked).
+  int64_t ignored_task_usage_ ABSL_GUARDED_BY(mu_) = 0;
   // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes
   // state.
   std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state_ ABSL_GUARDED_BY(mu_){};

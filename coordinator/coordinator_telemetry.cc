@@ -52,6 +52,47 @@ absl::Status Coordinator::ReportThroughput(int64_t job_id, double samples_per_s)
   return usage_.ReportThroughput(job_id, samples_per_s);
 }
 
+void Coordinator::RecordTaskUsageLocked(const std::string& node,
+                                        const v1::Heartbeat& hb) {
+  int ignored = 0;
+  // Samples naming a task placed on another node (not merely one that has
+  // ended): the first of them, for the log.
+  int foreign = 0;
+  const v1::TaskUsage* first_foreign = nullptr;
+  std::string owner;
+  for (const v1::TaskUsage& u : hb.task_usage()) {
+    const v1::Task* task = nullptr;
+    auto jt = jobs_.find(u.job_id());
+    if (jt != jobs_.end() && jt->second.attempt() == u.attempt()) {
+      for (const v1::Task& t : jt->second.tasks()) {
+        if (t.rank() == u.rank() && IsLive(t.state())) task = &t;
+      }
+    }
+    if (task != nullptr && task->node() == node) {
+      usage_.RecordTaskUsage(u);
+      continue;
+    }
+    ++ignored;
+    if (task != nullptr && ++foreign == 1) {
+      first_foreign = &u;
+      owner = task->node();
+    }
+  }
+  if (ignored == 0) return;
+  ignored_task_usage_ += ignored;
+  if (first_foreign != nullptr) {
+    TC_LOG_WARN("node {} reported usage of {} task(s) it does not run, ignored: "
+                "e.g. job {} rank {} runs on {}; check the agent on {}",
+                node, foreign, first_foreign->job_id(), first_foreign->rank(), owner,
+                node);
+  } else {
+    // Tasks that ended or belong to an earlier attempt (a heartbeat races
+    // their exit): expected now and then.
+    TC_LOG_DEBUG("node {}: usage of {} ended or unknown task(s) ignored", node,
+                 ignored);
+  }
+}
+
 int Coordinator::AutoPackedOnGpuLocked(const std::string& node, int gpu) const {
   int n = 0;
   for (int64_t id : active_) {
