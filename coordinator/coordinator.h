@@ -415,11 +415,16 @@ class Coordinator {
 
   // Utilization history and diagnosis of `job_ids` (empty: every job that
   // has a history), the newest `max_samples` samples each (0: all). A job
-  // that exists but has no samples yet comes back with none.
+  // that exists but has no samples yet comes back with none. With `job_ids`
+  // empty, a non-empty `user` keeps only jobs whose spec.user is that user
+  // (the user API's view for non-admins); requested ids are not filtered:
+  // the caller checks access to each (the gRPC layer does, as for GetJob).
+  // The histories are copied and diagnosed outside the coordinator's lock.
   // Errors: NOT_FOUND naming a requested job that does not exist;
   // INVALID_ARGUMENT for a negative max_samples.
   absl::StatusOr<std::vector<v1::JobUsage>> GetJobUsage(
-      const std::vector<int64_t>& job_ids, int max_samples) const;
+      const std::vector<int64_t>& job_ids, int max_samples,
+      const std::string& user = "") const;
 
   // The metric key ReportMetrics forwards to ReportThroughput.
   static constexpr char kThroughputMetricKey[] = "samples_per_s";

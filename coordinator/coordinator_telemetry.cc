@@ -23,7 +23,8 @@
 namespace trainctl::coord {
 
 absl::StatusOr<std::vector<v1::JobUsage>> Coordinator::GetJobUsage(
-    const std::vector<int64_t>& job_ids, int max_samples) const {
+    const std::vector<int64_t>& job_ids, int max_samples,
+    const std::string& user) const {
   if (max_samples < 0) {
     return absl::InvalidArgumentError("max_samples: must not be negative");
   }
@@ -37,6 +38,7 @@ absl::StatusOr<std::vector<v1::JobUsage>> Coordinator::GetJobUsage(
       // usage_finished_jobs of them have a history).
       v1::Job scratch;
       TC_ASSIGN_OR_RETURN(const v1::Job* found, LookupLocked(id, &scratch));
+      if (job_ids.empty() && !user.empty() && found->spec().user() != user) continue;
       labels.push_back({id, found->spec().name(), found->spec().auto_pack()});
     }
   }
