@@ -8,7 +8,8 @@
 //
 // Rules:
 //   - a user (ROLE_USER) submits jobs as itself, and reads, waits for,
-//     cancels and reads the logs of its own jobs only (JobSpec.user);
+//     cancels and reads the logs, metrics and usage of its own jobs only
+//     (JobSpec.user);
 //   - an admin (ROLE_ADMIN) does all of that on every job and may submit on
 //     behalf of another user;
 //   - an agent registers only under the node name its client certificate
@@ -68,7 +69,8 @@ class TokenAuthenticator {
   absl::flat_hash_map<std::string, Principal> tokens_;
 };
 
-// Checks `who` may act on `job` (GetJob, CancelJob, WaitJob, GetLogs):
+// Checks `who` may act on `job` (GetJob, CancelJob, WaitJob, GetLogs,
+// GetMetrics, GetJobUsage):
 // admins and the job's owner (job.spec().user) may. `action` names the
 // call in the message ("cancel").
 // Errors: PERMISSION_DENIED naming the job, the caller and the owner.

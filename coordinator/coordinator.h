@@ -52,8 +52,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <tuple>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,6 +79,7 @@
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_machine.h"
 #include "coordinator/state_store.h"
+#include "coordinator/usage_history.h"
 #include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/telemetry.pb.h"
 #include "trainctl/v1/types.pb.h"
@@ -229,6 +228,10 @@ struct CoordinatorStats {
   // its state machines (state_machine.h) forbid, since start: a bug when
   // not 0 (each is logged as an error).
   int64_t illegal_transitions = 0;
+  // TaskUsage samples in heartbeats ignored since start because the
+  // reporting node does not run that task of the job's current attempt
+  // (another node's task, an ended task, an earlier attempt, an unknown job).
+  int64_t ignored_task_usage = 0;
 };
 
 // Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
@@ -412,11 +415,16 @@ class Coordinator {
 
   // Utilization history and diagnosis of `job_ids` (empty: every job that
   // has a history), the newest `max_samples` samples each (0: all). A job
-  // that exists but has no samples yet comes back with none.
+  // that exists but has no samples yet comes back with none. With `job_ids`
+  // empty, a non-empty `user` keeps only jobs whose spec.user is that user
+  // (the user API's view for non-admins); requested ids are not filtered:
+  // the caller checks access to each (the gRPC layer does, as for GetJob).
+  // The histories are copied and diagnosed outside the coordinator's lock.
   // Errors: NOT_FOUND naming a requested job that does not exist;
   // INVALID_ARGUMENT for a negative max_samples.
   absl::StatusOr<std::vector<v1::JobUsage>> GetJobUsage(
-      const std::vector<int64_t>& job_ids, int max_samples) const;
+      const std::vector<int64_t>& job_ids, int max_samples,
+      const std::string& user = "") const;
 
   // The metric key ReportMetrics forwards to ReportThroughput.
   static constexpr char kThroughputMetricKey[] = "samples_per_s";
@@ -493,12 +501,6 @@ class Coordinator {
   absl::Status CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
                                        AgentConnection* conn) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The latest usage of one task (job, attempt, rank).
-  struct TaskLive {
-    v1::TaskUsage usage;
-    // Largest per-process GPU memory seen, bytes (0: not measured).
-    int64_t peak_gpu_memory_bytes = 0;
-  };
   // A task of an earlier attempt of a job that still holds GPUs.
   struct DrainingTask {
     int64_t job_id;
@@ -699,7 +701,16 @@ class Coordinator {
   // Completes waiters of a job that just became final.
   void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records one usage sample per job with live tasks (Tick()).
+  // Hands usage_ the TaskUsage samples of heartbeat `hb` for tasks `node`
+  // runs: a live task of that rank in its job's current attempt, placed on
+  // `node`. Any other sample is ignored (a node never speaks for another
+  // node's task; a running maximum like the peak memory would keep a forged
+  // value for good), counted in ignored_task_usage_ and logged once per
+  // heartbeat.
+  void RecordTaskUsageLocked(const std::string& node, const v1::Heartbeat& hb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands usage_ the live tasks of every active job for one sample (Tick()),
+  // then gives the packer the throughput of GPUs whose trials all report.
   void SampleUsageLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places pending auto-packed trials through the packer.
   void PackPendingLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -847,6 +858,8 @@ class Coordinator {
   std::vector<JobEdgeListener> job_edge_listeners_ ABSL_GUARDED_BY(mu_);
   // Illegal transitions tried so far (ReportIllegalTransitionLocked).
   int64_t illegal_transitions_ ABSL_GUARDED_BY(mu_) = 0;
+  // Heartbeat TaskUsage samples ignored (RecordTaskUsageLocked).
+  int64_t ignored_task_usage_ ABSL_GUARDED_BY(mu_) = 0;
   // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes
   // state.
   std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state_ ABSL_GUARDED_BY(mu_){};
@@ -860,14 +873,10 @@ class Coordinator {
   // Metric points stored per job (loaded from the store, then counted as
   // reports arrive; a report reserves its points here before it is stored).
   absl::flat_hash_map<int64_t, int64_t> metric_points_ ABSL_GUARDED_BY(mu_);
-  // Telemetry: latest per-task usage, per-job histories (oldest
-  // first), ended jobs whose history is kept (oldest first), reported
-  // throughput, the packer's learned state.
-  std::map<std::tuple<int64_t, int, int>, TaskLive> task_usage_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int64_t, std::deque<v1::JobUsageSample>> history_
-      ABSL_GUARDED_BY(mu_);
-  std::deque<int64_t> finished_history_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int64_t, double> throughput_ ABSL_GUARDED_BY(mu_);
+  // Telemetry: per-task usage, per-job histories, reported throughput.
+  // Its own mutex (usage_history.h); called with or without mu_ held.
+  UsageHistory usage_;
+  // The auto-packer's learned state (caps per GPU).
   sched::Packer packer_ ABSL_GUARDED_BY(mu_);
   absl::Time next_usage_sample_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Deadline of each running pre-flight, by job id (set when it begins; not

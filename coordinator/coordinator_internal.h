@@ -2,8 +2,9 @@
 #define TRAINCTL_COORDINATOR_COORDINATOR_INTERNAL_H_
 
 // Small helpers shared by the files that implement Coordinator
-// (coordinator.cc, coordinator_nodes.cc, coordinator_launch.cc,
-// coordinator_preflight.cc). Private to them: nothing else includes this.
+// (coordinator.cc, coordinator_agents.cc, coordinator_scheduling.cc,
+// coordinator_preflight.cc, coordinator_telemetry.cc). Private to them:
+// nothing else includes this.
 
 #include <cstddef>
 #include <string>

@@ -393,8 +393,23 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                         const v1::GetJobUsageRequest* req,
                                         v1::GetJobUsageResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
+      reactor->Finish(ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    // Each requested job as GetJob checks it (one refused refuses the call);
+    // all jobs means the caller's own unless admin, as ListJobs.
+    for (int64_t id : req->job_ids()) {
+      if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, id, "read the usage of");
+          !job.ok()) {
+        reactor->Finish(ToGrpcStatus(job.status()));
+        return reactor;
+      }
+    }
+    const std::string owner = who->admin ? "" : who->user;
     absl::StatusOr<std::vector<v1::JobUsage>> usage = core_->GetJobUsage(
-        {req->job_ids().begin(), req->job_ids().end()}, req->max_samples());
+        {req->job_ids().begin(), req->job_ids().end()}, req->max_samples(), owner);
     if (usage.ok()) {
       for (v1::JobUsage& u : *usage) *resp->add_jobs() = std::move(u);
     }

@@ -247,6 +247,44 @@ TEST_F(TelemetryTest, AutoPack_FlatThroughput_StopsAddingTrials) {
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
 }
 
+TEST_F(TelemetryTest, Heartbeat_UsageOfAnotherNodesTask_IgnoredByHistoryAndPacker) {
+  Start(CoordinatorConfig{});  // Packer: settle 20 s, memory safety x1.25.
+  // Node b runs nothing; its agent claims trial 1, which runs on a.
+  FakeConnection b;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("b", 0), &b));
+  const int64_t t1 = Submit(true);
+  ASSERT_THAT(conn_.Starts(), SizeIs(1));
+  Running(0);
+  v1::AgentMessage forged;
+  v1::TaskUsage* u = forged.mutable_heartbeat()->add_task_usage();
+  u->set_job_id(t1);
+  u->set_attempt(0);
+  u->set_rank(0);
+  u->set_cpu_pct(3200);
+  u->set_gpu_memory_bytes(70 * kGiB);
+  u->set_gpu_memory_known(true);
+  u->set_gpu_util_pct(99);
+  // a reports 8 GiB and 100 % CPU, then b its forged figures, then a sample.
+  Heartbeat(40, 8 * kGiB, 8 * kGiB);
+  TC_ASSERT_OK(core_->HandleAgentMessage("b", &b, forged));
+  Advance(absl::Seconds(2));
+  auto usage = core_->GetJobUsage({t1}, 1);
+  TC_ASSERT_OK(usage);
+  ASSERT_THAT((*usage)[0].samples(), SizeIs(1));
+  const v1::JobUsageSample& s = (*usage)[0].samples(0);
+  EXPECT_EQ(s.gpu_memory_used_bytes(), 8 * kGiB);
+  EXPECT_EQ(s.cpu_pct(), 100);
+  EXPECT_EQ(s.gpu_util_pct(), 40);
+  EXPECT_EQ(core_->Stats().ignored_task_usage, 1);
+  // The packer's view: trial 1 peaked at 8 GiB (not 70), so once it has
+  // settled trial 2 joins it reserving 8 GiB x 1.25 = 10 GiB.
+  Run(20, 40, 8 * kGiB, 8 * kGiB);
+  const int64_t t2 = Submit(true);
+  ASSERT_THAT(conn_.Starts(), SizeIs(2));
+  EXPECT_EQ(conn_.Starts()[1].task().job_id(), t2);
+  EXPECT_EQ(core_->GetJob(t2)->tasks(0).reserved_bytes_per_gpu(), 10 * kGiB);
+}
+
 TEST_F(TelemetryTest, SubmitJob_AutoPackGang_IsInvalid) {
   Start(CoordinatorConfig{});
   v1::JobSpec spec;

@@ -173,6 +173,21 @@ class SecurityTest : public ::testing::Test {
     return s;
   }
 
+  // GetJobUsage of `ids` (empty: every job with a history the caller may
+  // see); the ids answered go to `*got`.
+  grpc::Status GetJobUsage(const char* token, const std::vector<int64_t>& ids,
+                           std::vector<int64_t>* got = nullptr) {
+    v1::GetJobUsageRequest req;
+    for (int64_t id : ids) req.add_job_ids(id);
+    v1::GetJobUsageResponse resp;
+    grpc::Status s = users_->GetJobUsage(As(token).get(), req, &resp);
+    if (got != nullptr) {
+      got->clear();
+      for (const v1::JobUsage& u : resp.jobs()) got->push_back(u.job_id());
+    }
+    return s;
+  }
+
   grpc::Status ListNodes(const char* token) {
     v1::ListNodesResponse resp;
     return users_->ListNodes(As(token).get(), v1::ListNodesRequest(), &resp);
@@ -288,6 +303,10 @@ TEST_F(SecurityTest, ForbiddenCalls_AreRefused_AndChangeNothing) {
       {"reuse another user's request id",
        [&] { return Submit(kBob, &unused, "", "alice-req-1"); },
        grpc::StatusCode::PERMISSION_DENIED, "may not reuse the request_id"},
+      {"usage without a token", [&] { return GetJobUsage(nullptr, {}); },
+       grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
+      {"usage of another user's job", [&] { return GetJobUsage(kBob, {alice_job}); },
+       grpc::StatusCode::PERMISSION_DENIED, "user bob may not read the usage of job"},
   };
   for (const Forbidden& f : table) {
     grpc::Status s = f.call();
@@ -342,6 +361,34 @@ TEST_F(SecurityTest, OwnJobs_Allowed_ListShowsOwnOnly_AdminSeesAll) {
   ASSERT_TRUE(Submit(kAlice, &first, "", "retry-1").ok());
   ASSERT_TRUE(Submit(kAlice, &again, "", "retry-1").ok());
   EXPECT_EQ(first, again);
+}
+
+TEST_F(SecurityTest, GetJobUsage_AllJobs_UserSeesOwnOnly_AdminSeesAll) {
+  // Two 1-GPU jobs of two users run on node-a; one sample (Tick) gives each
+  // a utilization history.
+  RawAgent* agent = Connect("node-a");
+  ASSERT_TRUE(Register(agent, "node-a").ok());
+  int64_t job_a = 0, job_b = 0;
+  ASSERT_TRUE(Submit(kAlice, &job_a, "", "", "alice-secret-project").ok());
+  ASSERT_TRUE(Submit(kBob, &job_b, "", "", "bob-run").ok());
+  core_->Tick();
+  std::vector<int64_t> got;
+  ASSERT_TRUE(GetJobUsage(kOps, {}, &got).ok());
+  EXPECT_THAT(got, ElementsAre(job_a, job_b));
+
+  // `trainctl top` of alice: her job only, by listing or by id.
+  ASSERT_TRUE(GetJobUsage(kAlice, {}, &got).ok());
+  EXPECT_THAT(got, ElementsAre(job_a));
+  ASSERT_TRUE(GetJobUsage(kAlice, {job_a}, &got).ok());
+  EXPECT_THAT(got, ElementsAre(job_a));
+  ASSERT_TRUE(GetJobUsage(kBob, {}, &got).ok());
+  EXPECT_THAT(got, ElementsAre(job_b));
+  // One job of another user among the ids refuses the whole call.
+  grpc::Status s = GetJobUsage(kBob, {job_b, job_a}, &got);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(got, ::testing::IsEmpty());
+  ASSERT_TRUE(GetJobUsage(kOps, {job_b, job_a}, &got).ok());
+  EXPECT_THAT(got, ElementsAre(job_b, job_a));
 }
 
 TEST_F(SecurityTest, AgentWithoutClientCertificate_IsUnauthenticated) {
