@@ -253,7 +253,7 @@ class Session {
   int SweepDescribe(const std::string& sweep_id, bool json);
   int SweepCancel(const std::string& sweep_id);
 
-  // Experiment records (issue 4): metric reports and queries, sweep
+  // Experiment records: metric reports and queries, sweep
   // comparison by a metric. Defined together below Session's other methods.
   //
   // `trainctl report KEY=VALUE...` from inside a task: the job, attempt, rank
@@ -1096,7 +1096,7 @@ int Session::SweepDescribe(const std::string& sweep_id, bool json) {
   return kExitOk;
 }
 
-// ------------------------------------------------- experiment records (issue 4)
+// ------------------------------------------------------- experiment records
 
 namespace {
 
@@ -1899,7 +1899,7 @@ int Cli::Run(int argc, char** argv) {
       "  trainctl sweep describe sw-1f2e3d4c -o json"));
   sweep_cancel->footer(Example("  trainctl sweep cancel sw-1f2e3d4c"));
 
-  // Experiment records (issue 4): report, metrics, sweep compare, and
+  // Experiment records: report, metrics, sweep compare, and
   // sweep describe's --metric.
   CLI::App* report = app.add_subcommand(
       "report", "From inside a task: report metrics (durable on return)");
