@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "client/cli.h"
+#include "client/testing/cli_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainctl/v1/service_mock.grpc.pb.h"
 
 namespace trainctl::cli {
 namespace {
@@ -24,7 +24,9 @@ using ::testing::Return;
 
 constexpr char kPem[] = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 
-class CliAuthTest : public ::testing::Test {
+// Connects with the system clock and a NiceMock stub: only how the CLI
+// connects matters here.
+class CliAuthTest : public CliHarness<::testing::NiceMock<v1::MockCoordinatorStub>> {
  protected:
   void SetUp() override {
     for (const char* v : {"TRAINCTL_COORDINATOR", "TRAINCTL_AUTH_TOKEN", "TRAINCTL_TLS_CA",
@@ -49,28 +51,14 @@ class CliAuthTest : public ::testing::Test {
   // Runs `trainctl ARGS... nodes` and returns the exit status; the
   // connection the CLI resolved is in connection_.
   int Run(std::vector<std::string> args) {
-    args.insert(args.begin(), "trainctl");
     args.push_back("nodes");
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    out_.str("");
-    err_.str("");
-    CliOptions options;
-    options.config_file = config_;
-    Cli cli(ConnectionStubFactory([this](const Connection& c) {
-              connection_ = c;
-              return &stub_;
-            }),
-            out_, err_, options);
-    return cli.Run(static_cast<int>(argv.size()), argv.data());
+    options_.clock = nullptr;
+    options_.config_file = config_;
+    return CliHarness::Run(std::move(args));
   }
 
   std::string dir_;
   std::string config_;
-  ::testing::NiceMock<v1::MockCoordinatorStub> stub_;
-  std::ostringstream out_;
-  std::ostringstream err_;
-  Connection connection_;
 };
 
 TEST_F(CliAuthTest, NoConfigNoFlags_DefaultAddressNoTokenPlaintext) {

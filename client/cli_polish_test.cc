@@ -26,13 +26,13 @@
 #include "absl/strings/strip.h"
 #include "client/cli.h"
 #include "client/completion.h"
+#include "client/testing/cli_harness.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "trainctl/v1/service_mock.grpc.pb.h"
 
 namespace trainctl::cli {
 namespace {
@@ -46,14 +46,6 @@ using ::testing::Not;
 using ::testing::Return;
 using ::testing::SetArgPointee;
 using ::testing::StrictMock;
-
-template <typename T>
-T Proto(const std::string& text) {
-  T message;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message))
-      << text;
-  return message;
-}
 
 // What the test's own walk of the CLI11 App finds: every command path
 // ("sweep describe") and, per path, its option names and footer.
@@ -92,29 +84,19 @@ void WalkApp(const CLI::App& app, const std::string& path, AppFacts* facts) {
 // Runs command lines against a strict mock stub (any RPC a test does not
 // expect fails it); time is a FakeClock. Also records what WalkApp finds in
 // the App of the last Run.
-class CliPolishTest : public ::testing::Test {
+class CliPolishTest : public CliHarness<> {
  protected:
-  static constexpr int64_t kNowMs = 1'700'000'000'000;
-
   void SetUp() override { unsetenv("TRAINCTL_COORDINATOR"); }
 
   int Run(std::vector<std::string> args, bool progress = false,
           int terminal_width = 0) {
-    args.insert(args.begin(), "trainctl");
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    out_.str("");
-    err_.str("");
-    CliOptions options;
-    options.clock = &clock_;
-    options.progress = progress;
-    options.terminal_width = terminal_width;
+    options_.progress = progress;
+    options_.terminal_width = terminal_width;
     facts_ = AppFacts();
-    options.inspect_app = [this](const CLI::App& app) {
+    options_.inspect_app = [this](const CLI::App& app) {
       WalkApp(app, "", &facts_);
     };
-    Cli cli(&stub_, out_, err_, options);
-    return cli.Run(static_cast<int>(argv.size()), argv.data());
+    return CliHarness::Run(std::move(args));
   }
 
   // Writes `text` to a file in a fresh temp dir and returns its path.
@@ -131,10 +113,6 @@ class CliPolishTest : public ::testing::Test {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  StrictMock<v1::MockCoordinatorStub> stub_;
-  FakeClock clock_{absl::FromUnixMillis(kNowMs)};
-  std::ostringstream out_;
-  std::ostringstream err_;
   AppFacts facts_;
   std::string dir_;
 };

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/sweep.h"
+#include "client/testing/cli_harness.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -18,7 +19,6 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "trainctl/v1/service_mock.grpc.pb.h"
 
 namespace trainctl::cli {
 namespace {
@@ -37,14 +37,6 @@ using ::testing::SetArgPointee;
 using ::testing::StartsWith;
 using ::testing::StrictMock;
 
-template <typename T>
-T Proto(const std::string& text) {
-  T message;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message))
-      << text;
-  return message;
-}
-
 MATCHER_P(EqualsProto, expected, "") {
   std::string diff;
   google::protobuf::util::MessageDifferencer differencer;
@@ -54,51 +46,11 @@ MATCHER_P(EqualsProto, expected, "") {
   return equal;
 }
 
-std::vector<std::string> Lines(const std::string& text) {
-  return absl::StrSplit(text, '\n', absl::SkipEmpty());
-}
-
 // Runs command lines against a strict mock stub: any RPC a test does not
 // expect fails it. Time is a FakeClock at 1'700'000'000 s.
-class CliTest : public ::testing::Test {
+class CliTest : public CliHarness<> {
  protected:
-  static constexpr int64_t kNowMs = 1'700'000'000'000;
-
   void SetUp() override { unsetenv("TRAINCTL_COORDINATOR"); }
-
-  int Run(std::vector<std::string> args) {
-    args.insert(args.begin(), "trainctl");
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    out_.str("");
-    err_.str("");
-    CliOptions options;
-    options.clock = &clock_;
-    Cli cli(
-        [this](const std::string& address) {
-          address_ = address;
-          return &stub_;
-        },
-        out_, err_, options);
-    return cli.Run(static_cast<int>(argv.size()), argv.data());
-  }
-
-  // Expects one SubmitJob, answers job id 42, and returns what was sent.
-  v1::SubmitJobRequest* ExpectSubmit() {
-    v1::SubmitJobResponse response;
-    response.set_job_id(42);
-    EXPECT_CALL(stub_, SubmitJob(_, _, _))
-        .WillOnce(DoAll(SaveArg<1>(&submitted_), SetArgPointee<2>(response),
-                        Return(grpc::Status::OK)));
-    return &submitted_;
-  }
-
-  StrictMock<v1::MockCoordinatorStub> stub_;
-  FakeClock clock_{absl::FromUnixMillis(kNowMs)};
-  std::ostringstream out_;
-  std::ostringstream err_;
-  std::string address_;
-  v1::SubmitJobRequest submitted_;
 };
 
 // ------------------------------------------------------------------ submit
@@ -781,22 +733,25 @@ class DisconnectedCoordinator : public v1::Coordinator::Service {
   }
 };
 
-TEST(CliGrpcTest, Logs_NodeDisconnected_PrintsCoordinatorsMessage) {
+// The real stub of an in-process server instead of the mock; the system
+// clock, as trainctl itself has.
+class CliGrpcTest : public CliHarness<> {
+ protected:
+  CliGrpcTest() { options_.clock = nullptr; }
+};
+
+TEST_F(CliGrpcTest, Logs_NodeDisconnected_PrintsCoordinatorsMessage) {
   DisconnectedCoordinator service;
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   auto stub = v1::Coordinator::NewStub(
       server->InProcessChannel(grpc::ChannelArguments()));
-  std::ostringstream out, err;
-  Cli cli(stub.get(), out, err);
-  std::vector<std::string> args = {"trainctl", "logs", "7"};
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
+  UseStub(stub.get());
 
-  EXPECT_EQ(cli.Run(static_cast<int>(argv.size()), argv.data()), 1);
+  EXPECT_EQ(Run({"logs", "7"}), 1);
   // Not "cannot reach the coordinator": it answered.
-  EXPECT_EQ(err.str(),
+  EXPECT_EQ(err_.str(),
             "trainctl: error: node gpu-b is not connected; rank 0's log is at "
             "/var/log/trainctl/7/0/rank0.log on that host\n");
   server->Shutdown();

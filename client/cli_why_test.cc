@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "client/cli.h"
+#include "client/testing/cli_harness.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "trainctl/v1/service_mock.grpc.pb.h"
 
 namespace trainctl::cli {
 namespace {
@@ -28,44 +28,12 @@ using ::testing::SaveArg;
 using ::testing::SetArgPointee;
 using ::testing::StrictMock;
 
-template <typename T>
-T Proto(const std::string& text) {
-  T message;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message))
-      << text;
-  return message;
-}
-
-class CliWhyTest : public ::testing::Test {
+class CliWhyTest : public CliHarness<> {
  protected:
-  static constexpr int64_t kNowMs = 1'700'000'000'000;
-
   int Run(std::vector<std::string> args, std::string default_user = "") {
-    args.insert(args.begin(), "trainctl");
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    out_.str("");
-    err_.str("");
-    CliOptions options;
-    options.clock = &clock_;
-    options.default_user = default_user;
-    Cli cli(&stub_, out_, err_, options);
-    return cli.Run(static_cast<int>(argv.size()), argv.data());
+    options_.default_user = default_user;
+    return CliHarness::Run(std::move(args));
   }
-
-  void ExpectSubmit() {
-    v1::SubmitJobResponse response;
-    response.set_job_id(42);
-    EXPECT_CALL(stub_, SubmitJob(_, _, _))
-        .WillOnce(DoAll(SaveArg<1>(&submitted_), SetArgPointee<2>(response),
-                        Return(grpc::Status::OK)));
-  }
-
-  StrictMock<v1::MockCoordinatorStub> stub_;
-  FakeClock clock_{absl::FromUnixMillis(kNowMs)};
-  std::ostringstream out_;
-  std::ostringstream err_;
-  v1::SubmitJobRequest submitted_;
 };
 
 TEST_F(CliWhyTest, Submit_SchedulingFlags_MapToSpec) {

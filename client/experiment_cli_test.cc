@@ -9,13 +9,13 @@
 
 #include "absl/strings/str_split.h"
 #include "client/cli.h"
+#include "client/testing/cli_harness.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "trainctl/v1/service_mock.grpc.pb.h"
 
 namespace trainctl::cli {
 namespace {
@@ -31,35 +31,14 @@ using ::testing::SaveArg;
 using ::testing::SetArgPointee;
 using ::testing::StrictMock;
 
-template <typename T>
-T Proto(const std::string& text) {
-  T message;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message)) << text;
-  return message;
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  return absl::StrSplit(text, '\n', absl::SkipEmpty());
-}
-
-class ExperimentCliTest : public ::testing::Test {
+class ExperimentCliTest : public CliHarness<> {
  protected:
-  static constexpr int64_t kNowMs = 1'700'000'000'000;
-
-  int Run(std::vector<std::string> args) {
-    args.insert(args.begin(), "trainctl");
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    out_.str("");
-    err_.str("");
-    CliOptions options;
-    options.clock = &clock_;
-    options.getenv = [this](const char* name) -> const char* {
+  // `trainctl report` reads its environment from env_.
+  ExperimentCliTest() {
+    options_.getenv = [this](const char* name) -> const char* {
       auto it = env_.find(name);
       return it == env_.end() ? nullptr : it->second.c_str();
     };
-    Cli cli(&stub_, out_, err_, options);
-    return cli.Run(static_cast<int>(argv.size()), argv.data());
   }
 
   // The launch environment of rank 0 of job 7, attempt 1.
@@ -70,11 +49,7 @@ class ExperimentCliTest : public ::testing::Test {
             {"RANK", "0"}};
   }
 
-  StrictMock<v1::MockCoordinatorStub> stub_;
-  FakeClock clock_{absl::FromUnixMillis(kNowMs)};
   std::map<std::string, std::string> env_;
-  std::ostringstream out_;
-  std::ostringstream err_;
 };
 
 TEST_F(ExperimentCliTest, Report_InTask_SendsPointsWithEnvIdentity) {

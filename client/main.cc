@@ -1,5 +1,6 @@
 // trainctl: the command-line client of trainctl-coordinator. All logic lives
-// in cli.{h,cc}; this file only opens the channel and finds the terminal.
+// in cli.h and the cli*.cc files (tc_cli); this file only opens the channel
+// and finds the terminal.
 
 #include <sys/ioctl.h>
 #include <unistd.h>

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli.h"
+#include "client/testing/cli_harness.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -75,13 +76,17 @@ class FakeSubmitService final : public v1::Coordinator::CallbackService {
   std::string fail_request_id;
 };
 
-class SweepSubmitTest : public ::testing::Test {
+// The CLI talks to FakeSubmitService through a real stub, with the system
+// clock and default options, as trainctl itself does.
+class SweepSubmitTest : public CliHarness<> {
  protected:
   SweepSubmitTest() {
     grpc::ServerBuilder builder;
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
-    stub_ = v1::Coordinator::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+    grpc_stub_ = v1::Coordinator::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+    UseStub(grpc_stub_.get());
+    options_.clock = nullptr;
   }
   ~SweepSubmitTest() override { server_->Shutdown(); }
 
@@ -89,20 +94,13 @@ class SweepSubmitTest : public ::testing::Test {
   int RunSweep(int n) {
     std::string grid = "i=";
     for (int i = 0; i < n; ++i) absl::StrAppend(&grid, i == 0 ? "" : ",", i);
-    std::vector<std::string> args = {"trainctl", "sweep", "--sweep-id", "sw", "--gpus",
-                                     "1", "--grid", grid, "--", "echo", "{i}"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    out_.str("");
-    err_.str("");
-    Cli cli(stub_.get(), out_, err_);
-    return cli.Run(static_cast<int>(argv.size()), argv.data());
+    return Run({"sweep", "--sweep-id", "sw", "--gpus", "1", "--grid", grid, "--", "echo",
+                "{i}"});
   }
 
   FakeSubmitService service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
-  std::ostringstream out_, err_;
+  std::unique_ptr<v1::Coordinator::Stub> grpc_stub_;
 };
 
 TEST_F(SweepSubmitTest, Sweep_100Trials_SubmittedConcurrentlyEachOnce) {

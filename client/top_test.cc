@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "client/cli.h"
+#include "client/testing/cli_harness.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "trainctl/v1/service_mock.grpc.pb.h"
 
 namespace trainctl::cli {
 namespace {
@@ -27,13 +27,6 @@ using ::testing::Return;
 using ::testing::SaveArg;
 using ::testing::SetArgPointee;
 using ::testing::StrictMock;
-
-template <typename T>
-T Proto(const std::string& text) {
-  T msg;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &msg)) << text;
-  return msg;
-}
 
 // One node with two H100s: GPU 0 runs jobs 7 and 8 packed, GPU 1 is idle.
 const char kNodes[] = R"pb(
@@ -71,19 +64,12 @@ const char kUsage[] = R"pb(
   }
 )pb";
 
-class TopTest : public ::testing::Test {
+// Now is 1'700'000'006'000 ms, the time of job 7's last sample; the
+// terminal is 120 columns wide.
+class TopTest : public CliHarness<> {
  protected:
-  int Run(std::vector<std::string> args) {
-    args.insert(args.begin(), "trainctl");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    out_.str("");
-    err_.str("");
-    CliOptions options;
-    options.clock = &clock_;
-    options.terminal_width = 120;
-    Cli cli(&stub_, out_, err_, options);
-    return cli.Run(static_cast<int>(argv.size()), argv.data());
+  TopTest() : CliHarness(absl::FromUnixMillis(1'700'000'006'000)) {
+    options_.terminal_width = 120;
   }
   void ExpectFrame() {
     EXPECT_CALL(stub_, ListNodes(_, _, _))
@@ -95,9 +81,6 @@ class TopTest : public ::testing::Test {
                         Return(grpc::Status::OK)));
   }
 
-  StrictMock<v1::MockCoordinatorStub> stub_;
-  FakeClock clock_{absl::FromUnixMillis(1'700'000'006'000)};
-  std::ostringstream out_, err_;
   v1::GetJobUsageRequest usage_request_;
 };
 

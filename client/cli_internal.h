@@ -1,0 +1,364 @@
+// The parts of the `trainctl` command line (client/cli.h) that its commands
+// share: the Flags every command binds, the Session one Run talks to the
+// coordinator through, the formatting and connection helpers (cli_common.cc)
+// and each command's definition function. Internal to tc_cli: include it
+// only from the client/cli*.cc files.
+//
+// One file per command or family, as kubectl lays out its commands:
+//   cli.cc               Cli: global flags, completion, help, dispatch
+//   cli_common.cc        formatting, RPC errors, config file, connection
+//   cli_submit.cc        submit (and the job spec flags sweep shares)
+//   cli_sweep.cc         sweep, sweep list/describe/cancel/compare
+//   cli_metrics.cc       report, metrics
+//   cli_list_describe.cc list, describe
+//   cli_logs.cc          logs
+//   cli_wait_cancel.cc   wait, cancel
+//   cli_why.cc           why
+//   cli_nodes.cc         nodes
+//   cli_top.cc           top
+
+#ifndef TRAINCTL_CLIENT_CLI_INTERNAL_H_
+#define TRAINCTL_CLIENT_CLI_INTERNAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/cli.h"
+#include "client/sweep.h"
+#include "common/clock.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/grpcpp.h"
+#include "trainctl/v1/service.grpc.pb.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace trainctl::cli::internal {
+
+namespace v1 = ::trainctl::v1;
+using Stub = v1::Coordinator::StubInterface;
+
+// Deadline of every unary call but WaitJob.
+inline constexpr absl::Duration kRpcDeadline = absl::Seconds(10);
+// How long one WaitJob call long-polls on the server; its deadline adds
+// kWaitSlack for the network.
+inline constexpr absl::Duration kWaitPoll = absl::Seconds(30);
+inline constexpr absl::Duration kWaitSlack = absl::Seconds(5);
+// `logs -f` blocks this long on WaitJob when it has caught up with the log.
+inline constexpr absl::Duration kFollowPoll = absl::Seconds(1);
+// With a progress line (CliOptions::progress), `wait` polls this often so
+// that the line's elapsed time and state stay current.
+inline constexpr absl::Duration kProgressPoll = absl::Seconds(1);
+
+// ------------------------------------------------------------ formatting
+// (cli_common.cc)
+
+// "JOB_STATE_RUNNING" -> "running": the user-facing name of an enum value.
+std::string ShortEnumName(const std::string& full, absl::string_view prefix);
+std::string StateName(v1::JobState s);
+std::string KindName(v1::JobKind k);
+std::string TaskStateName(v1::TaskState s);
+std::string NodeStateName(v1::NodeState s);
+// "45s", "12m5s", "3h4m", "2d3h": coarse, like kubectl's AGE.
+std::string FormatAge(absl::Duration d);
+absl::Time FromMs(int64_t ms);
+// The resource shape of a spec, compactly: "0.25", "10GiB", "1", "8", "2x4".
+std::string FormatGpus(const v1::JobSpec& spec);
+// The resources in words, for `describe`.
+std::string DescribeResources(const v1::JobSpec& spec);
+// Quotes an argv element for display when a shell would split or expand it.
+std::string ShellQuote(const std::string& arg);
+// "SIGKILL", or "signal N" for a number without a name.
+std::string SignalName(int sig);
+// EXIT cell of a task: its code, its signal's name, or "-" while it runs.
+std::string FormatExit(const v1::Task& t);
+// "%.6g": enough digits for a loss, short in a table.
+std::string FormatValue(double v);
+// The protobuf JSON of `message` (proto field names, defaults included).
+std::string ToJson(const google::protobuf::Message& message);
+// Valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
+bool IsEnvName(absl::string_view name);
+
+// ------------------------------------------------------------ one command run
+
+// What one Run needs once argv is parsed: the stub, where it points, the
+// output streams and the clock. Each command's methods are defined in that
+// command's file. Single-threaded, as Cli.
+class Session {
+ public:
+  Session(Stub* stub, std::string address, std::ostream& out, std::ostream& err,
+          const Clock& clock, int terminal_width)
+      : stub_(stub),
+        address_(std::move(address)),
+        out_(out),
+        err_(err),
+        clock_(clock),
+        terminal_width_(terminal_width) {}
+
+  template <typename Req, typename Resp>
+  using Method = grpc::Status (Stub::*)(grpc::ClientContext*, const Req&,
+                                        Resp*);
+
+  // Calls `method` with a deadline; on failure returns a status whose
+  // message is what the user should read.
+  template <typename Req, typename Resp>
+  absl::Status Call(Method<Req, Resp> method, const Req& request,
+                    Resp* response, absl::Duration deadline = kRpcDeadline) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    grpc::Status status = (stub_->*method)(&context, request, response);
+    if (status.ok()) return absl::OkStatus();
+    return ToUserStatus(status, deadline);
+  }
+
+  // Prints "trainctl: error: ..." and returns kExitRpcError.
+  int Fail(const absl::Status& status) {
+    err_ << "trainctl: error: " << status.message() << "\n";
+    return kExitRpcError;
+  }
+  int UsageError(absl::string_view message) {
+    err_ << "trainctl: error: " << message << "\n";
+    return kExitUsage;
+  }
+
+  int Submit(v1::SubmitJobRequest request, bool wait);
+  int List(const std::vector<std::string>& states, bool json);
+  int Describe(int64_t job_id, bool json);
+  // The pre-flights of a gang (docs/preflight.md): one block per run.
+  void DescribePreflight(const v1::Job& job);
+  int Logs(int64_t job_id, int rank, bool follow);
+  int Cancel(int64_t job_id);
+  int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
+  int Nodes(bool json);
+  // `trainctl why`: the WhyJob answer as lines for people, or JSON.
+  int Why(int64_t job_id, bool json);
+  // `trainctl top`: one frame (once) or a frame every `interval` redrawn in
+  // place with ANSI escapes until interrupted; json prints TopFrame(s).
+  int Top(absl::Duration interval, bool once, bool json);
+  // The "Utilization" section of `describe`: history summary and diagnosis.
+  // Prints nothing when the coordinator has no history (or predates it).
+  void DescribeUsage(const v1::Job& job);
+  // `wait` and `submit --wait` draw a progress line on stderr (see
+  // CliOptions::progress).
+  void EnableProgress() { progress_ = true; }
+  // Submits every trial of a sweep as a job of `base` with the trial's
+  // command and params, spec.sweep_id, name "<name>-<i>" and request id
+  // "<sweep_id>-<i>" (so running it again submits nothing twice). Up to 32
+  // trials are in flight at once, so job ids need not follow trial order.
+  int Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
+            const std::string& sweep_id, const std::string& name);
+  int SweepList(bool json);
+  int SweepDescribe(const std::string& sweep_id, bool json);
+  int SweepCancel(const std::string& sweep_id);
+
+  // Experiment records: metric reports and queries, sweep comparison by a
+  // metric (cli_metrics.cc, cli_sweep.cc).
+  //
+  // `trainctl report KEY=VALUE...` from inside a task: the job, attempt, rank
+  // and token come from the launch environment read through `getenv`.
+  int Report(const std::vector<std::string>& pairs, int64_t step,
+             const std::function<const char*(const char*)>& getenv);
+  int Metrics(int64_t job_id, const std::string& key, bool json);
+  int SweepCompare(const std::string& sweep_id, const std::string& metric,
+                   const std::string& mode, const std::string& scope, bool json,
+                   size_t max_rows = 0);
+  // The experiment-record part of `describe`: checkpoint dir, GPU-hours,
+  // attempts, metric summary.
+  void DescribeRecords(const v1::Job& job);
+
+ private:
+  // The trials of `sweep_id` ranked by `metric` (one summary-only GetMetrics
+  // per trial). Errors: those of SweepJobs and GetMetrics.
+  absl::StatusOr<v1::SweepComparison> CompareSweep(const std::string& sweep_id,
+                                                   const std::string& metric,
+                                                   const std::string& mode,
+                                                   const std::string& scope);
+  void PrintMetricTable(const v1::GetMetricsResponse& metrics);
+
+  // The trials of `sweep_id`, oldest first. Errors: those of ListJobs;
+  // NOT_FOUND when the sweep has no trial.
+  absl::StatusOr<v1::ListJobsResponse> SweepJobs(const std::string& sweep_id);
+
+  // UNAVAILABLE always means the coordinator could not be reached: the
+  // coordinator itself never answers UNAVAILABLE to the user API (a
+  // disconnected node is FAILED_PRECONDITION).
+  absl::Status ToUserStatus(const grpc::Status& status,
+                            absl::Duration deadline) const;
+
+  // Prints the one-line outcome of a final job to stderr.
+  void PrintSummary(const v1::Job& job);
+  // Redraws the progress line: "/ job 42 running 1m5s (attempt 1): reason",
+  // cut to the terminal's width so that it never wraps.
+  void DrawProgress(const v1::Job& job, absl::Duration elapsed, int frame);
+  // Erases the progress line, if one is drawn.
+  void ClearProgress();
+  std::string Ago(int64_t ms) const {
+    return FormatAge(clock_.Now() - FromMs(ms));
+  }
+
+  Stub* stub_;
+  std::string address_;
+  std::ostream& out_;
+  std::ostream& err_;
+  const Clock& clock_;
+  int terminal_width_;
+  bool progress_ = false;
+  bool progress_drawn_ = false;
+};
+
+// ------------------------------------------------------------ command line
+
+// Every flag and argument of every command; CLI11 binds them, the commands
+// read them back after parsing.
+struct Flags {
+  std::string coordinator;
+  std::string token;
+  std::string tls_ca;
+  std::string config;
+  std::string output;
+  // submit
+  v1::SubmitJobRequest submit;
+  int gpus = 0;
+  double gpu_fraction = 0;
+  std::string gpu_mem;
+  int nodes = 0;
+  int gpus_per_node = 0;
+  int tasks_per_node = 0;
+  int priority = 0;
+  int max_restarts = 0;
+  std::vector<std::string> env;
+  std::string workdir;
+  std::string queue;
+  std::string time_limit;
+  bool preemptible = false;
+  bool pack = false;
+  bool spread = false;
+  bool preflight = false;
+  bool no_preflight = false;
+  std::string user;
+  std::string project;
+  bool wait = false;
+  std::vector<std::string> command;
+  // list
+  std::vector<std::string> states;
+  // describe, logs, cancel, wait
+  int64_t job_id = 0;
+  int rank = 0;
+  bool follow = false;
+  std::string timeout;
+  // sweep (the job flags above are shared with submit)
+  std::vector<std::string> grid;
+  std::vector<std::string> params;
+  int64_t random_count = 0;
+  uint64_t seed = 0;
+  // Also the SWEEP argument of sweep describe/cancel.
+  std::string sweep_id;
+  // report, metrics, sweep compare / describe --metric
+  std::vector<std::string> report_pairs;
+  int64_t step = 0;
+  std::string metric_key;
+  std::string metric;
+  std::string mode = "min";
+  std::string scope = "last";
+  // sweep --early-stop METRIC[:min|max] (ASHA)
+  std::string early_stop;
+  int64_t grace_steps = 1;
+  int reduction_factor = 3;
+  int64_t max_steps = 0;
+  // submit/sweep --auto-pack
+  bool auto_pack = false;
+  // top
+  double interval_s = 2;
+  bool once = false;
+};
+
+
+// Prints "trainctl: error: MESSAGE" to `err` and returns kExitUsage.
+int UsageError(std::ostream& err, absl::string_view message);
+// "Example:\n" and `text`: the footer of a command's --help.
+std::string Example(absl::string_view text);
+
+// Resolves the Connection (see cli.h) from the flags (which already hold
+// the environment variables) and the config file. Warns on `err` about a
+// token kept in a file others can read, or sent without TLS off-host.
+// Errors: INVALID_ARGUMENT for an unreadable --config or CA file, a bad
+// config file, or a token gRPC cannot send.
+absl::StatusOr<Connection> ResolveConnection(const Flags& f,
+                                             const CliOptions& options,
+                                             std::ostream& err);
+
+// The commands' definitions. Each adds its subcommand(s) to `app`, binding
+// their flags to `f`; Cli::Run calls them in the order `trainctl --help`
+// lists the commands.
+
+// `submit` (cli_submit.cc).
+CLI::App* AddSubmitCommand(CLI::App& app, Flags& f);
+// Adds the flags a job spec is made of, shared by `submit` and `sweep`
+// (resource shape, priority, restarts, env, workdir...) to `sub`, bound to
+// `f` (cli_submit.cc).
+void AddJobSpecOptions(CLI::App* sub, Flags& f);
+// Fills flags->submit from the job spec flags and the command; returns a
+// usage error message naming the flag, or "" when they are fine. `example`
+// is the command line shown when the command is missing (cli_submit.cc).
+std::string BuildSpec(Flags* flags, absl::string_view verb,
+                      absl::string_view example);
+
+// `sweep` and its subcommands (cli_sweep.cc).
+struct SweepCommands {
+  CLI::App* sweep;
+  CLI::App* list;
+  CLI::App* describe;
+  CLI::App* cancel;
+  CLI::App* compare;
+};
+SweepCommands AddSweepCommands(CLI::App& app, Flags& f);
+// For a sweep to submit: expands the sweep flags into `trials` and fills
+// f->sweep_id and f->submit before any RPC, warning on `err` about
+// parameters no placeholder uses. Returns kExitOk, or kExitUsage after
+// printing the error on `err`.
+int PrepareSweep(Flags* f, std::ostream& err, std::vector<Trial>* trials);
+
+// `report` and `metrics` (cli_metrics.cc).
+CLI::App* AddReportCommand(CLI::App& app, Flags& f);
+CLI::App* AddMetricsCommand(CLI::App& app, Flags& f);
+
+// `list` and `describe` (cli_list_describe.cc).
+struct ListDescribeCommands {
+  CLI::App* list;
+  CLI::App* describe;
+};
+ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f);
+
+// `logs` (cli_logs.cc).
+CLI::App* AddLogsCommand(CLI::App& app, Flags& f);
+
+// `cancel` and `wait` (cli_wait_cancel.cc).
+CLI::App* AddCancelCommand(CLI::App& app, Flags& f);
+CLI::App* AddWaitCommand(CLI::App& app, Flags& f);
+// `wait --timeout`: "30s", "5m", "1h30m", or a bare number of seconds;
+// nullopt when it is none of these.
+std::optional<absl::Duration> ParseTimeout(const std::string& text);
+
+// `why` (cli_why.cc).
+CLI::App* AddWhyCommand(CLI::App& app, Flags& f);
+
+// `nodes` (cli_nodes.cc).
+CLI::App* AddNodesCommand(CLI::App& app, Flags& f);
+
+// `top` (cli_top.cc).
+CLI::App* AddTopCommand(CLI::App& app, Flags& f);
+
+}  // namespace trainctl::cli::internal
+
+#endif  // TRAINCTL_CLIENT_CLI_INTERNAL_H_

@@ -1,0 +1,90 @@
+// `trainctl nodes`: every GPU of the cluster (model, memory, utilization,
+// temperature, power, the jobs on it), as a table or JSON.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli.h"
+#include "client/cli_internal.h"
+#include "client/table.h"
+#include "common/units.h"
+
+namespace trainctl::cli::internal {
+
+CLI::App* AddNodesCommand(CLI::App& app, Flags& f) {
+  CLI::App* nodes_cmd =
+      app.add_subcommand("nodes", "Show every GPU of the cluster");
+  nodes_cmd->add_option("-o,--output", f.output, "Output format: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  nodes_cmd->footer(Example("  trainctl nodes\n  trainctl nodes -o json"));
+  return nodes_cmd;
+}
+
+int Session::Nodes(bool json) {
+  v1::ListNodesResponse response;
+  if (absl::Status s =
+          Call(&Stub::ListNodes, v1::ListNodesRequest(), &response);
+      !s.ok()) {
+    return Fail(s);
+  }
+  if (json) {
+    out_ << ToJson(response);
+    return kExitOk;
+  }
+  // A job seen on more than one GPU is a gang: show its ranks.
+  absl::flat_hash_map<int64_t, int> gpus_per_job;
+  for (const v1::NodeView& view : response.nodes()) {
+    for (const v1::GpuTasks& gpu : view.gpu_tasks()) {
+      for (const v1::GpuTaskRef& ref : gpu.tasks())
+        ++gpus_per_job[ref.job_id()];
+    }
+  }
+  Table table({"NODE", "STATE", "GPU", "MODEL", "MEMORY", "UTIL", "TEMP",
+               "POWER", "JOBS"});
+  bool any_fake = false;
+  for (const v1::NodeView& view : response.nodes()) {
+    const v1::Node& node = view.node();
+    std::string name = node.name() + (node.fake_gpus() ? "*" : "");
+    any_fake |= node.fake_gpus();
+    if (node.gpus_size() == 0) {
+      table.AddRow({name, NodeStateName(node.state()), "-", "(no GPUs)", "-",
+                    "-", "-", "-", "-"});
+    }
+    for (int i = 0; i < node.gpus_size(); ++i) {
+      const v1::Gpu& gpu = node.gpus(i);
+      std::vector<std::string> jobs;
+      if (i < view.gpu_tasks_size()) {
+        for (const v1::GpuTaskRef& ref : view.gpu_tasks(i).tasks()) {
+          bool gang = ref.rank() > 0 || gpus_per_job[ref.job_id()] > 1;
+          jobs.push_back(gang ? absl::StrCat(ref.job_id(), "/", ref.rank())
+                              : absl::StrCat(ref.job_id()));
+        }
+      }
+      table.AddRow({name, NodeStateName(node.state()),
+                    absl::StrCat(gpu.index()),
+                    gpu.name() + (gpu.mig_enabled() ? " (MIG)" : ""),
+                    absl::StrCat(FormatBytes(gpu.memory_used_bytes()), " / ",
+                                 FormatBytes(gpu.memory_total_bytes())),
+                    absl::StrCat(gpu.utilization_pct(), "%"),
+                    absl::StrCat(gpu.temperature_c(), "C"),
+                    absl::StrFormat("%.0fW", gpu.power_w()),
+                    jobs.empty() ? "-" : absl::StrJoin(jobs, ",")});
+    }
+  }
+  // On a narrow terminal names, models and jobs are cut; POWER and TEMP go.
+  for (int column : {1, 2, 5, 6, 7}) table.KeepWhole(column);
+  table.Optional(7);
+  table.Optional(6);
+  table.Print(out_, terminal_width_);
+  if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
+  return kExitOk;
+}
+
+}  // namespace trainctl::cli::internal

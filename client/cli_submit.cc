@@ -1,0 +1,196 @@
+// `trainctl submit`: the job spec flags (shared with `trainctl sweep`), how
+// they become a JobSpec, and the submit itself (with --wait, then waits as
+// `trainctl wait` does).
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/cli.h"
+#include "client/cli_internal.h"
+#include "common/units.h"
+
+namespace trainctl::cli::internal {
+
+// The flags a job spec is made of, shared by `submit` and `sweep`: resource
+// shape, priority, restarts, env, workdir. They fill `f`; BuildSpec reads
+// them back.
+void AddJobSpecOptions(CLI::App* sub, Flags& f) {
+  // CLI11's PositiveNumber prints DBL_MAX in its message.
+  const CLI::Range kPositive(1, 1'000'000);
+  const CLI::Range kNonNegative(0, 1'000'000);
+  auto* gpus = sub->add_option("--gpus", f.gpus,
+                               "Whole GPUs; more than 1 makes a gang job")
+                   ->check(kPositive);
+  auto* fraction = sub->add_option("--gpu-fraction", f.gpu_fraction,
+                                   "Share of one GPU, in (0, 1]")
+                       ->check(CLI::Range(0.0, 1.0));
+  auto* mem = sub->add_option("--gpu-mem", f.gpu_mem,
+                              "GPU memory to reserve on one shared GPU, "
+                              "e.g. 10GiB");
+  gpus->excludes(fraction)->excludes(mem);
+  fraction->excludes(mem);
+  auto* nodes_opt =
+      sub->add_option("--nodes", f.nodes, "Nodes of a gang job")
+          ->check(kPositive);
+  auto* gpn_opt = sub->add_option("--gpus-per-node", f.gpus_per_node,
+                                  "GPUs on each node of a gang job")
+                      ->check(kPositive);
+  nodes_opt->needs(gpn_opt)->excludes(gpus)->excludes(fraction)->excludes(mem);
+  gpn_opt->needs(nodes_opt);
+  sub->add_option("--tasks-per-node", f.tasks_per_node,
+                  "Processes per node (default: one per GPU)")
+      ->check(kPositive);
+  sub->add_option("--priority", f.priority, "Higher runs first (default 0)");
+  sub->add_option("--max-restarts", f.max_restarts,
+                  "Retries of a failed attempt (default 0)")
+      ->check(kNonNegative);
+  sub->add_option("--env", f.env, "KEY=VALUE for the task (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_option("--workdir", f.workdir,
+                  "Working directory of the task (default: this one)");
+  sub->add_option("--queue", f.queue,
+                  "Named queue (see the coordinator's --scheduler-config; "
+                  "default: default)");
+  sub->add_option("--time-limit", f.time_limit,
+                  "Stop and fail the job (TIMEOUT) after this long running, "
+                  "e.g. 30m, 2h, 1h30m; lets it backfill ahead of a reservation");
+  sub->add_flag("--preemptible", f.preemptible,
+                "May be stopped (SIGTERM, grace) and requeued for "
+                "higher-ranked work; may backfill onto reserved GPUs");
+  auto* pack = sub->add_flag("--pack", f.pack,
+                             "Gang: fewest nodes, fullest first (default)");
+  auto* spread = sub->add_flag("--spread", f.spread,
+                               "Gang: as many nodes as possible, emptiest first");
+  pack->excludes(spread);
+  auto* preflight = sub->add_flag(
+      "--preflight", f.preflight,
+      "Gang: before the processes start, run a short NCCL all-reduce on the "
+      "placed GPUs and place the gang again without any node that fails it "
+      "(default: on for gangs placed on more than one node)");
+  sub->add_flag("--no-preflight", f.no_preflight,
+                "Gang: no pre-flight, whatever the placement")
+      ->excludes(preflight);
+  sub->add_option("--user", f.user,
+                  "User the job is charged to for quotas (default: $USER)");
+  sub->add_option("--project", f.project,
+                  "Project the job is charged to for quotas");
+  sub->add_flag("--auto-pack", f.auto_pack,
+                "Experiments: let the coordinator pack trials onto GPUs from "
+                "measured memory and utilization (default off); --gpu-mem is "
+                "then the first memory request")
+      ->excludes(gpus)
+      ->excludes(nodes_opt)
+      ->excludes(fraction);
+}
+
+// Fills flags->submit from the job spec flags (AddJobSpecOptions) and the
+// command; returns a usage error message naming the flag, or "" when they
+// are fine. `example` is the command line shown when the command is missing.
+std::string BuildSpec(Flags* flags, absl::string_view verb,
+                      absl::string_view example) {
+  v1::JobSpec* spec = flags->submit.mutable_spec();
+  if (flags->command.empty()) {
+    return absl::StrCat(verb, ": no command to run; give it after --, e.g. `",
+                        example, "`");
+  }
+  spec->mutable_command()->Assign(flags->command.begin(), flags->command.end());
+  spec->set_gpus(flags->gpus);
+  spec->set_nodes(flags->nodes);
+  spec->set_gpus_per_node(flags->gpus_per_node);
+  spec->set_tasks_per_node(flags->tasks_per_node);
+  spec->set_priority(flags->priority);
+  spec->set_max_restarts(flags->max_restarts);
+  spec->set_gpu_fraction(flags->gpu_fraction);
+  spec->set_queue(flags->queue);
+  spec->set_preemptible(flags->preemptible);
+  spec->set_user(flags->user);
+  spec->set_project(flags->project);
+  if (flags->pack) spec->set_placement(v1::GANG_PLACEMENT_PACK);
+  if (flags->spread) spec->set_placement(v1::GANG_PLACEMENT_SPREAD);
+  if (flags->preflight) spec->set_preflight(v1::PREFLIGHT_MODE_ON);
+  if (flags->no_preflight) spec->set_preflight(v1::PREFLIGHT_MODE_OFF);
+  if (!flags->time_limit.empty()) {
+    absl::Duration limit;
+    if (!absl::ParseDuration(flags->time_limit, &limit) ||
+        limit <= absl::ZeroDuration()) {
+      return absl::StrFormat(
+          "--time-limit %s: expected a positive duration with a unit, such as "
+          "30m, 2h or 1h30m",
+          flags->time_limit);
+    }
+    spec->set_time_limit_ms(absl::ToInt64Milliseconds(limit));
+  }
+  spec->set_auto_pack(flags->auto_pack);
+  if (!flags->gpu_mem.empty()) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(flags->gpu_mem);
+    if (!bytes.ok())
+      return absl::StrCat("--gpu-mem: ", bytes.status().message());
+    spec->set_gpu_memory_bytes(*bytes);
+  }
+  for (const std::string& kv : flags->env) {
+    std::pair<std::string, std::string> p =
+        absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (kv.find('=') == std::string::npos || !IsEnvName(p.first)) {
+      return absl::StrFormat(
+          "--env %s: expected KEY=VALUE with KEY a variable name "
+          "([A-Za-z_][A-Za-z0-9_]*)",
+          kv);
+    }
+    if (!spec->mutable_env()->insert({p.first, p.second}).second) {
+      return absl::StrFormat("--env %s: %s is given twice", kv, p.first);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::path workdir =
+      flags->workdir.empty() ? std::filesystem::current_path(ec)
+                             : std::filesystem::absolute(flags->workdir, ec);
+  if (ec)
+    return absl::StrFormat("--workdir %s: %s", flags->workdir, ec.message());
+  spec->set_workdir(workdir.lexically_normal().string());
+  return "";
+}
+
+CLI::App* AddSubmitCommand(CLI::App& app, Flags& f) {
+  CLI::App* submit =
+      app.add_subcommand("submit", "Submit a job; prints its id");
+  submit->add_option("--name", *f.submit.mutable_spec()->mutable_name(),
+                     "Job name shown in listings");
+  AddJobSpecOptions(submit, f);
+  submit->add_option("--request-id", *f.submit.mutable_request_id(),
+                     "Makes retried submits idempotent");
+  submit->add_flag("--wait", f.wait,
+                   "Then wait for the job like `trainctl wait`");
+  submit->add_option("command", f.command, "The command to run, after --");
+  submit->footer(absl::StrCat(
+      Example("  trainctl submit --name sweep-lr3 --gpu-fraction 0.25 "
+              "--env LR=3e-4 -- python train.py\n"
+              "  trainctl submit --nodes 2 --gpus-per-node 8 --wait -- "
+              "python ddp.py"),
+      "\n\nWith --wait, the exit status is that of `trainctl wait` (see "
+      "trainctl wait --help)."));
+  return submit;
+}
+
+int Session::Submit(v1::SubmitJobRequest request, bool wait) {
+  v1::SubmitJobResponse response;
+  if (absl::Status s = Call(&Stub::SubmitJob, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  out_ << response.job_id() << "\n";
+  out_.flush();
+  if (!wait) return kExitOk;
+  return Wait(response.job_id(), std::nullopt);
+}
+
+}  // namespace trainctl::cli::internal

@@ -1,0 +1,184 @@
+// `trainctl cancel JOB` and `trainctl wait JOB [--timeout]` (also what
+// `submit --wait` does): the long-poll, the progress line drawn while a
+// person watches, the one-line outcome, and the exit status that tells how
+// the job ended (Cli::WaitExitStatus).
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "client/cli.h"
+#include "client/cli_internal.h"
+#include "client/table.h"
+
+namespace trainctl::cli::internal {
+
+namespace {
+
+constexpr char kWaitExitHelp[] =
+    "Exit status:\n"
+    "  0        the job succeeded\n"
+    "  1..125   the job failed: the exit code of the rank that failed first\n"
+    "           (capped to 125)\n"
+    "  1        the job failed otherwise (signal, lost node, infeasible), or\n"
+    "           the coordinator could not be reached\n"
+    "  2        the job was cancelled (also: bad command line)\n"
+    "  124      --timeout reached before the job ended\n";
+
+}  // namespace
+
+// "30s", "5m", "1h30m", or a bare number of seconds.
+std::optional<absl::Duration> ParseTimeout(const std::string& text) {
+  double seconds;
+  if (absl::SimpleAtod(text, &seconds) && seconds >= 0) {
+    return absl::Seconds(seconds);
+  }
+  absl::Duration d;
+  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) return d;
+  return std::nullopt;
+}
+
+CLI::App* AddCancelCommand(CLI::App& app, Flags& f) {
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
+  cancel->add_option("JOB", f.job_id, "Job id")->required();
+  cancel->footer(Example("  trainctl cancel 42"));
+  return cancel;
+}
+
+CLI::App* AddWaitCommand(CLI::App& app, Flags& f) {
+  CLI::App* wait = app.add_subcommand(
+      "wait", "Wait for a job to end; its exit status tells how it ended");
+  wait->add_option("JOB", f.job_id, "Job id")->required();
+  wait->add_option("--timeout", f.timeout,
+                   "Give up after this long, e.g. 90s, 2h (default: never)");
+  wait->footer(absl::StrCat(kWaitExitHelp, "\n",
+                            Example("  trainctl wait 42 --timeout 2h && "
+                                    "echo done")));
+  return wait;
+}
+
+int Session::Cancel(int64_t job_id) {
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::CancelJobResponse response;
+  if (absl::Status s = Call(&Stub::CancelJob, request, &response); !s.ok()) {
+    return Fail(s);
+  }
+  out_ << "cancelled job " << job_id << "\n";
+  return kExitOk;
+}
+
+int Session::Wait(int64_t job_id, std::optional<absl::Duration> timeout) {
+  const absl::Time start = clock_.Now();
+  const absl::Time deadline =
+      timeout ? start + *timeout : absl::InfiniteFuture();
+  v1::WaitJobResponse response;
+  for (int frame = 0;; ++frame) {
+    absl::Duration poll = std::min(progress_ ? kProgressPoll : kWaitPoll,
+                                   deadline - clock_.Now());
+    v1::WaitJobRequest request;
+    request.set_job_id(job_id);
+    // 0 would mean the server's default of 30 s.
+    request.set_timeout_ms(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(poll)));
+    if (absl::Status s =
+            Call(&Stub::WaitJob, request, &response,
+                 std::max(poll, absl::ZeroDuration()) + kWaitSlack);
+        !s.ok()) {
+      ClearProgress();
+      return Fail(s);
+    }
+    if (response.done()) break;
+    if (clock_.Now() >= deadline) {
+      ClearProgress();
+      err_ << absl::StrFormat(
+          "trainctl: error: job %d is still %s after %s; wait again with "
+          "`trainctl wait %d`\n",
+          job_id, StateName(response.job().state()),
+          absl::FormatDuration(*timeout), job_id);
+      return kExitWaitTimeout;
+    }
+    if (progress_) DrawProgress(response.job(), clock_.Now() - start, frame);
+  }
+  ClearProgress();
+  PrintSummary(response.job());
+  return Cli::WaitExitStatus(response.job());
+}
+
+void Session::DrawProgress(const v1::Job& job, absl::Duration elapsed,
+                           int frame) {
+  static constexpr char kFrames[] = "|/-\\";
+  std::string line =
+      absl::StrFormat("%c job %d %s %s", kFrames[frame % 4], job.id(),
+                      StateName(job.state()), FormatAge(elapsed));
+  if (job.attempt() > 0) absl::StrAppend(&line, " (attempt ", job.attempt(), ")");
+  if (!job.reason().empty()) absl::StrAppend(&line, ": ", job.reason());
+  // One column short of the width: a full line would wrap on some terminals.
+  if (terminal_width_ > 1) line = Truncate(line, terminal_width_ - 1);
+  // \r and "erase to end of line" (ECMA-48 EL) redraw it in place.
+  err_ << "\r\033[K" << line;
+  err_.flush();
+  progress_drawn_ = true;
+}
+
+void Session::ClearProgress() {
+  if (!progress_drawn_) return;
+  err_ << "\r\033[K";
+  err_.flush();
+  progress_drawn_ = false;
+}
+
+void Session::PrintSummary(const v1::Job& job) {
+  std::string line =
+      absl::StrFormat("job %d %s", job.id(), StateName(job.state()));
+  if (job.start_time_ms() > 0 && job.end_time_ms() > 0) {
+    absl::StrAppend(
+        &line, " after ",
+        FormatAge(FromMs(job.end_time_ms()) - FromMs(job.start_time_ms())));
+  }
+  if (job.attempt() > 0)
+    absl::StrAppend(&line, " (attempt ", job.attempt(), ")");
+  if (!job.reason().empty()) absl::StrAppend(&line, ": ", job.reason());
+  if (job.state() == v1::JOB_STATE_FAILED && job.tasks_size() > 0) {
+    absl::StrAppendFormat(&line, "; see `trainctl describe %d`", job.id());
+  }
+  err_ << line << "\n";
+}
+
+}  // namespace trainctl::cli::internal
+
+namespace trainctl::cli {
+
+int Cli::WaitExitStatus(const v1::Job& job) {
+  switch (job.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return kExitOk;
+    case v1::JOB_STATE_CANCELLED:
+      return kExitCancelled;
+    case v1::JOB_STATE_FAILED: {
+      const v1::Task* first = nullptr;
+      for (const v1::Task& t : job.tasks()) {
+        if (t.exit_code() == 0) continue;
+        if (first == nullptr ||
+            std::make_pair(t.end_time_ms(), t.rank()) <
+                std::make_pair(first->end_time_ms(), first->rank())) {
+          first = &t;
+        }
+      }
+      if (first == nullptr) return 1;
+      return std::clamp(first->exit_code(), 1, 125);
+    }
+    default:
+      return 1;
+  }
+}
+
+}  // namespace trainctl::cli
