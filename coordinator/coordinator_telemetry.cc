@@ -229,6 +229,7 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
         trial.job_id = id;
         trial.start_ms = t.start_time_ms() > 0 ? t.start_time_ms() : now_ms;
         trial.peak_memory_bytes = usage_.PeakGpuMemoryBytes(id, job.attempt(), t.rank());
+        trial.reserved_bytes = t.reserved_bytes_per_gpu();
       }
     }
   }

@@ -39,14 +39,9 @@ PackChoice Packer::Choose(const std::vector<PackGpu>& gpus,
     int64_t reserve = std::max<int64_t>(
         {job_memory_bytes, 1,
          static_cast<int64_t>(config_.initial_reservation_fraction * total)});
-    if (n == 0 && g.other_reserved_bytes == 0) {
-      // Rule 1: an empty GPU takes a trial (if what others reserve leaves it
-      // the room its learned request needs).
-      if (g.other_reserved_bytes + reserve > total) {
-        refuse(g, "other jobs' reservations leave too little memory");
-        continue;
-      }
-    } else {
+    // Rule 1: an empty GPU takes a trial (if its memory holds the learned
+    // request: the reservation check below). Else the measurements decide.
+    if (n > 0 || g.other_reserved_bytes > 0) {
       const int cap = Cap(g.node, g.index);
       if (n >= config_.max_tasks_per_gpu || (cap > 0 && n >= cap)) {
         refuse(g, absl::StrFormat("holds %d trials, its limit (%s)", n,
@@ -88,6 +83,17 @@ PackChoice Packer::Choose(const std::vector<PackGpu>& gpus,
         continue;
       }
       reserve = estimate;
+    }
+    // Whatever the measurements say, the reservations of every job on the
+    // GPU (the other jobs' and the trials') plus this one fit its memory:
+    // what the scheduler promised another job is never given out again.
+    int64_t booked = g.other_reserved_bytes;
+    for (const PackedTrial& t : g.trials) booked += t.reserved_bytes;
+    if (booked + reserve > total) {
+      refuse(g, absl::StrFormat("reservations leave %.1f GiB and a trial reserves %.1f GiB",
+                                std::max<int64_t>(0, total - booked) / kGiB,
+                                reserve / kGiB));
+      continue;
     }
     const std::tuple<bool, int> rank{n > 0, n};
     const bool better =

@@ -81,6 +81,9 @@ struct PackedTrial {
   int64_t start_ms = 0;
   // Largest GPU memory it has used so far, bytes; 0 when not measured.
   int64_t peak_memory_bytes = 0;
+  // What it reserves on this GPU in the scheduler's books, bytes (its
+  // request, raised after an out-of-memory error).
+  int64_t reserved_bytes = 0;
 };
 
 // One GPU as the packer sees it.

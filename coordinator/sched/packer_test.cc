@@ -140,6 +140,31 @@ TEST(PackerTest, Choose_GpuSharedWithFractionJobs_JudgedByMeasurement) {
   EXPECT_EQ(c.reserved_bytes, 4 * kGiB);
 }
 
+TEST(PackerTest, Choose_ReservationsWouldPassGpuMemory_AdmitsNothing) {
+  Packer packer;
+  // 80 GiB GPU: two 24 GiB experiments reserve 48 GiB; one settled trial
+  // reserves 20 GiB (raised after an out-of-memory error) and peaked at
+  // 10 GiB; the GPU measures 34 GiB used, 60 % busy. By measurement a new
+  // trial fits: it needs 10 x 1.25 = 12.5 GiB and 80 - 8 (headroom) -
+  // max(34, 48) = 24 GiB is free. By reservation it does not: 48 + 20 +
+  // 12.5 = 80.5 GiB > 80 GiB, so it is refused.
+  PackGpu g = Gpu("a", 0);
+  g.other_reserved_bytes = 48 * kGiB;
+  g.memory_used_bytes = 34 * kGiB;
+  g.util_pct = 60;
+  PackedTrial t = Trial(1, 0, 10 * kGiB);
+  t.reserved_bytes = 20 * kGiB;
+  g.trials = {t};
+  PackChoice c = packer.Choose({g}, 0, 60 * kSec);
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("reservations leave 12.0 GiB"), std::string::npos) << c.reason;
+  // With the trial reserving 16 GiB instead: 48 + 16 + 12.5 = 76.5 GiB fits.
+  g.trials[0].reserved_bytes = 16 * kGiB;
+  c = packer.Choose({g}, 0, 60 * kSec);
+  ASSERT_TRUE(c.gpu.has_value());
+  EXPECT_EQ(c.reserved_bytes, static_cast<int64_t>(12.5 * kGiB));
+}
+
 TEST(PackerTest, OnOutOfMemory_CapsGpuAndDoublesRequest) {
   Packer packer;
   // Trial peaked at 12 GiB with 4 trials on the GPU, then ran out of memory.
