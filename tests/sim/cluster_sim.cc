@@ -902,7 +902,6 @@ class Simulation {
                                " which runs on ", t.node()));
       }
     }
-    forged_jobs_.insert({generation_, id});
   }
 
   void CoordinatorCrash() {
@@ -1237,7 +1236,6 @@ class Simulation {
   int64_t submitted_ = 0;
   // Acked jobs seen final: their state and end time.
   std::map<int64_t, std::pair<v1::JobState, int64_t>> final_;
-  std::set<std::pair<int, int64_t>> forged_jobs_;
   // (generation, job, attempt, rank) -> GPUs and bytes its StartTask reserved.
   std::map<std::tuple<int, int64_t, int, int>, std::vector<std::pair<std::string, int64_t>>>
       reservations_;
