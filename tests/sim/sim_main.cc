@@ -1,6 +1,7 @@
 // trainctl-cluster-sim: the long run of the cluster simulation (tests/sim/README.md).
 //
 //   trainctl-cluster-sim --seeds 1-5000 --events 2000 [--store memory|sqlite]
+//       [--min-nodes 2 --max-nodes 5 --max-gpus-per-node 4]
 //       [--json FILE] [--shrink-dir DIR] [--max-shrinks 3]
 //   trainctl-cluster-sim --replay tests/sim/seeds/NAME.scenario [--log info]
 //
@@ -68,6 +69,12 @@ int main(int argc, char** argv) {
   app.add_option("--store", options.store, "coordinator store")
       ->check(CLI::IsMember({"memory", "sqlite"}));
   app.add_option("--sqlite-dir", options.sqlite_dir, "where SQLite stores go");
+  app.add_option("--min-nodes", options.min_nodes, "simulated nodes, at least")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--max-nodes", options.max_nodes, "simulated nodes, at most")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--max-gpus-per-node", options.max_gpus_per_node, "GPUs per node, at most")
+      ->check(CLI::Range(1, 16));
   app.add_option("--json", json_path, "write the totals here");
   app.add_option("--shrink-dir", shrink_dir, "write shrunk failing scenarios here");
   app.add_option("--max-shrinks", max_shrinks, "failing seeds to shrink");
@@ -83,6 +90,10 @@ int main(int argc, char** argv) {
   if (range.size() != 2 || !absl::SimpleAtoi(range[0], &first) ||
       !absl::SimpleAtoi(range[1], &last) || first > last) {
     std::cerr << "trainctl-cluster-sim: --seeds: want A-B with A <= B, got '" << seeds << "'\n";
+    return 2;
+  }
+  if (options.min_nodes > options.max_nodes) {
+    std::cerr << "trainctl-cluster-sim: --min-nodes must not exceed --max-nodes\n";
     return 2;
   }
   options.stop_at_first_violation = true;
@@ -132,6 +143,8 @@ int main(int argc, char** argv) {
     f["seeds"].set_string_value(seeds);
     f["events_per_seed"].set_number_value(static_cast<double>(events));
     f["store"].set_string_value(options.store);
+    f["nodes"].set_string_value(absl::StrCat(options.min_nodes, "-", options.max_nodes));
+    f["max_gpus_per_node"].set_number_value(options.max_gpus_per_node);
     f["events"].set_number_value(static_cast<double>(total_events));
     f["seconds"].set_number_value(secs);
     f["events_per_s"].set_number_value(total_events / secs);
