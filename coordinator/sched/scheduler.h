@@ -37,8 +37,9 @@ struct GpuState {
 // One node (host) as the scheduler sees it.
 struct NodeState {
   std::string name;
-  // False for a node that is known but lost: it counts when judging whether a
-  // job can ever fit this cluster, but gets no placements.
+  // False for a node that is known but lost or disconnected, or that still
+  // stops processes that hold no reservation: it counts when judging whether
+  // a job can ever fit this cluster, but gets no placements.
   bool schedulable = true;
   std::vector<GpuState> gpus;
 };

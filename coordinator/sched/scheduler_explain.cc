@@ -99,8 +99,10 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
   }
   const int usable = UsableGpuCount(node);
   if (!node.schedulable) {
-    return absl::StrFormat("%s: not schedulable (lost or disconnected)",
-                           node.name);
+    return absl::StrFormat(
+        "%s: not schedulable (lost, disconnected, or stopping processes it "
+        "reported that hold no reservation)",
+        node.name);
   }
   if (usable == 0) return absl::StrFormat("%s: no GPUs", node.name);
   if (job.kind == JobKind::kGang) {
