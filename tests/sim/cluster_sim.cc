@@ -50,7 +50,7 @@ constexpr EventInfo kEvents[] = {
     {"probe_exit", 6},         {"advance", 16},    {"partition", 1},
     {"heal", 2},               {"reconnect", 2},   {"shrink_gpus", 1},
     {"impostor", 2},           {"forged_report", 2}, {"coordinator_crash", 1},
-    {"new_cluster", 1},
+    {"new_cluster", 1},        {"rendezvous", 8},
 };
 static_assert(sizeof(kEvents) / sizeof(kEvents[0]) ==
               static_cast<int>(EventType::kCount));
@@ -77,6 +77,11 @@ struct Proc {
   std::string owner;
   // (GPU uuid, bytes reserved on it).
   std::vector<std::pair<std::string, int64_t>> holds;
+  // TRAINCTL_TOKEN and TRAINCTL_ATTEMPT of its launch environment (the
+  // rendezvous key; a probe's is its own), WORLD_SIZE.
+  std::string token;
+  int rendezvous_attempt = 0;
+  int world_size = 1;
   // Asked to stop: exits at kill_at at the latest.
   bool stopping = false;
   absl::Time kill_at = absl::InfiniteFuture();
@@ -191,6 +196,8 @@ class Simulation {
     config_.preflight_auto = true;
     config_.preflight_timeout = absl::Seconds(30);
     config_.usage_sample_period = absl::Seconds(2);
+    // Fetches are answered on the publishing call: no thread of its own.
+    config_.rendezvous_fanout_threads = 1;
     if (!OpenStore(/*fresh=*/true) || !StartCoordinator()) return false;
     for (auto& a : agents_) Register(*a, /*same_instance=*/true);
     Check(false);
@@ -420,6 +427,14 @@ class Simulation {
     p.probe = start.has_preflight();
     if (p.probe) ++result_.preflight_runs;
     p.owner = a.instance;
+    const auto& env = start.env();
+    if (auto it = env.find("TRAINCTL_TOKEN"); it != env.end()) p.token = it->second;
+    if (auto it = env.find("TRAINCTL_ATTEMPT"); it != env.end()) {
+      (void)absl::SimpleAtoi(it->second, &p.rendezvous_attempt);
+    }
+    if (auto it = env.find("WORLD_SIZE"); it != env.end()) {
+      (void)absl::SimpleAtoi(it->second, &p.world_size);
+    }
     auto res = reservations_.find(Key(start.task()));
     if (res != reservations_.end()) p.holds = res->second;
     // The log file, where the real agent puts it: one writer per file.
@@ -937,6 +952,87 @@ class Simulation {
     }
   }
 
+  // The id rank 0 of (job, rendezvous attempt) publishes in this cluster:
+  // 128 bytes, so a rank that gets another group's id is caught.
+  std::string UniqueId(int64_t job, int attempt) const {
+    std::string id = absl::StrCat("id/", generation_, "/", job, "/", attempt, "/");
+    id.resize(128, '.');
+    return id;
+  }
+
+  // A live rank of a gang publishes (rank 0) or fetches its group's id; or,
+  // one time in three, a rank of another job asks for that group's id with
+  // its own token, which must never open it.
+  void Rendezvous(uint64_t a, uint64_t b) {
+    std::vector<const Proc*> ranks;
+    for (const Host& h : hosts_) {
+      for (const auto& [key, p] : h.procs) {
+        if (!p.stopping && !p.token.empty() && p.world_size > 1) ranks.push_back(&p);
+      }
+    }
+    if (ranks.empty()) return;
+    const Proc& p = *ranks[a % ranks.size()];
+    const int64_t job = p.ref.job_id();
+    const int attempt = p.rendezvous_attempt;
+    const std::string expect = UniqueId(job, attempt);
+    // Most times rank 0 of the group publishes first (once; a repeat of the
+    // same id is accepted).
+    if ((b >> 4) % 4 != 0) {
+      for (const Proc* q : ranks) {
+        if (q->ref.job_id() != job || q->rendezvous_attempt != attempt || q->ref.rank() != 0) {
+          continue;
+        }
+        v1::PublishUniqueIdRequest req;
+        req.set_job_id(job);
+        req.set_attempt(attempt);
+        req.set_rank(0);
+        req.set_token(q->token);
+        req.set_unique_id(expect);
+        (void)core_->PublishUniqueId(req);  // Refused once the group closed.
+        Settle();
+        break;
+      }
+    }
+    if (b % 3 == 0) {
+      const Proc* other = nullptr;
+      for (const Proc* q : ranks) {
+        if (q->ref.job_id() != job && q->token != p.token) other = q;
+      }
+      if (other == nullptr) return;
+      v1::FetchUniqueIdRequest req;
+      req.set_job_id(job);
+      req.set_attempt(attempt);
+      req.set_rank(p.ref.rank());
+      req.set_token(other->token);
+      req.set_timeout_ms(1000);
+      const std::string who = absl::StrCat("job ", other->ref.job_id(), "'s token");
+      core_->FetchUniqueIdAsync(req, [this, who, job](absl::StatusOr<std::string> id) {
+        if (id.ok()) {
+          Violation("rendezvous", absl::StrCat(who, " fetched the ncclUniqueId of job ", job));
+        }
+      });
+      Settle();
+      return;
+    }
+    if (p.ref.rank() == 0) return;
+    v1::FetchUniqueIdRequest req;
+    req.set_job_id(job);
+    req.set_attempt(attempt);
+    req.set_rank(p.ref.rank());
+    req.set_token(p.token);
+    req.set_timeout_ms(static_cast<int64_t>(1000 + (b >> 8) % 30000));
+    core_->FetchUniqueIdAsync(
+        req, [this, expect, job, attempt, rank = p.ref.rank()](absl::StatusOr<std::string> id) {
+          if (id.ok() && *id == expect) ++result_.rendezvous_fetched;
+          if (id.ok() && *id != expect) {
+            Violation("rendezvous",
+                      absl::StrCat("job ", job, " attempt ", attempt, " rank ", rank,
+                                   " got the ncclUniqueId of another group"));
+          }
+        });
+    Settle();
+  }
+
   // ------------------------------------------------------------ dispatch
 
   void Apply(const Event& e) {
@@ -991,6 +1087,9 @@ class Simulation {
         break;
       case EventType::kNewCluster:
         NewCluster();
+        break;
+      case EventType::kRendezvous:
+        Rendezvous(e.a, e.b);
         break;
       case EventType::kCount:
         break;

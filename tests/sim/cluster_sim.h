@@ -19,6 +19,8 @@
 //   - a second agent under a live node's name is refused (ALREADY_EXISTS);
 //     reports an agent makes about another node's tasks change nothing;
 //   - a task log file is written by one task of one cluster only;
+//   - a rank gets only its own job attempt's ncclUniqueId, and another job's
+//     token opens no rendezvous;
 //   - no illegal state transition (Stats().illegal_transitions stays 0);
 //   - at the end (faults healed, work allowed to finish), every job is final
 //     or PENDING with a reason.
@@ -59,6 +61,8 @@ enum class EventType : int {
   kForgedReport,      // an agent reports on another node's task
   kCoordinatorCrash,  // the coordinator dies and restarts over its store
   kNewCluster,        // a new coordinator on a new store; agents keep their disk
+  kRendezvous,        // a rank publishes or fetches its ncclUniqueId, or a
+                      // rank of another job tries to fetch it with its own token
   kCount,
 };
 
@@ -97,6 +101,8 @@ struct SimResult {
   // Processes the agents started (job ranks and probes).
   int64_t processes_started = 0;
   int64_t preflight_runs = 0;
+  // Rendezvous fetches answered with the right ncclUniqueId.
+  int64_t rendezvous_fetched = 0;
   int64_t preemptions = 0;
   // Invariant violations, each "step N (event): invariant: detail".
   std::vector<std::string> violations;

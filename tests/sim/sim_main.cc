@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   }
   options.stop_at_first_violation = true;
   const auto start = std::chrono::steady_clock::now();
-  int64_t total_events = 0, processes = 0, probes = 0, preemptions = 0, failed_seeds = 0;
+  int64_t total_events = 0, processes = 0, probes = 0, preemptions = 0, failed_seeds = 0,
+          fetched = 0;
   std::map<std::string, int64_t> by_invariant, by_type, end_states;
   std::vector<std::string> samples;
   int shrunk = 0;
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
     processes += r.processes_started;
     probes += r.preflight_runs;
     preemptions += r.preemptions;
+    fetched += r.rendezvous_fetched;
     for (const auto& [k, n] : r.events_by_type) by_type[k] += n;
     for (const auto& [k, n] : r.job_end_states) end_states[k] += n;
     if (r.violations.empty()) continue;
@@ -129,11 +131,13 @@ int main(int argc, char** argv) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("seeds %llu-%llu: %lld events in %.1f s (%.0f events/s), %lld processes, "
-              "%lld pre-flight probes, %lld preemptions; %lld failing seed(s)\n",
+              "%lld pre-flight probes, %lld preemptions, %lld ncclUniqueIds fetched; "
+              "%lld failing seed(s)\n",
               static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
               static_cast<long long>(total_events), secs, total_events / secs,
               static_cast<long long>(processes), static_cast<long long>(probes),
-              static_cast<long long>(preemptions), static_cast<long long>(failed_seeds));
+              static_cast<long long>(preemptions), static_cast<long long>(fetched),
+              static_cast<long long>(failed_seeds));
   for (const auto& [k, n] : by_invariant) {
     std::printf("  %s: %lld\n", k.c_str(), static_cast<long long>(n));
   }
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
     f["processes_started"].set_number_value(static_cast<double>(processes));
     f["preflight_probes"].set_number_value(static_cast<double>(probes));
     f["preemptions"].set_number_value(static_cast<double>(preemptions));
+    f["rendezvous_ids_fetched"].set_number_value(static_cast<double>(fetched));
     f["failing_seeds"].set_number_value(static_cast<double>(failed_seeds));
     auto put_map = [&](const char* name, const std::map<std::string, int64_t>& m) {
       auto& s = *f[name].mutable_struct_value()->mutable_fields();
