@@ -41,7 +41,9 @@
 // Pass: the same tasks restart as the job's own, on the same GPUs. Fail: the
 // culprit nodes join Job.preflight.excluded and the job goes back to PENDING
 // as a new attempt that uses up no restart; after preflight_max_failures
-// failed runs it goes to FAILED.
+// failed runs it goes to FAILED. A node of the placement lost while the
+// pre-flight runs aborts it (even when that node's probe had already passed):
+// the gang goes back to PENDING as a new attempt, no restart used up.
 //
 // A node's and a task's states: state_machine.h.
 //

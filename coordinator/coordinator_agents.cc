@@ -405,6 +405,26 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
     if (changed) {
       OnTaskEndedLocked(job, deferred);
       PersistLocked(job);
+      continue;
+    }
+    // A pre-flight whose probe on this node had already ended: passing, it
+    // would start the job's ranks on the lost node. Abort it and place the
+    // gang again (no restart used up), as after a failed pre-flight.
+    const bool placed_here =
+        std::any_of(job.tasks().begin(), job.tasks().end(),
+                    [&](const v1::Task& t) { return t.node() == name; });
+    if (InPreflight(job) && placed_here) {
+      for (v1::Task& t : *job.mutable_tasks()) {
+        if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) {
+          StopTaskLocked(job, t);
+        }
+      }
+      TransitionLocked(job, v1::JOB_STATE_PENDING,
+                       absl::StrCat("pre-flight aborted: node ", name,
+                                    " was lost after its probe ended (", why,
+                                    "); the gang is placed and probed again"),
+                       deferred);
+      PersistLocked(job);
     }
   }
 }
