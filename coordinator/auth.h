@@ -66,6 +66,7 @@ class TokenAuthenticator {
 
  private:
   TokenAuthenticator() = default;
+  // By the SHA-256 of the token (common/secrets.h), not the token itself.
   absl::flat_hash_map<std::string, Principal> tokens_;
 };
 

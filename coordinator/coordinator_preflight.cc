@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/secrets.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_internal.h"
@@ -47,8 +48,7 @@ void Coordinator::BeginPreflightLocked(v1::Job& job) {
   run->set_probe_attempt(key);
   run->set_verdict(v1::PREFLIGHT_VERDICT_RUNNING);
   run->set_start_time_ms(ToUnixMs(now));
-  run->set_token(absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
-                                 absl::Uniform<uint64_t>(bitgen_)));
+  run->set_token(NewSecretToken());
   std::vector<std::string> hosts;
   for (const v1::Task& t : job.tasks()) {
     hosts.push_back(t.node());

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/secrets.h"
 
 namespace trainctl::coord {
 
@@ -91,7 +92,7 @@ absl::StatusOr<RendezvousTable::Group*> RendezvousTable::FindLocked(
         "attempt replaced it)"));
   }
   Group& g = it->second;
-  if (token != g.token) {
+  if (!SameSecret(token, g.token)) {
     return absl::PermissionDeniedError(absl::StrCat(
         "wrong TRAINCTL_TOKEN for job ", job_id, " attempt ", attempt));
   }
