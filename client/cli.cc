@@ -6,6 +6,7 @@
 #include "client/cli.h"
 
 #include <stdlib.h>  // getenv
+#include <unistd.h>  // environ
 
 #include <optional>
 #include <string>
@@ -185,7 +186,12 @@ int Cli::Run(int argc, char** argv) {
       return kExitUsage;
     }
   }
+  // $USER is only a default for a coordinator without authentication: with a
+  // token the coordinator takes the user from it, and sending a login name
+  // that differs from the token's user would be refused.
+  const bool user_given = !f.user.empty();
   if (f.user.empty()) f.user = options_.default_user;
+  f.environ = options_.environ != nullptr ? options_.environ : ::environ;
   if (submit->parsed()) {
     if (std::string error = BuildSpec(&f, "submit",
                                       "trainctl submit --gpus 1 -- python train.py");
@@ -207,6 +213,7 @@ int Cli::Run(int argc, char** argv) {
 
   absl::StatusOr<Connection> connection = ResolveConnection(f, options_, err_);
   if (!connection.ok()) return UsageError(err_, connection.status().message());
+  if (!user_given && !connection->token.empty()) f.submit.mutable_spec()->clear_user();
   const std::string address = connection->address;
   RealClock real_clock;
   Session session(make_stub_(*connection), address, out_, err_,

@@ -72,6 +72,9 @@ struct CliOptions {
   // Reads the environment (`trainctl report` takes TRAINCTL_JOB_ID,
   // TRAINCTL_ATTEMPT, TRAINCTL_TOKEN and RANK from it); null means ::getenv.
   std::function<const char*(const char*)> getenv;
+  // The environment `submit --export` and `sweep --export` take variables
+  // from (NAME=VALUE strings, null-terminated); null means ::environ.
+  const char* const* environ = nullptr;
   // `submit --user` when not given (main.cc: $USER); empty sends none.
   std::string default_user;
   // The config file read when --config is not given; empty means

@@ -139,6 +139,24 @@ std::string ToJson(const google::protobuf::Message& message) {
 }
 
 // Valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
+bool LooksSecret(absl::string_view name) {
+  const std::string upper = absl::AsciiStrToUpper(name);
+  for (absl::string_view word :
+       {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "KEY", "AUTH"}) {
+    if (absl::StrContains(upper, word)) return true;
+  }
+  return false;
+}
+
+std::map<std::string, std::string> MaskSecrets(
+    const google::protobuf::Map<std::string, std::string>& env) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : env) {
+    out[name] = LooksSecret(name) ? "****" : value;
+  }
+  return out;
+}
+
 bool IsEnvName(absl::string_view name) {
   if (name.empty() || absl::ascii_isdigit(name[0])) return false;
   return std::all_of(name.begin(), name.end(),

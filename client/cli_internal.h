@@ -89,6 +89,23 @@ std::string FormatValue(double v);
 std::string ToJson(const google::protobuf::Message& message);
 // Valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool IsEnvName(absl::string_view name);
+// A variable whose value `describe` masks: its name holds TOKEN, SECRET,
+// PASSWORD, PASSWD, CREDENTIAL, KEY or AUTH (any case), e.g. HF_TOKEN,
+// AWS_SECRET_ACCESS_KEY, WANDB_API_KEY.
+bool LooksSecret(absl::string_view name);
+// `env` with the values of LooksSecret names replaced by "****".
+std::map<std::string, std::string> MaskSecrets(
+    const google::protobuf::Map<std::string, std::string>& env);
+
+// Fills spec->exported_env and export_policy from `policy` (Slurm's
+// --export): "ALL" (every variable of `environ` but the ones never exported:
+// TRAINCTL_* (the CLI's own credentials, and a job's token when submitting
+// from inside a task), PWD, OLDPWD, SHLVL, _ and names that are not
+// [A-Za-z_][A-Za-z0-9_]*), "NONE", or a comma list of NAME (taken from
+// `environ`; a missing one is an error) and NAME=VALUE (set as given),
+// optionally after "ALL,". Returns a usage error naming --export, or "".
+std::string ApplyExport(absl::string_view policy, const char* const* environ,
+                        v1::JobSpec* spec);
 
 // ------------------------------------------------------------ one command run
 
@@ -238,6 +255,13 @@ struct Flags {
   int priority = 0;
   int max_restarts = 0;
   std::vector<std::string> env;
+  // --export (Slurm's meaning); ALL by default, as sbatch.
+  std::string export_policy = "ALL";
+  // Where --export reads variables from (CliOptions::environ).
+  const char* const* environ = nullptr;
+  std::string image;
+  double cpus = 0;
+  std::string mem;
   std::string workdir;
   std::string queue;
   std::string time_limit;

@@ -130,6 +130,14 @@ int Session::Describe(int64_t job_id, bool json) {
     return Fail(s);
   }
   response.mutable_job()->clear_attempt_token();
+  // Secret-looking variables are masked, in JSON too: describe output is
+  // pasted into chats and tickets.
+  if (response.job().has_spec()) {
+    v1::JobSpec* spec = response.mutable_job()->mutable_spec();
+    for (auto* env : {spec->mutable_env(), spec->mutable_exported_env()}) {
+      for (const auto& [name, value] : MaskSecrets(*env)) (*env)[name] = value;
+    }
+  }
   if (json) {
     out_ << ToJson(response);
     return kExitOk;
@@ -163,6 +171,35 @@ int Session::Describe(int64_t job_id, bool json) {
   field("Command:", absl::StrJoin(command, " "));
   field("Workdir:", spec.workdir());
   field("Env:", absl::StrJoin(env, " ", absl::PairFormatter("=")));
+  if (!spec.export_policy().empty() || spec.exported_env_size() > 0) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : spec.exported_env()) names.push_back(name);
+    std::sort(names.begin(), names.end());
+    field("Export:",
+          absl::StrFormat("%s (%d variables%s%s)",
+                          spec.export_policy().empty() ? "given" : spec.export_policy(),
+                          spec.exported_env_size(), names.empty() ? "" : ": ",
+                          absl::StrJoin(names, " ")));
+  } else {
+    field("Export:", "none (a REST or web submit: the task gets the node's "
+                     "PATH and the account's HOME, not a shell's environment)");
+  }
+  if (!spec.image().empty()) field("Image:", spec.image());
+  if (spec.cpus() > 0) field("CPU limit:", absl::StrCat(spec.cpus(), " CPUs per task"));
+  if (spec.memory_bytes() > 0) {
+    field("Mem limit:", absl::StrCat(FormatBytes(spec.memory_bytes()), " per task"));
+  }
+  for (const v1::Task& t : job.tasks()) {
+    if (t.run_as().empty()) continue;
+    field("Runs as:",
+          t.run_as() == spec.user()
+              ? absl::StrFormat("%s (uid %d)", t.run_as(), t.uid())
+              : absl::StrFormat(
+                    "%s (uid %d), the agent's account: tasks run as their "
+                    "job's user only with authentication on and a root agent",
+                    t.run_as(), t.uid()));
+    break;
+  }
   field("Resources:", DescribeResources(spec));
   field("Priority:", absl::StrCat(spec.priority()));
   // Scheduling (shown only when set).

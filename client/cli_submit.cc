@@ -3,6 +3,8 @@
 // `trainctl wait` does).
 
 #include <cstdint>
+#include <map>
+#include <vector>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -12,6 +14,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -57,8 +60,24 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
       ->check(kNonNegative);
   sub->add_option("--env", f.env, "KEY=VALUE for the task (repeatable)")
       ->allow_extra_args(false);
+  sub->add_option("--export", f.export_policy,
+                  "Environment the task gets from this shell, as Slurm's "
+                  "--export: ALL (default: every variable but TRAINCTL_*), "
+                  "NONE, or NAME1,NAME2,NAME=VALUE (only those), optionally "
+                  "after ALL,. --env and the launch contract win over it")
+      ->capture_default_str();
   sub->add_option("--workdir", f.workdir,
                   "Working directory of the task (default: this one)");
+  sub->add_option("--image", f.image,
+                  "Run each task in this container image, through the node's "
+                  "podman or Apptainer; placed only on nodes that have one");
+  sub->add_option("--cpus", f.cpus,
+                  "CPU limit of each task, in CPUs (cgroup v2 cpu.max; "
+                  "default: none)")
+      ->check(CLI::Range(0.0, 4096.0));
+  sub->add_option("--mem", f.mem,
+                  "Memory limit of each task, e.g. 32GiB (cgroup v2 "
+                  "memory.max; default: none)");
   sub->add_option("--queue", f.queue,
                   "Named queue (see the coordinator's --scheduler-config; "
                   "default: default)");
@@ -151,6 +170,17 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
       return absl::StrFormat("--env %s: %s is given twice", kv, p.first);
     }
   }
+  if (std::string error = ApplyExport(flags->export_policy, flags->environ, spec);
+      !error.empty()) {
+    return error;
+  }
+  spec->set_image(flags->image);
+  spec->set_cpus(flags->cpus);
+  if (!flags->mem.empty()) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(flags->mem);
+    if (!bytes.ok()) return absl::StrCat("--mem: ", bytes.status().message());
+    spec->set_memory_bytes(*bytes);
+  }
   std::error_code ec;
   std::filesystem::path workdir =
       flags->workdir.empty() ? std::filesystem::current_path(ec)
@@ -158,6 +188,57 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   if (ec)
     return absl::StrFormat("--workdir %s: %s", flags->workdir, ec.message());
   spec->set_workdir(workdir.lexically_normal().string());
+  return "";
+}
+
+std::string ApplyExport(absl::string_view policy, const char* const* environ,
+                        v1::JobSpec* spec) {
+  spec->clear_exported_env();
+  spec->set_export_policy(std::string(policy));
+  std::map<std::string, std::string> all;
+  for (const char* const* e = environ; e != nullptr && *e != nullptr; ++e) {
+    absl::string_view kv(*e);
+    const size_t eq = kv.find('=');
+    if (eq == absl::string_view::npos) continue;
+    all.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  auto exportable = [](absl::string_view name) {
+    return IsEnvName(name) && !absl::StartsWith(name, "TRAINCTL_") && name != "PWD" &&
+           name != "OLDPWD" && name != "SHLVL" && name != "_";
+  };
+  auto* out = spec->mutable_exported_env();
+  if (policy == "NONE") return "";
+  std::vector<std::string> items = absl::StrSplit(policy, ',');
+  if (!items.empty() && items[0] == "ALL") {
+    for (const auto& [name, value] : all) {
+      if (exportable(name)) (*out)[name] = value;
+    }
+    items.erase(items.begin());
+  } else if (items.empty() || policy.empty()) {
+    return "--export: empty; give ALL, NONE or NAME1,NAME2";
+  }
+  for (const std::string& item : items) {
+    const std::string name = item.substr(0, item.find('='));
+    if (!IsEnvName(name) || item == "ALL" || item == "NONE") {
+      return absl::StrFormat(
+          "--export %s: \"%s\" is not a variable name or NAME=VALUE (ALL may "
+          "come first only; NONE only alone)",
+          policy, item);
+    }
+  }
+  for (const std::string& item : items) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (item.find('=') != std::string::npos) {
+      (*out)[kv.first] = kv.second;
+      continue;
+    }
+    auto it = all.find(kv.first);
+    if (it == all.end()) {
+      return absl::StrFormat("--export %s: %s is not set in this environment", policy,
+                             kv.first);
+    }
+    (*out)[kv.first] = it->second;
+  }
   return "";
 }
 

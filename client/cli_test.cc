@@ -74,12 +74,93 @@ TEST_F(CliTest, Submit_WholeGpusEnvAndCommand_MapsToSpecAndPrintsId) {
                   priority: 5
                   gpus: 2
                   max_restarts: 3
+                  export_policy: "ALL"
                 }
                 request_id: "r-1"
               )pb")));
   // The id alone, so that `id=$(trainctl submit ...)` works.
   EXPECT_EQ(out_.str(), "42\n");
   EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(CliTest, Submit_ExportAllByDefault_TheShellsEnvironmentButTrainctlsOwn) {
+  const char* env[] = {"PATH=/home/u/venv/bin:/usr/bin",
+                       "VIRTUAL_ENV=/home/u/venv",
+                       "MYVAR=x=y",
+                       "TRAINCTL_AUTH_TOKEN=user-secret",
+                       "TRAINCTL_TOKEN=enclosing-job",
+                       "PWD=/somewhere",
+                       "BASH_FUNC_f%%=() {  echo; }",
+                       nullptr};
+  options_.environ = env;
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--", "python", "a.py"}), 0);
+  EXPECT_EQ(submitted_.spec().export_policy(), "ALL");
+  std::map<std::string, std::string> exported(submitted_.spec().exported_env().begin(),
+                                              submitted_.spec().exported_env().end());
+  EXPECT_EQ(exported, (std::map<std::string, std::string>{
+                          {"MYVAR", "x=y"},
+                          {"PATH", "/home/u/venv/bin:/usr/bin"},
+                          {"VIRTUAL_ENV", "/home/u/venv"}}));
+}
+
+TEST_F(CliTest, Submit_ExportListAndNone_OnlyWhatWasAsked) {
+  const char* env[] = {"PATH=/usr/bin", "MYVAR=1", "OTHER=2", nullptr};
+  options_.environ = env;
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--export", "MYVAR,EXTRA=3", "--", "true"}), 0);
+  std::map<std::string, std::string> exported(submitted_.spec().exported_env().begin(),
+                                              submitted_.spec().exported_env().end());
+  EXPECT_EQ(exported,
+            (std::map<std::string, std::string>{{"EXTRA", "3"}, {"MYVAR", "1"}}));
+  EXPECT_EQ(submitted_.spec().export_policy(), "MYVAR,EXTRA=3");
+
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--export", "NONE", "--", "true"}), 0);
+  EXPECT_EQ(submitted_.spec().exported_env_size(), 0);
+  EXPECT_EQ(submitted_.spec().export_policy(), "NONE");
+
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--export", "ALL,OTHER=9", "--", "true"}), 0);
+  EXPECT_EQ(submitted_.spec().exported_env().at("OTHER"), "9");
+  EXPECT_EQ(submitted_.spec().exported_env().at("PATH"), "/usr/bin");
+}
+
+TEST_F(CliTest, Submit_ExportUnsetOrBadName_UsageErrorNamingIt) {
+  // StrictMock: no RPC may be made.
+  EXPECT_EQ(Run({"submit", "--export", "NOT_SET_ANYWHERE", "--", "true"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--export NOT_SET_ANYWHERE: NOT_SET_ANYWHERE is "
+                                    "not set in this environment"));
+  EXPECT_EQ(Run({"submit", "--export", "A,NONE", "--", "true"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("NONE only alone"));
+  EXPECT_EQ(Run({"submit", "--export", "1X", "--", "true"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("\"1X\" is not a variable name"));
+}
+
+TEST_F(CliTest, Submit_ImageCpusMem_MapToSpec) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--image", "localhost/train:1", "--cpus", "2.5", "--mem",
+                 "8GiB", "--", "python", "a.py"}),
+            0);
+  EXPECT_EQ(submitted_.spec().image(), "localhost/train:1");
+  EXPECT_DOUBLE_EQ(submitted_.spec().cpus(), 2.5);
+  EXPECT_EQ(submitted_.spec().memory_bytes(), int64_t{8} << 30);
+}
+
+TEST_F(CliTest, Submit_WithToken_LeavesTheUserToTheCoordinator) {
+  // $USER is a default only without authentication: with a token the
+  // coordinator takes the user from it (a login name that differs would be
+  // refused).
+  options_.default_user = "login-name";
+  ExpectSubmit();
+  EXPECT_EQ(Run({"--token", "t0k3n", "submit", "--", "true"}), 0);
+  EXPECT_EQ(submitted_.spec().user(), "");
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--", "true"}), 0);
+  EXPECT_EQ(submitted_.spec().user(), "login-name");
+  ExpectSubmit();
+  EXPECT_EQ(Run({"--token", "t0k3n", "submit", "--user", "bob", "--", "true"}), 0);
+  EXPECT_EQ(submitted_.spec().user(), "bob");
 }
 
 TEST_F(CliTest, Submit_GpuFraction_SetsFraction) {
@@ -390,6 +471,38 @@ TEST_F(CliTest, Describe_FailedGang_ShowsSpecAndRanks) {
                         "/var/log/trainctl/9/0/rank0.log\n"
                         "1     gpu-a  0,1   exited  101  3        "
                         "/var/log/trainctl/9/0/rank1.log\n"));
+}
+
+TEST_F(CliTest, Describe_ExportAndAccount_ShownWithSecretsMasked) {
+  auto response = Proto<v1::GetJobResponse>(R"pb(
+    job {
+      id: 9
+      spec {
+        command: "python"
+        user: "alice"
+        env { key: "HF_TOKEN" value: "hf_abc" }
+        exported_env { key: "PATH" value: "/usr/bin" }
+        exported_env { key: "WANDB_API_KEY" value: "wandb-secret" }
+        export_policy: "ALL"
+      }
+      state: JOB_STATE_RUNNING
+      tasks { rank: 0 node: "n1" state: TASK_STATE_RUNNING run_as: "alice" uid: 1001 }
+    }
+  )pb");
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .Times(2)
+      .WillRepeatedly(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetJobUsage(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "")));
+  ASSERT_EQ(Run({"describe", "9"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("Env:         HF_TOKEN=****\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("Export:      ALL (2 variables: PATH WANDB_API_KEY)\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("Runs as:     alice (uid 1001)\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("hf_abc")));
+  ASSERT_EQ(Run({"describe", "9", "-o", "json"}), 0);
+  EXPECT_THAT(out_.str(), Not(HasSubstr("hf_abc")));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("wandb-secret")));
+  EXPECT_THAT(out_.str(), HasSubstr("/usr/bin"));
 }
 
 TEST_F(CliTest, Describe_Json_ParsesBack) {
@@ -841,6 +954,7 @@ TEST_F(SweepCliTest, Sweep_TwoByTwoGrid_SubmitsFourTrialsWithParamsAndRequestIds
                   sweep_id: "sw-test"
                   params { key: "lr" value: "3e-4" }
                   params { key: "bs" value: "128" }
+                  export_policy: "ALL"
                 }
                 request_id: "sw-test-3"
               )pb")));

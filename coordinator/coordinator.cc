@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/secrets.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
@@ -48,14 +49,6 @@ absl::Status CheckMetricKey(absl::string_view field, absl::string_view key) {
     }
   }
   return absl::OkStatus();
-}
-
-// Compares secrets in time independent of where they differ.
-bool SameSecret(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
 }
 
 // "EXITED" for TASK_STATE_EXITED.
@@ -618,6 +611,13 @@ void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
   if (request_id.size() > kMaxRequestIdBytes) {
     std::move(done)(absl::InvalidArgumentError(
         absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes")));
+    return;
+  }
+  if (config_.run_jobs_as_user && !config_.allow_root_jobs && spec.user() == "root") {
+    std::move(done)(absl::PermissionDeniedError(
+        "user: jobs of root are refused (tasks run as their user, and this "
+        "coordinator does not allow uid 0: trainctl-coordinator "
+        "--allow-root-jobs)"));
     return;
   }
   absl::Status refused;

@@ -120,6 +120,15 @@ struct CoordinatorConfig {
   // submit (Job.checkpoint_dir), so changing the flag later leaves older jobs
   // where they were.
   std::string checkpoint_root;
+  // Run each task as its job's user (StartTask.run_as_user = JobSpec.user):
+  // on with authentication (--tokens-file), when the user is who the token
+  // says; off without it, when the user is only the client's claim and tasks
+  // run as the agents' own account.
+  bool run_jobs_as_user = false;
+  // Jobs of "root" (uid 0 on the nodes) may run (--allow-root-jobs); off:
+  // such a submit is PERMISSION_DENIED, and an agent refuses a job user that
+  // maps to uid 0.
+  bool allow_root_jobs = false;
   // Metric points a job may store (ReportMetrics), all keys and attempts
   // together. 100,000 points is a point every step for 100k steps, about
   // 5 MB of SQLite rows per job; past it reports are refused with
@@ -856,7 +865,6 @@ class Coordinator {
   absl::flat_hash_map<int64_t, std::vector<int64_t>> victims_of_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
   int64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   std::vector<JobEdgeListener> job_edge_listeners_ ABSL_GUARDED_BY(mu_);
   // Illegal transitions tried so far (ReportIllegalTransitionLocked).
   int64_t illegal_transitions_ ABSL_GUARDED_BY(mu_) = 0;

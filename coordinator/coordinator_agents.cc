@@ -318,6 +318,10 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   if (!st.log_path().empty()) task->set_log_path(st.log_path());
   if (st.task().pid() != 0) task->set_pid(st.task().pid());
   if (st.state() == v1::TASK_STATE_RUNNING) {
+    if (!st.run_as().empty()) {
+      task->set_run_as(st.run_as());
+      task->set_uid(st.uid());
+    }
     if (task->state() == v1::TASK_STATE_STARTING) {
       TaskToLocked(job, *task, v1::TASK_STATE_RUNNING);
       task->set_start_time_ms(now_ms);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/secrets.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_internal.h"
@@ -68,6 +69,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
     sched::NodeState& n = snap.nodes[i++];
     n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY &&
                     e.stopping_unplaced.empty();
+    n.container_runtime = e.node.container_runtimes_size() > 0;
     if (SameNodeShape(n, name, e.node)) {
       for (sched::GpuState& gs : n.gpus) {
         gs.reserved_bytes = 0;
@@ -367,9 +369,7 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
                                      Deferred& deferred) {
   Deferred unused;
   job.clear_tasks();
-  job.set_attempt_token(absl::StrFormat("%016x%016x",
-                                        absl::Uniform<uint64_t>(bitgen_),
-                                        absl::Uniform<uint64_t>(bitgen_)));
+  job.set_attempt_token(NewSecretToken());
   int rank = 0;
   std::vector<std::string> rank_hosts;
   for (size_t node_rank = 0; node_rank < placement.nodes.size(); ++node_rank) {
@@ -445,6 +445,11 @@ v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
   start->mutable_argv()->CopyFrom(job.spec().command());
   for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
   start->set_workdir(job.spec().workdir());
+  if (config_.run_jobs_as_user) start->set_run_as_user(job.spec().user());
+  start->set_allow_root(config_.allow_root_jobs);
+  start->set_image(job.spec().image());
+  start->set_cpus(job.spec().cpus());
+  start->set_memory_bytes(job.spec().memory_bytes());
   return msg;
 }
 

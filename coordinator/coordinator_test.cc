@@ -58,7 +58,7 @@ class CoordinatorTest : public ::testing::Test {
   // A new coordinator over the same store (as after a crash).
   void Restart() {
     core_.reset();
-    CoordinatorConfig config;
+    CoordinatorConfig config = config_;
     config.advertise_address = "coord.example:50051";
     auto core = Coordinator::Create(config, &store_, &clock_);
     ASSERT_THAT(core, ::trainctl::testing::IsOk());
@@ -79,6 +79,8 @@ class CoordinatorTest : public ::testing::Test {
 
   v1::Job Job(int64_t id) { return *core_->GetJob(id); }
 
+  // Taken by the next Restart().
+  CoordinatorConfig config_;
   FakeClock clock_;
   MemoryStateStore store_;
   std::unique_ptr<Coordinator> core_;
@@ -110,6 +112,62 @@ TEST_F(CoordinatorTest, SubmitJob_Experiment_StartsWithLaunchEnvironment) {
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
   Report("a", Status(start, v1::TASK_STATE_EXITED, 0));
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(CoordinatorTest, SubmitJob_Authenticated_TaskRunsAsTheJobsUserWithItsExport) {
+  config_.run_jobs_as_user = true;
+  Restart();
+  FakeConnection& a = Connect("a", 2);
+  v1::JobSpec spec = Spec();
+  spec.set_user("alice");
+  (*spec.mutable_exported_env())["VIRTUAL_ENV"] = "/home/alice/venv";
+  (*spec.mutable_exported_env())["PATH"] = "/home/alice/venv/bin:/usr/bin";
+  (*spec.mutable_exported_env())["RANK"] = "99";  // the launch contract wins
+  (*spec.mutable_env())["PATH"] = "/opt/bin";     // --env wins over the export
+  spec.set_export_policy("ALL");
+  auto id = core_->SubmitJob(spec, "");
+  TC_ASSERT_OK(id);
+  ASSERT_THAT(a.Starts(), SizeIs(1));
+  const v1::StartTask start = a.Starts()[0];
+  EXPECT_EQ(start.run_as_user(), "alice");
+  EXPECT_FALSE(start.allow_root());
+  EXPECT_EQ(start.env().at("VIRTUAL_ENV"), "/home/alice/venv");
+  EXPECT_EQ(start.env().at("PATH"), "/opt/bin");
+  EXPECT_EQ(start.env().at("RANK"), "0");
+  // The agent says which account the task runs as; describe shows it.
+  v1::AgentMessage running = Status(start, v1::TASK_STATE_RUNNING);
+  running.mutable_task_status()->set_run_as("alice");
+  running.mutable_task_status()->set_uid(1001);
+  Report("a", running);
+  EXPECT_EQ(Job(*id).tasks(0).run_as(), "alice");
+  EXPECT_EQ(Job(*id).tasks(0).uid(), 1001);
+  EXPECT_EQ(Job(*id).spec().export_policy(), "ALL");
+}
+
+TEST_F(CoordinatorTest, SubmitJob_RootWithoutAllowRootJobs_PermissionDenied) {
+  config_.run_jobs_as_user = true;
+  Restart();
+  v1::JobSpec spec = Spec();
+  spec.set_user("root");
+  EXPECT_THAT(core_->SubmitJob(spec, ""),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("--allow-root-jobs")));
+  EXPECT_THAT(core_->ListJobs({}, 0), SizeIs(0));
+  config_.allow_root_jobs = true;
+  Restart();
+  FakeConnection& a = Connect("a", 1);
+  TC_ASSERT_OK(core_->SubmitJob(spec, ""));
+  ASSERT_THAT(a.Starts(), SizeIs(1));
+  EXPECT_EQ(a.Starts()[0].run_as_user(), "root");
+  EXPECT_TRUE(a.Starts()[0].allow_root());
+}
+
+TEST_F(CoordinatorTest, SubmitJob_WithoutAuthentication_TaskRunsAsTheAgentsAccount) {
+  FakeConnection& a = Connect("a", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_user("root");  // only a claim: not refused, not run as
+  TC_ASSERT_OK(core_->SubmitJob(spec, ""));
+  ASSERT_THAT(a.Starts(), SizeIs(1));
+  EXPECT_EQ(a.Starts()[0].run_as_user(), "");
 }
 
 TEST_F(CoordinatorTest, SubmitJob_BadSpec_InvalidArgumentNamingField) {

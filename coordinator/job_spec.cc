@@ -166,6 +166,49 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                                   " bytes without NUL"));
     }
   }
+  if (spec.exported_env_size() > kMaxExportedVars) {
+    return Invalid("exported_env", absl::StrCat("at most ", kMaxExportedVars,
+                                                " variables, got ",
+                                                spec.exported_env_size()));
+  }
+  size_t exported_bytes = 0;
+  for (const auto& [key, value] : spec.exported_env()) {
+    if (!IsEnvName(key)) {
+      return Invalid(absl::StrCat("exported_env[", absl::CHexEscape(key.substr(0, 64)), "]"),
+                     "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (value.find('\0') != std::string::npos) {
+      return Invalid(absl::StrCat("exported_env[", key, "]"), "value contains a NUL byte");
+    }
+    exported_bytes += key.size() + value.size() + 2;
+  }
+  if (exported_bytes > static_cast<size_t>(kMaxExportedBytes)) {
+    return Invalid("exported_env",
+                   absl::StrCat("at most ", kMaxExportedBytes, " bytes in all, got ",
+                                exported_bytes,
+                                " (export fewer variables: --export VAR1,VAR2)"));
+  }
+  if (spec.export_policy().size() > kMaxPathBytes || HasControlChars(spec.export_policy())) {
+    return Invalid("export_policy", absl::StrCat("at most ", kMaxPathBytes,
+                                                 " bytes without control characters"));
+  }
+  if (spec.image().size() > kMaxImageBytes ||
+      spec.image().find_first_of(" \t\r\n") != std::string::npos ||
+      HasControlChars(spec.image()) || absl::StartsWith(spec.image(), "-")) {
+    return Invalid("image", absl::StrCat("an image reference of at most ", kMaxImageBytes,
+                                         " bytes, without spaces, not starting "
+                                         "with '-', got \"",
+                                         absl::CHexEscape(spec.image().substr(0, 80)),
+                                         "\""));
+  }
+  if (!(spec.cpus() >= 0 && spec.cpus() <= kMaxTaskCpus)) {
+    return Invalid("cpus", absl::StrCat("must be in [0, ", kMaxTaskCpus,
+                                        "] CPUs (0: no limit), got ", spec.cpus()));
+  }
+  if (spec.memory_bytes() < 0) {
+    return Invalid("memory_bytes", absl::StrCat("must be >= 0 (0: no limit), got ",
+                                                spec.memory_bytes()));
+  }
   if (spec.workdir().size() > kMaxPathBytes) {
     return Invalid("workdir", absl::StrCat("at most ", kMaxPathBytes, " bytes"));
   }
@@ -339,6 +382,7 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
   for (const v1::ExcludedNode& e : job.preflight().excluded()) {
     r.excluded_nodes.push_back(e.node());
   }
+  r.needs_container_runtime = !spec.image().empty();
   if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) {
     r.kind = sched::JobKind::kExperiment;
     r.gpu_fraction = spec.gpu_fraction() > 0 ? spec.gpu_fraction() : 1.0;

@@ -20,6 +20,12 @@ inline constexpr int kMaxCommandBytes = 128 * 1024;
 inline constexpr int kMaxEnvVars = 256;
 inline constexpr int kMaxEnvValueBytes = 8192;
 inline constexpr int kMaxPathBytes = 4096;
+// JobSpec.exported_env: the submitter's environment (--export ALL).
+inline constexpr int kMaxExportedVars = 4096;
+inline constexpr int kMaxExportedBytes = 1 << 20;
+inline constexpr int kMaxImageBytes = 1024;
+// JobSpec.cpus: at most this many CPUs per task.
+inline constexpr double kMaxTaskCpus = 4096;
 inline constexpr int kMaxGpus = 4096;
 inline constexpr int kMaxNodes = 1024;
 inline constexpr int kMaxPriority = 1000;

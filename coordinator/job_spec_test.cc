@@ -68,6 +68,19 @@ TEST(ValidateJobSpecTest, ValidateJobSpec_BadFields_NameTheField) {
       {[](v1::JobSpec& s) { s.set_name(std::string(200, 'n')); }, "spec.name"},
       {[](v1::JobSpec& s) { s.set_command(1, std::string(5000, 'x')); },
        "spec.command[1]"},
+      {[](v1::JobSpec& s) { (*s.mutable_exported_env())["BASH_FUNC_x%%"] = "() {"; },
+       "spec.exported_env[BASH_FUNC_x%%]"},
+      {[](v1::JobSpec& s) {
+         for (int i = 0; i < 300; ++i) {
+           (*s.mutable_exported_env())[absl::StrCat("V", i)] = std::string(4000, 'x');
+         }
+       },
+       "spec.exported_env"},
+      {[](v1::JobSpec& s) { s.set_image("ubuntu:24.04 --privileged"); }, "spec.image"},
+      {[](v1::JobSpec& s) { s.set_image("--privileged"); }, "spec.image"},
+      {[](v1::JobSpec& s) { s.set_cpus(-1); }, "spec.cpus"},
+      {[](v1::JobSpec& s) { s.set_cpus(std::nan("")); }, "spec.cpus"},
+      {[](v1::JobSpec& s) { s.set_memory_bytes(-1); }, "spec.memory_bytes"},
   };
   for (const Case& c : cases) {
     v1::JobSpec spec = Spec();

@@ -10,8 +10,11 @@ namespace trainctl::coord {
 std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
                                                   const v1::Task& task,
                                                   const LaunchContext& ctx) {
-  std::map<std::string, std::string> env(job.spec().env().begin(),
-                                         job.spec().env().end());
+  // The submitter's exported environment, then the job's --env, then the
+  // launch contract: each wins over the one before (DESIGN.md section 4).
+  std::map<std::string, std::string> env(job.spec().exported_env().begin(),
+                                         job.spec().exported_env().end());
+  for (const auto& [k, v] : job.spec().env()) env[k] = v;
   auto set = [&env](const char* key, auto value) {
     env[key] = absl::StrCat(value);
   };

@@ -162,6 +162,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))->capture_default_str();
   // Pre-flight of gangs (docs/preflight.md); defaults in CoordinatorConfig
   // except --preflight-auto, on here.
+  bool allow_root_jobs = false;
+  app.add_flag("--allow-root-jobs", allow_root_jobs,
+               "with --tokens-file tasks run as their job's user; this lets a "
+               "user named root (uid 0 on the nodes) run jobs too (default "
+               "off: refused at submit and by the agents)");
   bool preflight_auto = true;
   std::string preflight_timeout = "60s", preflight_bytes = "64MiB";
   double preflight_ratio = trainctl::coord::PreflightPolicy().min_busbw_ratio;
@@ -238,6 +243,10 @@ int main(int argc, char** argv) {
       TC_LOG_ERROR("cannot create --state-dir {}: {}", state_dir, ec.message());
       return 1;
     }
+    // Owner-only: the state holds jobs' environments and tokens.
+    std::filesystem::permissions(state_dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+    if (ec) TC_LOG_WARN("chmod 700 --state-dir {}: {}", state_dir, ec.message());
     auto sqlite = trainctl::coord::SqliteStateStore::Open(
         state_dir + "/trainctl.db",
         sync == "normal" ? trainctl::coord::SqliteStateStore::Sync::kNormal
@@ -298,6 +307,9 @@ int main(int argc, char** argv) {
   config.packer.util_target_pct = pack_util_target;
   config.packer.max_tasks_per_gpu = pack_max;
   config.preflight_auto = preflight_auto;
+  // With tokens, JobSpec.user is who the token says: tasks run as that user.
+  config.run_jobs_as_user = !tokens_file.empty();
+  config.allow_root_jobs = allow_root_jobs;
   config.preflight_timeout = ToDuration(preflight_timeout);
   config.preflight_policy.min_busbw_ratio = preflight_ratio;
   config.preflight_max_failures = preflight_max_failures;

@@ -1,6 +1,12 @@
 #include "coordinator/state_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <utility>
@@ -399,6 +405,19 @@ absl::Status StepPut(sqlite3* db, sqlite3_stmt* stmt, const std::string& blob) {
 absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
     const std::string& path, Sync sync) {
   auto db = std::make_unique<Db>();
+  // The state holds every job's command, environment and attempt tokens:
+  // owner-only (0600), also when an older file was laxer. SQLite gives its
+  // -wal and -shm files the database file's mode.
+  if (!path.empty() && path[0] != ':') {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || fchmod(fd, 0600) != 0) {
+      const int err = errno;
+      if (fd >= 0) close(fd);
+      return absl::UnavailableError(absl::StrCat("cannot open or create ", path, " (mode 0600): ",
+                                                 std::strerror(err)));
+    }
+    close(fd);
+  }
   if (sqlite3_open_v2(path.c_str(), &db->handle,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                           SQLITE_OPEN_FULLMUTEX,

@@ -231,8 +231,9 @@ class SqliteStateStore : public StateStore {
     kNormal,
   };
 
-  // Opens or creates `path` (its directory must exist).
-  // Errors: UNAVAILABLE when the file cannot be opened or set up.
+  // Opens or creates `path` (its directory must exist), mode 0600: the
+  // state holds jobs' environments and attempt tokens.
+  // Errors: UNAVAILABLE when the file cannot be opened, set to 0600 or set up.
   static absl::StatusOr<std::unique_ptr<SqliteStateStore>> Open(
       const std::string& path, Sync sync = Sync::kFull);
   ~SqliteStateStore() override;

@@ -1,6 +1,9 @@
 // One conformance suite for every StateStore backend (STYLE.md habit 17).
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <functional>
@@ -449,6 +452,29 @@ TEST(SqliteStateStoreTest, HoldCommits_WritesQueuedWhileHeld_OneCommit) {
   TC_ASSERT_OK(state);
   ASSERT_THAT(state->jobs, SizeIs(2));
   EXPECT_EQ(state->jobs[0].state(), v1::JOB_STATE_SCHEDULED);
+}
+
+// The state holds jobs' environments and tokens: owner-only, also when an
+// older file was world-readable.
+TEST(SqliteStateStoreTest, Open_NewOrLaxFile_Mode0600) {
+  const std::string dir = ::testing::TempDir() + "/sqlite-mode";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string fresh = dir + "/fresh.db";
+  const std::string lax = dir + "/lax.db";
+  {
+    std::FILE* f = std::fopen(lax.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+    ASSERT_EQ(chmod(lax.c_str(), 0644), 0);
+  }
+  for (const std::string& path : {fresh, lax}) {
+    auto store = SqliteStateStore::Open(path);
+    TC_ASSERT_OK(store);
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << path;
+  }
 }
 
 // A file written before the summary columns existed (jobs: id, record only)

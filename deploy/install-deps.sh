@@ -8,7 +8,8 @@ PACKAGES=(
   libabsl-dev libsqlite3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev patchelf
   systemd zsh bsdutils  # packaging_test: systemd-analyze verify; cli tests: zsh -n, script(1)
-  prometheus-cpp-dev curl openssl
+  prometheus-cpp-dev curl openssl libssl-dev
+  passwd  # multi-user e2e: useradd (throwaway accounts)
   iproute2
   golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev

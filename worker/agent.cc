@@ -19,7 +19,14 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "worker/hw/accounts.h"
 #include "worker/task_paths.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
 
 namespace trainctl::worker {
 namespace {
@@ -51,6 +58,20 @@ std::string FileTail(const std::string& path, int64_t bytes) {
   return tail;
 }
 
+// Makes `dir` the private directory (0700) of `run_as`, or of the agent's
+// account when unset. A failure (e.g. root squashed on NFS) is logged: the
+// task then meets it itself.
+void GiveToAccount(const std::string& dir, const std::optional<RunAs>& run_as) {
+  std::error_code ec;
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) TC_LOG_WARN("chmod 700 {}: {}", dir, ec.message());
+  if (run_as.has_value() && chown(dir.c_str(), run_as->uid, run_as->gid) != 0) {
+    TC_LOG_WARN("chown {} to {} (uid {}): {}", dir, run_as->user, run_as->uid,
+                std::strerror(errno));
+  }
+}
+
 }  // namespace
 
 Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launcher)
@@ -58,6 +79,7 @@ Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launc
       inventory_(inventory),
       launcher_(launcher),
       proc_sampler_(config_.proc_root),
+      agent_account_(CurrentAccount()),
       instance_id_([] {
         absl::BitGen gen;
         return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
@@ -89,6 +111,9 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   node->set_port_min(config_.port_min);
   node->set_port_max(config_.port_max);
   node->set_fake_gpus(config_.fake_gpus);
+  // Root can switch to the job's account (setuid in the task shim).
+  node->set_runs_as_job_user(!config_.run_tasks_as_agent &&
+                             agent_account_.run_as.uid == 0);
   node->set_torch_store(config_.torch_store != nullptr);
   node->set_agent_version("0.1.0");
   reg.set_fences(config_.fences);
@@ -332,9 +357,27 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
   }
 }
 
-LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
+absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
   const v1::TaskRef& ref = start.task();
   LaunchSpec spec;
+  // The account: the job's user (the Slurm rule), else the agent's own.
+  Account account = CurrentAccount();
+  if (!start.run_as_user().empty() && !config_.run_tasks_as_agent) {
+    absl::StatusOr<Account> found = LookupAccount(start.run_as_user());
+    if (!found.ok()) {
+      return absl::Status(found.status().code(),
+                          absl::StrCat(found.status().message(), " (node ",
+                                       config_.node_name, ")"));
+    }
+    if (found->run_as.uid == 0 && !start.allow_root()) {
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "user %s maps to uid 0 (root) on node %s, and the coordinator does "
+          "not allow root jobs (trainctl-coordinator --allow-root-jobs)",
+          start.run_as_user(), config_.node_name));
+    }
+    account = *std::move(found);
+    spec.run_as = account.run_as;
+  }
   spec.argv.assign(start.argv().begin(), start.argv().end());
   if (start.has_preflight()) {
     // A pre-flight probe: this node's probe program, not the job's command.
@@ -346,6 +389,12 @@ LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
                  "--timeout-ms", absl::StrCat(p.timeout_ms())};
   }
   spec.env = config_.base_env;
+  // The account's own facts, as login(1) sets them; the job's environment
+  // (its export, its --env, the launch contract) goes on top.
+  spec.env["USER"] = account.run_as.user;
+  spec.env["LOGNAME"] = account.run_as.user;
+  if (!account.home.empty()) spec.env["HOME"] = account.home;
+  if (!account.shell.empty()) spec.env["SHELL"] = account.shell;
   for (const auto& [k, v] : start.env()) spec.env[k] = v;
   spec.log_path = LogPath(ref);
   spec.workdir = start.workdir();
@@ -356,8 +405,7 @@ LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
     std::filesystem::create_directories(spec.workdir, ec);
     // Private to the task's account; the owner-only rule of logs and work
     // dirs.
-    std::filesystem::permissions(spec.workdir, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::replace, ec);
+    GiveToAccount(spec.workdir, spec.run_as);
   }
   // The job's checkpoint directory (coordinator --checkpoint-root, on a file
   // system shared by the nodes): created here so the task can write into it
@@ -368,6 +416,8 @@ LaunchSpec Agent::SpecFor(const v1::StartTask& start) const {
     if (ec) {
       TC_LOG_WARN("job {}: cannot create TRAINCTL_CHECKPOINT_DIR {}: {}",
                   ref.job_id(), ckpt->second, ec.message());
+    } else {
+      GiveToAccount(ckpt->second, spec.run_as);
     }
   }
   return spec;
@@ -389,8 +439,10 @@ void Agent::Start(const v1::StartTask& start) {
   // milliseconds on a busy host, and exits, heartbeats and fencing must not
   // wait for them. Handle() has one caller at a time, so no StopTask for
   // this task can be handled meanwhile; Fence() marks the entry instead.
-  const LaunchSpec spec = SpecFor(start);
-  absl::StatusOr<int> store_port = OpenStoreFor(start);
+  const absl::StatusOr<LaunchSpec> made = SpecFor(start);
+  const LaunchSpec spec = made.ok() ? *made : LaunchSpec{};
+  absl::StatusOr<int> store_port =
+      made.ok() ? OpenStoreFor(start) : absl::StatusOr<int>(made.status());
   absl::StatusOr<int> pid =
       !store_port.ok() ? absl::StatusOr<int>(store_port.status())
       : start.has_preflight() && config_.preflight_probe.empty()
@@ -410,7 +462,7 @@ void Agent::Start(const v1::StartTask& start) {
   v1::AgentMessage msg;
   v1::TaskStatus* st = msg.mutable_task_status();
   *st->mutable_task() = ref;
-  st->set_log_path(spec.log_path);
+  st->set_log_path(made.ok() ? spec.log_path : LogPath(ref));
   if (!pid.ok()) {
     TC_LOG_WARN("job {} rank {}: could not start: {}", ref.job_id(), ref.rank(),
                 pid.status().ToString());
@@ -426,6 +478,13 @@ void Agent::Start(const v1::StartTask& start) {
   entry.ref.set_pid(*pid);
   st->mutable_task()->set_pid(*pid);
   st->set_state(v1::TASK_STATE_RUNNING);
+  if (spec.run_as.has_value()) {
+    st->set_run_as(spec.run_as->user);
+    st->set_uid(spec.run_as->uid);
+  } else {
+    st->set_run_as(agent_account_.run_as.user);
+    st->set_uid(agent_account_.run_as.uid);
+  }
   TC_LOG_INFO("job {} attempt {} rank {} started: pid {}, CUDA_VISIBLE_DEVICES={}",
               ref.job_id(), ref.attempt(), ref.rank(), *pid,
               start.env().count("CUDA_VISIBLE_DEVICES")

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "trainctl/v1/service.pb.h"
+#include "worker/hw/accounts.h"
 #include "worker/hw/gpu_inventory.h"
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
@@ -49,9 +50,15 @@ struct AgentConfig {
   int port_max = 29999;
   bool fake_gpus = false;
   int cpu_count = 1;
-  // The agent's own environment; a task gets it with the launch environment
-  // on top (so site settings such as NCCL_* or PATH pass through).
+  // What a task gets of the agent's own environment, under the launch
+  // environment: the pass-through variables only (main.cc: PATH, locale,
+  // CUDA_*/NCCL_* site settings, --task-env names, TRAINCTL_TLS_CA), never
+  // the whole environment, which may hold the agent's secrets.
   std::map<std::string, std::string> base_env;
+  // Every task runs as the agent's own account, whatever StartTask.run_as_user
+  // says (trainctl-agent --run-tasks-as-agent: a node given to one tenant).
+  // Registrations say which (Node.runs_as_job_user).
+  bool run_tasks_as_agent = false;
   // Where per-task CPU use is read from (proc(5)); tests point it at a fake
   // tree.
   std::string proc_root = "/proc";
@@ -181,9 +188,11 @@ class Agent {
   // Launches `start` (no lock held while spawning) and reports RUNNING or
   // START_FAILED.
   void Start(const v1::StartTask& start) ABSL_LOCKS_EXCLUDED(mu_);
-  // The process spec of `start`: argv, environment, log path, working
-  // directory (created when it is the default).
-  LaunchSpec SpecFor(const v1::StartTask& start) const;
+  // The launch of `start`: argv, environment, account, log path, working
+  // directory (created, private to the account, when it is the default).
+  // Errors: NOT_FOUND when the job's user has no account here;
+  // PERMISSION_DENIED for a uid-0 account without StartTask.allow_root.
+  absl::StatusOr<LaunchSpec> SpecFor(const v1::StartTask& start) const;
   void OnExit(const Key& key, ExitInfo info);
   // Reports the exit of `it`'s task (and an out-of-memory line first).
   // Returns the port of a PyTorch store to close once mu_ is released (0:
@@ -209,6 +218,8 @@ class Agent {
   GpuInventory* const inventory_;
   ProcessLauncher* const launcher_;
   ProcessGroupSampler proc_sampler_;
+  // The account the agent runs as (tasks run as it without run_as).
+  const Account agent_account_;
   const std::string instance_id_;
   // Its own lock: LogPath() is called with and without mu_ held.
   mutable absl::Mutex cluster_mu_;

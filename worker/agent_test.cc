@@ -3,6 +3,9 @@
 
 #include "worker/agent.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -113,10 +116,13 @@ TEST_F(AgentTest, Handle_StartTask_LaunchesWithMergedEnvAndReportsRunning) {
   ASSERT_THAT(launcher_.launched, SizeIs(1));
   const LaunchSpec& spec = launcher_.launched.begin()->second;
   EXPECT_THAT(spec.argv, ElementsAre("python", "train.py"));
-  // The agent's environment passes through; the launch environment wins.
+  // The agent's pass-through variables reach the task; the launch
+  // environment wins; the account's own facts are set.
   EXPECT_EQ(spec.env.at("NCCL_NVLS_ENABLE"), "0");
   EXPECT_EQ(spec.env.at("PATH"), "/task/bin");
   EXPECT_EQ(spec.env.at("RANK"), "1");
+  EXPECT_EQ(spec.env.at("USER"), CurrentAccount().run_as.user);
+  EXPECT_FALSE(spec.run_as.has_value());
   // One flat file per task, in the directory of job ids 0-999.
   EXPECT_EQ(spec.log_path, log_dir_ + "/jobs-0/job-7.attempt-0.rank-1.log");
   // No workdir given: a scratch directory of its own, created for it.
@@ -183,6 +189,77 @@ TEST_F(AgentTest, Handle_StartTaskSpawnFails_ReportsStartFailedWithReason) {
   EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("not found"));
   EXPECT_EQ(agent_->RunningTasks(), 0);
   EXPECT_THAT(agent_->Registration()->running_tasks(), SizeIs(0));
+}
+
+TEST_F(AgentTest, Handle_StartTaskAsUser_LaunchedUnderThatAccountWithItsHome) {
+  // "nobody" exists on every Debian host (uid 65534).
+  absl::StatusOr<Account> nobody = LookupAccount("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no account nobody: " << nobody.status();
+  Make();
+  Connect();
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_run_as_user("nobody");
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const LaunchSpec& spec = launcher_.launched.begin()->second;
+  ASSERT_TRUE(spec.run_as.has_value());
+  EXPECT_EQ(spec.run_as->uid, nobody->run_as.uid);
+  EXPECT_EQ(spec.run_as->gid, nobody->run_as.gid);
+  EXPECT_EQ(spec.env.at("USER"), "nobody");
+  EXPECT_EQ(spec.env.at("LOGNAME"), "nobody");
+  EXPECT_EQ(spec.env.at("HOME"), nobody->home);
+  // The default work dir is the user's, private.
+  struct stat st;
+  ASSERT_EQ(stat(spec.workdir.c_str(), &st), 0);
+  if (geteuid() == 0) EXPECT_EQ(static_cast<int>(st.st_uid), nobody->run_as.uid);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().run_as(), "nobody");
+  EXPECT_EQ(sent_[0].task_status().uid(), nobody->run_as.uid);
+}
+
+TEST_F(AgentTest, Handle_StartTaskOfUserWithoutAccount_StartFailedNamingUserAndNode) {
+  Make();
+  Connect();
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_run_as_user("no-such-user-4711");
+  agent_->Handle(msg);
+  EXPECT_THAT(launcher_.launched, SizeIs(0));
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_START_FAILED);
+  EXPECT_THAT(sent_[0].task_status().message(),
+              HasSubstr("user no-such-user-4711 has no local account on this node (node n1)"));
+  EXPECT_EQ(agent_->RunningTasks(), 0);
+}
+
+TEST_F(AgentTest, Handle_StartTaskOfRoot_RefusedUnlessAllowed) {
+  Make();
+  Connect();
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_run_as_user("root");
+  agent_->Handle(msg);
+  EXPECT_THAT(launcher_.launched, SizeIs(0));
+  ASSERT_THAT(sent_, SizeIs(1));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_START_FAILED);
+  EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("--allow-root-jobs"));
+
+  msg.mutable_start_task()->mutable_task()->set_job_id(8);
+  msg.mutable_start_task()->set_allow_root(true);
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  EXPECT_EQ(launcher_.launched.begin()->second.run_as->uid, 0);
+}
+
+TEST_F(AgentTest, Handle_RunTasksAsAgent_JobUserIgnored) {
+  config_.run_tasks_as_agent = true;
+  Make();
+  Connect();
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_run_as_user("no-such-user-4711");
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  EXPECT_FALSE(launcher_.launched.begin()->second.run_as.has_value());
+  EXPECT_FALSE(agent_->Registration()->node().runs_as_job_user());
 }
 
 v1::CoordinatorMessage GangStart(int64_t job, int rank) {

@@ -2,9 +2,12 @@
 // through NVML (or offers fake ones with --fake-gpus on machines without
 // GPUs), registers with the coordinator, launches and supervises tasks.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +19,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_target.h"
@@ -28,6 +32,7 @@
 #include "worker/hw/fake_gpu_inventory.h"
 #include "worker/hw/nvml_gpu_inventory.h"
 #include "worker/hw/posix_process_launcher.h"
+#include "worker/task_env.h"
 #include "worker/torch_store.h"
 
 extern char** environ;
@@ -108,13 +113,27 @@ int main(int argc, char** argv) {
                  "with ../share/torch_store_host.py next to this binary, real "
                  "GPUs only, skipped when torch does not import; 'none': off")
       ->capture_default_str();
-  std::string task_shim = "none";
+  std::string task_shim = "auto";
   app.add_option("--task-shim", task_shim,
                  "trainctl-task-shim, started as the first process of every "
-                 "task to kill it when the agent dies: the per-task way, an "
-                 "extra program start per task ('none': the default, the "
-                 "--guard covers it)")
+                 "task: it kills the task when the agent dies, and puts it in "
+                 "its cgroup and under its user's account. 'auto' (default): "
+                 "the one next to this binary when the agent runs as root (it "
+                 "is needed to run tasks as their users), else none (the "
+                 "--guard covers agent death); 'none': never")
       ->capture_default_str();
+  std::vector<std::string> task_env;
+  app.add_option("--task-env", task_env,
+                 "names of the agent's environment variables tasks also get "
+                 "(comma-separated; a trailing * is a prefix: HF_*). Tasks "
+                 "always get PATH, LANG, LANGUAGE, LC_*, TZ, LD_LIBRARY_PATH, "
+                 "CUDA_* and NCCL_*; nothing else of the agent's environment")
+      ->delimiter(',');
+  bool run_tasks_as_agent = false;
+  app.add_flag("--run-tasks-as-agent", run_tasks_as_agent,
+               "run every task as this agent's account, whatever user the job "
+               "belongs to (a node given to one tenant); by default a root "
+               "agent runs each task as its job's user");
   std::string preflight_probe;
   app.add_option("--preflight-probe", preflight_probe,
                  "program run for a gang's pre-flight (a short NCCL all-reduce "
@@ -159,7 +178,7 @@ int main(int argc, char** argv) {
     } else if (!split->is_agent) {
       return split->exit_code;
     }
-  } else if (task_shim == "none") {
+  } else if (task_shim == "none" || (task_shim == "auto" && geteuid() != 0)) {
     TC_LOG_WARN("--no-guard and no --task-shim: tasks will OUTLIVE a killed "
                 "agent and keep their GPUs");
   }
@@ -203,9 +222,28 @@ int main(int argc, char** argv) {
     TC_LOG_WARN("--no-fence: tasks keep running when this host is cut off from "
                 "the coordinator, although it fails and may restart them elsewhere");
   }
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(*e, absl::MaxSplits('=', 1));
-    config.base_env.insert(kv);
+  config.base_env = trainctl::worker::PassThroughEnv(environ, task_env);
+  config.run_tasks_as_agent = run_tasks_as_agent;
+  if (geteuid() != 0 && !run_tasks_as_agent) {
+    TC_LOG_WARN("the agent runs as uid {}, not root: every task runs as this "
+                "account, and jobs of other users are refused (run the agent "
+                "as root to run each job as its user, or pass "
+                "--run-tasks-as-agent on a node given to one tenant)",
+                geteuid());
+  }
+  if (!tls.key.empty()) {
+    // Like ssh with a private key: a key others can read is refused, since
+    // whoever reads it can register as this node.
+    struct stat st;
+    if (stat(tls.key.c_str(), &st) != 0) {
+      return Fail(absl::StrCat("--tls-key ", tls.key, ": ", std::strerror(errno)));
+    }
+    if ((st.st_mode & 077) != 0) {
+      return Fail(absl::StrFormat(
+          "--tls-key %s is readable by group or others (mode %04o): the "
+          "node's key must be readable by the agent alone (chmod 600 %s)",
+          tls.key, st.st_mode & 07777, tls.key));
+    }
   }
 
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -302,6 +340,22 @@ int main(int argc, char** argv) {
 
   // Members in dependency order: hardware, then the agent, then the session.
   trainctl::worker::PosixProcessLauncher::Options launch_options;
+  if (task_shim == "auto") {
+    std::error_code ec;
+    const std::filesystem::path next_to =
+        std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
+        "trainctl-task-shim";
+    task_shim = "none";
+    if (geteuid() == 0) {
+      if (access(next_to.c_str(), X_OK) == 0) {
+        task_shim = next_to.string();
+      } else {
+        TC_LOG_WARN("no trainctl-task-shim next to the agent ({}): tasks of "
+                    "other users cannot start",
+                    next_to.string());
+      }
+    }
+  }
   if (task_shim != "none") {
     if (access(task_shim.c_str(), X_OK) != 0) {
       return Fail(absl::StrCat("--task-shim ", task_shim, " is not an executable"));

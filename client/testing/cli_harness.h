@@ -71,7 +71,11 @@ class CliHarness : public ::testing::Test {
   explicit CliHarness(absl::Time now = absl::FromUnixMillis(kNowMs))
       : clock_(now) {
     options_.clock = &clock_;
+    // `submit --export ALL` (the default) takes this environment, not the
+    // test process's.
+    options_.environ = kNoEnviron;
   }
+  static constexpr const char* kNoEnviron[] = {nullptr};
 
   // Runs `trainctl ARGS...` with options_ against the stub (stub_, or the
   // one given to UseStub) and returns its exit status. out_ and err_ hold

@@ -61,19 +61,21 @@ namespace trainctl::sched {
 namespace internal {
 namespace {
 
-// Marks the nodes named in `excluded` unschedulable for its lifetime and
-// restores them after (JobRequest.excluded_nodes). Costs nothing for a job
-// without exclusions.
+// Marks the nodes `job` may not use unschedulable for its lifetime and
+// restores them after: those named in JobRequest.excluded_nodes, and those
+// without a container runtime for a job that needs one. Costs nothing for a
+// job without exclusions.
 class ExcludedNodesScope {
  public:
-  ExcludedNodesScope(std::vector<NodeState>& nodes,
-                     const std::vector<std::string>& excluded)
+  ExcludedNodesScope(std::vector<NodeState>& nodes, const JobRequest& job)
       : nodes_(nodes) {
-    if (excluded.empty()) return;
+    const std::vector<std::string>& excluded = job.excluded_nodes;
+    if (excluded.empty() && !job.needs_container_runtime) return;
     for (size_t n = 0; n < nodes_.size(); ++n) {
       if (!nodes_[n].schedulable) continue;
-      if (std::find(excluded.begin(), excluded.end(), nodes_[n].name) !=
-          excluded.end()) {
+      if ((job.needs_container_runtime && !nodes_[n].container_runtime) ||
+          std::find(excluded.begin(), excluded.end(), nodes_[n].name) !=
+              excluded.end()) {
         nodes_[n].schedulable = false;
         flipped_.push_back(n);
       }
@@ -103,7 +105,8 @@ SchedulePass::SchedulePass(const ClusterSnapshot& cluster,
       indexed_(!config.linear_search &&
                std::none_of(queue.begin(), queue.end(),
                             [](const JobRequest& j) {
-                              return !j.excluded_nodes.empty();
+                              return !j.excluded_nodes.empty() ||
+                                     j.needs_container_runtime;
                             })),
       shape_(cluster),
       cluster_nodes_(cluster.nodes),
@@ -144,7 +147,7 @@ void SchedulePass::Decide(const JobRequest& job, int position,
     // Nodes excluded for this job count as unschedulable while it is
     // decided (placement, preemption, its hold), and only then. (A pass
     // with such a job uses the linear scans: the indexes do not see it.)
-    ExcludedNodesScope excluded(nodes_, job.excluded_nodes);
+    ExcludedNodesScope excluded(nodes_, job);
     DecideInner(job, decision);
   }
   if (job.job_id == explain_id_ && explanation_ != nullptr) {

@@ -42,6 +42,9 @@ struct NodeState {
   // a job can ever fit this cluster, but gets no placements.
   bool schedulable = true;
   std::vector<GpuState> gpus;
+  // The node has a container runtime (podman or Apptainer): only such nodes
+  // take jobs with needs_container_runtime.
+  bool container_runtime = false;
 };
 
 enum class JobKind { kExperiment, kGang };
@@ -152,6 +155,10 @@ struct JobRequest {
   // only: it waits when the other nodes cannot hold it (never infeasible on
   // their account), and Explain() names them.
   std::vector<std::string> excluded_nodes;
+  // The job runs in a container image: nodes without a container runtime
+  // (NodeState.container_runtime) count as unschedulable for it, as excluded
+  // nodes do (it waits for a node that has one; Explain() names them).
+  bool needs_container_runtime = false;
   // Seconds since it last entered the queue (its submit, or the end of its
   // last attempt when it was requeued), from the caller's clock (the
   // coordinator's injected clock, the simulator's simulated time). Decides

@@ -97,6 +97,11 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
     return absl::StrFormat("%s: excluded for this job by a pre-flight",
                            node.name);
   }
+  if (job.needs_container_runtime && !node.container_runtime) {
+    return absl::StrFormat(
+        "%s: no container runtime (podman or Apptainer) for the job's image",
+        node.name);
+  }
   const int usable = UsableGpuCount(node);
   if (!node.schedulable) {
     return absl::StrFormat(

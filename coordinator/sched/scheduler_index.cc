@@ -119,6 +119,7 @@ std::vector<NodeState> SchedulePass::MutableCopy(
   for (size_t n = 0; n < nodes.size(); ++n) {
     copy[n].name = nodes[n].name;
     copy[n].schedulable = nodes[n].schedulable;
+    copy[n].container_runtime = nodes[n].container_runtime;
     copy[n].gpus.resize(nodes[n].gpus.size());
     for (size_t g = 0; g < nodes[n].gpus.size(); ++g) {
       const GpuState& from = nodes[n].gpus[g];

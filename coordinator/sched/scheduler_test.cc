@@ -568,5 +568,31 @@ TEST(SchedulerTest, Schedule_ExcludedNodeLeavesTooFew_WaitsNotInfeasible) {
               testing::Contains("b: excluded for this job by a pre-flight"));
 }
 
+TEST(SchedulerTest, Schedule_JobWithImage_OnlyOnNodesWithAContainerRuntime) {
+  // Nodes a (no runtime) and b (podman): 1 GPU each. The job with an image
+  // goes to b although a comes first; a job without one still takes a.
+  NodeState a = Node("a", 1);
+  NodeState b = Node("b", 1);
+  b.container_runtime = true;
+  JobRequest boxed = Experiment(1, 1.0);
+  boxed.needs_container_runtime = true;
+  std::vector<Decision> d = ScheduleOn({a, b}, {boxed, Experiment(2, 1.0)});
+  ASSERT_EQ(d.size(), 2u);
+  ASSERT_EQ(d[0].outcome, Outcome::kPlaced);
+  EXPECT_EQ(Where(d[0]), "b[0]");
+  ASSERT_EQ(d[1].outcome, Outcome::kPlaced);
+  EXPECT_EQ(Where(d[1]), "a[0]");
+
+  // No node with a runtime: it waits (one may join), and why says so.
+  d = ScheduleOn({a}, {boxed});
+  EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
+  ClusterSnapshot cluster;
+  cluster.nodes = {a};
+  std::optional<Explanation> why = Scheduler(SchedulerConfig{}).Explain(cluster, {boxed}, 1);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(why->nodes,
+              testing::Contains(testing::HasSubstr("a: no container runtime")));
+}
+
 }  // namespace
 }  // namespace trainctl::sched

@@ -52,8 +52,10 @@ wait_line "$WORK/agent-bad.log" 'cannot register.*names node "other-node"' >/dev
 kill "${PIDS[-1]}"
 ok "an agent cannot register for another node"
 
-# 4. The right agent registers over mutual TLS.
-"$BIN/trainctl-agent" --coordinator "$ADDR" --node-name sec-node --fake-gpus 2 \
+# 4. The right agent registers over mutual TLS. Its tasks run as its own
+# account (--run-tasks-as-agent): alice and bob have no local accounts here;
+# multiuser_e2e.sh runs each job as its user.
+"$BIN/trainctl-agent" --coordinator "$ADDR" --node-name sec-node --fake-gpus 2 --run-tasks-as-agent \
   --tls-cert "$C/nodes/sec-node.crt" --tls-key "$C/nodes/sec-node.key" --tls-ca "$C/ca.crt" \
   --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)

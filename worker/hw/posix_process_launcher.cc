@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/logging.h"
@@ -78,8 +79,10 @@ absl::StatusOr<std::string> ResolveProgram(const LaunchSpec& spec) {
                                 : ""));
 }
 
-// Opens the task's log for appending, creating it and its parent directories.
-absl::StatusOr<int> OpenLog(const std::string& log_path) {
+// Opens the task's log for appending, creating it and its parent directories;
+// hands it to `run_as` when set.
+absl::StatusOr<int> OpenLog(const std::string& log_path,
+                            const std::optional<RunAs>& run_as) {
   if (log_path.empty()) {
     const int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -107,6 +110,15 @@ absl::StatusOr<int> OpenLog(const std::string& log_path) {
   if (fd < 0) {
     return absl::InternalError(absl::StrFormat("cannot open the log file %s: %s",
                                                log_path, ErrnoText(errno)));
+  }
+  // The job's user owns its log (it may read it on the node directly); the
+  // agent, as root, still reads it for `trainctl logs`.
+  if (run_as.has_value() && fchown(fd, run_as->uid, run_as->gid) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::InternalError(absl::StrFormat(
+        "cannot give the log file %s to %s (uid %d): %s", log_path,
+        run_as->user, run_as->uid, ErrnoText(err)));
   }
   return fd;
 }
@@ -137,6 +149,7 @@ class SpawnSetup {
 // signal dispositions and an empty mask (the agent may ignore SIGPIPE or block
 // signals; ignored signals survive exec), stdin from /dev/null, stdout and
 // stderr on `log_fd`, runs in `workdir` and inherits no other descriptor.
+// An empty `workdir` leaves the directory alone (the shim enters it).
 int PrepareSpawn(SpawnSetup& setup, int log_fd, const std::string& workdir) {
   int err = posix_spawnattr_setflags(
       setup.attr(), POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
@@ -230,9 +243,22 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
           "workdir %s does not exist or is not a directory", spec.workdir));
     }
   }
+  if ((spec.run_as.has_value() || !spec.cgroup_dir.empty()) &&
+      options_.task_shim.empty()) {
+    return absl::FailedPreconditionError(
+        "a task to run as another account or in a cgroup needs the task shim "
+        "(trainctl-task-shim), and this launcher has none");
+  }
+  if (spec.run_as.has_value() && spec.run_as->uid != static_cast<int>(geteuid()) &&
+      geteuid() != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot run the task as %s (uid %d): the agent runs as uid %d, not "
+        "root, and may start tasks only as itself",
+        spec.run_as->user, spec.run_as->uid, static_cast<int>(geteuid())));
+  }
   absl::StatusOr<std::string> program = ResolveProgram(spec);
   if (!program.ok()) return program.status();
-  absl::StatusOr<int> log_fd = OpenLog(spec.log_path);
+  absl::StatusOr<int> log_fd = OpenLog(spec.log_path, spec.run_as);
   if (!log_fd.ok()) return log_fd.status();
 
   std::vector<std::string> env_strings;
@@ -240,12 +266,33 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
   for (const auto& [name, value] : spec.env) {
     env_strings.push_back(name + "=" + value);
   }
-  // Through the shim: trainctl-task-shim AGENT_PID GRACE_MS PROGRAM ARGV...
+  // Through the shim: trainctl-task-shim [OPTIONS] AGENT_PID GRACE_MS
+  // PROGRAM ARGV... (task_shim.cc). With run_as, the shim enters the workdir
+  // after dropping to the account, so posix_spawn does not.
   std::vector<std::string> shim_args;
+  std::string spawn_workdir = spec.workdir;
   if (!options_.task_shim.empty()) {
-    shim_args = {options_.task_shim, std::to_string(getpid()),
-                 std::to_string(absl::ToInt64Milliseconds(options_.orphan_grace)),
-                 *program};
+    shim_args = {options_.task_shim};
+    if (!spec.cgroup_dir.empty()) {
+      shim_args.insert(shim_args.end(), {"--cgroup", spec.cgroup_dir});
+    }
+    if (spec.run_as.has_value()) {
+      shim_args.insert(shim_args.end(),
+                       {"--uid", std::to_string(spec.run_as->uid), "--gid",
+                        std::to_string(spec.run_as->gid)});
+      if (!spec.run_as->groups.empty()) {
+        shim_args.insert(shim_args.end(),
+                         {"--groups", absl::StrJoin(spec.run_as->groups, ",")});
+      }
+      if (!spec.workdir.empty()) {
+        shim_args.insert(shim_args.end(), {"--chdir", spec.workdir});
+        spawn_workdir.clear();
+      }
+    }
+    shim_args.insert(shim_args.end(),
+                     {std::to_string(getpid()),
+                      std::to_string(absl::ToInt64Milliseconds(options_.orphan_grace)),
+                      *program});
   }
   std::vector<char*> argv;
   for (std::string& arg : shim_args) argv.push_back(arg.data());
@@ -258,7 +305,7 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
   envp.push_back(nullptr);
 
   SpawnSetup setup;
-  int err = PrepareSpawn(setup, *log_fd, spec.workdir);
+  int err = PrepareSpawn(setup, *log_fd, spawn_workdir);
   if (err != 0) {
     close(*log_fd);
     return absl::InternalError("cannot prepare posix_spawn: " + ErrnoText(err));

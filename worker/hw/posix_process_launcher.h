@@ -68,10 +68,16 @@ class PosixProcessLauncher : public ProcessLauncher {
   // See ProcessLauncher::Launch. argv[0] without a '/' is searched in the PATH
   // of spec.env (or "/bin:/usr/bin" when it has none), as execvp would. An
   // empty workdir means the agent's working directory; an empty log_path
-  // discards the output.
+  // discards the output. With spec.run_as, the log file is handed to that
+  // account (fchown) and the shim drops to it before it enters the workdir
+  // and execs the task (task_shim.cc); with spec.cgroup_dir the shim moves
+  // into that cgroup first. A failure there is the task's exit 125 with the
+  // reason in its log.
   // Errors: INVALID_ARGUMENT for an empty argv; NOT_FOUND naming argv[0] or
-  // the workdir when it does not exist; INTERNAL naming the log file or the
-  // failing call (with errno text); UNAVAILABLE while being destroyed.
+  // the workdir when it does not exist; FAILED_PRECONDITION when run_as or
+  // cgroup_dir is set but Options::task_shim is not, or run_as names another
+  // account and this process is not root; INTERNAL naming the log file or
+  // the failing call (with errno text); UNAVAILABLE while being destroyed.
   absl::StatusOr<int> Launch(const LaunchSpec& spec,
                              absl::AnyInvocable<void(ExitInfo)> on_exit) override;
 

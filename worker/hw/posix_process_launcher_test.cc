@@ -31,6 +31,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/hw/accounts.h"
 
 namespace trainctl::worker {
 namespace {
@@ -523,6 +524,79 @@ TEST(TaskShim, WatchedAgentKilled_WholeTaskGroupDies) {
   EXPECT_TRUE(WaitDead(grandchild));
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+// Running a task as another account: root only (the shim's setuid).
+class RunAsTest : public TaskShimTest {
+ protected:
+  void SetUp() override {
+    TaskShimTest::SetUp();
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (setuid to another account)";
+    absl::StatusOr<Account> nobody = LookupAccount("nobody");
+    if (!nobody.ok()) GTEST_SKIP() << nobody.status();
+    nobody_ = *nobody;
+    // The account must reach its work dir: traverse-only for the temp dir.
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec |
+                              fs::perms::others_exec);
+    workdir_ = dir_ / "work";
+    fs::create_directories(workdir_);
+    ASSERT_EQ(chown(workdir_.c_str(), nobody_.run_as.uid, nobody_.run_as.gid), 0);
+  }
+  LaunchSpec AsNobody(std::vector<std::string> argv) {
+    LaunchSpec spec = Spec(std::move(argv));
+    spec.run_as = nobody_.run_as;
+    spec.workdir = workdir_.string();
+    return spec;
+  }
+  Account nobody_;
+  fs::path workdir_;
+};
+
+TEST_F(RunAsTest, Launch_RunAs_TaskRunsUnderTheAccountAndOwnsItsLog) {
+  ExitWaiter exit;
+  TC_ASSERT_OK(shimmed_.Launch(AsNobody({"sh", "-c", "id -u; id -g; pwd"}),
+                               exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);
+  const fs::path log = dir_ / "logs" / "job-1" / "rank-0.log";
+  EXPECT_EQ(ReadFile(log), absl::StrCat(nobody_.run_as.uid, "\n", nobody_.run_as.gid,
+                                        "\n", workdir_.string(), "\n"));
+  struct stat st;
+  ASSERT_EQ(stat(log.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<int>(st.st_uid), nobody_.run_as.uid);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(RunAsTest, Launch_RunAsCannotSignalRootsProcesses) {
+  // The agent (root) is the task's neighbour here: the task may not signal it.
+  ExitWaiter exit;
+  TC_ASSERT_OK(shimmed_.Launch(
+      AsNobody({"sh", "-c", absl::StrCat("kill -0 ", getpid(), " 2>&1; echo rc=$?")}),
+      exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_THAT(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"), HasSubstr("rc=1"));
+}
+
+TEST_F(RunAsTest, Launch_RunAsWorkdirItMayNotEnter_Exit125WithTheReason) {
+  const fs::path closed = dir_ / "closed";
+  fs::create_directories(closed);
+  fs::permissions(closed, fs::perms::owner_all, fs::perm_options::replace);
+  LaunchSpec spec = AsNobody({"true"});
+  spec.workdir = closed.string();
+  ExitWaiter exit;
+  TC_ASSERT_OK(shimmed_.Launch(spec, exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 125);
+  EXPECT_THAT(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"),
+              HasSubstr("cannot enter the working directory"));
+}
+
+TEST_F(TaskShimTest, Launch_RunAsWithoutShim_FailedPrecondition) {
+  LaunchSpec spec = Spec({"true"});
+  spec.run_as = RunAs{"nobody", 65534, 65534, {}};
+  ExitWaiter exit;
+  EXPECT_THAT(launcher_.Launch(spec, exit.Callback()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("task shim")));
 }
 #endif  // TRAINCTL_TASK_SHIM_PATH
 

@@ -5,6 +5,7 @@
 // (PosixProcessLauncher for real processes).
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,15 @@
 
 namespace trainctl::worker {
 
+// A local account to run a task as (worker/hw/accounts.h resolves one).
+struct RunAs {
+  std::string user;
+  int uid = -1;
+  int gid = -1;
+  // Supplementary groups (getgrouplist), the primary gid included.
+  std::vector<int> groups;
+};
+
 struct LaunchSpec {
   // argv[0] is looked up in PATH (of `env`).
   std::vector<std::string> argv;
@@ -23,8 +33,14 @@ struct LaunchSpec {
   // Working directory; must exist.
   std::string workdir;
   // stdout and stderr are appended to this file (created with its parent
-  // directories).
+  // directories, mode 0600, owned by run_as when set).
   std::string log_path;
+  // Set: the task runs as this account (the launcher's process needs
+  // CAP_SETUID and CAP_SETGID, i.e. root); unset: as the launcher's own.
+  std::optional<RunAs> run_as;
+  // Non-empty: a cgroup v2 directory the task is moved into before it
+  // starts (worker/hw/cgroup.h); it must exist.
+  std::string cgroup_dir;
 };
 
 // How a process ended: exit_code when it exited (signal == 0), or the signal
@@ -44,7 +60,9 @@ class ProcessLauncher {
   // left in its group is then killed (SIGKILL), so nothing outlives its task.
   // Returns the pid (= process group id).
   // Errors: INVALID_ARGUMENT for an empty argv; NOT_FOUND when argv[0] or the
-  // workdir does not exist; INTERNAL for other spawn failures (with errno text).
+  // workdir does not exist; FAILED_PRECONDITION when run_as or cgroup_dir is
+  // set and the launcher cannot apply it; INTERNAL for other spawn failures
+  // (with errno text).
   virtual absl::StatusOr<int> Launch(const LaunchSpec& spec,
                                      absl::AnyInvocable<void(ExitInfo)> on_exit) = 0;
 

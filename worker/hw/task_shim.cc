@@ -1,13 +1,27 @@
 // trainctl-task-shim: the first process of every task, so that a task never
-// outlives its agent (no orphan holding a GPU after `kill -9` of the agent).
+// outlives its agent (no orphan holding a GPU after `kill -9` of the agent),
+// and the one that puts the task in its cgroup and under its user's account.
 //
-//   trainctl-task-shim WATCH_PID GRACE_MS PROGRAM ARGV0 [ARGS...]
+//   trainctl-task-shim [--cgroup DIR] [--uid UID --gid GID [--groups G1,G2]]
+//                      [--chdir DIR] WATCH_PID GRACE_MS PROGRAM ARGV0 [ARGS...]
 //
-// PosixProcessLauncher starts it as the leader of the task's process group
-// with WATCH_PID = the agent's pid. The shim opens a pidfd on WATCH_PID
-// (pidfd_open, Linux >= 5.3) and starts PROGRAM with argv ARGV0 ARGS...
-// (posix_spawn; the environment, working directory and descriptors as the
-// launcher set them). It is linked statically (CMakeLists.txt): it runs once
+// PosixProcessLauncher starts it (as the agent's user, usually root) as the
+// leader of the task's process group with WATCH_PID = the agent's pid. The
+// shim opens a pidfd on WATCH_PID (pidfd_open, Linux >= 5.3), then, in this
+// order:
+//  1. --cgroup: moves itself into the cgroup v2 directory DIR (writes "0" to
+//     DIR/cgroup.procs), so the task and everything it forks are counted,
+//     limited and killed there;
+//  2. --uid/--gid: drops to the job's account for good: setgroups(GROUPS, or
+//     none), setgid(GID), setuid(UID), and checks that it cannot get uid 0
+//     back. From here on the shim is the user's own process: the user's task
+//     may signal it, which harms only the user's own job;
+//  3. --chdir: enters the working directory as that account, so a directory
+//     the user may not enter is refused (exit 125) rather than entered with
+//     the agent's rights;
+//  4. starts PROGRAM with argv ARGV0 ARGS... (posix_spawn; the environment
+//     and descriptors as the launcher set them).
+// It is linked statically (CMakeLists.txt): it runs once
 // per task, and a static binary skips the dynamic loader's work at every
 // start (about 0.5-1.5 ms on the 2-core VM of bench/README.md). The shim then waits for whichever comes first:
 //  - the task ends: the shim exits with the task's exit code, or dies of the
@@ -20,20 +34,25 @@
 // *thread* that forked the child ends, not the process (the agent spawns
 // from several threads), it reaches only the direct child (not the rest of
 // the group, e.g. the workers under `sh -c` or torchrun), and it is cleared
-// by exec of a set-uid program. A pidfd watches the process as a whole, and
-// the shim, staying behind, kills the whole group.
+// by exec of a set-uid program and by the shim's own setuid. A pidfd watches
+// the process as a whole (and stays valid across setuid), and the shim,
+// staying behind, kills the whole group.
 //
 // The shim ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT (a group-wide SIGTERM
 // from the launcher's Stop() reaches the task directly; the shim stays to
 // report its status); the task gets default dispositions back before exec.
-// Exit codes of its own: 125 bad usage or setup failure, 127 exec failed
-// (both with a line on stderr, i.e. in the task's log).
+// Exit codes of its own: 125 bad usage or setup failure (cgroup, account,
+// working directory), 127 exec failed (both with a line on stderr, i.e. in
+// the task's log).
 //
 // Limit: between the spawn and pidfd_open, the agent could die and its pid be
 // reused; then the shim watches the wrong process. The window is
 // microseconds; the shim checks that WATCH_PID exists.
 
 #include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -42,9 +61,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -88,15 +110,107 @@ bool WaitChild(pid_t child, int child_fd, int ms, int* status) {
   return waitpid(child, status, WNOHANG) == child;
 }
 
+constexpr char kUsage[] =
+    "usage: trainctl-task-shim [--cgroup DIR] [--uid UID --gid GID [--groups "
+    "G1,G2]] [--chdir DIR] WATCH_PID GRACE_MS PROGRAM ARGV0 [ARGS...]\n";
+
+struct Options {
+  const char* cgroup = nullptr;
+  const char* chdir = nullptr;
+  long uid = -1;
+  long gid = -1;
+  std::vector<gid_t> groups;
+};
+
+// Parses the options before WATCH_PID (getopt_long; "+": stop at the first
+// operand, so the task's own arguments are never taken for ours). Returns
+// the index of WATCH_PID, or -1 after printing what is wrong.
+int ParseOptions(int argc, char** argv, Options* o) {
+  static const option kLong[] = {{"cgroup", required_argument, nullptr, 'c'},
+                                 {"chdir", required_argument, nullptr, 'd'},
+                                 {"uid", required_argument, nullptr, 'u'},
+                                 {"gid", required_argument, nullptr, 'g'},
+                                 {"groups", required_argument, nullptr, 'G'},
+                                 {nullptr, 0, nullptr, 0}};
+  int opt;
+  while ((opt = getopt_long(argc, argv, "+", kLong, nullptr)) != -1) {
+    switch (opt) {
+      case 'c':
+        o->cgroup = optarg;
+        break;
+      case 'd':
+        o->chdir = optarg;
+        break;
+      case 'u':
+        if (!ParseInt(optarg, &o->uid) || o->uid < 0) return -1;
+        break;
+      case 'g':
+        if (!ParseInt(optarg, &o->gid) || o->gid < 0) return -1;
+        break;
+      case 'G': {
+        std::string list = optarg;
+        size_t start = 0;
+        while (start <= list.size() && !list.empty()) {
+          const size_t end = std::min(list.find(',', start), list.size());
+          long g = 0;
+          if (!ParseInt(list.substr(start, end - start).c_str(), &g) || g < 0) return -1;
+          o->groups.push_back(static_cast<gid_t>(g));
+          start = end + 1;
+        }
+        break;
+      }
+      default:
+        return -1;
+    }
+  }
+  if ((o->uid >= 0) != (o->gid >= 0)) return -1;
+  return optind;
+}
+
+// Writes "0" (this process) into DIR/cgroup.procs. Returns 0 or errno.
+int MoveSelfIntoCgroup(const char* dir) {
+  const std::string procs = std::string(dir) + "/cgroup.procs";
+  const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int err = write(fd, "0", 1) == 1 ? 0 : errno;
+  close(fd);
+  return err;
+}
+
+// Drops to uid/gid/groups for good. Returns false after printing why.
+bool DropPrivileges(const Options& o) {
+  if (setgroups(o.groups.size(), o.groups.empty() ? nullptr : o.groups.data()) != 0) {
+    std::fprintf(stderr, "trainctl-task-shim: setgroups: %s\n", std::strerror(errno));
+    return false;
+  }
+  if (setgid(static_cast<gid_t>(o.gid)) != 0) {
+    std::fprintf(stderr, "trainctl-task-shim: setgid(%ld): %s\n", o.gid,
+                 std::strerror(errno));
+    return false;
+  }
+  if (setuid(static_cast<uid_t>(o.uid)) != 0) {
+    std::fprintf(stderr, "trainctl-task-shim: setuid(%ld): %s\n", o.uid,
+                 std::strerror(errno));
+    return false;
+  }
+  if (getuid() != static_cast<uid_t>(o.uid) || geteuid() != static_cast<uid_t>(o.uid) ||
+      getgid() != static_cast<gid_t>(o.gid) || (o.uid != 0 && setuid(0) == 0)) {
+    std::fprintf(stderr, "trainctl-task-shim: could not drop to uid %ld gid %ld\n",
+                 o.uid, o.gid);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  Options options;
+  const int first = ParseOptions(argc, argv, &options);
   long watch = 0, grace_ms = 0;
-  if (argc < 5 || !ParseInt(argv[1], &watch) || watch <= 0 ||
-      !ParseInt(argv[2], &grace_ms) || grace_ms < 0) {
-    std::fprintf(stderr,
-                 "usage: trainctl-task-shim WATCH_PID GRACE_MS PROGRAM ARGV0 "
-                 "[ARGS...]\n");
+  if (first < 0 || argc - first < 4 || !ParseInt(argv[first], &watch) || watch <= 0 ||
+      !ParseInt(argv[first + 1], &grace_ms) || grace_ms < 0) {
+    std::fputs(kUsage, stderr);
     return 125;
   }
   const int watch_fd = PidfdOpen(static_cast<pid_t>(watch));
@@ -108,6 +222,21 @@ int main(int argc, char** argv) {
     return 125;
   }
   for (int sig : kIgnored) signal(sig, SIG_IGN);
+  if (options.cgroup != nullptr) {
+    if (const int err = MoveSelfIntoCgroup(options.cgroup); err != 0) {
+      std::fprintf(stderr, "trainctl-task-shim: cannot enter cgroup %s: %s\n",
+                   options.cgroup, std::strerror(err));
+      return 125;
+    }
+  }
+  if (options.uid >= 0 && !DropPrivileges(options)) return 125;
+  if (options.chdir != nullptr && chdir(options.chdir) != 0) {
+    std::fprintf(stderr,
+                 "trainctl-task-shim: cannot enter the working directory %s as "
+                 "uid %d: %s\n",
+                 options.chdir, static_cast<int>(getuid()), std::strerror(errno));
+    return 125;
+  }
 
   // posix_spawn (glibc: clone(CLONE_VM | CLONE_VFORK)) rather than fork:
   // no copy of the shim's page tables, and the exec's failure comes back as
@@ -121,10 +250,10 @@ int main(int argc, char** argv) {
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t child = 0;
-  const int err = posix_spawn(&child, argv[3], nullptr, &attr, argv + 4, environ);
+  const int err = posix_spawn(&child, argv[first + 2], nullptr, &attr, argv + first + 3, environ);
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
-    std::fprintf(stderr, "trainctl-task-shim: cannot exec %s: %s\n", argv[3],
+    std::fprintf(stderr, "trainctl-task-shim: cannot exec %s: %s\n", argv[first + 2],
                  std::strerror(err));
     return 127;
   }

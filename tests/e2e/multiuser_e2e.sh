@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# End-to-end test of a shared GPU host with the real binaries: a coordinator
+# with TLS and tokens, one agent running as root (the deployment of
+# docs/security.md), and two throwaway local accounts, "alice" and "bob"
+# (named tca<pid> and tcb<pid> so parallel runs never meet). Checks that
+#  - each job runs as its user, with the submitter's environment (--export);
+#  - bob's job cannot read alice's environment (her TRAINCTL_TOKEN), her log,
+#    her checkpoint dir or the node's TLS key, nor signal her processes;
+#  - nothing of the agent's own environment reaches a task;
+#  - logs, work and checkpoint dirs belong to the job's user (0600/0700), the
+#    state DB is 0600;
+#  - a user without a local account is refused with the reason, and root is
+#    refused at submit without --allow-root-jobs.
+# Needs root (useradd, an agent that switches uid); exits 77 (skipped)
+# otherwise. Usage: multiuser_e2e.sh BUILD_BIN_DIR. Waits are on conditions
+# with deadlines.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+if [[ $(id -u) != 0 ]] || ! command -v useradd >/dev/null || ! command -v runuser >/dev/null; then
+  echo "skipped: needs root, useradd and runuser (throwaway accounts)"
+  exit 77
+fi
+e2e_init multiuser "${1:-}"
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+A=tca$$ B=tcb$$ GHOST=tcghost$$
+cleanup_accounts() {
+  userdel -r "$A" 2>/dev/null || true
+  userdel -r "$B" 2>/dev/null || true
+  e2e_cleanup
+}
+trap cleanup_accounts EXIT
+useradd -m -s /bin/sh "$A"
+useradd -m -s /bin/sh "$B"
+HOME_A=$(getent passwd "$A" | cut -d: -f6)
+UID_A=$(id -u "$A")
+# Users traverse WORK (no listing) to reach their work and checkpoint dirs,
+# and run the CLI from it (the build dir may sit under root's home).
+chmod 711 "$WORK"
+mkdir -m 755 "$WORK/bin"
+cp "$BIN/trainctl" "$WORK/bin/"
+T=$WORK/bin/trainctl
+
+"$SRC/deploy/make_certs.sh" "$WORK/certs" mu-node >/dev/null
+C=$WORK/certs
+chmod 755 "$C"
+TA=$(openssl rand -hex 16); TB=$(openssl rand -hex 16); TG=$(openssl rand -hex 16)
+TR=$(openssl rand -hex 16); OPS=$(openssl rand -hex 16)
+cat >"$WORK/tokens.txtpb" <<TOK
+tokens { token: "$TA" user: "$A" }
+tokens { token: "$TB" user: "$B" }
+tokens { token: "$TG" user: "$GHOST" }
+tokens { token: "$TR" user: "root" }
+tokens { token: "$OPS" user: "ops" role: ROLE_ADMIN }
+TOK
+chmod 600 "$WORK/tokens.txtpb"
+
+"$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state" \
+  --tls-cert "$C/coordinator.crt" --tls-key "$C/coordinator.key" --tls-ca "$C/ca.crt" \
+  --tokens-file "$WORK/tokens.txtpb" --checkpoint-root "$WORK/ckpt" \
+  >"$WORK/coordinator.out" 2>"$WORK/coordinator.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/coordinator.out" "listening on port") || fail "coordinator did not start"
+ADDR=127.0.0.1:${line##* }
+
+# A node key that others can read is refused, as ssh refuses such keys.
+cp "$C/nodes/mu-node.key" "$WORK/lax.key"
+chmod 644 "$WORK/lax.key"
+set +e
+out=$("$BIN/trainctl-agent" --coordinator "$ADDR" --node-name mu-node --fake-gpus 2 \
+  --tls-cert "$C/nodes/mu-node.crt" --tls-key "$WORK/lax.key" --tls-ca "$C/ca.crt" \
+  --log-dir "$WORK/logs" 2>&1)
+rc=$?
+set -e
+[[ $rc != 0 && $out == *"readable by group or others (mode 0644)"* ]] \
+  || fail "an agent with a world-readable key started: rc=$rc $out"
+ok "the agent refuses a node key that group or others can read"
+
+AGENT_SECRET_TOKEN=agent-only-s3cret "$BIN/trainctl-agent" --coordinator "$ADDR" \
+  --node-name mu-node --fake-gpus 4 --no-guard \
+  --tls-cert "$C/nodes/mu-node.crt" --tls-key "$C/nodes/mu-node.key" --tls-ca "$C/ca.crt" \
+  --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
+AGENT=$!
+PIDS+=($AGENT)
+wait_line "$WORK/agent.log" "registered with the coordinator" >/dev/null || fail "agent did not register"
+
+# Each user runs the CLI as themselves, with their token in the environment.
+as() {  # USER TOKEN CMD...
+  local user=$1 token=$2; shift 2
+  (cd / && runuser -u "$user" -- env TRAINCTL_AUTH_TOKEN="$token" TRAINCTL_TLS_CA="$C/ca.crt" \
+    TRAINCTL_COORDINATOR="$ADDR" "$@")
+}
+ops() { TRAINCTL_AUTH_TOKEN=$OPS TRAINCTL_TLS_CA=$C/ca.crt "$T" --coordinator "$ADDR" "$@"; }
+field() {  # JOB PYTHON-EXPR over the describe JSON `j`
+  ops describe "$1" -o json | python3 -c "import json,sys; j=json.load(sys.stdin)['job']; print($2)"
+}
+wait_state() {  # JOB STATE
+  local end=$((SECONDS + 30))
+  while ((SECONDS < end)); do
+    [[ $(field "$1" "j.get('state','').replace('JOB_STATE_','').lower()") == "$2" ]] && return 0
+    read -rt 0.1 <> <(:) || true
+  done
+  return 1
+}
+
+# 1. alice's job runs as alice, with her exported environment; it keeps a
+# secret in its checkpoint dir and waits.
+cat >"$HOME_A/job.sh" <<'JOB'
+echo "whoami=$(id -un) home=$HOME myvar=$MYVAR"
+echo "agent-secret=${AGENT_SECRET_TOKEN:-absent}"
+echo "alice-secret" >"$TRAINCTL_CHECKPOINT_DIR/secret"
+echo $$ >"$TRAINCTL_CHECKPOINT_DIR/pid.tmp" && mv "$TRAINCTL_CHECKPOINT_DIR/pid.tmp" "$TRAINCTL_CHECKPOINT_DIR/pid"
+exec sleep 300
+JOB
+chown "$A" "$HOME_A/job.sh"
+aid=$(as "$A" "$TA" env MYVAR=from-alices-shell "$T" submit --workdir "$HOME_A" -- sh job.sh) \
+  || fail "alice submit"
+wait_state "$aid" running || fail "alice's job $aid is not running"
+CKPT=$(field "$aid" "j['checkpoint_dir']")
+end=$((SECONDS + 30))
+until [[ -s $CKPT/pid ]] || ((SECONDS > end)); do read -rt 0.05 <> <(:) || true; done
+[[ -s $CKPT/pid ]] || fail "alice's job wrote no pid"
+APID=$(cat "$CKPT/pid")
+ALOG=$(field "$aid" "j['tasks'][0]['log_path']")
+[[ $(stat -c %U "/proc/$APID") == "$A" ]] || fail "alice's task runs as $(stat -c %U "/proc/$APID")"
+grep -q "whoami=$A home=$HOME_A myvar=from-alices-shell" "$ALOG" \
+  || fail "alice's task: $(cat "$ALOG")"
+grep -q "agent-secret=absent" "$ALOG" || fail "the agent's environment reached the task"
+ops describe "$aid" | grep -q "Runs as:     $A (uid $UID_A)" || fail "describe: $(ops describe "$aid")"
+ok "alice's job runs as $A with her exported MYVAR and HOME; none of the agent's env"
+
+# 2. Files belong to the job's user and are private.
+[[ $(stat -c '%U %a' "$ALOG") == "$A 600" ]] || fail "log: $(stat -c '%U %a' "$ALOG")"
+[[ $(stat -c '%U %a' "$CKPT") == "$A 700" ]] || fail "checkpoint dir: $(stat -c '%U %a' "$CKPT")"
+[[ $(stat -c '%a' "$WORK/state/trainctl.db") == 600 ]] || fail "state DB mode"
+ok "log 0600, checkpoint dir 0700 (owned by $A), state DB 0600"
+
+# 3. bob's job, on the same node, tries everything against alice.
+KEY=$(tr '\0' '\n' <"/proc/$AGENT/cmdline" | grep -A1 -x -- --tls-key | tail -1)
+cat >"$WORK/probe.sh" <<'PROBE'
+# Arguments: alice's task pid, her log, her checkpoint dir, the key path
+# named in the agent's command line.
+try() { if eval "$2" >/dev/null 2>&1; then echo "$1=READ"; else echo "$1=denied"; fi; }
+echo "whoami=$(id -un)"
+try environ "grep -a TRAINCTL_TOKEN /proc/$1/environ"
+try signal "kill -0 $1"
+try log "cat '$2'"
+try ckpt "cat '$3/secret'"
+try ckptls "ls '$3'"
+try key "cat '$4'"
+PROBE
+chmod 644 "$WORK/probe.sh"
+bid=$(as "$B" "$TB" "$T" submit --workdir / -- sh "$WORK/probe.sh" "$APID" "$ALOG" "$CKPT" "$KEY") \
+  || fail "bob submit"
+as "$B" "$TB" "$T" wait "$bid" >/dev/null || fail "bob's probe job failed: $(as "$B" "$TB" "$T" logs "$bid")"
+BOUT=$(as "$B" "$TB" "$T" logs "$bid")
+for what in environ signal log ckpt ckptls key; do
+  grep -qx "$what=denied" <<<"$BOUT" || fail "bob's job could $what: $BOUT"
+done
+grep -qx "whoami=$B" <<<"$BOUT" || fail "bob's job: $BOUT"
+kill -0 "$APID" || fail "alice's task died"
+ok "bob's job (as $B) cannot read alice's environ/token, log, checkpoint dir or the node key, nor signal her task"
+
+# 4. --export NONE and a list.
+nid=$(as "$A" "$TA" env MYVAR=x OTHER=y "$T" submit --export OTHER --workdir "$HOME_A" \
+  -- sh -c 'echo "myvar=${MYVAR:-unset} other=${OTHER:-unset}"') || fail "submit --export OTHER"
+as "$A" "$TA" "$T" wait "$nid" >/dev/null || fail "export job failed"
+as "$A" "$TA" "$T" logs "$nid" | grep -qx "myvar=unset other=y" || fail "--export OTHER: $(as "$A" "$TA" "$T" logs "$nid")"
+ok "--export OTHER passes only OTHER"
+
+# 5. A user with no account on the node, and root.
+gid=$(as "$B" "$TG" "$T" submit --workdir / -- true) || fail "ghost submit"
+wait_state "$gid" failed || fail "ghost's job did not fail"
+ops describe "$gid" | grep -q "$GHOST has no local account" || fail "ghost: $(ops describe "$gid")"
+set +e
+out=$(TRAINCTL_AUTH_TOKEN=$TR TRAINCTL_TLS_CA=$C/ca.crt "$T" --coordinator "$ADDR" submit -- true 2>&1)
+rc=$?
+set -e
+[[ $rc != 0 && $out == *"--allow-root-jobs"* ]] || fail "root's job accepted: $out"
+ok "a user without a local account fails with the reason; root is refused at submit"
+
+as "$A" "$TA" "$T" cancel "$aid" >/dev/null || fail "alice cancels"
+wait_state "$aid" cancelled || fail "alice's job not cancelled"
+e2e_done
