@@ -86,8 +86,10 @@ try {
   await page.goto(`${url}/#/submit`);
   await page.getByTestId("submit-name").fill("web-hello");
   await page.getByTestId("submit-command").fill(
-    'for i in 1 2 3; do echo "step $i"; sleep 0.2; done; echo "hello from rank $RANK"',
+    'for i in 1 2 3; do echo "step $i"; sleep 0.2; done; echo "in $(pwd) with $GREETING"; echo "hello from rank $RANK"',
   );
+  await page.getByTestId("submit-workdir").fill("/tmp");
+  await page.getByTestId("submit-env").fill("GREETING=hi there");
   await page.getByTestId("submit-shape").selectOption("fraction");
   await page.getByTestId("submit-amount").fill("0.25");
   await page.getByTestId("submit-button").click();
@@ -97,7 +99,7 @@ try {
   await page.getByTestId("log").filter({ hasText: "hello from rank 0" }).waitFor();
   await page.getByTestId("log-state").filter({ hasText: "end of log" }).waitFor();
   const log = await page.getByTestId("log").textContent();
-  if (!/step 1\nstep 2\nstep 3\nhello from rank 0/.test(log)) throw new Error(`log: ${JSON.stringify(log)}`);
+  if (!/step 1\nstep 2\nstep 3\nin \/tmp with hi there\nhello from rank 0/.test(log)) throw new Error(`log: ${JSON.stringify(log)}`);
   await page.getByTestId("rank-row").first().filter({ hasText: "EXITED" }).waitFor();
   ok(`submit form -> job ${helloId} SUCCEEDED, followed log: ${JSON.stringify(log.trim().split("\n").at(-1))}`);
 

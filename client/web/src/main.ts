@@ -556,6 +556,8 @@ function submitView(): Cleanup {
   const perNode = h("input", { name: "per_node", value: "1", type: "number", min: "1" });
   const priority = h("input", { name: "priority", value: "0", type: "number" });
   const restarts = h("input", { name: "max_restarts", value: "0", type: "number", min: "0" });
+  const workdir = h("input", { name: "workdir", placeholder: "/home/me/project (empty: a private scratch dir)", "data-testid": "submit-workdir" });
+  const env = h("textarea", { name: "env", rows: 2, placeholder: "NAME=value, one per line", "data-testid": "submit-env" });
   const form = h(
     "form",
     {
@@ -568,6 +570,22 @@ function submitView(): Cleanup {
           priority: Number(priority.value),
           max_restarts: Number(restarts.value),
         };
+        // A web submit carries no shell environment: only what is given here
+        // (the task also gets the node's PATH and the account's HOME).
+        if (workdir.value.trim() !== "") spec.workdir = workdir.value.trim();
+        const vars: Record<string, string> = {};
+        for (const line of env.value.split("\n")) {
+          const t = line.trim();
+          if (t === "") continue;
+          const eq = t.indexOf("=");
+          if (eq <= 0) {
+            msg.textContent = `env: "${t}" is not NAME=value`;
+            msg.className = "status error";
+            return;
+          }
+          vars[t.slice(0, eq)] = t.slice(eq + 1);
+        }
+        if (Object.keys(vars).length > 0) spec.env = vars;
         if (shape.value === "fraction") spec.gpu_fraction = Number(amount.value);
         else if (shape.value === "gpus") spec.gpus = Number(amount.value);
         else {
@@ -590,6 +608,8 @@ function submitView(): Cleanup {
     field("GPUs per node (nodes only)", perNode),
     field("priority (higher runs first)", priority),
     field("max restarts", restarts),
+    field("working directory (absolute)", workdir),
+    field("environment (NAME=value per line)", env),
     h("button", { type: "submit", "data-testid": "submit-button" }, "Submit"),
     msg,
   );

@@ -6,6 +6,9 @@ export interface JobSpec {
   name?: string;
   command?: string[];
   env?: Record<string, string>;
+  // Absolute; empty: a private work dir per attempt on the node
+  // (<log-dir>/cluster-<id>/work/job-N/attempt-M, 0700, the job user's).
+  workdir?: string;
   priority?: number;
   gpus?: number;
   gpu_fraction?: number;
