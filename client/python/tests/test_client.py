@@ -7,7 +7,7 @@ import grpc
 
 import trainctl
 from trainctl import errors
-from trainctl.client import Client, Job, format_why
+from trainctl.client import Client, format_why
 from trainctl.v1 import metrics_pb2, sched_pb2, service_pb2, types_pb2, web_pb2
 
 from fakes import FakeRpcError, FakeStub
@@ -224,8 +224,12 @@ class SweepClientTest(unittest.TestCase):
     def test_sweep_failed_trial_raises_its_error(self):
         stub = FakeStub().answer("SubmitJob", service_pb2.SubmitJobResponse(job_id=1),
                                  FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "quota"))
-        with self.assertRaises(trainctl.ResourceExhausted):
-            Client._for_stub(stub).sweep(["x", "{a}"], grid={"a": [1, 2]})
+        with self.assertRaises(trainctl.ResourceExhausted) as cm:
+            Client._for_stub(stub).sweep(["x", "{a}"], grid={"a": [1, 2]}, sweep_id="sw-1")
+        self.assertEqual(str(cm.exception),
+                         "trial 1 of sweep sw-1: quota; 1 of 2 trials were submitted: call "
+                         "sweep() again with sweep_id='sw-1' to submit the rest (submitted "
+                         "trials are not submitted twice)")
 
 
 if __name__ == "__main__":

@@ -182,7 +182,7 @@ class ImportTest(unittest.TestCase):
     def test_importing_trainctl_imports_no_framework(self):
         for name in ("lightning", "pytorch_lightning", "transformers"):
             self.assertNotIn(name, sys.modules)
-        import trainctl.integrations  # noqa: F401
+        import trainctl.integrations  # noqa: F401  (imports no framework)
         for name in ("lightning", "pytorch_lightning", "transformers"):
             self.assertNotIn(name, sys.modules)
 

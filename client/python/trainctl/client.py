@@ -528,26 +528,33 @@ class Client:
             s.params.update(values)
             s.name = "%s-%d" % (prefix, i)
             requests.append(service_pb2.SubmitJobRequest(spec=s, request_id="%s-%d" % (sweep_id, i)))
-        jobs = self._submit_many(requests)
-        return Sweep(sweep_id, jobs)
+        return Sweep(sweep_id, self._submit_trials(sweep_id, requests))
 
-    def _submit_many(self, requests, in_flight: int = 32) -> List[Job]:
+    def _submit_trials(self, sweep_id: str, requests, in_flight: int = 32) -> List[Job]:
         # Up to `in_flight` submits at once (the coordinator commits
         # concurrent submits together); each has its own request id, so
-        # order and retries cannot submit a trial twice.
+        # order and retries cannot submit a trial twice. No more windows
+        # after a failure.
         jobs: List[Job] = []
         for start in range(0, len(requests), in_flight):
             window = requests[start:start + in_flight]
             futures = [self._stub.SubmitJob.future(r, timeout=RPC_TIMEOUT_S,
                                                    metadata=self._metadata) for r in window]
-            first_error = None
-            for f in futures:
+            failed = None
+            for i, f in enumerate(futures, start):
                 try:
                     jobs.append(Job(self, f.result().job_id))
                 except grpc.RpcError as e:
-                    first_error = first_error or e
-            if first_error is not None:
-                raise from_rpc_error(first_error, self.address, RPC_TIMEOUT_S)
+                    failed = failed or (i, e)
+            if failed is not None:
+                error = from_rpc_error(failed[1], self.address, RPC_TIMEOUT_S)
+                error.message = ("trial %d of sweep %s: %s; %d of %d trials were submitted: "
+                                 "call sweep() again with sweep_id=%r to submit the rest "
+                                 "(submitted trials are not submitted twice)"
+                                 % (failed[0], sweep_id, error.message, len(jobs),
+                                    len(requests), sweep_id))
+                error.args = (error.message,)
+                raise error
         return jobs
 
 

@@ -11,7 +11,7 @@ import difflib
 import math
 import os
 import re
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from trainctl.errors import InvalidArgument
 from trainctl.units import parse_byte_size, parse_duration_s
