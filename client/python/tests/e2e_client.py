@@ -1,7 +1,8 @@
 """End-to-end test of the Python client against the real binaries on
 loopback: a coordinator, an agent with 2 fake GPUs, and jobs submitted,
 waited for and inspected from Python; the tasks report metrics with
-trainctl.report through the same package.
+trainctl.report through the same package. Then the same over TLS with bearer
+tokens (deploy/make_certs.sh certificates; a user's config file).
 
 Usage: e2e_client.py BUILD_BIN_DIR   (PYTHONPATH: client/python and the
 generated stubs, as CTest sets it). Every wait is on a condition with a
@@ -12,6 +13,7 @@ work dir.
 
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import tempfile
 import textwrap
 import time
 import traceback
+from unittest import mock
 
 import trainctl
 
@@ -29,9 +32,10 @@ class Cluster:
     """A coordinator and one agent started from BIN_DIR in a fresh work dir;
     stop() ends exactly the processes it started."""
 
-    def __init__(self, bin_dir):
+    def __init__(self, bin_dir, work, coord_args=(), agent_args=()):
         self.bin = os.path.abspath(bin_dir)
-        self.work = tempfile.mkdtemp(prefix="trainctl-py-e2e.")
+        self.work = work
+        self.coord_args, self.agent_args = list(coord_args), list(agent_args)
         self.procs = []
 
     def start(self, argv, out, err=None):
@@ -54,13 +58,13 @@ class Cluster:
 
     def up(self):
         self.start([os.path.join(self.bin, "trainctl-coordinator"), "--listen", "127.0.0.1:0",
-                    "--state-dir", os.path.join(self.work, "state"), "--node-timeout", "5s"],
-                   "coord.out", "coord.log")
+                    "--state-dir", os.path.join(self.work, "state"), "--node-timeout", "5s"]
+                   + self.coord_args, "coord.out", "coord.log")
         port = self.wait_line("coord.out", "listening on port").split()[-1]
         self.address = "127.0.0.1:" + port
         self.start([os.path.join(self.bin, "trainctl-agent"), "--coordinator", self.address,
                     "--node-name", "py-node", "--fake-gpus", "2:H200-fake:141GiB",
-                    "--log-dir", os.path.join(self.work, "logs")], "agent.log")
+                    "--log-dir", os.path.join(self.work, "logs")] + self.agent_args, "agent.log")
         self.wait_line("agent.log", "registered with the coordinator")
 
     def stop(self, failed):
@@ -78,9 +82,7 @@ class Cluster:
                 if os.path.exists(path):
                     with open(path, errors="replace") as f:
                         tail = f.readlines()[-30:]
-                    sys.stderr.write("--- %s\n%s" % (log, "".join(tail)))
-        if not os.environ.get("KEEP"):
-            shutil.rmtree(self.work, ignore_errors=True)
+                    sys.stderr.write("--- %s: %s\n%s" % (self.work, log, "".join(tail)))
 
 
 passed = 0
@@ -213,20 +215,87 @@ def run(cluster):
     ok("sweep %s: 2 trials, each with its lr" % sweep.id)
 
 
+def run_secure(cluster, certs, tokens):
+    """TLS and bearer tokens: alice from her config file, bob from arguments;
+    a task reports metrics over TLS (the agent gives it TRAINCTL_TLS_CA)."""
+    ca = os.path.join(certs, "ca.crt")
+    alice_config = os.path.join(cluster.work, "alice", "trainctl", "config")
+    os.makedirs(os.path.dirname(alice_config))
+    with open(alice_config, "w") as f:
+        f.write('coordinator = "%s"\ntoken = "%s"\nca_cert = "%s"\n'
+                % (cluster.address, tokens["alice"], ca))
+    os.chmod(alice_config, 0o600)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRAINCTL_COORDINATOR", "TRAINCTL_AUTH_TOKEN", "TRAINCTL_TLS_CA")}
+    env["XDG_CONFIG_HOME"] = os.path.join(cluster.work, "alice")
+    with mock.patch.dict(os.environ, env, clear=True):
+        alice = trainctl.Client()  # everything from her config file
+    check(alice.address == cluster.address and alice.connection.ca_pem, repr(alice.connection))
+    bob = trainctl.Client(cluster.address, token=tokens["bob"], ca_cert=ca)
+
+    task_env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PYTHONDONTWRITEBYTECODE": "1"}
+    job = alice.submit([sys.executable, "-c", "import trainctl; trainctl.report(loss=0.5, "
+                        "step=7); print('tls ok')"], env=task_env)
+    check(job.wait(timeout=DEADLINE_S) == "succeeded", "alice's job: %s %s\n%s"
+          % (job.state, job.reason, job.logs()))
+    check(job.proto.spec.user == "alice", "spec.user %r" % job.proto.spec.user)
+    check(job.metrics() == {"loss": [(7, 0.5)]}, "metrics over TLS: %r" % job.metrics())
+    ok("TLS + token from the config file: alice's job %d ran as alice and reported over TLS"
+       % job.id)
+    try:
+        bob.job(job.id)
+        raise AssertionError("bob read alice's job")
+    except trainctl.PermissionDenied as e:
+        ok("bob reads alice's job: PermissionDenied: %s" % e)
+    try:
+        trainctl.Client(cluster.address, ca_cert=ca).jobs()
+        raise AssertionError("a call without a token was answered")
+    except trainctl.Unauthenticated as e:
+        ok("no token: Unauthenticated: %s" % e)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: e2e_client.py BUILD_BIN_DIR")
-    cluster = Cluster(sys.argv[1])
+    src = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+    work = tempfile.mkdtemp(prefix="trainctl-py-e2e.")
     failed = True
+    clusters = []
     try:
-        cluster.up()
-        run(cluster)
+        plain = Cluster(sys.argv[1], os.path.join(work, "plain"))
+        os.makedirs(plain.work)
+        clusters.append(plain)
+        plain.up()
+        run(plain)
+
+        certs = os.path.join(work, "certs")
+        subprocess.run([os.path.join(src, "deploy", "make_certs.sh"), certs, "py-node"],
+                       check=True, stdout=subprocess.DEVNULL)
+        tokens = {"alice": secrets.token_hex(16), "bob": secrets.token_hex(16)}
+        with open(os.path.join(work, "tokens.txtpb"), "w") as f:
+            for user, token in tokens.items():
+                f.write('tokens { token: "%s" user: "%s" }\n' % (token, user))
+        tls = ["--tls-ca", os.path.join(certs, "ca.crt")]
+        secure = Cluster(sys.argv[1], os.path.join(work, "secure"),
+                         coord_args=tls + ["--tls-cert", os.path.join(certs, "coordinator.crt"),
+                                           "--tls-key", os.path.join(certs, "coordinator.key"),
+                                           "--tokens-file", os.path.join(work, "tokens.txtpb")],
+                         agent_args=tls + [
+                             "--tls-cert", os.path.join(certs, "nodes", "py-node.crt"),
+                             "--tls-key", os.path.join(certs, "nodes", "py-node.key")])
+        os.makedirs(secure.work)
+        clusters.append(secure)
+        secure.up()
+        run_secure(secure, certs, tokens)
         failed = False
     except Exception:
         traceback.print_exc()
         print("FAIL", flush=True)
     finally:
-        cluster.stop(failed)
+        for c in clusters:
+            c.stop(failed)
+        if not os.environ.get("KEEP"):
+            shutil.rmtree(work, ignore_errors=True)
     if failed:
         sys.exit(1)
     print("%d passed, 0 failed" % passed)
