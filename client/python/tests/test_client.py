@@ -221,6 +221,19 @@ class SweepClientTest(unittest.TestCase):
         with self.assertRaisesRegex(trainctl.InvalidArgument, "sweep_id"):
             client.sweep(["x", "{a}"], grid={"a": [1]}, sweep_id="bad id!")
 
+    def test_sweep_cancel_skips_ended_and_just_ended_trials(self):
+        # Trial 1 ended before; trial 2 ends between its read and its cancel;
+        # trial 3 is cancelled.
+        stub = FakeStub()
+        stub.answer("GetJob", lambda r: service_pb2.GetJobResponse(job=job_proto(
+            r.job_id, S.JOB_STATE_SUCCEEDED if r.job_id == 1 else S.JOB_STATE_RUNNING)))
+        stub.answer("CancelJob", lambda r: FakeRpcError(
+            grpc.StatusCode.FAILED_PRECONDITION, "already ended") if r.job_id == 2
+            else service_pb2.CancelJobResponse(job=job_proto(r.job_id, S.JOB_STATE_CANCELLED)))
+        client = Client._for_stub(stub)
+        trainctl.Sweep("sw", [client.job(i, read=False) for i in (1, 2, 3)]).cancel()
+        self.assertEqual([r.job_id for r in stub.requests("CancelJob")], [2, 3])
+
     def test_sweep_failed_trial_raises_its_error(self):
         stub = FakeStub().answer("SubmitJob", service_pb2.SubmitJobResponse(job_id=1),
                                  FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "quota"))

@@ -19,7 +19,7 @@ import grpc
 from trainctl import connection as _conn
 from trainctl import spec as _spec
 from trainctl import sweep as _sweep
-from trainctl.errors import InvalidArgument, from_rpc_error
+from trainctl.errors import FailedPrecondition, InvalidArgument, from_rpc_error
 
 try:
     from trainctl.v1 import metrics_pb2, sched_pb2, service_pb2, service_pb2_grpc, types_pb2
@@ -319,10 +319,15 @@ class Sweep:
         return states
 
     def cancel(self) -> None:
-        """Cancels every trial that has not ended."""
+        """Cancels every trial that has not ended (one that ends meanwhile is
+        left as it ended)."""
         for job in self.jobs:
-            if not job.refresh().done:
+            if job.refresh().done:
+                continue
+            try:
                 job.cancel()
+            except FailedPrecondition:  # it ended between the read and the cancel
+                pass
 
 
 class Client:
