@@ -11,6 +11,9 @@ PACKAGES=(
   prometheus-cpp-dev curl openssl libssl-dev
   passwd  # multi-user e2e: useradd (throwaway accounts)
   iproute2
+  # The Python client (client/python): runtime, stub generation (protoc and
+  # grpc_python_plugin above), and its pip install test in a venv.
+  python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel python3-venv
   golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev
   etcd-server golang-etcd-server-dev golang-github-gogo-protobuf-dev
