@@ -282,12 +282,16 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
   return w;
 }
 
-std::vector<std::string> ContainerRuntime::CleanupArgv(const std::string& name) const {
+std::vector<std::vector<std::string>> ContainerRuntime::CleanupCommands(
+    const std::string& name) const {
   if (kind_ != ContainerRuntimeKind::kPodman || name.empty()) return {};
-  std::vector<std::string> a = {binary_};
-  a.insert(a.end(), options_.global_args.begin(), options_.global_args.end());
-  a.insert(a.end(), {"rm", "--force", "--ignore", "--time=0", name});
-  return a;
+  std::vector<std::vector<std::string>> commands(2, {binary_});
+  for (auto& c : commands) {
+    c.insert(c.end(), options_.global_args.begin(), options_.global_args.end());
+  }
+  commands[0].insert(commands[0].end(), {"stop", "--ignore", "--time=0", name});
+  commands[1].insert(commands[1].end(), {"rm", "--force", "--ignore", name});
+  return commands;
 }
 
 }  // namespace trainctl::worker

@@ -15,7 +15,7 @@
 // conmon, which podman started in its own session (seen on the development
 // VM: the task went on, `podman ps` said "Up"). So after a SIGKILL, kill the
 // task's cgroup (ContainerLaunch::cgroup_parent puts conmon and the
-// container below it) or run CleanupArgv().
+// container below it) and run CleanupCommands().
 //
 // Which runtime, and why podman first:
 //  - podman is daemonless and in Debian's main archive (Debian 12: podman 4.3
@@ -189,12 +189,17 @@ class ContainerRuntime {
   // ',', a bad container name or GPU UUID.
   absl::StatusOr<WrappedLaunch> WrapArgv(const ContainerLaunch& c) const;
 
-  // The command that removes what the runtime may have left of a container
-  // named `name` once its task ended abnormally (runtime process killed, e.g.
-  // by CgroupTree::Kill()): podman [global_args] rm --force --ignore
-  // --time=0 NAME (no 10 s stop timeout: the task is over).
-  // Empty for Apptainer, which keeps no state.
-  std::vector<std::string> CleanupArgv(const std::string& name) const;
+  // The commands, to run in order, that remove what the runtime may have
+  // left of a container named `name` once its task ended abnormally (runtime
+  // process killed, e.g. by CgroupTree::Kill()); their exit statuses may be
+  // ignored (a container already gone is not an error):
+  //   podman [global_args] stop --ignore --time=0 NAME
+  //   podman [global_args] rm --force --ignore NAME
+  // (podman 4.3 with runc, on the development VM: after a kill of conmon, a
+  // lone `rm --force` fails once, "container state improper: stopped"; stop
+  // first records the container as stopped.) Empty for Apptainer, which
+  // keeps no state, and for an empty name.
+  std::vector<std::vector<std::string>> CleanupCommands(const std::string& name) const;
 
  private:
   ContainerRuntimeKind kind_;

@@ -128,10 +128,12 @@ TEST(ContainerRuntimeTest, WrapArgv_PodmanOptionsAndCgroupParent_InTheirPlaces) 
                    "--log-driver=passthrough", "--security-opt=label=disable",
                    "--cgroup-parent=/system.slice/trainctl-agent.service/tasks/j7-a0-r3",
                    "--ulimit", "nofile=20000:20000", "img", "true"}));
-  EXPECT_THAT(podman.CleanupArgv("trainctl-j7-a0-r3"),
-              ElementsAre("/usr/bin/podman", "--runtime", "runc", "rm", "--force", "--ignore",
-                          "--time=0", "trainctl-j7-a0-r3"));
-  EXPECT_THAT(podman.CleanupArgv(""), IsEmpty());
+  EXPECT_THAT(podman.CleanupCommands("trainctl-j7-a0-r3"),
+              ElementsAre(ElementsAre("/usr/bin/podman", "--runtime", "runc", "stop",
+                                      "--ignore", "--time=0", "trainctl-j7-a0-r3"),
+                          ElementsAre("/usr/bin/podman", "--runtime", "runc", "rm", "--force",
+                                      "--ignore", "trainctl-j7-a0-r3")));
+  EXPECT_THAT(podman.CleanupCommands(""), IsEmpty());
 }
 
 TEST(ContainerRuntimeTest, WrapArgv_Apptainer_BindsNvAndPrefixedEnv) {
@@ -154,7 +156,7 @@ TEST(ContainerRuntimeTest, WrapArgv_Apptainer_BindsNvAndPrefixedEnv) {
   EXPECT_FALSE(w->env.count("APPTAINERENV_PATH"));
   EXPECT_FALSE(w->env.count("HF_TOKEN"));
   ExpectNoValueInArgv(w->argv, c.env);
-  EXPECT_THAT(apptainer.CleanupArgv("x"), IsEmpty());
+  EXPECT_THAT(apptainer.CleanupCommands("x"), IsEmpty());
 }
 
 TEST(ContainerRuntimeTest, WrapArgv_ApptainerGpusWithoutCudaVisibleDevices_SetsIt) {
