@@ -10,6 +10,9 @@ PACKAGES=(
   systemd zsh bsdutils  # packaging_test: systemd-analyze verify; cli tests: zsh -n, script(1)
   prometheus-cpp-dev curl openssl
   iproute2
+  # container_smoke_e2e (~20 s to install): podman, its --init (catatonit), runc
+  # (crun 1.8 refuses hybrid cgroup hosts) and a static busybox for the image.
+  podman catatonit runc busybox-static
   golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev
   etcd-server golang-etcd-server-dev golang-github-gogo-protobuf-dev
