@@ -110,8 +110,9 @@ for d in coordinator agent; do
   need trainctl-$d.service 'StateDirectory=trainctl' "state in /var/lib/trainctl"
 done
 need trainctl-agent.service 'KillMode=mixed' "SIGTERM to the agent only: its stop path ends the tasks"
+need trainctl-agent.service 'Delegate=yes' "the agent divides its cgroup into per-task cgroups (worker/hw/cgroup.h)"
 need trainctl-gateway.service 'EnvironmentFile=/etc/trainctl/gateway.env' "flags from gateway.env"
-ok "units have Restart=on-failure, LimitNOFILE, StateDirectory, KillMode=mixed (agent), --config"
+ok "units have Restart=on-failure, LimitNOFILE, StateDirectory, KillMode=mixed and Delegate=yes (agent), --config"
 
 if command -v systemd-analyze >/dev/null; then
   mkdir "$WORK/units"

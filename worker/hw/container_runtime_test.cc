@@ -1,0 +1,290 @@
+#include "worker/hw/container_runtime.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::worker {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Pair;
+using ::trainctl::testing::IsOk;
+using ::trainctl::testing::StatusIs;
+
+// A task as the agent would hand it over: a token among the variables.
+ContainerLaunch Task() {
+  ContainerLaunch c;
+  c.image = "nvcr.io/nvidia/pytorch:24.05-py3";
+  c.argv = {"torchrun", "--nproc-per-node=2", "train.py"};
+  c.env = {{"HF_TOKEN", "hf_s3cr3t-value"},
+           {"CUDA_VISIBLE_DEVICES", "GPU-aaaa-1111,GPU-bbbb-2222"},
+           {"MASTER_ADDR", "10.0.0.7"},
+           {"PATH", "/usr/bin:/bin"},
+           {"EMPTY", ""}};
+  c.workdir = "/home/ada/proj";
+  c.mounts = {"/home/ada/proj", "/ckpt/job7"};
+  c.gpu_uuids = {"GPU-aaaa-1111", "GPU-bbbb-2222"};
+  c.uid = 1000;
+  c.gid = 1000;
+  c.name = "trainctl-j7-a0-r3";
+  return c;
+}
+
+// No value of `env` is in any argv element (empty values excepted).
+void ExpectNoValueInArgv(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env) {
+  for (const auto& [name, value] : env) {
+    if (value.empty()) continue;
+    for (const std::string& arg : argv) {
+      EXPECT_FALSE(absl::StrContains(arg, value))
+          << "value of " << name << " appears in argv element \"" << arg << "\"";
+    }
+  }
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_PodmanAsRoot_FullCommandAndEnvOutOfArgv) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
+                          /*rootless=*/false);
+  auto w = podman.WrapArgv(Task());
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv,
+              ElementsAreArray<std::string>(
+                  {"/usr/bin/podman", "run", "--rm", "--init", "--replace", "--name",
+                   "trainctl-j7-a0-r3", "--network=host", "--ipc=host", "--pids-limit=-1",
+                   "--log-driver=passthrough", "--security-opt=label=disable", "--user",
+                   "1000:1000", "--device", "nvidia.com/gpu=GPU-aaaa-1111", "--device",
+                   "nvidia.com/gpu=GPU-bbbb-2222", "-v", "/home/ada/proj:/home/ada/proj",
+                   "-v", "/ckpt/job7:/ckpt/job7", "-w", "/home/ada/proj",
+                   // Names only; PATH comes from the image.
+                   "--env", "CUDA_VISIBLE_DEVICES", "--env", "EMPTY", "--env", "HF_TOKEN",
+                   "--env", "MASTER_ADDR", "nvcr.io/nvidia/pytorch:24.05-py3", "torchrun",
+                   "--nproc-per-node=2", "train.py"}));
+  // The values are in podman's own environment, beside its PATH.
+  EXPECT_THAT(w->env, Contains(Pair("HF_TOKEN", "hf_s3cr3t-value")));
+  EXPECT_THAT(w->env, Contains(Pair("CUDA_VISIBLE_DEVICES", "GPU-aaaa-1111,GPU-bbbb-2222")));
+  EXPECT_THAT(w->env, Contains(Pair("EMPTY", "")));
+  EXPECT_THAT(w->env, Contains(Pair("PATH", HasSubstr("/usr/sbin"))));
+  ExpectNoValueInArgv(w->argv, Task().env);
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_PodmanRootless_KeepsTheAgentsUser) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
+                          /*rootless=*/true);
+  auto w = podman.WrapArgv(Task());
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv, Contains("--userns=keep-id"));
+  EXPECT_THAT(w->argv, Not(Contains("--user")));
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_PodmanMinimal_NoOptionalFlags) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false);
+  ContainerLaunch c;
+  c.image = "localhost/trainctl-smoke";
+  c.argv = {"/bin/busybox", "echo", "hi"};
+  auto w = podman.WrapArgv(c);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv, ElementsAreArray<std::string>(
+                           {"/usr/bin/podman", "run", "--rm", "--init", "--network=host", "--ipc=host",
+                            "--pids-limit=-1", "--log-driver=passthrough",
+                            "--security-opt=label=disable", "localhost/trainctl-smoke",
+                            "/bin/busybox", "echo", "hi"}));
+  // Root without a uid: the image's user; uid without gid: the uid alone.
+  c.uid = 1001;
+  EXPECT_THAT(podman.WrapArgv(c)->argv, Contains("1001"));
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_PodmanOptionsAndCgroupParent_InTheirPlaces) {
+  ContainerRuntime::Options o;
+  o.global_args = {"--runtime", "runc"};
+  o.run_args = {"--ulimit", "nofile=20000:20000"};
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false, o);
+  ContainerLaunch c;
+  c.image = "img";
+  c.argv = {"true"};
+  c.cgroup_parent = "/system.slice/trainctl-agent.service/tasks/j7-a0-r3";
+  auto w = podman.WrapArgv(c);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv,
+              ElementsAreArray<std::string>(
+                  {"/usr/bin/podman", "--runtime", "runc", "--cgroup-manager=cgroupfs", "run",
+                   "--rm", "--init", "--network=host", "--ipc=host", "--pids-limit=-1",
+                   "--log-driver=passthrough", "--security-opt=label=disable",
+                   "--cgroup-parent=/system.slice/trainctl-agent.service/tasks/j7-a0-r3",
+                   "--ulimit", "nofile=20000:20000", "img", "true"}));
+  EXPECT_THAT(podman.CleanupCommands("trainctl-j7-a0-r3"),
+              ElementsAre(ElementsAre("/usr/bin/podman", "--runtime", "runc", "stop",
+                                      "--ignore", "--time=0", "trainctl-j7-a0-r3"),
+                          ElementsAre("/usr/bin/podman", "--runtime", "runc", "rm", "--force",
+                                      "--ignore", "trainctl-j7-a0-r3")));
+  EXPECT_THAT(podman.CleanupCommands(""), IsEmpty());
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_Apptainer_BindsNvAndPrefixedEnv) {
+  ContainerRuntime apptainer(ContainerRuntimeKind::kApptainer, "/usr/bin/apptainer", "1.2.5",
+                             /*rootless=*/true);
+  ContainerLaunch c = Task();
+  c.image = "/shared/images/pytorch-24.05.sif";
+  auto w = apptainer.WrapArgv(c);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv, ElementsAreArray<std::string>(
+                           {"/usr/bin/apptainer", "exec", "--cleanenv", "--nv", "--bind",
+                            "/home/ada/proj", "--bind", "/ckpt/job7", "--pwd",
+                            "/home/ada/proj", "/shared/images/pytorch-24.05.sif", "torchrun",
+                            "--nproc-per-node=2", "train.py"}));
+  EXPECT_THAT(w->env, Contains(Pair("APPTAINERENV_HF_TOKEN", "hf_s3cr3t-value")));
+  EXPECT_THAT(w->env, Contains(Pair("APPTAINERENV_CUDA_VISIBLE_DEVICES",
+                                    "GPU-aaaa-1111,GPU-bbbb-2222")));
+  EXPECT_THAT(w->env, Contains(Pair("APPTAINERENV_EMPTY", "")));
+  // PATH comes from the image: the runtime's own PATH only.
+  EXPECT_FALSE(w->env.count("APPTAINERENV_PATH"));
+  EXPECT_FALSE(w->env.count("HF_TOKEN"));
+  ExpectNoValueInArgv(w->argv, c.env);
+  EXPECT_THAT(apptainer.CleanupCommands("x"), IsEmpty());
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_ApptainerGpusWithoutCudaVisibleDevices_SetsIt) {
+  ContainerRuntime apptainer(ContainerRuntimeKind::kApptainer, "/opt/bin/singularity", "3.11.4",
+                             false);
+  ContainerLaunch c;
+  c.image = "/img.sif";
+  c.argv = {"python", "t.py"};
+  c.gpu_uuids = {"GPU-aaaa-1111"};
+  auto w = apptainer.WrapArgv(c);
+  ASSERT_THAT(w, IsOk());
+  // A `singularity` binary reads SINGULARITYENV_.
+  EXPECT_THAT(w->env, Contains(Pair("SINGULARITYENV_CUDA_VISIBLE_DEVICES", "GPU-aaaa-1111")));
+  c.gpu_uuids.clear();
+  EXPECT_THAT(apptainer.WrapArgv(c)->argv, Not(Contains("--nv")));
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_BadInput_InvalidArgumentWithoutValues) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false);
+  auto bad = [&](auto change, const std::string& what) {
+    ContainerLaunch c = Task();
+    change(c);
+    auto w = podman.WrapArgv(c);
+    EXPECT_THAT(w, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(what)));
+    if (!w.ok()) {
+      EXPECT_THAT(std::string(w.status().message()), Not(HasSubstr("hf_s3cr3t")));
+    }
+  };
+  bad([](ContainerLaunch& c) { c.image = ""; }, "image");
+  bad([](ContainerLaunch& c) { c.image = "--privileged"; }, "image");
+  bad([](ContainerLaunch& c) { c.argv.clear(); }, "argv");
+  bad([](ContainerLaunch& c) { c.env["TOKEN=hf_s3cr3t-value"] = "x"; }, "variable name");
+  bad([](ContainerLaunch& c) { c.env["1X"] = "x"; }, "variable name");
+  bad([](ContainerLaunch& c) { c.env["A*"] = "x"; }, "variable name");
+  bad([](ContainerLaunch& c) { c.mounts.push_back("data"); }, "mount");
+  bad([](ContainerLaunch& c) { c.mounts.push_back("/a:/etc"); }, "mount");
+  bad([](ContainerLaunch& c) { c.mounts.push_back("/a,/b"); }, "mount");
+  bad([](ContainerLaunch& c) { c.workdir = "proj"; }, "workdir");
+  bad([](ContainerLaunch& c) { c.name = "-x"; }, "container name");
+  bad([](ContainerLaunch& c) { c.name = "a b"; }, "container name");
+  bad([](ContainerLaunch& c) { c.gpu_uuids.push_back("GPU-1 --privileged"); }, "GPU UUID");
+  bad([](ContainerLaunch& c) { c.cgroup_parent = "tasks/x"; }, "cgroup parent");
+  bad([](ContainerLaunch& c) { c.cgroup_parent = "/a/../b"; }, "cgroup parent");
+
+  ContainerRuntime none(ContainerRuntimeKind::kNone, "", "", false);
+  EXPECT_THAT(none.WrapArgv(Task()), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_ImageEnvOption_ForwardsPathWhenAsked) {
+  ContainerRuntime::Options o;
+  o.image_env = {};
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false, o);
+  auto w = podman.WrapArgv(Task());
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv, Contains("PATH"));
+  // The task's PATH then serves podman too.
+  EXPECT_EQ(w->env.at("PATH"), "/usr/bin:/bin");
+}
+
+// Fake runtimes: shell scripts in temporary PATH directories.
+class DetectTest : public ::testing::Test {
+ protected:
+  DetectTest() {
+    root_ = ::testing::TempDir() + "/fake-runtimes-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(root_);
+  }
+  ~DetectTest() override { std::filesystem::remove_all(root_); }
+  // Writes DIR/NAME printing `version_line` and exiting with `code`.
+  std::string Fake(const std::string& dir, const std::string& name,
+                   const std::string& version_line, int code = 0, bool executable = true) {
+    std::filesystem::create_directories(root_ + "/" + dir);
+    const std::string path = root_ + "/" + dir + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\necho '" << version_line << "'\nexit " << code << "\n";
+    chmod(path.c_str(), executable ? 0755 : 0644);
+    return path;
+  }
+  std::string Dir(const std::string& d) const { return root_ + "/" + d; }
+  std::string root_;
+};
+
+TEST_F(DetectTest, Detect_BothPresent_PrefersPodmanWhateverThePathOrder) {
+  Fake("a", "apptainer", "apptainer version 1.2.5");
+  const std::string podman = Fake("b", "podman", "podman version 4.3.1");
+  auto rt = ContainerRuntime::Detect(Dir("a") + ":" + Dir("b"));
+  ASSERT_THAT(rt, IsOk());
+  EXPECT_EQ(rt->kind(), ContainerRuntimeKind::kPodman);
+  EXPECT_EQ(rt->binary(), podman);
+  EXPECT_EQ(rt->version(), "4.3.1");
+  EXPECT_EQ(rt->rootless(), geteuid() != 0);
+  EXPECT_THAT(rt->Describe(), HasSubstr("podman 4.3.1 (" + podman));
+}
+
+TEST_F(DetectTest, Detect_WantApptainer_SkipsPodman) {
+  Fake("a", "podman", "podman version 4.3.1");
+  const std::string apptainer = Fake("b", "apptainer", "apptainer version 1.2.5");
+  ContainerRuntime::Options o;
+  o.want = ContainerRuntimeKind::kApptainer;
+  auto rt = ContainerRuntime::Detect(Dir("a") + ":" + Dir("b"), o);
+  ASSERT_THAT(rt, IsOk());
+  EXPECT_EQ(rt->kind(), ContainerRuntimeKind::kApptainer);
+  EXPECT_EQ(rt->binary(), apptainer);
+}
+
+TEST_F(DetectTest, Detect_OnlySingularity_IsAnApptainerKind) {
+  const std::string s = Fake("a", "singularity", "singularity-ce version 3.11.4");
+  auto rt = ContainerRuntime::Detect(Dir("a"));
+  ASSERT_THAT(rt, IsOk());
+  EXPECT_EQ(rt->kind(), ContainerRuntimeKind::kApptainer);
+  EXPECT_EQ(rt->binary(), s);
+  EXPECT_EQ(rt->version(), "3.11.4");
+}
+
+TEST_F(DetectTest, Detect_BrokenOrNotExecutable_NotFoundSaysWhy) {
+  Fake("a", "podman", "podman version 4.3.1", /*code=*/1);
+  Fake("b", "apptainer", "apptainer version 1.2.5", 0, /*executable=*/false);
+  auto rt = ContainerRuntime::Detect(Dir("a") + ":" + Dir("b") + ":" + Dir("none"));
+  EXPECT_THAT(rt, StatusIs(absl::StatusCode::kNotFound,
+                           AllOf(HasSubstr("--version failed (exit 1)"),
+                                 HasSubstr("is not an executable file"),
+                                 HasSubstr("apt-get install podman"))));
+}
+
+TEST_F(DetectTest, Detect_Nothing_NotFoundNamesThePath) {
+  EXPECT_THAT(ContainerRuntime::Detect("/nonexistent-dir:/also-not"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("PATH=/nonexistent-dir:/also-not")));
+}
+
+}  // namespace
+}  // namespace trainctl::worker
