@@ -22,6 +22,7 @@
 #include "worker/hw/accounts.h"
 #include "worker/task_paths.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -114,6 +115,12 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   // Root can switch to the job's account (setuid in the task shim).
   node->set_runs_as_job_user(!config_.run_tasks_as_agent &&
                              agent_account_.run_as.uid == 0);
+  node->set_cgroups(config_.cgroups != nullptr);
+  if (config_.container_runtime != nullptr) {
+    node->add_container_runtimes(
+        config_.container_runtime->kind() == ContainerRuntimeKind::kPodman ? "podman"
+                                                                           : "apptainer");
+  }
   node->set_torch_store(config_.torch_store != nullptr);
   node->set_agent_version("0.1.0");
   reg.set_fences(config_.fences);
@@ -357,6 +364,110 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
   }
 }
 
+absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const {
+  const v1::TaskRef& ref = start.task();
+  const CgroupLimits limits{start.cpus(), start.memory_bytes()};
+  if (config_.cgroups == nullptr) {
+    if (limits.cpus > 0 || limits.memory_bytes > 0) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "node %s cannot enforce --cpus/--mem: its agent has no cgroup v2 "
+          "subtree (the agent's start log says why)",
+          config_.node_name));
+    }
+    return absl::OkStatus();
+  }
+  std::string cluster;
+  {
+    absl::MutexLock lock(&cluster_mu_);
+    cluster = cluster_id_.substr(0, 8);
+  }
+  const std::string name =
+      absl::StrFormat("%s%sjob-%d.attempt-%d.rank-%d", cluster, cluster.empty() ? "" : "-",
+                      ref.job_id(), ref.attempt(), ref.rank());
+  absl::StatusOr<std::string> dir = config_.cgroups->CreateTaskCgroup(name, limits);
+  if (dir.status().code() == absl::StatusCode::kAlreadyExists) {
+    // Left by an agent that died: nothing of it may survive into this task.
+    ReleaseCgroup(absl::StrCat(config_.cgroups->tasks_dir(), "/", name));
+    dir = config_.cgroups->CreateTaskCgroup(name, limits);
+  }
+  if (!dir.ok()) return dir.status();
+  spec.cgroup_dir = *std::move(dir);
+  return absl::OkStatus();
+}
+
+absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec) const {
+  const ContainerRuntime* runtime = config_.container_runtime;
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "node %s has no container runtime (podman or Apptainer) for image %s",
+        config_.node_name, start.image()));
+  }
+  ContainerLaunch c;
+  c.image = start.image();
+  c.argv = spec.argv;
+  c.env = spec.env;
+  c.workdir = spec.workdir;
+  for (const std::string& dir : {spec.workdir, start.env().count("TRAINCTL_CHECKPOINT_DIR")
+                                                   ? start.env().at("TRAINCTL_CHECKPOINT_DIR")
+                                                   : std::string()}) {
+    if (!dir.empty() && std::find(c.mounts.begin(), c.mounts.end(), dir) == c.mounts.end()) {
+      c.mounts.push_back(dir);
+    }
+  }
+  if (!config_.fake_gpus) {
+    if (auto it = spec.env.find("CUDA_VISIBLE_DEVICES"); it != spec.env.end()) {
+      c.gpu_uuids = absl::StrSplit(it->second, ',', absl::SkipEmpty());
+    }
+  }
+  const Account& who = spec.run_as.has_value() ? Account{*spec.run_as, "", ""} : agent_account_;
+  c.uid = who.run_as.uid;
+  c.gid = who.run_as.gid;
+  c.name = absl::StrFormat("trainctl-j%d-a%d-r%d", start.task().job_id(),
+                           start.task().attempt(), start.task().rank());
+  if (config_.cgroups != nullptr && !spec.cgroup_dir.empty()) {
+    c.cgroup_parent = config_.cgroups->RelativePath(spec.cgroup_dir);
+  }
+  absl::StatusOr<WrappedLaunch> wrapped = runtime->WrapArgv(c);
+  if (!wrapped.ok()) return wrapped.status();
+  spec.argv = std::move(wrapped->argv);
+  spec.env = std::move(wrapped->env);
+  if (runtime->kind() == ContainerRuntimeKind::kPodman && !runtime->rootless()) {
+    // Root podman starts the container as the job's uid:gid (--user) itself:
+    // the runtime must stay root, so the shim does not drop to the account.
+    // The log stays the agent's (0600); `trainctl logs` serves it.
+    spec.run_as.reset();
+  }
+  return absl::OkStatus();
+}
+
+void Agent::ReleaseCgroup(const std::string& dir) const {
+  if (config_.cgroups == nullptr || dir.empty()) return;
+  // Processes that left the task's process group were reparented to the
+  // agent (a child subreaper): once killed they are its zombies, which only
+  // it can reap. The task's leader is already reaped by the launcher (this
+  // runs after its exit), so every pid here is such an escapee or one of its
+  // descendants, whose pid cannot be reused before it is reaped.
+  absl::StatusOr<CgroupUsage> usage = config_.cgroups->ReadUsage(dir);
+  if (absl::Status s = config_.cgroups->Kill(dir); !s.ok() && !absl::IsNotFound(s)) {
+    TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
+  }
+  if (usage.ok() && !usage->pids.empty()) {
+    // A descendant becomes the agent's child only once its parent is
+    // reaped: reap round after round until a round reaps nothing.
+    for (bool reaped = true; reaped;) {
+      reaped = false;
+      for (int pid : usage->pids) {
+        if (waitpid(pid, nullptr, WNOHANG) == pid) reaped = true;
+      }
+    }
+    TC_LOG_INFO("cgroup {}: killed {} process(es) that left the task's process group",
+                dir, usage->pids.size());
+  }
+  if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
+    TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
+  }
+}
+
 absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
   const v1::TaskRef& ref = start.task();
   LaunchSpec spec;
@@ -420,6 +531,9 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
       GiveToAccount(ckpt->second, spec.run_as);
     }
   }
+  if (start.has_preflight()) return spec;
+  TC_RETURN_IF_ERROR(PlaceInCgroup(start, spec));
+  if (!start.image().empty()) TC_RETURN_IF_ERROR(WrapInContainer(start, spec));
   return spec;
 }
 
@@ -452,6 +566,7 @@ void Agent::Start(const v1::StartTask& start) {
   if (!pid.ok() && store_port.ok() && *store_port > 0) {
     config_.torch_store->Close(*store_port);
   }
+  if (!pid.ok() && made.ok()) ReleaseCgroup(spec.cgroup_dir);
 
   int close_port = 0;
   absl::Cleanup close_store = [this, &close_port] {
@@ -475,6 +590,7 @@ void Agent::Start(const v1::StartTask& start) {
   TaskEntry& entry = it->second;
   entry.launching = false;
   entry.store_port = *store_port;
+  entry.cgroup_dir = spec.cgroup_dir;
   entry.ref.set_pid(*pid);
   st->mutable_task()->set_pid(*pid);
   st->set_state(v1::TASK_STATE_RUNNING);
@@ -493,6 +609,8 @@ void Agent::Start(const v1::StartTask& start) {
   EmitLocked(std::move(msg));
   if (entry.early_exit.has_value()) {
     // It ended before we got here: RUNNING first, then the exit, as always.
+    // (Rare: the cgroup is released under the lock here, at most a second.)
+    ReleaseCgroup(entry.cgroup_dir);
     close_port = ReportExitLocked(it, *entry.early_exit);
   } else if (entry.fence_after_launch) {
     TC_LOG_ERROR("FENCING: killing job {} rank {} (pid {}), started while fencing",
@@ -504,6 +622,7 @@ void Agent::Start(const v1::StartTask& start) {
 
 void Agent::OnExit(const Key& key, ExitInfo info) {
   int close_port = 0;
+  std::string cgroup_dir;
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);
@@ -512,6 +631,16 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
       it->second.early_exit = info;  // Start() reports it after RUNNING.
       return;
     }
+    cgroup_dir = it->second.cgroup_dir;
+  }
+  // Processes that left the task's process group (setsid, a container's
+  // conmon) die with its cgroup before the exit is reported: nothing of the
+  // task outlives its report. Without the lock: Kill() waits for them.
+  ReleaseCgroup(cgroup_dir);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tasks_.find(key);
+    if (it == tasks_.end()) return;
     close_port = ReportExitLocked(it, info);
   }
   // Outside the lock: the store host answers over a pipe.

@@ -28,6 +28,8 @@
 #include "absl/synchronization/mutex.h"
 #include "trainctl/v1/service.pb.h"
 #include "worker/hw/accounts.h"
+#include "worker/hw/cgroup.h"
+#include "worker/hw/container_runtime.h"
 #include "worker/hw/gpu_inventory.h"
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
@@ -59,6 +61,14 @@ struct AgentConfig {
   // says (trainctl-agent --run-tasks-as-agent: a node given to one tenant).
   // Registrations say which (Node.runs_as_job_user).
   bool run_tasks_as_agent = false;
+  // Per-task cgroups (worker/hw/cgroup.h), not owned; null: process groups
+  // only (the agent said why at start), and tasks asking for --cpus/--mem
+  // fail to start here.
+  const CgroupTree* cgroups = nullptr;
+  // The node's container runtime (worker/hw/container_runtime.h), not owned;
+  // null: tasks with an image fail to start here (the coordinator places
+  // them only on nodes that report one).
+  const ContainerRuntime* container_runtime = nullptr;
   // Where per-task CPU use is read from (proc(5)); tests point it at a fake
   // tree.
   std::string proc_root = "/proc";
@@ -183,6 +193,8 @@ class Agent {
     // Port of the PyTorch store opened for this task's job attempt (rank 0
     // only; 0: none), closed when the task exits.
     int store_port = 0;
+    // The task's cgroup (empty: none), killed and removed at its exit.
+    std::string cgroup_dir;
   };
 
   // Launches `start` (no lock held while spawning) and reports RUNNING or
@@ -191,8 +203,20 @@ class Agent {
   // The launch of `start`: argv, environment, account, log path, working
   // directory (created, private to the account, when it is the default).
   // Errors: NOT_FOUND when the job's user has no account here;
-  // PERMISSION_DENIED for a uid-0 account without StartTask.allow_root.
+  // PERMISSION_DENIED for a uid-0 account without StartTask.allow_root;
+  // FAILED_PRECONDITION when the task needs what this node lacks (a
+  // container runtime, cgroup controllers for its limits); those of
+  // CgroupTree::CreateTaskCgroup and ContainerRuntime::WrapArgv.
   absl::StatusOr<LaunchSpec> SpecFor(const v1::StartTask& start) const;
+  // Gives `spec` a cgroup of its own with the task's limits (when the agent
+  // has cgroups). Errors: FAILED_PRECONDITION for limits without cgroups;
+  // those of CgroupTree::CreateTaskCgroup.
+  absl::Status PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const;
+  // Wraps `spec` in the node's container runtime for start.image().
+  // Errors: FAILED_PRECONDITION without a runtime; those of WrapArgv.
+  absl::Status WrapInContainer(const v1::StartTask& start, LaunchSpec& spec) const;
+  // Kills what is left in a task's cgroup and removes it (logs failures).
+  void ReleaseCgroup(const std::string& dir) const;
   void OnExit(const Key& key, ExitInfo info);
   // Reports the exit of `it`'s task (and an out-of-memory line first).
   // Returns the port of a PyTorch store to close once mu_ is released (0:

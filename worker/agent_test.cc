@@ -262,6 +262,51 @@ TEST_F(AgentTest, Handle_RunTasksAsAgent_JobUserIgnored) {
   EXPECT_FALSE(agent_->Registration()->node().runs_as_job_user());
 }
 
+TEST_F(AgentTest, Handle_StartTaskNeedsWhatTheNodeLacks_StartFailedWithTheReason) {
+  Make();
+  Connect();
+  v1::CoordinatorMessage boxed = Start(7, 0);
+  boxed.mutable_start_task()->set_image("localhost/train:1");
+  agent_->Handle(boxed);
+  v1::CoordinatorMessage limited = Start(8, 0);
+  limited.mutable_start_task()->set_cpus(2);
+  agent_->Handle(limited);
+  EXPECT_THAT(launcher_.launched, SizeIs(0));
+  ASSERT_THAT(sent_, SizeIs(2));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_START_FAILED);
+  EXPECT_THAT(sent_[0].task_status().message(),
+              HasSubstr("node n1 has no container runtime (podman or Apptainer)"));
+  EXPECT_THAT(sent_[1].task_status().message(), HasSubstr("cannot enforce --cpus/--mem"));
+  EXPECT_THAT(agent_->Registration()->node().container_runtimes(), SizeIs(0));
+  EXPECT_FALSE(agent_->Registration()->node().cgroups());
+}
+
+TEST_F(AgentTest, Handle_StartTaskWithImage_RunsThroughTheRuntimeWithEnvOffTheCommandLine) {
+  const ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
+                                /*rootless=*/false);
+  config_.container_runtime = &podman;
+  Make();
+  Connect();
+  EXPECT_THAT(agent_->Registration()->node().container_runtimes(), ElementsAre("podman"));
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_image("localhost/train:1");
+  (*msg.mutable_start_task()->mutable_env())["TRAINCTL_TOKEN"] = "s3cret-token";
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const LaunchSpec& spec = launcher_.launched.begin()->second;
+  ASSERT_FALSE(spec.argv.empty());
+  EXPECT_EQ(spec.argv[0], "/usr/bin/podman");
+  EXPECT_THAT(spec.argv, ::testing::Contains("localhost/train:1"));
+  EXPECT_THAT(spec.argv, ::testing::Contains("--security-opt=label=disable"));
+  for (const std::string& arg : spec.argv) {
+    EXPECT_THAT(arg, ::testing::Not(HasSubstr("s3cret-token")));
+  }
+  // The token reaches the container through podman's environment.
+  EXPECT_EQ(spec.env.at("TRAINCTL_TOKEN"), "s3cret-token");
+  // The command runs inside, after the image.
+  EXPECT_EQ(spec.argv.back(), "train.py");
+}
+
 v1::CoordinatorMessage GangStart(int64_t job, int rank) {
   v1::CoordinatorMessage msg = Start(job, rank);
   auto& env = *msg.mutable_start_task()->mutable_env();

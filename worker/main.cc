@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,8 @@
 #include "worker/hw/fake_gpu_inventory.h"
 #include "worker/hw/nvml_gpu_inventory.h"
 #include "worker/hw/posix_process_launcher.h"
+#include "worker/hw/cgroup.h"
+#include "worker/hw/container_runtime.h"
 #include "worker/task_env.h"
 #include "worker/torch_store.h"
 
@@ -129,6 +132,28 @@ int main(int argc, char** argv) {
                  "always get PATH, LANG, LANGUAGE, LC_*, TZ, LD_LIBRARY_PATH, "
                  "CUDA_* and NCCL_*; nothing else of the agent's environment")
       ->delimiter(',');
+  std::string cgroups_mode = "auto";
+  app.add_option("--cgroups", cgroups_mode,
+                 "auto: a cgroup v2 per task under the agent's own cgroup "
+                 "(accounting, --cpus/--mem limits, the whole task killed at "
+                 "its end; needs a delegated cgroup, e.g. systemd "
+                 "Delegate=yes), falling back to process groups with the "
+                 "reason in the log; off: process groups only")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+  std::string container_runtime = "auto";
+  app.add_option("--container-runtime", container_runtime,
+                 "runtime for jobs with an image: auto (podman, else "
+                 "Apptainer, found in PATH), podman, apptainer, or none")
+      ->check(CLI::IsMember({"auto", "podman", "apptainer", "none"}))
+      ->capture_default_str();
+  std::string container_global_args, container_run_args;
+  app.add_option("--container-global-args", container_global_args,
+                 "arguments before the runtime's subcommand, split at spaces "
+                 "(e.g. \"--runtime runc\" where crun refuses the host)");
+  app.add_option("--container-run-args", container_run_args,
+                 "arguments after `run`/`exec`, split at spaces (e.g. "
+                 "\"--ulimit nofile=65536:65536\")");
   bool run_tasks_as_agent = false;
   app.add_flag("--run-tasks-as-agent", run_tasks_as_agent,
                "run every task as this agent's account, whatever user the job "
@@ -223,6 +248,51 @@ int main(int argc, char** argv) {
                 "the coordinator, although it fails and may restart them elsewhere");
   }
   config.base_env = trainctl::worker::PassThroughEnv(environ, task_env);
+  std::optional<trainctl::worker::CgroupTree> cgroup_tree;
+  if (cgroups_mode == "auto") {
+    absl::StatusOr<trainctl::worker::CgroupTree> tree = trainctl::worker::CgroupTree::Open();
+    if (tree.ok()) {
+      cgroup_tree = *std::move(tree);
+      config.cgroups = &*cgroup_tree;
+      TC_LOG_INFO("{}", cgroup_tree->Describe());
+    } else {
+      TC_LOG_WARN("no per-task cgroups, process groups only (jobs with "
+                  "--cpus/--mem cannot start here): {}",
+                  std::string(tree.status().message()));
+    }
+  }
+  std::optional<trainctl::worker::ContainerRuntime> runtime;
+  if (container_runtime != "none") {
+    trainctl::worker::ContainerRuntime::Options options;
+    options.want = container_runtime == "podman"      ? trainctl::worker::ContainerRuntimeKind::kPodman
+                   : container_runtime == "apptainer" ? trainctl::worker::ContainerRuntimeKind::kApptainer
+                                                      : trainctl::worker::ContainerRuntimeKind::kNone;
+    options.global_args = absl::StrSplit(container_global_args, ' ', absl::SkipEmpty());
+    options.run_args = absl::StrSplit(container_run_args, ' ', absl::SkipEmpty());
+    const char* path = std::getenv("PATH");
+    absl::StatusOr<trainctl::worker::ContainerRuntime> found =
+        trainctl::worker::ContainerRuntime::Detect(path != nullptr ? path : "", options);
+    if (found.ok()) {
+      if (found->kind() == trainctl::worker::ContainerRuntimeKind::kPodman) {
+        // Root podman runs the container as the job's uid; no set-uid
+        // program in the image may gain more (Apptainer sets
+        // no_new_privs itself).
+        options.run_args.push_back("--security-opt=no-new-privileges");
+        found = trainctl::worker::ContainerRuntime(found->kind(), found->binary(),
+                                                   found->version(), found->rootless(),
+                                                   options);
+      }
+      runtime = *std::move(found);
+      config.container_runtime = &*runtime;
+      TC_LOG_INFO("container runtime: {}", runtime->Describe());
+    } else if (container_runtime != "auto") {
+      return Fail(absl::StrCat("--container-runtime ", container_runtime, ": ",
+                               found.status().message()));
+    } else {
+      TC_LOG_INFO("no container runtime: jobs with an image are not placed here ({})",
+                  std::string(found.status().message()));
+    }
+  }
   config.run_tasks_as_agent = run_tasks_as_agent;
   if (geteuid() != 0 && !run_tasks_as_agent) {
     TC_LOG_WARN("the agent runs as uid {}, not root: every task runs as this "

@@ -23,10 +23,26 @@ fi
 e2e_init multiuser "${1:-}"
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 A=tca$$ B=tcb$$ GHOST=tcghost$$
+# The agent runs in a cgroup v2 of its own (as under systemd's Delegate=yes)
+# where the kernel lets us make one: it then gives each task a cgroup.
+CGMOUNT=
+for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+  [[ -f $m/cgroup.controllers || -f $m/cgroup.procs && $(stat -f -c %T "$m" 2>/dev/null) == cgroup2fs ]] \
+    && { CGMOUNT=$m; break; }
+done
+CG=
+if [[ -n $CGMOUNT ]] && mkdir "$CGMOUNT/trainctl-e2e-$$" 2>/dev/null; then
+  CG=$CGMOUNT/trainctl-e2e-$$
+fi
 cleanup_accounts() {
+  e2e_cleanup
   userdel -r "$A" 2>/dev/null || true
   userdel -r "$B" 2>/dev/null || true
-  e2e_cleanup
+  if [[ -n $CG ]]; then
+    # Deepest first; the agent is gone by now.
+    find "$CG" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    rmdir "$CG" 2>/dev/null || true
+  fi
 }
 trap cleanup_accounts EXIT
 useradd -m -s /bin/sh "$A"
@@ -75,7 +91,8 @@ set -e
   || fail "an agent with a world-readable key started: rc=$rc $out"
 ok "the agent refuses a node key that group or others can read"
 
-AGENT_SECRET_TOKEN=agent-only-s3cret "$BIN/trainctl-agent" --coordinator "$ADDR" \
+AGENT_SECRET_TOKEN=agent-only-s3cret CG=$CG sh -c \
+  '[ -z "$CG" ] || echo $$ >"$CG/cgroup.procs"; exec "$0" "$@"' "$BIN/trainctl-agent" --coordinator "$ADDR" \
   --node-name mu-node --fake-gpus 4 --no-guard \
   --tls-cert "$C/nodes/mu-node.crt" --tls-key "$C/nodes/mu-node.key" --tls-ca "$C/ca.crt" \
   --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
@@ -160,14 +177,37 @@ grep -qx "whoami=$B" <<<"$BOUT" || fail "bob's job: $BOUT"
 kill -0 "$APID" || fail "alice's task died"
 ok "bob's job (as $B) cannot read alice's environ/token, log, checkpoint dir or the node key, nor signal her task"
 
-# 4. --export NONE and a list.
+# 4. With cgroups, each task has its own, and a process that left the task's
+# process group (setsid) dies with it at cancel.
+if [[ -n $CG ]] && grep -q "cgroup v2 at" "$WORK/agent.log"; then
+  grep -q "^0::/.*trainctl-e2e-$$/tasks/" "/proc/$APID/cgroup" \
+    || fail "alice's task is not in a task cgroup: $(cat "/proc/$APID/cgroup")"
+  eid=$(as "$A" "$TA" "$T" submit --workdir "$HOME_A" -- sh -c \
+    'setsid sleep 300 & echo $! >"$TRAINCTL_CHECKPOINT_DIR/escapee"; exec sleep 300') \
+    || fail "escapee submit"
+  ECKPT=$WORK/ckpt/$eid
+  end=$((SECONDS + 30))
+  until [[ -s $ECKPT/escapee ]] || ((SECONDS > end)); do read -rt 0.05 <> <(:) || true; done
+  ESC=$(cat "$ECKPT/escapee") || fail "no escapee pid"
+  kill -0 "$ESC" || fail "the escapee is not running"
+  as "$A" "$TA" "$T" cancel "$eid" >/dev/null || fail "cancel escapee job"
+  wait_state "$eid" cancelled || fail "escapee job not cancelled"
+  end=$((SECONDS + 30))
+  while kill -0 "$ESC" 2>/dev/null && ((SECONDS < end)); do read -rt 0.05 <> <(:) || true; done
+  ! kill -0 "$ESC" 2>/dev/null || { ps -eo pid,pgid,sid,ppid,stat,user,cmd | grep -v "ps -eo" >&2; fail "the setsid'd process $ESC outlived its cancelled job"; }
+  ok "each task in its own cgroup; a setsid'd process dies with its job at cancel"
+else
+  echo "note: no writable cgroup v2 here: per-task cgroups not checked"
+fi
+
+# 5. --export NONE and a list.
 nid=$(as "$A" "$TA" env MYVAR=x OTHER=y "$T" submit --export OTHER --workdir "$HOME_A" \
   -- sh -c 'echo "myvar=${MYVAR:-unset} other=${OTHER:-unset}"') || fail "submit --export OTHER"
 as "$A" "$TA" "$T" wait "$nid" >/dev/null || fail "export job failed"
 as "$A" "$TA" "$T" logs "$nid" | grep -qx "myvar=unset other=y" || fail "--export OTHER: $(as "$A" "$TA" "$T" logs "$nid")"
 ok "--export OTHER passes only OTHER"
 
-# 5. A user with no account on the node, and root.
+# 6. A user with no account on the node, and root.
 gid=$(as "$B" "$TG" "$T" submit --workdir / -- true) || fail "ghost submit"
 wait_state "$gid" failed || fail "ghost's job did not fail"
 ops describe "$gid" | grep -q "$GHOST has no local account" || fail "ghost: $(ops describe "$gid")"

@@ -68,6 +68,8 @@
 #include <string>
 #include <vector>
 
+#include "worker/hw/cgroup_self.h"
+
 extern char** environ;
 
 namespace {
@@ -167,16 +169,6 @@ int ParseOptions(int argc, char** argv, Options* o) {
   return optind;
 }
 
-// Writes "0" (this process) into DIR/cgroup.procs. Returns 0 or errno.
-int MoveSelfIntoCgroup(const char* dir) {
-  const std::string procs = std::string(dir) + "/cgroup.procs";
-  const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  const int err = write(fd, "0", 1) == 1 ? 0 : errno;
-  close(fd);
-  return err;
-}
-
 // Drops to uid/gid/groups for good. Returns false after printing why.
 bool DropPrivileges(const Options& o) {
   if (setgroups(o.groups.size(), o.groups.empty() ? nullptr : o.groups.data()) != 0) {
@@ -223,7 +215,7 @@ int main(int argc, char** argv) {
   }
   for (int sig : kIgnored) signal(sig, SIG_IGN);
   if (options.cgroup != nullptr) {
-    if (const int err = MoveSelfIntoCgroup(options.cgroup); err != 0) {
+    if (const int err = trainctl::worker::MoveSelfIntoCgroup(options.cgroup); err != 0) {
       std::fprintf(stderr, "trainctl-task-shim: cannot enter cgroup %s: %s\n",
                    options.cgroup, std::strerror(err));
       return 125;
