@@ -111,7 +111,9 @@ try {
   ok(`bad submit: "${await err.textContent()}"`);
 
   // 4. Running jobs appear on their GPU tiles; one is cancelled from the list.
-  const sleeper = await submit({ name: "web-sleep", command: ["sleep", "1000"], gpu_fraction: 0.5 });
+  // web-sleep claims a user (without --tokens-file the coordinator takes the
+  // client's spec.user as is): the job list's user column must show it.
+  const sleeper = await submit({ name: "web-sleep", command: ["sleep", "1000"], gpu_fraction: 0.5, user: "web-alice" });
   const packed = await submit({ name: "web-packed", command: ["sleep", "1000"], gpu_fraction: 0.25 });
   const gang = await submit({ name: "web-gang", command: ["sleep", "1000"], nodes: 2, gpus_per_node: 1 });
   for (const id of [sleeper, packed, gang]) await waitState(id, "JOB_STATE_RUNNING");
@@ -146,9 +148,21 @@ try {
   await page.getByTestId(`cancel-${sleeper}`).click();
   await row.getByTestId("job-state").filter({ hasText: "CANCELLED" }).waitFor();
   await waitState(sleeper, "JOB_STATE_CANCELLED");
+  // The user and reason columns, found by their headings: the submitter, and
+  // the coordinator's reason for the cancel (GET /v1/jobs/ID says which).
+  const heads = (await page.getByTestId("jobs-table").locator("thead th").allTextContents()).map((t) => t.trim());
+  const cell = (name) => {
+    if (!heads.includes(name)) throw new Error(`job list has no ${name} column: ${JSON.stringify(heads)}`);
+    return row.locator("td").nth(heads.indexOf(name));
+  };
+  const reason = (await rest("GET", `/v1/jobs/${sleeper}`)).job.reason;
+  if (!reason) throw new Error(`cancelled job ${sleeper} has no reason to show`);
+  await cell("reason").filter({ hasText: reason }).waitFor();
+  const user = (await cell("user").textContent()).trim();
+  if (user !== "web-alice") throw new Error(`user column shows ${JSON.stringify(user)}, want web-alice`);
   await page.getByTestId("filter-state").selectOption("JOB_STATE_CANCELLED");
   await page.getByTestId("job-row").first().waitFor();
-  ok(`job list: name filter, cancel job ${sleeper} -> CANCELLED, state filter`);
+  ok(`job list: name filter, cancel job ${sleeper} -> CANCELLED with reason "${reason}", user column "${user}", state filter`);
 
   // 6. Screenshot for docs/: the finished job's detail page with its log.
   await page.goto(`${url}/#/jobs/${helloId}`);

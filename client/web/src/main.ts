@@ -189,7 +189,7 @@ function jobsView(params: URLSearchParams): Cleanup {
       h(
         "table",
         { "data-testid": "jobs-table" },
-        h("thead", {}, h("tr", {}, ["id", "name", "state", "kind", "resources", "sweep", "submitted", "run time", ""].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ["id", "name", "user", "state", "reason", "kind", "resources", "sweep", "submitted", "run time", ""].map((c) => h("th", {}, c)))),
         h(
           "tbody",
           {},
@@ -199,7 +199,9 @@ function jobsView(params: URLSearchParams): Cleanup {
               { "data-testid": "job-row", "data-job": j.id },
               h("td", {}, jobLink(j.id)),
               h("td", {}, jobLink(j.id, j.spec?.name || "(unnamed)")),
+              h("td", {}, j.spec?.user ?? ""),
               h("td", {}, stateBadge(j.state)),
+              h("td", { class: "reason", title: j.reason ?? "" }, j.reason ?? ""),
               h("td", {}, shortEnum(j.kind, "JOB_KIND_").toLowerCase()),
               h("td", {}, resourceText(j.spec ?? {})),
               h("td", {}, j.spec?.sweep_id ? h("a", { href: `#/sweeps?sweep=${encodeURIComponent(j.spec.sweep_id)}` }, j.spec.sweep_id) : ""),
