@@ -7,6 +7,7 @@ import {
   filterJobs,
   formatBytes,
   formatDuration,
+  formatMetric,
   jobUtilization,
   logTickLabel,
   paramAxis,
@@ -179,6 +180,17 @@ describe("usagePoints", () => {
     ]);
     expect(usagePoints(samples, 0)[0]).toEqual({ t: 0, pct: 12 });
     expect(usagePoints([], 9000)).toEqual([]);
+  });
+});
+
+describe("formatMetric", () => {
+  it("keeps 5 significant digits, exponent form when tiny or huge", () => {
+    expect(formatMetric(0.25)).toBe("0.25");
+    expect(formatMetric(1.234567)).toBe("1.2346");
+    expect(formatMetric(0)).toBe("0");
+    expect(formatMetric(3e-5)).toBe("3.000e-5");
+    expect(formatMetric(12000)).toBe("1.200e+4");
+    expect(formatMetric(-2.5)).toBe("-2.5");
   });
 });
 

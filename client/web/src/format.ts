@@ -43,6 +43,15 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
+/**
+ * A metric value in at most 5 significant digits, in exponent form when tiny
+ * or huge: "0.25", "1.2346", "3.000e-5", "1.200e+4".
+ */
+export function formatMetric(x: number): string {
+  if (!Number.isFinite(x)) return String(x);
+  return Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-3) ? x.toExponential(3) : String(Number(x.toPrecision(5)));
+}
+
 /** "JOB_STATE_RUNNING" -> "RUNNING" (any enum name minus its prefix). */
 export function shortEnum(name: string | undefined, prefix: string): string {
   if (!name) return "";
