@@ -15,7 +15,6 @@ import {
   runTimeMs,
   sweepIds,
   sweepPoints,
-  usagePoints,
   utilColor,
 } from "./format";
 import type { Job, NodeView } from "./types";
@@ -165,21 +164,6 @@ describe("sweep chart", () => {
       { x: 0.001, y: 10, id: "1", state: "JOB_STATE_SUCCEEDED" },
       { x: 0.1, y: 20, id: "2", state: "JOB_STATE_SUCCEEDED" },
     ]);
-  });
-});
-
-describe("usagePoints", () => {
-  it("puts the coordinator's samples on seconds since the job started", () => {
-    const samples = [
-      { time_ms: "10000", gpu_util_pct: 12 },
-      { time_ms: "12000", gpu_util_pct: 95.5 },
-    ];
-    expect(usagePoints(samples, 9000)).toEqual([
-      { t: 1, pct: 12 },
-      { t: 3, pct: 95.5 },
-    ]);
-    expect(usagePoints(samples, 0)[0]).toEqual({ t: 0, pct: 12 });
-    expect(usagePoints([], 9000)).toEqual([]);
   });
 });
 
