@@ -7,7 +7,8 @@
 // job running to SUCCEEDED with its log, cancelling another from the job
 // list (with its user and reason columns), a bad submit's error, a training
 // job's metric curves and GPU usage over time, the sweep charts (comparison
-// and the trials' curves overlaid). Charts are read as a user reads them: uPlot's HTML legend (series
+// and the trials' curves overlaid) and the Sweeps page opening on the newest
+// sweep. Charts are read as a user reads them: uPlot's HTML legend (series
 // names, and the values at the cursor after hovering). Writes dashboard.png
 // (cluster), dashboard-job.png (a training job's detail) and
 // dashboard-sweep.png to SCREENSHOT_DIR. Every wait is on a condition with a
@@ -225,6 +226,15 @@ try {
   if (atEnd[0].value !== "3") throw new Error(`sweep curves end at step ${atEnd[0].value}, want 3`);
   await page.screenshot({ path: join(shots, "dashboard-sweep.png"), fullPage: true });
   ok(`sweep view: loss (last) vs ${param} for 3 trials; loss curves of ${curves.slice(1).join(", ")} to step ${atEnd[0].value}`);
+
+  // The Sweeps page opens on the newest sweep: one submitted after web-sweep
+  // and named to sort before it.
+  await submit({ name: "web-newest", command: ["true"], gpu_fraction: 0.125, sweep_id: "a-newest-sweep", params: { seed: "1" } });
+  await page.goto(`${url}/#/sweeps`);
+  await until("sweeps page on a-newest-sweep", async () => (await page.getByTestId("sweep-select").inputValue()) === "a-newest-sweep");
+  const sweepList = await page.getByTestId("sweep-select").locator("option").allTextContents();
+  if (JSON.stringify(sweepList) !== JSON.stringify(["a-newest-sweep", "web-sweep"])) throw new Error(`sweep list ${JSON.stringify(sweepList)}`);
+  ok(`sweeps page opens on the newest sweep (list: ${sweepList.join(", ")})`);
 
   await page.goto(`${url}/#/jobs?name=web-sleep`);
   const row = page.locator(`[data-testid=job-row][data-job="${sleeper}"]`);

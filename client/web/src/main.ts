@@ -5,7 +5,7 @@
 //   #/jobs/ID        job detail: ranks, live log (follow), GPU utilization and
 //                    memory over time, metric curves (every key vs step)
 //   #/sweeps?sweep=  sweep comparison chart (metric vs hyper-parameter) and the
-//                    trials' curves of one metric overlaid
+//                    trials' curves of one metric overlaid; opens on the newest sweep
 //   #/submit         submit form
 import "./style.css";
 import * as api from "./api";
@@ -28,7 +28,7 @@ import {
   utilColor,
   type JobFilter,
 } from "./format";
-import { align, metricCurves, trialCurves, usageSeries } from "./series";
+import { align, metricCurves, sweepsNewestFirst, trialCurves, usageSeries } from "./series";
 import type { Job, JobSpec, JobUsageSample, MetricSeries, NodeView } from "./types";
 
 /** How often views poll the gateway, ms. */
@@ -510,8 +510,8 @@ function sweepsView(params: URLSearchParams): Cleanup {
   const metricKeys = (trials: Job[]) => [...new Set(trials.flatMap((t) => (summaries.get(t.id)?.series ?? []).map((m) => m.key)))].sort();
   const curveKey = (keys: string[]) => (keys.includes(curveSel.value) ? curveSel.value : keys.includes("loss") ? "loss" : (keys[0] ?? ""));
   const render = () => {
-    const ids = sweepIds(all);
-    if (!sweep && ids.length) sweep = ids[ids.length - 1];
+    const ids = sweepsNewestFirst(all);
+    if (!sweep && ids.length) sweep = ids[0];
     fill(sweepSel, ids.length ? ids.map((s) => h("option", { value: s }, s)) : h("option", { value: "" }, "no sweeps yet"));
     sweepSel.value = sweep;
     const trials = trialsOf(sweep);
@@ -588,7 +588,7 @@ function sweepsView(params: URLSearchParams): Cleanup {
   curveSel.addEventListener("change", () => void update().catch(showError));
   const stop = poll(async () => {
     all = await api.listJobs({ limit: 1000 });
-    if (!sweep) sweep = sweepIds(all).at(-1) ?? "";
+    if (!sweep) sweep = sweepsNewestFirst(all)[0] ?? "";
     await update();
   });
   return () => {
