@@ -3,10 +3,12 @@
 # (npm install when node_modules is stale, vitest, vite build), starts a
 # coordinator, two agents with 2 fake GPUs each and trainctl-gateway
 # -static-dir client/web/dist on free loopback ports, then runs
-# client/web/e2e/dashboard.e2e.mjs (playwright-core + /usr/bin/chromium).
+# client/web/e2e/dashboard.e2e.mjs (playwright-core + /usr/bin/chromium),
+# whose tasks report metrics with BUILD_BIN_DIR/trainctl.
 # Usage: web_e2e.sh BUILD_BIN_DIR [SCREENSHOT_DIR]
 # Screenshots go to SCREENSHOT_DIR (default: the temp dir, removed unless KEEP
-# is set); `tests/e2e/web_e2e.sh build/bin docs` refreshes docs/dashboard.png.
+# is set); `tests/e2e/web_e2e.sh build/bin docs` refreshes docs/dashboard.png,
+# docs/dashboard-job.png and docs/dashboard-sweep.png.
 # Exits 77 (ctest: skipped) with "SKIP: ..." when chromium, node or npm is
 # missing (deploy/install-deps.sh installs them).
 set -euo pipefail
@@ -58,7 +60,7 @@ ok "gateway serves the dashboard at $URL/ and the API under /v1/"
 
 # 3. The browser.
 cd "$WEB"
-CHROMIUM=$CHROMIUM node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
+CHROMIUM=$CHROMIUM TRAINCTL_CLI=$BIN/trainctl node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
 [[ ${PIPESTATUS[0]} == 0 ]] || fail "browser test (screenshot at failure: $SHOTS/failure.png)"
 n=$(grep -Eo '^[0-9]+ passed' "$WORK/browser.log" | cut -d' ' -f1)
 pass=$((pass + n))

@@ -2,19 +2,26 @@
 // /usr/bin/chromium driven by playwright-core), against a live gateway,
 // coordinator and fake-GPU agents that tests/e2e/web_e2e.sh starts.
 //   node e2e/dashboard.e2e.mjs URL SCREENSHOT_DIR
+//   TRAINCTL_CLI=build/bin/trainctl (the tasks report metrics with it)
 // Checks what a user sees: GPU tiles, submitting through the form and the
 // job running to SUCCEEDED with its log, cancelling another from the job
-// list, a bad submit's error, the sweep chart. Writes dashboard.png (cluster),
-// dashboard-job.png (job detail) and dashboard-sweep.png to SCREENSHOT_DIR. Every wait is on a
-// condition with a deadline. Prints "N passed, 0 failed" or exits 1.
+// list (with its user and reason columns), a bad submit's error, a training
+// job's metric curves and GPU usage over time, the sweep charts (comparison
+// and the trials' curves overlaid) and the Sweeps page opening on the newest
+// sweep. Charts are read as a user reads them: uPlot's HTML legend (series
+// names, and the values at the cursor after hovering). Writes dashboard.png
+// (cluster), dashboard-job.png (a training job's detail) and
+// dashboard-sweep.png to SCREENSHOT_DIR. Every wait is on a condition with a
+// deadline. Prints "N passed, 0 failed" or exits 1.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 const [url, shots] = process.argv.slice(2);
-if (!url || !shots) {
-  console.error("usage: dashboard.e2e.mjs URL SCREENSHOT_DIR");
+const CLI = process.env.TRAINCTL_CLI;
+if (!url || !shots || !CLI) {
+  console.error("usage: TRAINCTL_CLI=path/to/trainctl dashboard.e2e.mjs URL SCREENSHOT_DIR");
   process.exit(2);
 }
 const TIMEOUT = 30_000;
@@ -46,6 +53,35 @@ async function waitState(id, state) {
   }
   throw new Error(`job ${id} not ${state} after ${TIMEOUT} ms`);
 }
+// Polls `fn` (async) until it returns a truthy value, which it returns;
+// throws naming `what` after TIMEOUT.
+async function until(what, fn) {
+  const end = Date.now() + TIMEOUT;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`${what}: not after ${TIMEOUT} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+// A task that runs shell `before`, reports metrics (`steps`: [[step,
+// "k=v k=v"], ...]), then runs `after`. TRAINCTL_CLI's directory goes first
+// on the task's PATH.
+const reporter = (steps, { before = "", after = "" } = {}) => ({
+  command: ["sh", "-c", [before, ...steps.map(([step, kv]) => `echo "step ${step}: ${kv}" && trainctl report ${kv} --step ${step}`), after].filter((c) => c).join(" && ")],
+  env: { PATH: `${dirname(CLI)}:/usr/local/bin:/usr/bin:/bin` },
+});
+// Waits until job `id` stored `n` points of metric `key` (GET /v1/jobs/ID/metrics);
+// returns every key it reported, in order.
+async function waitMetrics(id, key, n) {
+  return until(`job ${id}: ${n} points of ${key}`, async () => {
+    const { series = [] } = await rest("GET", `/v1/jobs/${id}/metrics?summary_only=true`);
+    if (series.find((s) => s.key === key && Number(s.count) >= n)) return series.map((s) => s.key);
+    const { job } = await rest("GET", `/v1/jobs/${id}`);
+    if (["JOB_STATE_FAILED", "JOB_STATE_CANCELLED"].includes(job.state)) throw new Error(`job ${id} ended ${job.state}: ${job.reason}`);
+    return null;
+  });
+}
 
 const profile = mkdtempSync(join(tmpdir(), "trainctl-chromium-"));
 const context = await chromium.launchPersistentContext(profile, {
@@ -66,11 +102,36 @@ const consoleErrors = [];
 // coordinator does not have them.
 page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && consoleErrors.push(m.text()));
 page.on("response", (r) => {
-  const optional = /\/v1\/usage\?|\/v1\/jobs\/\d+\/metrics\?|\/v1\/jobs\/\d+:why$/.test(r.url()) && [404, 501].includes(r.status());
+  const optional = /\/v1\/usage\?|\/v1\/jobs\/\d+\/metrics(\?|$)|\/v1\/jobs\/\d+:why$/.test(r.url()) && [404, 501].includes(r.status());
   const expected = (r.status() === 400 && r.url().endsWith("/v1/jobs")) || optional;
   if (r.status() >= 400 && !expected) consoleErrors.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
 });
 page.on("pageerror", (e) => consoleErrors.push(String(e)));
+
+// uPlot's HTML legend of the chart in data-testid `id`: [{label, value}], the
+// x series first; value is what the legend shows at the cursor ("--" if none).
+const legend = (id) =>
+  page.getByTestId(id).locator(".u-legend .u-series").evaluateAll((rows) =>
+    rows.map((r) => ({ label: r.querySelector(".u-label")?.textContent ?? "", value: r.querySelector(".u-value")?.textContent ?? "" })),
+  );
+const labels = async (id) => (await legend(id)).map((r) => r.label);
+// Hovers the right edge of the chart's plot area, where uPlot's cursor snaps
+// to the newest x; returns the legend once it shows values there.
+async function hoverNewest(id) {
+  const over = page.getByTestId(id).locator(".u-over");
+  const box = await over.boundingBox();
+  await over.hover({ position: { x: box.width - 2, y: box.height / 2 } });
+  return until(`${id} legend values at the cursor`, async () => {
+    const l = await legend(id);
+    return l.length > 0 && l[0].value !== "--" && l[0].value !== "" ? l : null;
+  });
+}
+// Local time as uPlot's legend shows it (charts.ts: {YYYY}-{MM}-{DD} {HH}:{mm}:{ss}).
+const localTime = (ms) => {
+  const d = new Date(ms);
+  const p = (x) => String(x).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+};
 
 try {
   // 1. Cluster view: one tile per fake GPU (2 agents x 2 GPUs).
@@ -113,10 +174,19 @@ try {
   ok(`bad submit: "${await err.textContent()}"`);
 
   // 4. Running jobs appear on their GPU tiles; one is cancelled from the list.
-  const sleeper = await submit({ name: "web-sleep", command: ["sleep", "1000"], gpu_fraction: 0.5 });
+  // web-sleep claims a user (without --tokens-file the coordinator takes the
+  // client's spec.user as is): the job list's user column must show it.
+  const sleeper = await submit({ name: "web-sleep", command: ["sleep", "1000"], gpu_fraction: 0.5, user: "web-alice" });
   const packed = await submit({ name: "web-packed", command: ["sleep", "1000"], gpu_fraction: 0.25 });
   const gang = await submit({ name: "web-gang", command: ["sleep", "1000"], nodes: 2, gpus_per_node: 1 });
-  for (const id of [sleeper, packed, gang]) await waitState(id, "JOB_STATE_RUNNING");
+  // web-train reports loss, acc and (at steps 2 and 4 only) val/loss, then
+  // keeps running so that the coordinator records its GPU usage (section 6).
+  const train = await submit({
+    name: "web-train", gpu_fraction: 0.25, ...reporter([
+      [1, "loss=2 acc=0.1"], [2, "loss=1 acc=0.3 val/loss=1.5"], [3, "loss=0.5 acc=0.6"], [4, "loss=0.25 acc=0.8 val/loss=0.9"],
+    ], { after: "sleep 1000" }),
+  });
+  for (const id of [sleeper, packed, gang, train]) await waitState(id, "JOB_STATE_RUNNING");
   await page.goto(`${url}/#/cluster`);
   await page.getByTestId("gpu-job").filter({ hasText: "web-sleep r0" }).waitFor();
   await page.getByTestId("gpu-job").filter({ hasText: "web-gang r1" }).waitFor();
@@ -125,12 +195,14 @@ try {
   await page.getByTestId("gpu-job").filter({ hasText: "web-packed r0" }).waitFor();
   await page.screenshot({ path: join(shots, "dashboard.png"), fullPage: true });
 
-  // 5. Sweep trials (params in JobSpec.params) for the comparison chart.
+  // 5. Sweep trials (params in JobSpec.params) for the comparison chart;
+  //    each reports loss at steps 1-3 for the overlaid curves.
   const trials = [];
   for (const lr of ["0.0001", "0.001", "0.01"]) {
+    const loss = (step) => ((1 + Number(lr) * 100) / step).toFixed(4);
     trials.push(await submit({
-      name: `web-sweep-lr${lr}`, command: ["sh", "-c", `sleep ${Number(lr) * 30}`], gpu_fraction: 0.125,
-      sweep_id: "web-sweep", params: { lr },
+      name: `web-sweep-lr${lr}`, gpu_fraction: 0.125, sweep_id: "web-sweep", params: { lr },
+      ...reporter([1, 2, 3].map((s) => [s, `loss=${loss(s)}`]), { before: `sleep ${Number(lr) * 30}` }),
     }));
   }
   for (const id of trials) await waitState(id, "JOB_STATE_SUCCEEDED");
@@ -138,8 +210,33 @@ try {
   await page.getByTestId("sweep-table").locator("tbody tr").nth(2).waitFor();
   const param = await page.getByTestId("sweep-param").inputValue();
   if (param !== "lr") throw new Error(`sweep x axis ${param}, want lr`);
+  // The comparison of loss (last) vs lr: one point per trial.
+  await until("sweep-metric offers loss", async () => (await page.getByTestId("sweep-metric").locator("option").allTextContents()).includes("loss (last)"));
+  await page.getByTestId("sweep-metric").selectOption("m:loss");
+  await until("sweep chart of 3 trials", async () => (await labels("sweep-chart"))[1] === "web-sweep: 3 trials with a value");
+  // The curves: one per trial, named by its id and lr, for the chosen key.
+  const want = (await rest("GET", "/v1/sweeps/web-sweep/jobs")).jobs.map((j) => `#${j.id} lr=${j.spec.params.lr}`).sort();
+  const curves = await until("3 trial curves", async () => {
+    const l = await labels("sweep-curves");
+    return l.length === 4 ? l : null;
+  });
+  if (curves[0] !== "step" || JSON.stringify(curves.slice(1).sort()) !== JSON.stringify(want))
+    throw new Error(`sweep curves ${JSON.stringify(curves)}, want step + ${JSON.stringify(want)}`);
+  if ((await page.getByTestId("sweep-curve-metric").inputValue()) !== "loss") throw new Error("curve metric is not loss");
+  if ((await page.getByTestId("sweep-curves").locator("canvas").count()) !== 1) throw new Error("no curve canvas");
+  const atEnd = await hoverNewest("sweep-curves");
+  if (atEnd[0].value !== "3") throw new Error(`sweep curves end at step ${atEnd[0].value}, want 3`);
   await page.screenshot({ path: join(shots, "dashboard-sweep.png"), fullPage: true });
-  ok(`sweep view: 3 trials of web-sweep, chart of run time vs ${param}`);
+  ok(`sweep view: loss (last) vs ${param} for 3 trials; loss curves of ${curves.slice(1).join(", ")} to step ${atEnd[0].value}`);
+
+  // The Sweeps page opens on the newest sweep: one submitted after web-sweep
+  // and named to sort before it.
+  await submit({ name: "web-newest", command: ["true"], gpu_fraction: 0.125, sweep_id: "a-newest-sweep", params: { seed: "1" } });
+  await page.goto(`${url}/#/sweeps`);
+  await until("sweeps page on a-newest-sweep", async () => (await page.getByTestId("sweep-select").inputValue()) === "a-newest-sweep");
+  const sweepList = await page.getByTestId("sweep-select").locator("option").allTextContents();
+  if (JSON.stringify(sweepList) !== JSON.stringify(["a-newest-sweep", "web-sweep"])) throw new Error(`sweep list ${JSON.stringify(sweepList)}`);
+  ok(`sweeps page opens on the newest sweep (list: ${sweepList.join(", ")})`);
 
   await page.goto(`${url}/#/jobs?name=web-sleep`);
   const row = page.locator(`[data-testid=job-row][data-job="${sleeper}"]`);
@@ -148,19 +245,56 @@ try {
   await page.getByTestId(`cancel-${sleeper}`).click();
   await row.getByTestId("job-state").filter({ hasText: "CANCELLED" }).waitFor();
   await waitState(sleeper, "JOB_STATE_CANCELLED");
+  // The user and reason columns, found by their headings: the submitter, and
+  // the coordinator's reason for the cancel (GET /v1/jobs/ID says which).
+  const heads = (await page.getByTestId("jobs-table").locator("thead th").allTextContents()).map((t) => t.trim());
+  const cell = (name) => {
+    if (!heads.includes(name)) throw new Error(`job list has no ${name} column: ${JSON.stringify(heads)}`);
+    return row.locator("td").nth(heads.indexOf(name));
+  };
+  const reason = (await rest("GET", `/v1/jobs/${sleeper}`)).job.reason;
+  if (!reason) throw new Error(`cancelled job ${sleeper} has no reason to show`);
+  await cell("reason").filter({ hasText: reason }).waitFor();
+  const user = (await cell("user").textContent()).trim();
+  if (user !== "web-alice") throw new Error(`user column shows ${JSON.stringify(user)}, want web-alice`);
   await page.getByTestId("filter-state").selectOption("JOB_STATE_CANCELLED");
   await page.getByTestId("job-row").first().waitFor();
-  ok(`job list: name filter, cancel job ${sleeper} -> CANCELLED, state filter`);
+  ok(`job list: name filter, cancel job ${sleeper} -> CANCELLED with reason "${reason}", user column "${user}", state filter`);
 
-  // 6. Screenshot for docs/: the finished job's detail page with its log.
-  await page.goto(`${url}/#/jobs/${helloId}`);
-  await page.getByTestId("log-state").filter({ hasText: "end of log" }).waitFor();
+  // 6. The training job's page: a curve per reported key vs step, and its GPU
+  //    utilization and memory over time from the coordinator's samples.
+  const keys = await waitMetrics(train, "loss", 4);
+  await page.goto(`${url}/#/jobs/${train}`);
+  const mLabels = await until("metric chart legend", async () => {
+    const l = await labels("metric-chart");
+    return l.length === keys.length + 1 ? l : null;
+  });
+  if (JSON.stringify(mLabels) !== JSON.stringify(["step", ...keys])) throw new Error(`metric legend ${JSON.stringify(mLabels)}, want step + ${JSON.stringify(keys)}`);
+  if ((await page.getByTestId("metric-chart").locator("canvas").count()) !== 1) throw new Error("no metric canvas");
+  const m = Object.fromEntries((await hoverNewest("metric-chart")).map((r) => [r.label, r.value]));
+  if (m.step !== "4" || m.loss !== "0.25" || m.acc !== "0.8" || m["val/loss"] !== "0.9") throw new Error(`legend at the last step: ${JSON.stringify(m)}`);
+  ok(`job ${train} metric chart: ${keys.join(", ")} vs step; the legend at step ${m.step}: loss ${m.loss}, acc ${m.acc}, val/loss ${m["val/loss"]}`);
+
+  const nSamples = await until("2 usage samples on the page", async () => {
+    const n = Number(((await page.getByTestId("chart-note").textContent()).match(/(\d+) samples/) ?? [])[1] ?? 0);
+    return n >= 2 ? n : null;
+  });
+  const uLabels = await labels("usage-chart");
+  if (JSON.stringify(uLabels) !== JSON.stringify(["time", "GPU utilization (%)", "GPU memory used"])) throw new Error(`usage legend ${JSON.stringify(uLabels)}`);
+  const [t, util, mem] = (await hoverNewest("usage-chart")).map((r) => r.value);
+  // The time axis: the hovered point is one of the recorded samples, in local time.
+  const samples = (await rest("GET", `/v1/usage?job_ids=${train}`)).jobs[0].samples;
+  if (!samples.some((x) => localTime(Number(x.time_ms)) === t)) throw new Error(`usage legend time ${t} is no sample's (${samples.map((x) => localTime(Number(x.time_ms))).join(", ")})`);
+  if (!/^\d+%$/.test(util) || !/ ?B$/.test(mem)) throw new Error(`usage legend values: ${util}, ${mem}`);
+  ok(`job ${train} usage chart: ${nSamples} samples on a time axis; at ${t}: ${util} GPU, ${mem} memory`);
+  // Screenshot for docs/: the running training job with its charts and log.
+  await page.getByTestId("log").filter({ hasText: "step 4:" }).waitFor();
   await page.screenshot({ path: join(shots, "dashboard-job.png"), fullPage: true });
   ok(`screenshots in ${shots}`);
 
   if (consoleErrors.length) throw new Error(`browser console errors: ${consoleErrors.slice(0, 3).join(" | ")}`);
   ok("no errors in the browser console");
-  for (const id of [packed, gang]) await rest("POST", `/v1/jobs/${id}:cancel`, {});
+  for (const id of [packed, gang, train]) await rest("POST", `/v1/jobs/${id}:cancel`, {});
   console.log(`${passed} passed, 0 failed`);
 } catch (e) {
   console.error(`FAIL: ${e instanceof Error ? e.stack : e}`);

@@ -131,6 +131,16 @@ export async function getMetricSummary(id: string): Promise<MetricSeries[] | nul
   return r ? (r.series ?? []) : null;
 }
 
+/**
+ * Every point of a job's metrics (GetMetrics), of one key or ("") all, each
+ * series with its points in report order; or null.
+ */
+export async function getMetrics(id: string, key = ""): Promise<MetricSeries[] | null> {
+  const q = key ? `?key=${encodeURIComponent(key)}` : "";
+  const r = await optional<{ series?: MetricSeries[] }>("metrics", `/v1/jobs/${id}/metrics${q}`);
+  return r ? (r.series ?? []) : null;
+}
+
 /** Why a job waits (WhyJob: queue place, quota, what each node lacks), or null. */
 export async function whyJob(id: string): Promise<WhyJob | null> {
   return optional<WhyJob>("why", `/v1/jobs/${id}:why`);

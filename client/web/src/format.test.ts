@@ -7,6 +7,7 @@ import {
   filterJobs,
   formatBytes,
   formatDuration,
+  formatMetric,
   jobUtilization,
   logTickLabel,
   paramAxis,
@@ -14,7 +15,6 @@ import {
   runTimeMs,
   sweepIds,
   sweepPoints,
-  usagePoints,
   utilColor,
 } from "./format";
 import type { Job, NodeView } from "./types";
@@ -167,18 +167,14 @@ describe("sweep chart", () => {
   });
 });
 
-describe("usagePoints", () => {
-  it("puts the coordinator's samples on seconds since the job started", () => {
-    const samples = [
-      { time_ms: "10000", gpu_util_pct: 12 },
-      { time_ms: "12000", gpu_util_pct: 95.5 },
-    ];
-    expect(usagePoints(samples, 9000)).toEqual([
-      { t: 1, pct: 12 },
-      { t: 3, pct: 95.5 },
-    ]);
-    expect(usagePoints(samples, 0)[0]).toEqual({ t: 0, pct: 12 });
-    expect(usagePoints([], 9000)).toEqual([]);
+describe("formatMetric", () => {
+  it("keeps 5 significant digits, exponent form when tiny or huge", () => {
+    expect(formatMetric(0.25)).toBe("0.25");
+    expect(formatMetric(1.234567)).toBe("1.2346");
+    expect(formatMetric(0)).toBe("0");
+    expect(formatMetric(3e-5)).toBe("3.000e-5");
+    expect(formatMetric(12000)).toBe("1.200e+4");
+    expect(formatMetric(-2.5)).toBe("-2.5");
   });
 });
 

@@ -43,6 +43,15 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
+/**
+ * A metric value in at most 5 significant digits, in exponent form when tiny
+ * or huge: "0.25", "1.2346", "3.000e-5", "1.200e+4".
+ */
+export function formatMetric(x: number): string {
+  if (!Number.isFinite(x)) return String(x);
+  return Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-3) ? x.toExponential(3) : String(Number(x.toPrecision(5)));
+}
+
 /** "JOB_STATE_RUNNING" -> "RUNNING" (any enum name minus its prefix). */
 export function shortEnum(name: string | undefined, prefix: string): string {
   if (!name) return "";
@@ -128,12 +137,6 @@ export class NdjsonSplitter {
   }
 }
 
-/** One point of the job utilization chart: time (ms) and mean GPU utilization (%). */
-export interface UtilPoint {
-  t: number;
-  pct: number;
-}
-
 /**
  * Mean utilization (%) over the GPUs a job's tasks use right now, from the
  * node samples of ListNodes; null when none of its GPUs is found (not placed,
@@ -207,17 +210,6 @@ export function sweepPoints(
     points.push({ x: axis === "category" ? raw : Number(raw), y, id: t.id, state: t.state });
   }
   return { axis, points };
-}
-
-/**
- * Points of the job utilization chart from the coordinator's history
- * (GetJobUsage samples): t in seconds since `startMs` (the job's start; the
- * first sample's time when 0), pct the job's mean GPU utilization (%).
- */
-export function usagePoints(samples: { time_ms: string; gpu_util_pct: number }[], startMs: number): UtilPoint[] {
-  if (samples.length === 0) return [];
-  const t0 = startMs > 0 ? startMs : Number(samples[0].time_ms);
-  return samples.map((s) => ({ t: Math.round((Number(s.time_ms) - t0) / 100) / 10, pct: s.gpu_util_pct }));
 }
 
 /**

@@ -2,35 +2,34 @@
 // renders into #view and returns a cleanup (timers, streams, charts).
 //   #/cluster        every GPU a tile (utilization colour, memory, temperature, jobs)
 //   #/jobs?...       job list with filters (state, name, sweep) and cancel
-//   #/jobs/ID        job detail: ranks, live log (follow), GPU utilization chart
-//   #/sweeps?sweep=  sweep comparison chart (metric vs hyper-parameter)
+//   #/jobs/ID        job detail: ranks, live log (follow), GPU utilization and
+//                    memory over time, metric curves (every key vs step)
+//   #/sweeps?sweep=  sweep comparison chart (metric vs hyper-parameter) and the
+//                    trials' curves of one metric overlaid; opens on the newest sweep
 //   #/submit         submit form
 import "./style.css";
-import { Chart, registerables } from "chart.js";
 import * as api from "./api";
+import { Plot, curveOptions, scatterOptions, usageOptions } from "./charts";
 import { fill, h } from "./dom";
 import {
   base64ToBytes,
   filterJobs,
   formatBytes,
   formatDuration,
+  formatMetric,
   isFinalState,
   jobUtilization,
-  logTickLabel,
   paramNames,
   resourceText,
   runTimeMs,
   shortEnum,
   sweepIds,
   sweepPoints,
-  usagePoints,
   utilColor,
   type JobFilter,
-  type UtilPoint,
 } from "./format";
-import type { Job, JobSpec, MetricSeries, NodeView } from "./types";
-
-Chart.register(...registerables);
+import { align, metricCurves, sweepsNewestFirst, trialCurves, usageSeries } from "./series";
+import type { Job, JobSpec, JobUsageSample, MetricSeries, NodeView } from "./types";
 
 /** How often views poll the gateway, ms. */
 const REFRESH_MS = 2000;
@@ -189,7 +188,7 @@ function jobsView(params: URLSearchParams): Cleanup {
       h(
         "table",
         { "data-testid": "jobs-table" },
-        h("thead", {}, h("tr", {}, ["id", "name", "state", "kind", "resources", "sweep", "submitted", "run time", ""].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ["id", "name", "user", "state", "reason", "kind", "resources", "sweep", "submitted", "run time", ""].map((c) => h("th", {}, c)))),
         h(
           "tbody",
           {},
@@ -199,7 +198,9 @@ function jobsView(params: URLSearchParams): Cleanup {
               { "data-testid": "job-row", "data-job": j.id },
               h("td", {}, jobLink(j.id)),
               h("td", {}, jobLink(j.id, j.spec?.name || "(unnamed)")),
+              h("td", {}, j.spec?.user ?? ""),
               h("td", {}, stateBadge(j.state)),
+              h("td", { class: "reason", title: j.reason ?? "" }, j.reason ?? ""),
               h("td", {}, shortEnum(j.kind, "JOB_KIND_").toLowerCase()),
               h("td", {}, resourceText(j.spec ?? {})),
               h("td", {}, j.spec?.sweep_id ? h("a", { href: `#/sweeps?sweep=${encodeURIComponent(j.spec.sweep_id)}` }, j.spec.sweep_id) : ""),
@@ -250,28 +251,12 @@ function kv(rows: [string, Node | string | number | null | undefined][]): HTMLEl
   return h("dl", { class: "kv" }, rows.filter(([, v]) => v !== null && v !== undefined && v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v as Node | string)]));
 }
 
-function lineChart(canvas: HTMLCanvasElement, label: string): Chart<"line", UtilPoint[]> {
-  return new Chart<"line", UtilPoint[]>(canvas, {
-    type: "line",
-    data: { datasets: [{ label, data: [], parsing: { xAxisKey: "t", yAxisKey: "pct" }, borderColor: "#2a6fdb", backgroundColor: "rgba(42,111,219,0.15)", fill: true, pointRadius: 0, tension: 0.2 }] },
-    options: {
-      animation: false,
-      maintainAspectRatio: false,
-      scales: {
-        x: { type: "linear", title: { display: true, text: "seconds since this page opened" } },
-        y: { min: 0, max: 100, title: { display: true, text: "GPU utilization (%)" } },
-      },
-    },
-  });
-}
-
 function metricTable(series: MetricSeries[]): HTMLElement {
-  const num = (x: number) => (Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-3) ? x.toExponential(3) : String(Number(x.toPrecision(5))));
   return h(
     "table",
     {},
     h("thead", {}, h("tr", {}, ["metric", "last", "at step", "min", "max", "points"].map((c) => h("th", {}, c)))),
-    h("tbody", {}, series.map((m) => h("tr", {}, h("td", {}, m.key), h("td", {}, num(m.last)), h("td", {}, m.last_step), h("td", {}, num(m.min)), h("td", {}, num(m.max)), h("td", {}, m.count)))),
+    h("tbody", {}, series.map((m) => h("tr", {}, h("td", {}, m.key), h("td", {}, formatMetric(m.last)), h("td", {}, m.last_step), h("td", {}, formatMetric(m.min)), h("td", {}, formatMetric(m.max)), h("td", {}, m.count)))),
   );
 }
 
@@ -282,28 +267,32 @@ function jobDetailView(id: string): Cleanup {
   const rankSel = h("select", { "data-testid": "log-rank" }, h("option", { value: "0" }, "rank 0"));
   const followBox = h("input", { type: "checkbox", checked: true, "data-testid": "log-follow" });
   const logState = h("span", { class: "small", "data-testid": "log-state" });
-  const canvas = h("canvas", {});
-  const liveNote = "Mean over the job's GPUs, from the agents' live samples while this page is open.";
+  const usageBox = h("div", { class: "chart", "data-testid": "usage-chart" });
+  const liveNote = "Mean over the job's GPUs, from the agents' live samples while this page is open (utilization only).";
   const chartNote = h("p", { class: "small", "data-testid": "chart-note" }, liveNote);
   const findings = h("ul", { class: "findings", "data-testid": "usage-findings" });
-  const metricsBox = h("div", { "data-testid": "metrics" });
+  const metricNote = h("p", { class: "small", "data-testid": "metric-note" });
+  const metricBox = h("div", { class: "chart", "data-testid": "metric-chart" });
+  const metricTableBox = h("div", {});
+  const metricsBox = h("div", { "data-testid": "metrics", hidden: true }, h("h3", {}, "Metrics"), metricNote, metricBox, metricTableBox);
   fill(
     view,
     h("h2", {}, `Job #${id}`),
     info,
     h("h3", {}, "Ranks"),
     ranks,
-    h("h3", {}, "GPU utilization"),
+    h("h3", {}, "GPU utilization and memory"),
     chartNote,
-    h("div", { class: "chart" }, canvas),
+    usageBox,
     findings,
     metricsBox,
     h("h3", {}, "Log"),
     h("div", { class: "filters" }, rankSel, h("label", {}, followBox, " follow"), logState),
     logBox,
   );
-  const chart = lineChart(canvas, "GPU utilization (%)");
-  const t0 = Date.now();
+  const usagePlot = new Plot(usageBox);
+  const metricPlot = new Plot(metricBox, 280);
+  const live: JobUsageSample[] = []; // ListNodes samples, without a history
 
   // The log: one stream at a time, restarted when the rank or follow changes.
   let abort: AbortController | null = null;
@@ -336,6 +325,7 @@ function jobDetailView(id: string): Cleanup {
 
   let worldSize = -1;
   let history = false; // the chart shows the coordinator's history
+  let metricsSeen = ""; // the summaries the metric chart was drawn for
   const stop = poll(async () => {
     const [job, nodes] = await Promise.all([api.getJob(id), api.listNodes()]);
     const now = Date.now();
@@ -411,28 +401,48 @@ function jobDetailView(id: string): Cleanup {
     // The coordinator's history (GetJobUsage) where it has one, else the
     // live node samples gathered while this page is open.
     const [usage, metrics] = await Promise.all([api.getJobUsage(id), api.getMetricSummary(id)]);
-    if (usage && (usage.samples?.length ?? 0) > 0) {
+    const samples = usage?.samples ?? [];
+    if (samples.length > 0) {
       history = true;
-      chart.data.datasets[0].data = usagePoints(usage.samples!, Number(job.start_time_ms ?? 0));
-      (chart.options.scales!.x as any).title.text = "seconds since the job started";
-      chartNote.textContent = "Mean over the job's GPUs, from the coordinator's utilization history of this job.";
-      fill(findings, (usage.findings ?? []).map((f) => h("li", {}, h("b", {}, f.code), " ", f.message)));
-      chart.update();
+      const total = Math.max(0, ...samples.map((x) => Number(x.gpu_memory_total_bytes ?? 0)));
+      usagePlot.draw("history", () => usageOptions(total), usageSeries(samples));
+      const period = Number(usage!.sample_period_ms ?? 0) / 1000;
+      chartNote.textContent =
+        `Mean GPU utilization over the job's GPUs and the GPU memory it uses, from the coordinator's history of this job: ` +
+        `${samples.length} samples${period > 0 ? `, one every ${period} s` : ""}. Hover for the values at a time.`;
+      fill(findings, (usage!.findings ?? []).map((f) => h("li", {}, h("b", {}, f.code), " ", f.message)));
     } else if (!history) {
       const u = jobUtilization(job, nodes);
       if (u !== null && !isFinalState(job.state)) {
-        chart.data.datasets[0].data.push({ t: Math.round((now - t0) / 100) / 10, pct: u });
-        chart.update();
-      } else if (chart.data.datasets[0].data.length === 0) {
+        live.push({ time_ms: String(now), gpu_util_pct: u });
+        usagePlot.draw("live", () => usageOptions(0), usageSeries(live));
+      } else if (live.length === 0) {
         chartNote.textContent = `${liveNote} No samples: the job is ${isFinalState(job.state) ? "finished" : "not placed yet"}.`;
       }
     }
-    if (metrics && metrics.length > 0) fill(metricsBox, h("h3", {}, "Metrics"), metricTable(metrics));
+    // Metric curves: every point (GetMetrics) again only when the summaries
+    // say something new was reported.
+    const seen = (metrics ?? []).map((m) => `${m.key}:${m.count}:${m.last_step}`).join(",");
+    if (metrics && metrics.length > 0 && seen !== metricsSeen) {
+      const full = await api.getMetrics(id);
+      if (full) {
+        metricsSeen = seen;
+        const { attempt, curves } = metricCurves(full);
+        const { labels, data } = align(curves);
+        metricPlot.draw(labels.join("\n"), () => curveOptions("step", "value", labels), data);
+        metricNote.textContent =
+          `Every key the job reported, against its step (attempt ${attempt}; steps restart with an attempt). ` +
+          "Click a name in the legend to hide its curve: the y axis rescales to the others.";
+      }
+      metricsBox.hidden = false;
+      fill(metricTableBox, metricTable(metrics));
+    }
   });
   return () => {
     stop();
     abort?.abort();
-    chart.destroy();
+    usagePlot.destroy();
+    metricPlot.destroy();
   };
 }
 
@@ -442,23 +452,28 @@ function sweepsView(params: URLSearchParams): Cleanup {
   const sweepSel = h("select", { "data-testid": "sweep-select" });
   const paramSel = h("select", { "data-testid": "sweep-param" });
   const metricSel = h("select", { "data-testid": "sweep-metric" }, h("option", { value: "runtime" }, "run time (s)"));
+  const curveSel = h("select", { "data-testid": "sweep-curve-metric" });
+  const curveNote = h("p", { class: "small", "data-testid": "sweep-curve-note" });
   const table = h("div", {});
-  const canvas = h("canvas", {});
+  const scatterBox = h("div", { class: "chart", "data-testid": "sweep-chart" });
+  const curveBox = h("div", { class: "chart", "data-testid": "sweep-curves" });
   fill(
     view,
     h("h2", {}, "Sweeps"),
     h("div", { class: "filters" }, sweepSel, " x: ", paramSel, " y: ", metricSel),
     h("p", { class: "small" }, "Each point is a trial (job) of the sweep; its hyper-parameters are JobSpec.params. The metrics the trials reported (where the coordinator records them) join run time among the y choices."),
-    h("div", { class: "chart" }, canvas),
+    scatterBox,
+    h("h3", {}, "Trial curves"),
+    h("div", { class: "filters" }, "metric: ", curveSel),
+    curveNote,
+    curveBox,
     table,
   );
-  const chart = new Chart(canvas, {
-    type: "scatter",
-    data: { datasets: [{ label: "trials", data: [] as { x: number; y: number }[], pointRadius: 5, backgroundColor: "#2a6fdb" }] },
-    options: { animation: false, maintainAspectRatio: false, scales: { x: { type: "linear" }, y: { title: { display: true, text: "run time (s)" } } } },
-  });
+  const scatter = new Plot(scatterBox);
+  const curvePlot = new Plot(curveBox, 280);
   let all: Job[] = [];
   let sweep = params.get("sweep") ?? "";
+  const trialsOf = (s: string) => all.filter((j) => j.spec?.sweep_id === s);
   // Metrics the trials reported (GetMetrics summaries, where the coordinator
   // has them); a final trial's summary is fetched once.
   const summaries = new Map<string, { final: boolean; series: MetricSeries[] }>();
@@ -470,6 +485,18 @@ function sweepsView(params: URLSearchParams): Cleanup {
       summaries.set(t.id, { final: isFinalState(t.state), series });
     }
   };
+  // Each trial's history of one key ("id\nkey"), fetched again only when the
+  // trial's summary of that key changed.
+  const histories = new Map<string, { seen: string; series: MetricSeries | undefined }>();
+  const fetchCurves = async (trials: Job[], key: string) => {
+    for (const t of trials.slice(0, 200)) {
+      const m = summaries.get(t.id)?.series.find((x) => x.key === key);
+      if (!m || histories.get(`${t.id}\n${key}`)?.seen === `${m.count}:${m.last_step}`) continue;
+      const r = await api.getMetrics(t.id, key);
+      if (r === null) return;
+      histories.set(`${t.id}\n${key}`, { seen: `${m.count}:${m.last_step}`, series: r.find((x) => x.key === key) });
+    }
+  };
   const metric = (j: Job): number | null => {
     if (metricSel.value.startsWith("m:")) {
       const m = summaries.get(j.id)?.series.find((x) => `m:${x.key}` === metricSel.value);
@@ -478,31 +505,54 @@ function sweepsView(params: URLSearchParams): Cleanup {
     const ms = runTimeMs(j, Date.now());
     return ms > 0 ? ms / 1000 : null;
   };
+  // The keys the trials reported; the curve select keeps its choice, else
+  // shows "loss" where there is one, else the first key.
+  const metricKeys = (trials: Job[]) => [...new Set(trials.flatMap((t) => (summaries.get(t.id)?.series ?? []).map((m) => m.key)))].sort();
+  const curveKey = (keys: string[]) => (keys.includes(curveSel.value) ? curveSel.value : keys.includes("loss") ? "loss" : (keys[0] ?? ""));
   const render = () => {
-    const ids = sweepIds(all);
-    if (!sweep && ids.length) sweep = ids[ids.length - 1];
+    const ids = sweepsNewestFirst(all);
+    if (!sweep && ids.length) sweep = ids[0];
     fill(sweepSel, ids.length ? ids.map((s) => h("option", { value: s }, s)) : h("option", { value: "" }, "no sweeps yet"));
     sweepSel.value = sweep;
-    const trials = all.filter((j) => j.spec?.sweep_id === sweep);
+    const trials = trialsOf(sweep);
     const names = paramNames(trials);
     const param = names.includes(paramSel.value) ? paramSel.value : names[0] ?? "";
     fill(paramSel, names.map((n) => h("option", { value: n }, n)));
     paramSel.value = param;
-    const keys = [...new Set(trials.flatMap((t) => (summaries.get(t.id)?.series ?? []).map((m) => m.key)))].sort();
+    const keys = metricKeys(trials);
     const chosen = metricSel.value;
     fill(metricSel, h("option", { value: "runtime" }, "run time (s)"), keys.map((k) => h("option", { value: `m:${k}` }, `${k} (last)`)));
     metricSel.value = keys.some((k) => `m:${k}` === chosen) ? chosen : "runtime";
-    (chart.options.scales!.y as any).title.text = metricSel.selectedOptions[0]?.textContent ?? "";
+
+    // The comparison: one point per trial at (param value, metric).
+    const yLabel = metricSel.selectedOptions[0]?.textContent ?? "";
     const { axis, points } = sweepPoints(trials, param, metric);
-    chart.options.scales!.x = {
-      type: axis,
-      title: { display: true, text: param },
-      ticks: axis === "logarithmic" ? { callback: (v: number | string) => logTickLabel(Number(v)) } : {},
-    } as never;
-    if (axis === "category") (chart.options.scales!.x as any).labels = [...new Set(points.map((p) => String(p.x)))].sort();
-    chart.data.datasets[0].data = points as never;
-    chart.data.datasets[0].label = `${sweep}: ${points.length} trials with a value`;
-    chart.update();
+    const categories = axis === "category" ? [...new Set(points.map((p) => String(p.x)))].sort() : [];
+    const xy = points
+      .map((p): [number, number] => [axis === "category" ? categories.indexOf(String(p.x)) : Number(p.x), p.y])
+      .sort((a, b) => a[0] - b[0]);
+    const label = `${sweep}: ${points.length} trials with a value`;
+    scatter.draw([axis, param, yLabel, label, ...categories].join("\n"), () => scatterOptions(axis, param, yLabel, label, categories), [
+      xy.map(([x]) => x),
+      xy.map(([, y]) => y),
+    ]);
+
+    // The trials' curves of one key, overlaid.
+    const key = curveKey(keys);
+    fill(curveSel, keys.length ? keys.map((k) => h("option", { value: k }, k)) : h("option", { value: "" }, "no metrics reported"));
+    curveSel.value = key;
+    const curves = key ? trialCurves(trials.slice(0, 200), (id) => histories.get(`${id}\n${key}`)?.series) : [];
+    if (curves.length > 0) {
+      const { labels, data } = align(curves);
+      curvePlot.draw([key, ...labels].join("\n"), () => curveOptions("step", key, labels), data);
+      curveNote.textContent =
+        `${curves.length} of ${trials.length} trials reported ${key}: one curve per trial (its newest attempt, lowest reporting rank)` +
+        `${trials.length > 200 ? ", the first 200 trials" : ""}. Click a trial in the legend to hide it.`;
+    } else {
+      curvePlot.clear();
+      curveNote.textContent = "No trial of this sweep has reported a metric yet (trainctl report, or trainctl_report_metric() in the training loop).";
+    }
+
     fill(
       table,
       h(
@@ -519,22 +569,32 @@ function sweepsView(params: URLSearchParams): Cleanup {
       ),
     );
   };
+  // Fetches what the shown sweep needs (summaries, then the chosen key's
+  // histories), then draws.
+  const update = async () => {
+    const trials = trialsOf(sweep);
+    await fetchSummaries(trials);
+    await fetchCurves(trials, curveKey(metricKeys(trials)));
+    render();
+  };
   sweepSel.addEventListener("change", () => {
     sweep = sweepSel.value;
     history.replaceState(null, "", `#/sweeps?sweep=${encodeURIComponent(sweep)}`);
     render();
+    void update().catch(showError);
   });
   paramSel.addEventListener("change", render);
   metricSel.addEventListener("change", render);
+  curveSel.addEventListener("change", () => void update().catch(showError));
   const stop = poll(async () => {
     all = await api.listJobs({ limit: 1000 });
-    if (!sweep) sweep = sweepIds(all).at(-1) ?? "";
-    await fetchSummaries(all.filter((j) => j.spec?.sweep_id === sweep));
-    render();
+    if (!sweep) sweep = sweepsNewestFirst(all)[0] ?? "";
+    await update();
   });
   return () => {
     stop();
-    chart.destroy();
+    scatter.destroy();
+    curvePlot.destroy();
   };
 }
 

@@ -105,15 +105,25 @@ export interface JobUsageSample {
   time_ms: string;
   gpu_util_pct: number;
   gpu_memory_used_bytes?: string;
+  gpu_memory_total_bytes?: string;
   cpu_pct?: number;
 }
 export interface JobUsage {
   job_id: string;
   samples?: JobUsageSample[];
   findings?: { code: string; message: string }[];
+  sample_period_ms?: string;
 }
 
 /** GET /v1/jobs/{id}/metrics (GetMetrics, metrics.proto). */
+export interface MetricPoint {
+  key: string;
+  value: number;
+  step: string;
+  time_ms?: string;
+  attempt?: number;
+  rank?: number;
+}
 export interface MetricSeries {
   key: string;
   count: string;
@@ -121,6 +131,7 @@ export interface MetricSeries {
   last_step: string;
   min: number;
   max: number;
+  points?: MetricPoint[]; // none with summary_only
 }
 
 /** GET /v1/jobs/{id}:why (WhyJob, sched.proto): why a job waits. */
