@@ -15,8 +15,11 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/cli_internal.h"
 #include "client/completion.h"
@@ -72,6 +75,7 @@ int Cli::Run(int argc, char** argv) {
                "trainctl");
   app.require_subcommand(1);
   app.fallthrough();
+  app.set_version_flag("--version", "trainctl " TRAINCTL_VERSION);
   app.add_option("--coordinator", f.coordinator,
                  "Coordinator address, host:port")
       ->envname("TRAINCTL_COORDINATOR")
@@ -136,12 +140,74 @@ int Cli::Run(int argc, char** argv) {
       return app.exit(e, out_, err_);  // --help
     }
     std::string command = "trainctl";
-    for (const CLI::App* sub : app.get_subcommands()) {
+    const CLI::App* innermost = &app;
+    for (const CLI::App* sub = &app; sub != nullptr;) {
+      const std::vector<const CLI::App*> parsed = sub->get_subcommands(
+          [](const CLI::App* s) { return s->parsed(); });
+      if (parsed.empty()) break;
+      innermost = sub = parsed.front();
       absl::StrAppend(&command, " ", sub->get_name());
     }
+    std::vector<std::string> command_names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      command_names.push_back(sub->get_name());
+    }
+    if (innermost == &app) {
+      // No command recognised: the first word that is not a global flag or
+      // its value names the mistyped one.
+      std::string word;
+      for (int i = 1; i < argc; ++i) {
+        const absl::string_view arg = argv[i];
+        if (absl::StartsWith(arg, "-")) {
+          if (arg.find('=') == absl::string_view::npos && i + 1 < argc &&
+              (arg == "--coordinator" || arg == "--token" || arg == "--tls-ca" ||
+               arg == "--config")) {
+            ++i;
+          }
+          continue;
+        }
+        word = std::string(arg);
+        break;
+      }
+      if (!word.empty()) {
+        const std::string near = ClosestName(word, command_names);
+        err_ << "trainctl: error: unknown command \"" << word << "\""
+             << (near.empty() ? absl::StrCat("; the commands are ",
+                                             absl::StrJoin(command_names, ", "))
+                              : absl::StrCat("; did you mean ", near, "?"))
+             << " (see trainctl --help)\n";
+        return kExitUsage;
+      }
+    }
     std::string hint;
-    if (submit->parsed() && dynamic_cast<const CLI::ExtrasError*>(&e)) {
-      hint = "; put the command to run after --";
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      // "The following argument(s) was/were not expected: X Y".
+      const std::string what = e.what();
+      const size_t colon = what.rfind(": ");
+      const std::string first =
+          colon == std::string::npos
+              ? ""
+              : std::string(absl::StripAsciiWhitespace(
+                    absl::string_view(what).substr(colon + 2).substr(
+                        0, what.find(' ', colon + 2) - colon - 2)));
+      if (absl::StartsWith(first, "-")) {
+        std::vector<std::string> flags;
+        for (const CLI::Option* o : innermost->get_options()) {
+          for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+        }
+        const std::string flag = first.substr(0, first.find('='));
+        const std::string near = ClosestName(flag, flags);
+        if (submit->parsed() && !f.command.empty() && near.empty()) {
+          // `submit python train.py --lr 3`: the program's own flag.
+          hint = absl::StrCat("; ", flag, " is not a flag of ", command,
+                              ": put the command to run after --");
+        } else {
+          hint = absl::StrCat("; ", flag, " is not a flag of ", command,
+                              near.empty() ? "" : absl::StrCat(" (did you mean ", near, "?)"));
+        }
+      } else if (submit->parsed()) {
+        hint = "; put the command to run after --";
+      }
     }
     err_ << "trainctl: error: " << e.what() << hint << " (see " << command
          << " --help)\n";
@@ -250,8 +316,15 @@ int Cli::Run(int argc, char** argv) {
   }
   if (list->parsed()) return session.List(f.states, json);
   if (describe->parsed()) return session.Describe(f.job_id, json);
-  if (logs->parsed()) return session.Logs(f.job_id, f.rank, f.follow);
-  if (cancel->parsed()) return session.Cancel(f.job_id);
+  if (logs->parsed()) {
+    if (f.tail_lines > 0 || f.all_ranks) {
+      return session.LogsSnapshot(f.job_id, f.rank, f.all_ranks, f.tail_lines);
+    }
+    return session.Logs(f.job_id, f.rank, f.follow);
+  }
+  if (cancel->parsed()) {
+    return session.CancelJobs(f.job_ids, f.cancel_sweep, f.cancel_name, f.cancel_states);
+  }
   if (wait->parsed()) return session.Wait(f.job_id, timeout);
   if (nodes_cmd->parsed()) return session.Nodes(json);
   if (why->parsed()) return session.Why(f.job_id, json);

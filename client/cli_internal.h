@@ -87,8 +87,18 @@ std::string FormatExit(const v1::Task& t);
 std::string FormatValue(double v);
 // The protobuf JSON of `message` (proto field names, defaults included).
 std::string ToJson(const google::protobuf::Message& message);
+// The values of `list --state` and `cancel --state`: every job state but
+// UNSPECIFIED, as "running" (cli_list_describe.cc).
+std::vector<std::string> JobStateNames();
+// Whether a job in state `s` has ended (it never changes again).
+bool IsFinal(v1::JobState s);
 // Valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool IsEnvName(absl::string_view name);
+// The candidate closest to `word` by edit distance (Levenshtein: one
+// insertion, deletion or substitution each), when at most `max_distance`
+// away; "" when none is. Ties go to the first candidate.
+std::string ClosestName(absl::string_view word, const std::vector<std::string>& candidates,
+                        int max_distance = 2);
 // A variable whose value `describe` masks: its name holds TOKEN, SECRET,
 // PASSWORD, PASSWD, CREDENTIAL, KEY or AUTH (any case), e.g. HF_TOKEN,
 // AWS_SECRET_ACCESS_KEY, WANDB_API_KEY.
@@ -155,7 +165,15 @@ class Session {
   // The pre-flights of a gang (docs/preflight.md): one block per run.
   void DescribePreflight(const v1::Job& job);
   int Logs(int64_t job_id, int rank, bool follow);
+  // The log of `rank` (or of every rank, each line prefixed "[rank R] ")
+  // as it is now; with tail_lines > 0 only its last lines (per rank).
+  int LogsSnapshot(int64_t job_id, int rank, bool all_ranks, int tail_lines);
   int Cancel(int64_t job_id);
+  // Cancels `ids` and every unfinished job the filters select (ListJobs by
+  // sweep and states, then by name); one line per job; kExitRpcError when
+  // any could not be cancelled (each named on err).
+  int CancelJobs(const std::vector<int64_t>& ids, const std::string& sweep_id,
+                 const std::string& name, const std::vector<std::string>& states);
   int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
   int Nodes(bool json);
   // `trainctl why`: the WhyJob answer as lines for people, or JSON.
@@ -276,10 +294,17 @@ struct Flags {
   std::vector<std::string> command;
   // list
   std::vector<std::string> states;
-  // describe, logs, cancel, wait
+  // cancel
+  std::vector<int64_t> job_ids;
+  std::string cancel_sweep;
+  std::string cancel_name;
+  std::vector<std::string> cancel_states;
+  // describe, logs, wait
   int64_t job_id = 0;
   int rank = 0;
   bool follow = false;
+  int tail_lines = 0;
+  bool all_ranks = false;
   std::string timeout;
   // sweep (the job flags above are shared with submit)
   std::vector<std::string> grid;

@@ -29,10 +29,6 @@
 
 namespace trainctl::cli::internal {
 
-namespace {
-
-// The values of `list --state`: every job state but UNSPECIFIED, as
-// "running".
 std::vector<std::string> JobStateNames() {
   std::vector<std::string> names;
   const auto* descriptor = v1::JobState_descriptor();
@@ -42,6 +38,8 @@ std::vector<std::string> JobStateNames() {
   }
   return names;
 }
+
+namespace {
 
 // OUTCOME cell of an attempt: "RUNNING" until it ends, then e.g. "failed".
 std::string OutcomeName(v1::AttemptOutcome o) {

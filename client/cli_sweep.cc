@@ -53,13 +53,12 @@ std::string CheckSweepId(const std::string& id) {
   return "";
 }
 
-// Whether a job in state `s` has ended (it never changes again).
+}  // namespace
+
 bool IsFinal(v1::JobState s) {
   return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
          s == v1::JOB_STATE_CANCELLED;
 }
-
-}  // namespace
 
 SweepCommands AddSweepCommands(CLI::App& app, Flags& f) {
   CLI::App* sweep = app.add_subcommand(

@@ -753,6 +753,89 @@ TEST_F(CliTest, Cancel_Job_PrintsCancelled) {
   EXPECT_EQ(out_.str(), "cancelled job 12\n");
 }
 
+TEST_F(CliTest, Cancel_SeveralIds_EachCancelled) {
+  std::vector<int64_t> ids;
+  EXPECT_CALL(stub_, CancelJob(_, _, _))
+      .Times(3)
+      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::CancelJobRequest& r,
+                                 v1::CancelJobResponse*) {
+        ids.push_back(r.job_id());
+        return r.job_id() == 13 ? grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                               "job 13 already ended")
+                                : grpc::Status::OK;
+      }));
+  EXPECT_EQ(Run({"cancel", "12", "13", "14"}), 1);
+  EXPECT_THAT(ids, ElementsAre(12, 13, 14));
+  EXPECT_EQ(out_.str(), "cancelled job 12\ncancelled job 14\n");
+  EXPECT_THAT(err_.str(), HasSubstr("job 13: job 13 already ended"));
+  EXPECT_THAT(err_.str(), HasSubstr("1 of 3 job(s) could not be cancelled"));
+}
+
+TEST_F(CliTest, Cancel_ByNameAndState_OnlyUnfinishedMatches) {
+  auto listed = Proto<v1::ListJobsResponse>(R"pb(
+    jobs { id: 1 spec { name: "lr" } state: JOB_STATE_PENDING }
+    jobs { id: 2 spec { name: "other" } state: JOB_STATE_PENDING }
+    jobs { id: 3 spec { name: "lr" } state: JOB_STATE_PENDING }
+  )pb");
+  v1::ListJobsRequest list_request;
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&list_request), SetArgPointee<2>(listed),
+                      Return(grpc::Status::OK)));
+  std::vector<int64_t> ids;
+  EXPECT_CALL(stub_, CancelJob(_, _, _))
+      .Times(2)
+      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::CancelJobRequest& r,
+                                 v1::CancelJobResponse*) {
+        ids.push_back(r.job_id());
+        return grpc::Status::OK;
+      }));
+  EXPECT_EQ(Run({"cancel", "--name", "lr", "--state", "pending"}), 0);
+  ASSERT_EQ(list_request.states_size(), 1);
+  EXPECT_EQ(list_request.states(0), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(ids, ElementsAre(1, 3));
+}
+
+TEST_F(CliTest, Logs_TailAndAllRanks_LastLinesPrefixedByRank) {
+  auto job = Proto<v1::GetJobResponse>(R"pb(job { id: 5 tasks { rank: 0 } tasks { rank: 1 } })pb");
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(job), Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .Times(4)
+      .WillRepeatedly(Invoke([](grpc::ClientContext*, const v1::GetLogsRequest& r,
+                                v1::GetLogsResponse* out) {
+        if (r.offset() == 0) {
+          out->set_data(absl::StrFormat("r%d a\nr%d b\nr%d c\n", r.rank(), r.rank(), r.rank()));
+          out->set_next_offset(12);
+        } else {
+          out->set_next_offset(r.offset());
+          out->set_eof(true);
+        }
+        return grpc::Status::OK;
+      }));
+  EXPECT_EQ(Run({"logs", "5", "--all-ranks", "--tail", "2"}), 0);
+  EXPECT_EQ(out_.str(), "[rank 0] r0 b\n[rank 0] r0 c\n[rank 1] r1 b\n[rank 1] r1 c\n");
+}
+
+TEST_F(CliTest, MistypedCommand_SuggestsTheClosest) {
+  EXPECT_EQ(Run({"sbumit", "--", "true"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown command \"sbumit\"; did you mean submit?"));
+  EXPECT_EQ(Run({"--coordinator", "h:1", "lsit"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("did you mean list?"));
+  EXPECT_EQ(Run({"frobnicate"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("the commands are submit, sweep"));
+}
+
+TEST_F(CliTest, UnknownFlag_NamedWithTheClosestNotTheDoubleDashHint) {
+  EXPECT_EQ(Run({"submit", "--gpu", "1", "--", "python", "train.py"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--gpu is not a flag of trainctl submit (did you mean --gpus?)"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("after --")));
+}
+
+TEST_F(CliTest, Version_PrintsTheProjectVersion) {
+  EXPECT_EQ(Run({"--version"}), 0);
+  EXPECT_THAT(out_.str(), StartsWith("trainctl 0."));
+}
+
 // ------------------------------------------------------------------ nodes
 
 TEST_F(CliTest, Nodes_Table_ShowsModelMemoryUtilAndJobs) {

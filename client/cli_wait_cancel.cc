@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "client/cli.h"
@@ -47,9 +48,22 @@ std::optional<absl::Duration> ParseTimeout(const std::string& text) {
 }
 
 CLI::App* AddCancelCommand(CLI::App& app, Flags& f) {
-  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
-  cancel->add_option("JOB", f.job_id, "Job id")->required();
-  cancel->footer(Example("  trainctl cancel 42"));
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs: by id, or every unfinished job a filter selects");
+  cancel->add_option("JOB", f.job_ids, "Job ids");
+  cancel->add_option("--sweep", f.cancel_sweep, "Every unfinished trial of this sweep");
+  cancel->add_option("--name", f.cancel_name, "Every unfinished job of this name");
+  cancel->add_option("--state", f.cancel_states,
+                     "Every job in this state, e.g. pending (repeatable; with "
+                     "--sweep/--name: of those)")
+      ->check(CLI::IsMember(JobStateNames(), CLI::ignore_case))
+      ->allow_extra_args(false);
+  cancel->footer(Example(
+      "  trainctl cancel 42
+  trainctl cancel 42 43 44
+"
+      "  trainctl cancel --name lr-sweep --state pending
+"
+      "  trainctl cancel --sweep sw-1a2b3c"));
   return cancel;
 }
 
@@ -63,6 +77,56 @@ CLI::App* AddWaitCommand(CLI::App& app, Flags& f) {
                             Example("  trainctl wait 42 --timeout 2h && "
                                     "echo done")));
   return wait;
+}
+
+int Session::CancelJobs(const std::vector<int64_t>& ids, const std::string& sweep_id,
+                        const std::string& name, const std::vector<std::string>& states) {
+  std::vector<int64_t> targets = ids;
+  const bool filtered = !sweep_id.empty() || !name.empty() || !states.empty();
+  if (filtered) {
+    v1::ListJobsRequest request;
+    request.set_sweep_id(sweep_id);
+    for (const std::string& s : states) {
+      v1::JobState state;
+      if (v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(s), &state)) {
+        request.add_states(state);
+      }
+    }
+    v1::ListJobsResponse response;
+    if (absl::Status s = Call(&Stub::ListJobs, request, &response); !s.ok()) {
+      return Fail(s);
+    }
+    for (const v1::Job& job : response.jobs()) {
+      if (IsFinal(job.state())) continue;
+      if (!name.empty() && job.spec().name() != name) continue;
+      if (std::find(targets.begin(), targets.end(), job.id()) == targets.end()) {
+        targets.push_back(job.id());
+      }
+    }
+    if (targets.empty()) {
+      out_ << "no unfinished job matches\n";
+      return kExitOk;
+    }
+  }
+  if (targets.size() == 1 && !filtered) return Cancel(targets[0]);
+  int failed = 0;
+  for (int64_t id : targets) {
+    v1::CancelJobRequest request;
+    request.set_job_id(id);
+    v1::CancelJobResponse response;
+    if (absl::Status s = Call(&Stub::CancelJob, request, &response); !s.ok()) {
+      err_ << absl::StrFormat("trainctl: error: job %d: %s\n", id, s.message());
+      ++failed;
+      continue;
+    }
+    out_ << "cancelled job " << id << "\n";
+  }
+  if (failed > 0) {
+    err_ << absl::StrFormat("trainctl: error: %d of %d job(s) could not be cancelled\n",
+                            failed, targets.size());
+    return kExitRpcError;
+  }
+  return kExitOk;
 }
 
 int Session::Cancel(int64_t job_id) {

@@ -156,6 +156,7 @@ TEST(LaunchEnvTest, BuildLaunchEnv_SecondNodeRank_TorchrunCompatible) {
   job.set_attempt_token("tok");
   job.mutable_spec()->set_max_restarts(3);
   (*job.mutable_spec()->mutable_env())["WANDB_MODE"] = "offline";
+  (*job.mutable_spec()->mutable_params())["lr"] = "3e-4";
   v1::Task task;
   task.set_rank(5);
   task.set_local_rank(1);
@@ -186,6 +187,7 @@ TEST(LaunchEnvTest, BuildLaunchEnv_SecondNodeRank_TorchrunCompatible) {
   EXPECT_EQ(env["TRAINCTL_TOKEN"], "tok");
   EXPECT_EQ(env["TRAINCTL_ATTEMPT"], "2");
   EXPECT_EQ(env["WANDB_MODE"], "offline");
+  EXPECT_EQ(env["TRAINCTL_PARAM_LR"], "3e-4");
 }
 
 TEST(ValidateJobSpecTest, ValidateJobSpec_SweepTrial_Accepted) {

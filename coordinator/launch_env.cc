@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -42,6 +43,11 @@ std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
   set("TRAINCTL_JOB_ID", job.id());
   set("TRAINCTL_ATTEMPT", job.attempt());
   set("TRAINCTL_TOKEN", job.attempt_token());
+  // A sweep trial's hyper-parameters, for scripts that read them from the
+  // environment rather than from their command line: lr -> TRAINCTL_PARAM_LR.
+  for (const auto& [name, value] : job.spec().params()) {
+    env[absl::StrCat("TRAINCTL_PARAM_", absl::AsciiStrToUpper(name))] = value;
+  }
   if (!job.checkpoint_dir().empty()) {
     set("TRAINCTL_CHECKPOINT_DIR", job.checkpoint_dir());
   }

@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
   // flag's long name (deploy/config/coordinator.conf documents every one; the
   // systemd unit passes /etc/trainctl/coordinator.conf). Flags on the command line
   // win; an unknown key is an error, so a typo does not pass silently.
+  app.set_version_flag("--version", "trainctl-coordinator " TRAINCTL_VERSION);
   app.set_config("--config", "",
                  "read options from this TOML file: KEY = VALUE per line, KEY "
                  "a flag's name without --; command-line flags win "

@@ -22,6 +22,8 @@
 #include "worker/hw/accounts.h"
 #include "worker/task_paths.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +72,37 @@ void GiveToAccount(const std::string& dir, const std::optional<RunAs>& run_as) {
   if (run_as.has_value() && chown(dir.c_str(), run_as->uid, run_as->gid) != 0) {
     TC_LOG_WARN("chown {} to {} (uid {}): {}", dir, run_as->user, run_as->uid,
                 std::strerror(errno));
+  }
+}
+
+// podman's name for the container of task `ref`.
+std::string ContainerName(const v1::TaskRef& ref) {
+  return absl::StrFormat("trainctl-j%d-a%d-r%d", ref.job_id(), ref.attempt(), ref.rank());
+}
+
+// Runs `argv` (argv[0] an absolute path) with no output and waits for it.
+// The child is in the agent's own process group, which the launcher never
+// waits for, so this waitpid takes no status of the launcher's.
+void RunAndWait(const std::vector<std::string>& argv) {
+  if (argv.empty()) return;
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  char* envp[] = {path, nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    TC_LOG_WARN("cannot run {}: {}", argv[0], std::strerror(err));
+    return;
+  }
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
 }
 
@@ -422,8 +455,7 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
   const Account& who = spec.run_as.has_value() ? Account{*spec.run_as, "", ""} : agent_account_;
   c.uid = who.run_as.uid;
   c.gid = who.run_as.gid;
-  c.name = absl::StrFormat("trainctl-j%d-a%d-r%d", start.task().job_id(),
-                           start.task().attempt(), start.task().rank());
+  c.name = ContainerName(start.task());
   if (config_.cgroups != nullptr && !spec.cgroup_dir.empty()) {
     c.cgroup_parent = config_.cgroups->RelativePath(spec.cgroup_dir);
   }
@@ -591,6 +623,9 @@ void Agent::Start(const v1::StartTask& start) {
   entry.launching = false;
   entry.store_port = *store_port;
   entry.cgroup_dir = spec.cgroup_dir;
+  if (!start.image().empty() && config_.container_runtime != nullptr) {
+    entry.container_cleanup = config_.container_runtime->CleanupCommands(ContainerName(ref));
+  }
   entry.ref.set_pid(*pid);
   st->mutable_task()->set_pid(*pid);
   st->set_state(v1::TASK_STATE_RUNNING);
@@ -623,6 +658,7 @@ void Agent::Start(const v1::StartTask& start) {
 void Agent::OnExit(const Key& key, ExitInfo info) {
   int close_port = 0;
   std::string cgroup_dir;
+  std::vector<std::vector<std::string>> container_cleanup;
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);
@@ -632,11 +668,17 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
       return;
     }
     cgroup_dir = it->second.cgroup_dir;
+    container_cleanup = it->second.container_cleanup;
   }
   // Processes that left the task's process group (setsid, a container's
   // conmon) die with its cgroup before the exit is reported: nothing of the
-  // task outlives its report. Without the lock: Kill() waits for them.
+  // task outlives its report. Without the lock: Kill() waits for them, and
+  // the runtime's cleanup (podman stop, rm: a container killed with its
+  // `podman run` stays known to podman) runs its commands.
   ReleaseCgroup(cgroup_dir);
+  if (info.exit_code != 0 || info.signal != 0) {
+    for (const std::vector<std::string>& argv : container_cleanup) RunAndWait(argv);
+  }
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);

@@ -195,6 +195,9 @@ class Agent {
     int store_port = 0;
     // The task's cgroup (empty: none), killed and removed at its exit.
     std::string cgroup_dir;
+    // A container task: the runtime commands that remove what a killed
+    // container leaves (ContainerRuntime::CleanupCommands), run at its exit.
+    std::vector<std::vector<std::string>> container_cleanup;
   };
 
   // Launches `start` (no lock held while spawning) and reports RUNNING or

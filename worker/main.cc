@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
   // flag's long name (deploy/config/agent.conf documents every one; the
   // systemd unit passes /etc/trainctl/agent.conf). Flags on the command line
   // win; an unknown key is an error, so a typo does not pass silently.
+  app.set_version_flag("--version", "trainctl-agent " TRAINCTL_VERSION);
   app.set_config("--config", "",
                  "read options from this TOML file: KEY = VALUE per line, KEY "
                  "a flag's name without --; command-line flags win "

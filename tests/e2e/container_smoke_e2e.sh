@@ -180,4 +180,40 @@ if [[ -n $V2 ]] && mkdir "$CG" 2>/dev/null && [[ -f $CG/cgroup.kill ]]; then
 else
   echo "SKIPPED: step 4 (no writable cgroup v2 with cgroup.kill here)"
 fi
+
+# 5. Through trainctl: an agent that found podman says so, a job with --image
+# runs in the container with the launch contract, and a cancelled one leaves
+# no container behind.
+"$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state" \
+  >"$WORK/coordinator.out" 2>"$WORK/coordinator.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/coordinator.out" "listening on port") || { echo "FAIL: coordinator"; exit 1; }
+ADDR=127.0.0.1:${line##* }
+"$BIN/trainctl-agent" --coordinator "$ADDR" --node-name box-node --fake-gpus 1 \
+  --container-global-args "${G[*]}" --container-run-args "${R[*]}" \
+  --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
+PIDS+=($!)
+wait_line "$WORK/agent.log" "registered with the coordinator" >/dev/null || { echo "FAIL: agent"; exit 1; }
+grep -q "container runtime: podman" "$WORK/agent.log" || { echo "FAIL: agent found no podman"; exit 1; }
+T=("$BIN/trainctl" --coordinator "$ADDR")
+"${T[@]}" nodes -o json | grep -q '"podman"' || { echo "FAIL: the node does not report podman"; exit 1; }
+id=$("${T[@]}" submit --image "$IMG" --workdir "$WORK/job" --export NONE \
+  -- /bin/busybox sh -c 'echo "job $TRAINCTL_JOB_ID rank $RANK in $(/bin/busybox pwd)"; /bin/busybox test -e /bin/bash || echo "image rootfs"')
+"${T[@]}" wait "$id" >/dev/null || { "${T[@]}" logs "$id"; echo "FAIL: container job $id"; exit 1; }
+out=$("${T[@]}" logs "$id")
+grep -qx "job $id rank 0 in $WORK/job" <<<"$out" && grep -qx "image rootfs" <<<"$out" ||
+  { echo "FAIL: container job output: $out"; exit 1; }
+ok "trainctl submit --image: job $id ran in the image with its launch environment and workdir"
+id=$("${T[@]}" submit --image "$IMG" --export NONE -- /bin/busybox sleep 300)
+end=$((SECONDS + 30))
+until podman container exists "trainctl-j$id-a0-r0" || ((SECONDS > end)); do read -rt 0.1 <> <(:) || true; done
+podman container exists "trainctl-j$id-a0-r0" || { echo "FAIL: container of job $id never ran"; exit 1; }
+"${T[@]}" cancel "$id" >/dev/null
+"${T[@]}" wait "$id" >/dev/null 2>&1 || true
+end=$((SECONDS + 30))
+while podman container exists "trainctl-j$id-a0-r0" && ((SECONDS < end)); do read -rt 0.1 <> <(:) || true; done
+if podman container exists "trainctl-j$id-a0-r0"; then
+  podman ps -a >&2; echo "FAIL: the cancelled job's container is still there"; exit 1
+fi
+ok "a cancelled --image job leaves no container behind"
 e2e_done

@@ -196,6 +196,8 @@ class Simulation {
     config_.preflight_auto = true;
     config_.preflight_timeout = absl::Seconds(30);
     config_.usage_sample_period = absl::Seconds(2);
+    // An authenticated cluster: tasks run as their job's user.
+    config_.run_jobs_as_user = true;
     // Fetches are answered on the publishing call: no thread of its own.
     config_.rendezvous_fanout_threads = 1;
     if (!OpenStore(/*fresh=*/true) || !StartCoordinator()) return false;
@@ -289,6 +291,15 @@ class Simulation {
         const v1::TaskRef& ref = m.start_task().task();
         std::vector<std::pair<std::string, int64_t>> holds;
         auto job = core_->GetJob(ref.job_id());
+        if (job.ok() && (m.start_task().run_as_user() != job->spec().user() ||
+                         m.start_task().run_as_user().empty() ||
+                         m.start_task().allow_root())) {
+          Violation("run-as", absl::StrCat("StartTask of job ", ref.job_id(), " rank ",
+                                           ref.rank(), " runs as \"",
+                                           m.start_task().run_as_user(), "\", the job's user is \"",
+                                           job->spec().user(), "\"",
+                                           m.start_task().allow_root() ? " (root allowed)" : ""));
+        }
         if (job.ok()) {
           for (const v1::Task& t : job->tasks()) {
             if (t.rank() != ref.rank()) continue;
