@@ -1,7 +1,11 @@
 // trainctl-gateway: REST/JSON front end of the trainctl coordinator's user
 // API (trainctl.v1.Coordinator), built with grpc-gateway v1 from the same
 // protos as the C++ code. The REST paths are in trainctl_http.yaml; build
-// with deploy/gateway/build.sh.
+// with deploy/gateway/build.sh. The files of this package:
+//
+//	main.go     flags and the composition of the handler (newHandler)
+//	routes.go   the gateway's own routes
+//	openapi.go  /v1/openapi.json: the generated description plus the above
 //
 // Errors come back as HTTP status codes (INVALID_ARGUMENT -> 400,
 // NOT_FOUND -> 404, UNAVAILABLE -> 503, ...) with a JSON body
@@ -20,6 +24,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -40,6 +45,16 @@ import (
 	pb "trainctl/v1"
 )
 
+// gatewayConfig is what newHandler needs; only main reads flags.
+type gatewayConfig struct {
+	// gRPC address of trainctl-coordinator, dialled lazily.
+	CoordinatorAddr string
+	// Files served outside /v1/ (the web dashboard); empty: a JSON 404 there.
+	StaticDir string
+	// How to dial the coordinator (TLS or plaintext).
+	DialOptions []grpc.DialOption
+}
+
 // writeJSONError writes {"error", "message", "code"} (code: the gRPC code),
 // like grpc-gateway's own error bodies, for errors the gateway makes itself
 // (unknown path, wrong method).
@@ -58,6 +73,18 @@ func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 	json.NewEncoder(w).Encode(map[string]interface{}{"error": msg, "message": msg, "code": code})
 }
 
+// marshalNoHTMLEscape is json.Marshal without escaping <, > and & (log lines
+// and messages read better as they are; the JSON is as valid).
+func marshalNoHTMLEscape(v interface{}) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
 // noCache makes browsers revalidate index.html and friends on every load, so
 // a rebuilt dashboard shows at once (Vite's hashed asset names make this cheap).
 func noCache(h http.Handler) http.Handler {
@@ -68,31 +95,46 @@ func noCache(h http.Handler) http.Handler {
 }
 
 // newHandler returns the gateway's HTTP handler: the REST API under /v1/,
-// proxied to the coordinator at coordinatorAddr (dialled lazily with
-// dialOpts), and the files of staticDir at every other path (a JSON 404 there
-// when staticDir is empty). Errors: staticDir has no index.html; the proxy
-// cannot be set up.
-func newHandler(ctx context.Context, coordinatorAddr, staticDir string, dialOpts []grpc.DialOption) (http.Handler, error) {
+// proxied to the coordinator (one connection, closed when ctx ends), the
+// gateway's own routes (routes.go, openapi.go), and the files of
+// cfg.StaticDir at every other path. Errors: StaticDir has no index.html;
+// the embedded OpenAPI description does not parse; the proxy cannot be set up.
+func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
 		writeJSONError(w, msg, code)
 	}
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard,
 			&runtime.JSONPb{OrigName: true, EmitDefaults: true}))
-	if err := pb.RegisterCoordinatorHandlerFromEndpoint(ctx, gw, coordinatorAddr, dialOpts); err != nil {
+	conn, err := grpc.DialContext(ctx, cfg.CoordinatorAddr, cfg.DialOptions...)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-ctx.Done()
+		conn.Close()
+	}()
+	if err := pb.RegisterCoordinatorHandler(ctx, gw, conn); err != nil {
 		return nil, err
 	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
-	if staticDir != "" {
-		if st, err := os.Stat(filepath.Join(staticDir, "index.html")); err != nil || st.IsDir() {
-			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm install && npm run build)", staticDir)
+	own, err := withOpenAPIRoute(nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range own {
+		mux.Handle(r.Path, onlyMethod(r.Method, r.Handler))
+	}
+	if cfg.StaticDir != "" {
+		if st, err := os.Stat(filepath.Join(cfg.StaticDir, "index.html")); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm install && npm run build)", cfg.StaticDir)
 		}
-		mux.Handle("/", noCache(http.FileServer(http.Dir(staticDir))))
+		mux.Handle("/", noCache(http.FileServer(http.Dir(cfg.StaticDir))))
 	} else {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			writeJSONError(w, "not found: the REST API is under /v1/", http.StatusNotFound)
+			writeJSONError(w, "not found: the REST API is under /v1/ (described at /v1/openapi.json)", http.StatusNotFound)
 		})
 	}
 	return mux, nil
@@ -121,7 +163,11 @@ func main() {
 		}
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	}
-	handler, err := newHandler(ctx, *coordinator, *staticDir, opts)
+	handler, err := newHandler(ctx, gatewayConfig{
+		CoordinatorAddr: *coordinator,
+		StaticDir:       *staticDir,
+		DialOptions:     opts,
+	})
 	if err != nil {
 		log.Fatalf("trainctl-gateway: %v", err)
 	}

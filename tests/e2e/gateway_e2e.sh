@@ -156,4 +156,12 @@ req GET /v1/sweeps/gw-sweep/jobs
   || fail "GET /v1/sweeps/gw-sweep/jobs"
 ok "GET /v1/sweeps/gw-sweep/jobs: its 1 trial with params"
 
+# 9. The OpenAPI description: generated at build time, served by the gateway.
+req GET /v1/openapi.json
+[[ $CODE == 200 && $(js 'j["swagger"]') == 2.0 \
+   && $(js 'sorted(p for p in j["paths"] if p.startswith("/v1/jobs/{job_id}/logs"))') == "['/v1/jobs/{job_id}/logs', '/v1/jobs/{job_id}/logs:stream']" \
+   && $(js '"get" in j["paths"]["/v1/openapi.json"]') == True ]] \
+  || fail "GET /v1/openapi.json: HTTP $CODE"
+ok "GET /v1/openapi.json: $(js 'len(j["paths"])') paths"
+
 e2e_done

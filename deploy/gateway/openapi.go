@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"trainctl/openapi"
+)
+
+// The REST API's description, GET /v1/openapi.json: what protoc-gen-swagger
+// (grpc-gateway's generator, run by build.sh over the protos and
+// trainctl_http.yaml, nothing committed) wrote, embedded in the binary, with
+// the routes the gateway answers itself (ownRoutes and /v1/openapi.json, tag
+// "gateway").
+// A route of the gateway on a path of trainctl_http.yaml is an error.
+
+const openAPIOperation = `{
+	"summary": "This description (OpenAPI 2.0), generated from the protos and trainctl_http.yaml by protoc-gen-swagger at build time, plus the gateway's own routes.",
+	"operationId": "OpenAPI", "tags": ["gateway"],
+	"responses": {"200": {"description": "the OpenAPI 2.0 (Swagger) description", "schema": {"type": "object"}}}}`
+
+// withOpenAPIRoute returns own plus GET /v1/openapi.json serving the
+// description of everything (servedOpenAPI over openapi.Swagger).
+func withOpenAPIRoute(own []ownRoute) ([]ownRoute, error) {
+	all := append(append([]ownRoute{}, own...), ownRoute{Path: "/v1/openapi.json", Method: "GET", Operation: openAPIOperation})
+	spec, err := servedOpenAPI(openapi.Swagger, all)
+	if err != nil {
+		return nil, err
+	}
+	all[len(all)-1].Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(spec)
+	})
+	return all, nil
+}
+
+// servedOpenAPI returns the generated description with the gateway's changes
+// (see above) and own's operations. Errors: generated does not parse, or
+// already has a path of own.
+func servedOpenAPI(generated []byte, own []ownRoute) ([]byte, error) {
+	var spec map[string]interface{}
+	if err := json.Unmarshal(generated, &spec); err != nil {
+		return nil, fmt.Errorf("the generated OpenAPI description does not parse: %v", err)
+	}
+	paths, _ := spec["paths"].(map[string]interface{})
+	defs, _ := spec["definitions"].(map[string]interface{})
+	if paths == nil || defs == nil {
+		return nil, fmt.Errorf("the generated OpenAPI description has no paths or definitions")
+	}
+	spec["info"] = map[string]interface{}{
+		"title":   "trainctl REST API (trainctl-gateway)",
+		"version": "v1",
+		"description": "The user API of trainctl-coordinator (trainctl.v1.Coordinator) over HTTP/JSON. " +
+			"JSON uses the proto field names and prints defaults; 64-bit integers are strings, enums their names. " +
+			"Errors: an HTTP code with {\"error\", \"message\", \"code\" (the gRPC code)}. " +
+			"Send `Authorization: Bearer <token>` to a coordinator run with --tokens-file.",
+	}
+
+	for _, r := range own {
+		var op interface{}
+		if err := json.Unmarshal([]byte(r.Operation), &op); err != nil {
+			return nil, fmt.Errorf("operation of %s %s: %v", r.Method, r.Path, err)
+		}
+		item, _ := paths[r.Path].(map[string]interface{})
+		if item == nil {
+			item = map[string]interface{}{}
+			paths[r.Path] = item
+		}
+		m := strings.ToLower(r.Method)
+		if _, dup := item[m]; dup {
+			return nil, fmt.Errorf("%s %s is both a trainctl_http.yaml rule and a route of the gateway", r.Method, r.Path)
+		}
+		item[m] = op
+	}
+	return marshalNoHTMLEscape(spec)
+}
