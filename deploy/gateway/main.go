@@ -4,7 +4,8 @@
 // with deploy/gateway/build.sh. The files of this package:
 //
 //	main.go     flags and the composition of the handler (newHandler)
-//	routes.go   the gateway's own routes
+//	routes.go   what the gateway answers itself: /healthz, /readyz,
+//	            /v1/sweeps
 //	openapi.go  /v1/openapi.json: the generated description plus the above
 //
 // Errors come back as HTTP status codes (INVALID_ARGUMENT -> 400,
@@ -36,6 +37,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/runtime"
 	"google.golang.org/grpc"
@@ -53,6 +55,8 @@ type gatewayConfig struct {
 	StaticDir string
 	// How to dial the coordinator (TLS or plaintext).
 	DialOptions []grpc.DialOption
+	// /readyz waits this long for the coordinator's answer. 0 means 1 s.
+	ReadyTimeout time.Duration
 }
 
 // writeJSONError writes {"error", "message", "code"} (code: the gRPC code),
@@ -71,6 +75,18 @@ func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(httpCode)
 	json.NewEncoder(w).Encode(map[string]interface{}{"error": msg, "message": msg, "code": code})
+}
+
+// writeJSON writes v (encoding/json) with code.
+func writeJSON(w http.ResponseWriter, code int, v interface{}) {
+	b, err := marshalNoHTMLEscape(v)
+	if err != nil {
+		writeJSONError(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
 }
 
 // marshalNoHTMLEscape is json.Marshal without escaping <, > and & (log lines
@@ -100,6 +116,9 @@ func noCache(h http.Handler) http.Handler {
 // cfg.StaticDir at every other path. Errors: StaticDir has no index.html;
 // the embedded OpenAPI description does not parse; the proxy cannot be set up.
 func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = time.Second
+	}
 	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
 		writeJSONError(w, msg, code)
 	}
@@ -117,10 +136,11 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	if err := pb.RegisterCoordinatorHandler(ctx, gw, conn); err != nil {
 		return nil, err
 	}
+	client := pb.NewCoordinatorClient(conn)
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
-	own, err := withOpenAPIRoute(nil)
+	own, err := withOpenAPIRoute(ownRoutes(gw, client, cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -147,9 +167,13 @@ func main() {
 	tlsCert := flag.String("tls-cert", "", "PEM certificate to serve HTTPS with (with -tls-key; default: HTTP)")
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	staticDir := flag.String("static-dir", "", "directory of static files (the web dashboard, client/web/dist) to serve outside /v1/; empty: none")
+	readyTimeout := flag.Duration("ready-timeout", time.Second, "how long /readyz waits for the coordinator to answer before it says 503")
 	flag.Parse()
 	if (*tlsCert == "") != (*tlsKey == "") {
 		log.Fatalf("trainctl-gateway: -tls-cert and -tls-key go together")
+	}
+	if *readyTimeout <= 0 {
+		log.Fatalf("trainctl-gateway: -ready-timeout must be positive, got %v", *readyTimeout)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -167,6 +191,7 @@ func main() {
 		CoordinatorAddr: *coordinator,
 		StaticDir:       *staticDir,
 		DialOptions:     opts,
+		ReadyTimeout:    *readyTimeout,
 	})
 	if err != nil {
 		log.Fatalf("trainctl-gateway: %v", err)

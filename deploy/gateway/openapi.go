@@ -21,6 +21,25 @@ const openAPIOperation = `{
 	"operationId": "OpenAPI", "tags": ["gateway"],
 	"responses": {"200": {"description": "the OpenAPI 2.0 (Swagger) description", "schema": {"type": "object"}}}}`
 
+// ownDefinitions: the schemas of the gateway's own routes.
+const ownDefinitions = `{
+	"gatewayHealth": {"type": "object", "properties": {
+		"status": {"type": "string", "description": "ok (/healthz); ready or not ready (/readyz)"},
+		"coordinator": {"type": "string", "description": "the coordinator's gRPC address (/readyz)"},
+		"reason": {"type": "string", "description": "why the coordinator did not answer (/readyz, 503)"}}},
+	"gatewaySweep": {"type": "object", "properties": {
+		"sweep_id": {"type": "string"},
+		"trials": {"type": "integer", "format": "int32", "description": "trials among the jobs looked through"},
+		"by_state": {"type": "object", "additionalProperties": {"type": "integer", "format": "int32"},
+			"description": "trials per job state (JOB_STATE_PENDING ... JOB_STATE_CANCELLED), zeros included"},
+		"first_submit_time_ms": {"type": "string", "format": "int64"},
+		"last_submit_time_ms": {"type": "string", "format": "int64"}}},
+	"gatewaySweepList": {"type": "object", "properties": {
+		"sweeps": {"type": "array", "items": {"$ref": "#/definitions/gatewaySweep"}, "description": "newest sweep first"},
+		"jobs_scanned": {"type": "integer", "format": "int32", "description": "jobs looked through (trials and other jobs)"},
+		"truncated": {"type": "boolean", "format": "boolean", "description": "the coordinator returned as many jobs as asked for: older sweeps may be missing (raise limit)"}}}
+}`
+
 // withOpenAPIRoute returns own plus GET /v1/openapi.json serving the
 // description of everything (servedOpenAPI over openapi.Swagger).
 func withOpenAPIRoute(own []ownRoute) ([]ownRoute, error) {
@@ -58,6 +77,13 @@ func servedOpenAPI(generated []byte, own []ownRoute) ([]byte, error) {
 			"Send `Authorization: Bearer <token>` to a coordinator run with --tokens-file.",
 	}
 
+	var extra map[string]interface{}
+	if err := json.Unmarshal([]byte(ownDefinitions), &extra); err != nil {
+		return nil, fmt.Errorf("ownDefinitions: %v", err)
+	}
+	for name, d := range extra {
+		defs[name] = d
+	}
 	for _, r := range own {
 		var op interface{}
 		if err := json.Unmarshal([]byte(r.Operation), &op); err != nil {

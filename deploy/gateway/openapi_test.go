@@ -107,7 +107,7 @@ func TestOpenAPI_Served_RulesPlusGatewayRoutes(t *testing.T) {
 		t.Fatalf("HTTP %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	want := httpRuleRoutes(t)
-	for _, r := range []string{"GET /v1/openapi.json"} {
+	for _, r := range []string{"GET /healthz", "GET /readyz", "GET /v1/sweeps", "GET /v1/openapi.json"} {
 		want = append(want, r)
 	}
 	sort.Strings(want)
@@ -115,7 +115,7 @@ func TestOpenAPI_Served_RulesPlusGatewayRoutes(t *testing.T) {
 		t.Errorf("served routes\n got %v\nwant %v", got, want)
 	}
 	// Each gateway route is served (not the /v1/ proxy's 404).
-	for _, p := range []string{"/v1/openapi.json"} {
+	for _, p := range []string{"/healthz", "/readyz", "/v1/sweeps", "/v1/openapi.json"} {
 		if resp, body := get(t, web.URL+p, ""); resp.StatusCode != 200 {
 			t.Errorf("GET %s: HTTP %d %s", p, resp.StatusCode, body)
 		}

@@ -106,9 +106,22 @@ PIDS+=($!)
 line=$(wait_line "$WORK/gateway2.out" "listening on port") || fail "second gateway did not start"
 URL1=$URL URL=http://127.0.0.1:${line##* }
 req GET /v1/nodes
-URL=$URL1
 [[ $CODE == 503 && $(js 'j["code"]') == 14 ]] || fail "no coordinator: HTTP $CODE"
 ok "errors: bad spec -> 400 ($msg), unknown job/path -> 404, wrong method -> 405, no coordinator -> 503, JSON bodies"
+
+# Liveness and readiness: that second gateway is up but not ready.
+req GET /healthz
+[[ $CODE == 200 && $(js 'j["status"]') == ok ]] || fail "healthz without a coordinator: HTTP $CODE"
+req GET /readyz
+[[ $CODE == 503 && $(js 'j["status"]') == "not ready" && $(js 'j["reason"]') == *"coordinator 127.0.0.1:1 did not answer"* ]] \
+  || fail "readyz without a coordinator: HTTP $CODE"
+reason=$(js 'j["reason"]')
+URL=$URL1
+req GET /healthz
+[[ $CODE == 200 ]] || fail "healthz: HTTP $CODE"
+req GET /readyz
+[[ $CODE == 200 && $(js 'j["status"]') == ready && $(js 'j["coordinator"]') == "$COORD" ]] || fail "readyz: HTTP $CODE"
+ok "GET /healthz 200; GET /readyz 200, without a coordinator 503 ($reason)"
 
 # 6. Cancel a running job.
 req POST /v1/jobs '{"spec": {"name": "rest-sleep", "command": ["sleep", "1000"]}}'
@@ -155,12 +168,16 @@ req GET /v1/sweeps/gw-sweep/jobs
 [[ $CODE == 200 && $(js 'len(j["jobs"])') == 1 && $(js 'j["jobs"][0]["spec"]["params"]["lr"]') == 0.001 ]] \
   || fail "GET /v1/sweeps/gw-sweep/jobs"
 ok "GET /v1/sweeps/gw-sweep/jobs: its 1 trial with params"
+req GET /v1/sweeps
+[[ $CODE == 200 && $(js '[(s["sweep_id"], s["trials"]) for s in j["sweeps"]]') == "[('gw-sweep', 1)]" \
+   && $(js 'j["truncated"]') == False ]] || fail "GET /v1/sweeps: HTTP $CODE"
+ok "GET /v1/sweeps: gw-sweep with 1 trial"
 
 # 9. The OpenAPI description: generated at build time, served by the gateway.
 req GET /v1/openapi.json
 [[ $CODE == 200 && $(js 'j["swagger"]') == 2.0 \
    && $(js 'sorted(p for p in j["paths"] if p.startswith("/v1/jobs/{job_id}/logs"))') == "['/v1/jobs/{job_id}/logs', '/v1/jobs/{job_id}/logs:stream']" \
-   && $(js '"get" in j["paths"]["/v1/openapi.json"]') == True ]] \
+   && $(js '"get" in j["paths"]["/v1/sweeps"] and "get" in j["paths"]["/readyz"]') == True ]] \
   || fail "GET /v1/openapi.json: HTTP $CODE"
 ok "GET /v1/openapi.json: $(js 'len(j["paths"])') paths"
 

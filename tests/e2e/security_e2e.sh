@@ -121,5 +121,8 @@ if [[ -x $BIN/trainctl-gateway ]]; then
   [[ $(code -H "Authorization: Bearer $BOB" "$URL") == 403 ]] || fail "gateway: bob GET alice's job"
   [[ $(code "$URL") == 401 ]] || fail "gateway: no token"
   ok "gateway over HTTPS: owner 200, other user 403, no token 401"
+  # Ready: the coordinator answers the gateway's token-less probe (with 401).
+  [[ $(code "https://127.0.0.1:${line##* }/readyz") == 200 ]] || fail "gateway: /readyz"
+  ok "gateway: /readyz 200 from a coordinator that wants tokens"
 fi
 e2e_done
