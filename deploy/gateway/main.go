@@ -4,6 +4,7 @@
 // with deploy/gateway/build.sh. The files of this package:
 //
 //	main.go     flags and the composition of the handler (newHandler)
+//	marshal.go  the JSON marshaler: text logs, unknown fields refused
 //	routes.go   what the gateway answers itself: /healthz, /readyz,
 //	            /v1/sweeps
 //	openapi.go  /v1/openapi.json: the generated description plus the above
@@ -122,9 +123,7 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
 		writeJSONError(w, msg, code)
 	}
-	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard,
-			&runtime.JSONPb{OrigName: true, EmitDefaults: true}))
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, newGatewayMarshaler()))
 	conn, err := grpc.DialContext(ctx, cfg.CoordinatorAddr, cfg.DialOptions...)
 	if err != nil {
 		return nil, err

@@ -12,9 +12,12 @@ import (
 // The REST API's description, GET /v1/openapi.json: what protoc-gen-swagger
 // (grpc-gateway's generator, run by build.sh over the protos and
 // trainctl_http.yaml, nothing committed) wrote, embedded in the binary, with
-// the routes the gateway answers itself (ownRoutes and /v1/openapi.json, tag
-// "gateway").
-// A route of the gateway on a path of trainctl_http.yaml is an error.
+// what the gateway does beyond the generated proxy:
+//   - its own routes (ownRoutes and /v1/openapi.json, tag "gateway");
+//   - GetLogsResponse.data as text (marshal.go).
+// Each change checks that what it changes is there, so renaming a message or
+// field in the protos fails the gateway's tests rather than serving a stale
+// description.
 
 const openAPIOperation = `{
 	"summary": "This description (OpenAPI 2.0), generated from the protos and trainctl_http.yaml by protoc-gen-swagger at build time, plus the gateway's own routes.",
@@ -40,6 +43,10 @@ const ownDefinitions = `{
 		"truncated": {"type": "boolean", "format": "boolean", "description": "the coordinator returned as many jobs as asked for: older sweeps may be missing (raise limit)"}}}
 }`
 
+const textLogsDescription = "The log's bytes as UTF-8 text (the gateway decodes them; over gRPC this field is bytes): " +
+	"invalid UTF-8 becomes U+FFFD, and a character cut at the end of a chunk that is not the log's end is left " +
+	"for the next read (next_offset points at its first byte). GET .../logs:stream keeps base64."
+
 // withOpenAPIRoute returns own plus GET /v1/openapi.json serving the
 // description of everything (servedOpenAPI over openapi.Swagger).
 func withOpenAPIRoute(own []ownRoute) ([]ownRoute, error) {
@@ -56,8 +63,8 @@ func withOpenAPIRoute(own []ownRoute) ([]ownRoute, error) {
 }
 
 // servedOpenAPI returns the generated description with the gateway's changes
-// (see above) and own's operations. Errors: generated does not parse, or
-// already has a path of own.
+// (see above) and own's operations. Errors: generated does not parse, lacks
+// GetLogsResponse.data, or already has a path of own.
 func servedOpenAPI(generated []byte, own []ownRoute) ([]byte, error) {
 	var spec map[string]interface{}
 	if err := json.Unmarshal(generated, &spec); err != nil {
@@ -73,9 +80,16 @@ func servedOpenAPI(generated []byte, own []ownRoute) ([]byte, error) {
 		"version": "v1",
 		"description": "The user API of trainctl-coordinator (trainctl.v1.Coordinator) over HTTP/JSON. " +
 			"JSON uses the proto field names and prints defaults; 64-bit integers are strings, enums their names. " +
-			"Errors: an HTTP code with {\"error\", \"message\", \"code\" (the gRPC code)}. " +
+			"Errors: an HTTP code with {\"error\", \"message\", \"code\" (the gRPC code)}; unknown fields of a request body are refused (400, naming the field). " +
 			"Send `Authorization: Bearer <token>` to a coordinator run with --tokens-file.",
 	}
+
+	logs, _ := defs["v1GetLogsResponse"].(map[string]interface{})
+	props, _ := logs["properties"].(map[string]interface{})
+	if _, ok := props["data"]; !ok {
+		return nil, fmt.Errorf("the generated OpenAPI description has no v1GetLogsResponse.data (renamed in service.proto? update openapi.go and marshal.go)")
+	}
+	props["data"] = map[string]interface{}{"type": "string", "description": textLogsDescription}
 
 	var extra map[string]interface{}
 	if err := json.Unmarshal([]byte(ownDefinitions), &extra); err != nil {

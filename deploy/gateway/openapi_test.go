@@ -122,6 +122,43 @@ func TestOpenAPI_Served_RulesPlusGatewayRoutes(t *testing.T) {
 	}
 }
 
+// servedSpec is the part of /v1/openapi.json these tests read.
+type servedSpec struct {
+	Info        map[string]string `json:"info"`
+	Definitions map[string]struct {
+		Properties map[string]map[string]interface{} `json:"properties"`
+	} `json:"definitions"`
+	Paths map[string]map[string]struct {
+		Parameters []struct {
+			Name  string `json:"name"`
+			Items struct {
+				Enum []string `json:"enum"`
+			} `json:"items"`
+		} `json:"parameters"`
+	} `json:"paths"`
+}
+
+func getServedSpec(t *testing.T) servedSpec {
+	t.Helper()
+	web := startGatewayWith(t, &fakeCoordinator{})
+	_, body := get(t, web.URL+"/v1/openapi.json", "")
+	var s servedSpec
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.Info["title"], "trainctl") {
+		t.Errorf("info %v", s.Info)
+	}
+	return s
+}
+
+func TestOpenAPI_Served_DescribesTextLogs(t *testing.T) {
+	data := getServedSpec(t).Definitions["v1GetLogsResponse"].Properties["data"]
+	if data["type"] != "string" || data["format"] != nil || !strings.Contains(data["description"].(string), "UTF-8 text") {
+		t.Errorf("GetLogsResponse.data: %v", data)
+	}
+}
+
 func TestOpenAPI_Served_EveryRefResolves(t *testing.T) {
 	web := startGatewayWith(t, &fakeCoordinator{})
 	_, body := get(t, web.URL+"/v1/openapi.json", "")
@@ -149,5 +186,19 @@ func TestServedOpenAPI_GatewayRouteOnARulePath_Error(t *testing.T) {
 	}
 	if _, err := servedOpenAPI([]byte("{"), nil); err == nil {
 		t.Errorf("servedOpenAPI of broken JSON: no error")
+	}
+}
+
+func TestServedOpenAPI_NoGetLogsData_Error(t *testing.T) {
+	// GetLogsResponse.data renamed in service.proto: an error, not a
+	// description that says text where there is none.
+	var spec map[string]interface{}
+	if err := json.Unmarshal(openapi.Swagger, &spec); err != nil {
+		t.Fatal(err)
+	}
+	delete(spec["definitions"].(map[string]interface{}), "v1GetLogsResponse")
+	renamed, _ := json.Marshal(spec)
+	if _, err := servedOpenAPI(renamed, nil); err == nil || !strings.Contains(err.Error(), "v1GetLogsResponse") {
+		t.Errorf("servedOpenAPI without v1GetLogsResponse: %v", err)
 	}
 }
