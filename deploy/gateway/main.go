@@ -6,7 +6,7 @@
 //	main.go     flags and the composition of the handler (newHandler)
 //	marshal.go  the JSON marshaler: text logs, unknown fields refused
 //	routes.go   what the gateway answers itself: /healthz, /readyz,
-//	            /v1/sweeps
+//	            /v1/sweeps, the short state names of ?states=
 //	openapi.go  /v1/openapi.json: the generated description plus the above
 //
 // Errors come back as HTTP status codes (INVALID_ARGUMENT -> 400,
@@ -62,7 +62,7 @@ type gatewayConfig struct {
 
 // writeJSONError writes {"error", "message", "code"} (code: the gRPC code),
 // like grpc-gateway's own error bodies, for errors the gateway makes itself
-// (unknown path, wrong method).
+// (unknown path, wrong method, a bad ?states= value).
 func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 	code := codes.Unknown
 	switch httpCode {
@@ -138,7 +138,7 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	client := pb.NewCoordinatorClient(conn)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", gw)
+	mux.Handle("/v1/", acceptStateNames(gw))
 	own, err := withOpenAPIRoute(ownRoutes(gw, client, cfg))
 	if err != nil {
 		return nil, err

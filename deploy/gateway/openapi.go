@@ -14,7 +14,8 @@ import (
 // trainctl_http.yaml, nothing committed) wrote, embedded in the binary, with
 // what the gateway does beyond the generated proxy:
 //   - its own routes (ownRoutes and /v1/openapi.json, tag "gateway");
-//   - GetLogsResponse.data as text (marshal.go).
+//   - GetLogsResponse.data as text (marshal.go);
+//   - the short state names of ?states= (routes.go).
 // Each change checks that what it changes is there, so renaming a message or
 // field in the protos fails the gateway's tests rather than serving a stale
 // description.
@@ -64,7 +65,7 @@ func withOpenAPIRoute(own []ownRoute) ([]ownRoute, error) {
 
 // servedOpenAPI returns the generated description with the gateway's changes
 // (see above) and own's operations. Errors: generated does not parse, lacks
-// GetLogsResponse.data, or already has a path of own.
+// GetLogsResponse.data or a ?states= parameter, or already has a path of own.
 func servedOpenAPI(generated []byte, own []ownRoute) ([]byte, error) {
 	var spec map[string]interface{}
 	if err := json.Unmarshal(generated, &spec); err != nil {
@@ -90,6 +91,34 @@ func servedOpenAPI(generated []byte, own []ownRoute) ([]byte, error) {
 		return nil, fmt.Errorf("the generated OpenAPI description has no v1GetLogsResponse.data (renamed in service.proto? update openapi.go and marshal.go)")
 	}
 	props["data"] = map[string]interface{}{"type": "string", "description": textLogsDescription}
+
+	states := 0
+	for _, item := range paths {
+		ops, _ := item.(map[string]interface{})
+		for _, op := range ops {
+			o, _ := op.(map[string]interface{})
+			params, _ := o["parameters"].([]interface{})
+			for _, p := range params {
+				p, _ := p.(map[string]interface{})
+				items, _ := p["items"].(map[string]interface{})
+				enum, _ := items["enum"].([]interface{})
+				if p["name"] != "states" || p["in"] != "query" || enum == nil {
+					continue
+				}
+				for _, short := range strings.Split(shortStateNames, ", ") {
+					enum = append(enum, short)
+				}
+				items["enum"] = enum
+				desc, _ := p["description"].(string)
+				p["description"] = strings.TrimSpace(desc + " Full names or short ones (" + shortStateNames +
+					"), any case; repeat the parameter or separate names with commas.")
+				states++
+			}
+		}
+	}
+	if states == 0 {
+		return nil, fmt.Errorf("the generated OpenAPI description has no ?states= parameter (ListJobsRequest.states renamed? update routes.go and openapi.go)")
+	}
 
 	var extra map[string]interface{}
 	if err := json.Unmarshal([]byte(ownDefinitions), &extra); err != nil {

@@ -159,6 +159,22 @@ func TestOpenAPI_Served_DescribesTextLogs(t *testing.T) {
 	}
 }
 
+func TestOpenAPI_Served_ListsShortStateNames(t *testing.T) {
+	s := getServedSpec(t)
+	for _, path := range []string{"/v1/jobs", "/v1/sweeps/{sweep_id}/jobs"} {
+		found := false
+		for _, p := range s.Paths[path]["get"].Parameters {
+			if p.Name == "states" {
+				enum := " " + strings.Join(p.Items.Enum, " ") + " "
+				found = strings.Contains(enum, " JOB_STATE_RUNNING ") && strings.Contains(enum, " running ")
+			}
+		}
+		if !found {
+			t.Errorf("GET %s: states does not list the short names", path)
+		}
+	}
+}
+
 func TestOpenAPI_Served_EveryRefResolves(t *testing.T) {
 	web := startGatewayWith(t, &fakeCoordinator{})
 	_, body := get(t, web.URL+"/v1/openapi.json", "")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/runtime"
 	"google.golang.org/grpc/codes"
@@ -182,4 +184,69 @@ func summarizeSweeps(jobs []*pb.Job, limit int32) *sweepList {
 		}
 	}
 	return out
+}
+
+// stateFilterPath: the routes of ListJobs, whose ?states= takes JobState
+// names.
+var stateFilterPath = regexp.MustCompile(`^/v1/(jobs|sweeps/[^/]+/jobs)$`)
+
+// shortStateNames lists the short names accepted (for the error message).
+var shortStateNames = "pending, scheduled, running, succeeded, failed, cancelled"
+
+// jobStateName returns the JobState name for s: a full name
+// (JOB_STATE_RUNNING) or a short one (running), in any case; a number is
+// returned as it is (grpc-gateway takes enum numbers). ok is false for
+// anything else.
+func jobStateName(s string) (string, bool) {
+	if _, err := strconv.Atoi(s); err == nil {
+		return s, true
+	}
+	up := strings.ToUpper(s)
+	if _, ok := pb.JobState_value[up]; ok {
+		return up, true
+	}
+	if _, ok := pb.JobState_value["JOB_STATE_"+up]; ok && up != "" {
+		return "JOB_STATE_" + up, true
+	}
+	return "", false
+}
+
+// acceptStateNames lets ?states= of GET /v1/jobs and
+// /v1/sweeps/{sweep_id}/jobs take short, case-insensitive state names and
+// comma-separated lists (states=running,pending), rewriting them to the full
+// names grpc-gateway knows (it takes only JOB_STATE_RUNNING); an unknown
+// name is a 400 naming it.
+func acceptStateNames(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "GET" || !stateFilterPath.MatchString(r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		q := r.URL.Query()
+		given, ok := q["states"]
+		if !ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		var names []string
+		for _, v := range given {
+			for _, s := range strings.Split(v, ",") {
+				s = strings.TrimSpace(s)
+				if s == "" {
+					continue
+				}
+				name, ok := jobStateName(s)
+				if !ok {
+					writeJSONError(w, fmt.Sprintf("states: unknown job state %q; use %s (any case), or the full names such as JOB_STATE_RUNNING",
+						s, shortStateNames), http.StatusBadRequest)
+					return
+				}
+				names = append(names, name)
+			}
+		}
+		q["states"] = names
+		r2 := r.Clone(r.Context())
+		r2.URL.RawQuery = q.Encode()
+		h.ServeHTTP(w, r2)
+	})
 }

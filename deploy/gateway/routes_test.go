@@ -1,7 +1,9 @@
-// The gateway's own routes: /healthz, /readyz, /v1/sweeps (routes.go).
+// The gateway's own routes: /healthz, /readyz, /v1/sweeps, and the short
+// state names of ?states= (routes.go).
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +65,50 @@ func TestReadyz_CoordinatorHangs_503AfterReadyTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("/readyz took %v with -ready-timeout 200ms", d)
+	}
+}
+
+func TestListJobs_ShortStateNames_ReachCoordinatorAsFullNames(t *testing.T) {
+	f := &fakeCoordinator{}
+	web := startGatewayWith(t, f)
+	for _, c := range []struct {
+		query string
+		want  []pb.JobState
+	}{
+		{"/v1/jobs?states=running", []pb.JobState{pb.JobState_JOB_STATE_RUNNING}},
+		{"/v1/jobs?states=Running,pending&states=JOB_STATE_FAILED&limit=5",
+			[]pb.JobState{pb.JobState_JOB_STATE_RUNNING, pb.JobState_JOB_STATE_PENDING, pb.JobState_JOB_STATE_FAILED}},
+		{"/v1/jobs?states=job_state_cancelled", []pb.JobState{pb.JobState_JOB_STATE_CANCELLED}},
+		{"/v1/jobs?states=4", []pb.JobState{pb.JobState_JOB_STATE_SUCCEEDED}},
+		{"/v1/sweeps/s1/jobs?states=succeeded", []pb.JobState{pb.JobState_JOB_STATE_SUCCEEDED}},
+		{"/v1/jobs", nil},
+	} {
+		f.mu.Lock()
+		f.lists = nil
+		f.mu.Unlock()
+		if resp, body := get(t, web.URL+c.query, ""); resp.StatusCode != 200 {
+			t.Errorf("GET %s: HTTP %d %s", c.query, resp.StatusCode, body)
+			continue
+		}
+		if len(f.lists) != 1 || !reflect.DeepEqual(f.lists[0].States, c.want) {
+			t.Errorf("GET %s: coordinator got %v, want states %v", c.query, f.lists, c.want)
+		}
+	}
+	if f.lists[0].SweepId != "" {
+		t.Errorf("sweep_id %q", f.lists[0].SweepId)
+	}
+}
+
+func TestListJobs_UnknownStateName_400NamingIt(t *testing.T) {
+	f := &fakeCoordinator{}
+	web := startGatewayWith(t, f)
+	resp, body := get(t, web.URL+"/v1/jobs?states=running,runing", "")
+	msg, _ := object(t, body)["message"].(string)
+	if resp.StatusCode != 400 || !strings.Contains(msg, `"runing"`) || !strings.Contains(msg, "pending, scheduled, running") {
+		t.Errorf("HTTP %d %s", resp.StatusCode, body)
+	}
+	if len(f.lists) != 0 {
+		t.Errorf("the coordinator was asked: %v", f.lists)
 	}
 }
 

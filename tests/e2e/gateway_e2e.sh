@@ -62,12 +62,19 @@ req GET "/v1/jobs/$id"
   || fail "GET /v1/jobs/$id"
 ok "POST /v1/jobs -> job $id, GET /v1/jobs/$id:wait -> JOB_STATE_SUCCEEDED, GET /v1/jobs/$id"
 
-# 2. The list, filtered by state (query parameters).
+# 2. The list, filtered by state (query parameters): full names, short ones
+# in any case, comma-separated lists; an unknown name is a 400 naming it.
 req GET "/v1/jobs?states=JOB_STATE_SUCCEEDED&limit=10"
 [[ $CODE == 200 && $(js '[x["id"] for x in j["jobs"]]') == *"'$id'"* ]] || fail "GET /v1/jobs?states=..."
 req GET "/v1/jobs?states=JOB_STATE_RUNNING"
 [[ $CODE == 200 && $(js 'len(j["jobs"])') == 0 ]] || fail "GET /v1/jobs?states=JOB_STATE_RUNNING"
-ok "GET /v1/jobs?states=&limit="
+req GET "/v1/jobs?states=succeeded"
+[[ $CODE == 200 && $(js '[x["id"] for x in j["jobs"]]') == "['$id']" ]] || fail "GET /v1/jobs?states=succeeded: HTTP $CODE"
+req GET "/v1/jobs?states=Running,pending"
+[[ $CODE == 200 && $(js 'len(j["jobs"])') == 0 ]] || fail "GET /v1/jobs?states=Running,pending: HTTP $CODE"
+req GET "/v1/jobs?states=sucess"
+[[ $CODE == 400 && $(js 'j["message"]') == *'"sucess"'* ]] || fail "GET /v1/jobs?states=sucess: HTTP $CODE"
+ok "GET /v1/jobs?states=&limit= (JOB_STATE_SUCCEEDED, succeeded, Running,pending; sucess -> 400)"
 
 # 3. Logs: `data` is UTF-8 text (over gRPC and in logs:stream: bytes, base64).
 req GET "/v1/jobs/$id/logs?rank=0&offset=0"
