@@ -5,6 +5,7 @@
 //
 //	main.go     flags and the composition of the handler (newHandler)
 //	marshal.go  the JSON marshaler: text logs, unknown fields refused
+//	hints.go    coordinator error texts rephrased for REST callers
 //	routes.go   what the gateway answers itself: /healthz, /readyz,
 //	            /v1/sweeps, the short state names of ?states=
 //	openapi.go  /v1/openapi.json: the generated description plus the above
@@ -54,7 +55,8 @@ type gatewayConfig struct {
 	CoordinatorAddr string
 	// Files served outside /v1/ (the web dashboard); empty: a JSON 404 there.
 	StaticDir string
-	// How to dial the coordinator (TLS or plaintext).
+	// How to dial the coordinator (TLS or plaintext); the gateway adds its
+	// interceptors (hints.go).
 	DialOptions []grpc.DialOption
 	// /readyz waits this long for the coordinator's answer. 0 means 1 s.
 	ReadyTimeout time.Duration
@@ -124,7 +126,10 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 		writeJSONError(w, msg, code)
 	}
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, newGatewayMarshaler()))
-	conn, err := grpc.DialContext(ctx, cfg.CoordinatorAddr, cfg.DialOptions...)
+	opts := append(append([]grpc.DialOption{}, cfg.DialOptions...),
+		grpc.WithChainUnaryInterceptor(restHintsUnaryInterceptor),
+		grpc.WithChainStreamInterceptor(restHintsStreamInterceptor))
+	conn, err := grpc.DialContext(ctx, cfg.CoordinatorAddr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -124,6 +124,13 @@ req POST /v1/jobs '{"spec": {"nmae": "typo", "command": ["true"]}}'
   || fail "unknown field: HTTP $CODE"
 req GET "/v1/jobs?limit=1"
 [[ $(js 'j["jobs"][0]["id"]') == "$newest" ]] || fail "a job was made from a body with an unknown field"
+# The coordinator's CLI hints (flags, `--`) come back as spec fields.
+req POST /v1/jobs '{"spec": {"command": ["true"], "gpus": 2, "gpu_fraction": 0.5}}'
+[[ $CODE == 400 && $(js 'j["message"]') == "spec.gpus: a GPU share (spec.gpu_fraction/spec.gpu_memory_bytes) is for one process on one GPU; drop spec.gpus" ]] \
+  || fail "GPU share of 2 GPUs: HTTP $CODE"
+req POST /v1/jobs '{"spec": {"command": []}}'
+[[ $CODE == 400 && $(js 'j["message"]') == "spec.command: is empty: give the program to run and its arguments as a list of strings" ]] \
+  || fail "empty command: HTTP $CODE"
 req GET /v1/jobs/999999
 [[ $CODE == 404 && $(js 'j["code"]') == 5 && $(js 'j["message"]') == *999999* ]] || fail "unknown job: HTTP $CODE"
 req GET /v1/nothing-here
@@ -140,7 +147,7 @@ line=$(wait_line "$WORK/gateway2.out" "listening on port") || fail "second gatew
 URL1=$URL URL=http://127.0.0.1:${line##* }
 req GET /v1/nodes
 [[ $CODE == 503 && $(js 'j["code"]') == 14 ]] || fail "no coordinator: HTTP $CODE"
-ok "errors: bad spec -> 400 ($msg), unknown field -> 400 naming spec.nmae, unknown job/path -> 404, wrong method -> 405, no coordinator -> 503, JSON bodies"
+ok "errors: bad spec -> 400 ($msg), unknown field -> 400 naming spec.nmae, CLI flags -> spec fields, unknown job/path -> 404, wrong method -> 405, no coordinator -> 503, JSON bodies"
 
 # Liveness and readiness: that second gateway is up but not ready.
 req GET /healthz
