@@ -27,8 +27,8 @@ type ownRoute struct {
 	Operation string
 }
 
-// ownRoutes returns /healthz, /readyz and /v1/sweeps (/v1/openapi.json is
-// added by newHandler once the description is built).
+// ownRoutes returns /healthz, /readyz and /v1/sweeps (withOpenAPIRoute adds
+// /v1/openapi.json, whose description includes these).
 func ownRoutes(gw *runtime.ServeMux, client pb.CoordinatorClient, cfg gatewayConfig) []ownRoute {
 	return []ownRoute{
 		{"/healthz", "GET", http.HandlerFunc(healthz), `{
