@@ -1,7 +1,14 @@
 // trainctl-gateway: REST/JSON front end of the trainctl coordinator's user
 // API (trainctl.v1.Coordinator), built with grpc-gateway v1 from the same
 // protos as the C++ code. The REST paths are in trainctl_http.yaml; build
-// with deploy/gateway/build.sh.
+// with deploy/gateway/build.sh. The files of this package:
+//
+//	main.go     flags and the composition of the handler (newHandler)
+//	marshal.go  the JSON marshaler: text logs, unknown fields refused
+//	hints.go    coordinator error texts rephrased for REST callers
+//	routes.go   what the gateway answers itself: /healthz, /readyz,
+//	            /v1/sweeps, the short state names of ?states=
+//	openapi.go  /v1/openapi.json: the generated description plus the above
 //
 // Errors come back as HTTP status codes (INVALID_ARGUMENT -> 400,
 // NOT_FOUND -> 404, UNAVAILABLE -> 503, ...) with a JSON body
@@ -20,6 +27,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -31,6 +39,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/runtime"
 	"google.golang.org/grpc"
@@ -40,9 +49,22 @@ import (
 	pb "trainctl/v1"
 )
 
+// gatewayConfig is what newHandler needs; only main reads flags.
+type gatewayConfig struct {
+	// gRPC address of trainctl-coordinator, dialled lazily.
+	CoordinatorAddr string
+	// Files served outside /v1/ (the web dashboard); empty: a JSON 404 there.
+	StaticDir string
+	// How to dial the coordinator (TLS or plaintext); the gateway adds its
+	// interceptors (hints.go).
+	DialOptions []grpc.DialOption
+	// /readyz waits this long for the coordinator's answer. 0 means 1 s.
+	ReadyTimeout time.Duration
+}
+
 // writeJSONError writes {"error", "message", "code"} (code: the gRPC code),
 // like grpc-gateway's own error bodies, for errors the gateway makes itself
-// (unknown path, wrong method).
+// (unknown path, wrong method, a bad ?states= value).
 func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 	code := codes.Unknown
 	switch httpCode {
@@ -58,6 +80,30 @@ func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 	json.NewEncoder(w).Encode(map[string]interface{}{"error": msg, "message": msg, "code": code})
 }
 
+// writeJSON writes v (encoding/json) with code.
+func writeJSON(w http.ResponseWriter, code int, v interface{}) {
+	b, err := marshalNoHTMLEscape(v)
+	if err != nil {
+		writeJSONError(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// marshalNoHTMLEscape is json.Marshal without escaping <, > and & (log lines
+// and messages read better as they are; the JSON is as valid).
+func marshalNoHTMLEscape(v interface{}) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
 // noCache makes browsers revalidate index.html and friends on every load, so
 // a rebuilt dashboard shows at once (Vite's hashed asset names make this cheap).
 func noCache(h http.Handler) http.Handler {
@@ -68,31 +114,51 @@ func noCache(h http.Handler) http.Handler {
 }
 
 // newHandler returns the gateway's HTTP handler: the REST API under /v1/,
-// proxied to the coordinator at coordinatorAddr (dialled lazily with
-// dialOpts), and the files of staticDir at every other path (a JSON 404 there
-// when staticDir is empty). Errors: staticDir has no index.html; the proxy
-// cannot be set up.
-func newHandler(ctx context.Context, coordinatorAddr, staticDir string, dialOpts []grpc.DialOption) (http.Handler, error) {
+// proxied to the coordinator (one connection, closed when ctx ends), the
+// gateway's own routes (routes.go, openapi.go), and the files of
+// cfg.StaticDir at every other path. Errors: StaticDir has no index.html;
+// the embedded OpenAPI description does not parse; the proxy cannot be set up.
+func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = time.Second
+	}
 	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
 		writeJSONError(w, msg, code)
 	}
-	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard,
-			&runtime.JSONPb{OrigName: true, EmitDefaults: true}))
-	if err := pb.RegisterCoordinatorHandlerFromEndpoint(ctx, gw, coordinatorAddr, dialOpts); err != nil {
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, newGatewayMarshaler()))
+	opts := append(append([]grpc.DialOption{}, cfg.DialOptions...),
+		grpc.WithChainUnaryInterceptor(restHintsUnaryInterceptor),
+		grpc.WithChainStreamInterceptor(restHintsStreamInterceptor))
+	conn, err := grpc.DialContext(ctx, cfg.CoordinatorAddr, opts...)
+	if err != nil {
 		return nil, err
 	}
+	go func() {
+		<-ctx.Done()
+		conn.Close()
+	}()
+	if err := pb.RegisterCoordinatorHandler(ctx, gw, conn); err != nil {
+		return nil, err
+	}
+	client := pb.NewCoordinatorClient(conn)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", gw)
-	if staticDir != "" {
-		if st, err := os.Stat(filepath.Join(staticDir, "index.html")); err != nil || st.IsDir() {
-			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm install && npm run build)", staticDir)
+	mux.Handle("/v1/", acceptStateNames(gw))
+	own, err := withOpenAPIRoute(ownRoutes(gw, client, cfg))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range own {
+		mux.Handle(r.Path, onlyMethod(r.Method, r.Handler))
+	}
+	if cfg.StaticDir != "" {
+		if st, err := os.Stat(filepath.Join(cfg.StaticDir, "index.html")); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm install && npm run build)", cfg.StaticDir)
 		}
-		mux.Handle("/", noCache(http.FileServer(http.Dir(staticDir))))
+		mux.Handle("/", noCache(http.FileServer(http.Dir(cfg.StaticDir))))
 	} else {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			writeJSONError(w, "not found: the REST API is under /v1/", http.StatusNotFound)
+			writeJSONError(w, "not found: the REST API is under /v1/ (described at /v1/openapi.json)", http.StatusNotFound)
 		})
 	}
 	return mux, nil
@@ -105,9 +171,13 @@ func main() {
 	tlsCert := flag.String("tls-cert", "", "PEM certificate to serve HTTPS with (with -tls-key; default: HTTP)")
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	staticDir := flag.String("static-dir", "", "directory of static files (the web dashboard, client/web/dist) to serve outside /v1/; empty: none")
+	readyTimeout := flag.Duration("ready-timeout", time.Second, "how long /readyz waits for the coordinator to answer before it says 503")
 	flag.Parse()
 	if (*tlsCert == "") != (*tlsKey == "") {
 		log.Fatalf("trainctl-gateway: -tls-cert and -tls-key go together")
+	}
+	if *readyTimeout <= 0 {
+		log.Fatalf("trainctl-gateway: -ready-timeout must be positive, got %v", *readyTimeout)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -121,7 +191,12 @@ func main() {
 		}
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	}
-	handler, err := newHandler(ctx, *coordinator, *staticDir, opts)
+	handler, err := newHandler(ctx, gatewayConfig{
+		CoordinatorAddr: *coordinator,
+		StaticDir:       *staticDir,
+		DialOptions:     opts,
+		ReadyTimeout:    *readyTimeout,
+	})
 	if err != nil {
 		log.Fatalf("trainctl-gateway: %v", err)
 	}

@@ -1,9 +1,10 @@
-// Tests of the gateway's own behaviour against an echo coordinator (a gRPC
-// server in this process that answers with what it received): the caller's
-// Authorization header reaches the coordinator as `authorization` metadata,
-// a server stream becomes newline-delimited JSON, errors become HTTP codes,
-// and -static-dir serves the dashboard. The real coordinator is tested
-// through the gateway in tests/e2e/gateway_e2e.sh and web_e2e.sh.
+// Tests of the gateway's own behaviour against a fake coordinator (a gRPC
+// server in this process that records what it received and answers what the
+// test set): the caller's Authorization header reaches the coordinator as
+// `authorization` metadata, a server stream becomes newline-delimited JSON,
+// errors become HTTP codes, and -static-dir serves the dashboard; each other
+// foo_test.go tests foo.go. The real coordinator is tested through the
+// gateway in tests/e2e/gateway_e2e.sh, security_e2e.sh and web_e2e.sh.
 // Run: deploy/gateway/build.sh BUILD_DIR test
 package main
 
@@ -18,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -28,25 +30,53 @@ import (
 	pb "trainctl/v1"
 )
 
-// echoCoordinator: ListNodes answers one node named after the request's
-// `authorization` metadata; StreamLogs sends two chunks, or NOT_FOUND for
-// job 404.
-type echoCoordinator struct {
+// fakeCoordinator: ListNodes answers one node named after the request's
+// `authorization` metadata; StreamLogs sends two chunks, NOT_FOUND for job
+// 404 and err for job 401; GetLogs answers logs; SubmitJob and ListJobs
+// record their requests and answer err or job 1 / jobs; GetJob answers
+// NOT_FOUND, or err, or waits for the deadline when hang is set.
+type fakeCoordinator struct {
 	pb.UnimplementedCoordinatorServer
+
+	mu      sync.Mutex
+	logs    *pb.GetLogsResponse
+	err     error // SubmitJob, ListNodes, GetJob, StreamLogs of job 401
+	hang    bool
+	jobs    []*pb.Job
+	submits []*pb.SubmitJobRequest
+	lists   []*pb.ListJobsRequest
+	authz   []string // authorization metadata of ListJobs calls
 }
 
-func (echoCoordinator) ListNodes(ctx context.Context, _ *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+func authorization(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
-	name := "no authorization metadata"
 	if v := md.Get("authorization"); len(v) > 0 {
-		name = v[0]
+		return v[0]
+	}
+	return ""
+}
+
+func (f *fakeCoordinator) ListNodes(ctx context.Context, _ *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	name := authorization(ctx)
+	if name == "" {
+		name = "no authorization metadata"
 	}
 	return &pb.ListNodesResponse{Nodes: []*pb.NodeView{{Node: &pb.Node{Name: name}}}}, nil
 }
 
-func (echoCoordinator) StreamLogs(req *pb.StreamLogsRequest, s pb.Coordinator_StreamLogsServer) error {
-	if req.JobId == 404 {
+func (f *fakeCoordinator) StreamLogs(req *pb.StreamLogsRequest, s pb.Coordinator_StreamLogsServer) error {
+	switch req.JobId {
+	case 404:
 		return status.Error(codes.NotFound, "job 404 not found")
+	case 401:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.err
 	}
 	for i, text := range []string{"step 1\n", "step 2\n"} {
 		off := int64(7 * i)
@@ -57,25 +87,85 @@ func (echoCoordinator) StreamLogs(req *pb.StreamLogsRequest, s pb.Coordinator_St
 	return nil
 }
 
-func startGateway(t *testing.T, staticDir string) *httptest.Server {
+func (f *fakeCoordinator) GetLogs(context.Context, *pb.GetLogsRequest) (*pb.GetLogsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.logs, nil
+}
+
+func (f *fakeCoordinator) SubmitJob(_ context.Context, req *pb.SubmitJobRequest) (*pb.SubmitJobResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.submits = append(f.submits, req)
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &pb.SubmitJobResponse{JobId: 1}, nil
+}
+
+func (f *fakeCoordinator) ListJobs(ctx context.Context, req *pb.ListJobsRequest) (*pb.ListJobsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists = append(f.lists, req)
+	f.authz = append(f.authz, authorization(ctx))
+	return &pb.ListJobsResponse{Jobs: f.jobs}, nil
+}
+
+func (f *fakeCoordinator) GetJob(ctx context.Context, req *pb.GetJobRequest) (*pb.GetJobResponse, error) {
+	f.mu.Lock()
+	hang, err := f.hang, f.err
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, status.Errorf(codes.NotFound, "job %d does not exist", req.JobId)
+}
+
+// startFake serves f on a free loopback port until the test ends; returns
+// its address.
+func startFake(t *testing.T, f *fakeCoordinator) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	pb.RegisterCoordinatorServer(srv, &echoCoordinator{})
+	pb.RegisterCoordinatorServer(srv, f)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// serveGateway serves newHandler(cfg) (plaintext to the coordinator) until
+// the test ends.
+func serveGateway(t *testing.T, cfg gatewayConfig) *httptest.Server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h, err := newHandler(ctx, ln.Addr().String(), staticDir, []grpc.DialOption{grpc.WithInsecure()})
+	cfg.DialOptions = []grpc.DialOption{grpc.WithInsecure()}
+	h, err := newHandler(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	web := httptest.NewServer(h)
 	t.Cleanup(web.Close)
 	return web
+}
+
+// startGatewayWith: the gateway in front of f.
+func startGatewayWith(t *testing.T, f *fakeCoordinator) *httptest.Server {
+	t.Helper()
+	return serveGateway(t, gatewayConfig{CoordinatorAddr: startFake(t, f)})
+}
+
+// startGateway: the gateway in front of an idle fake, serving staticDir.
+func startGateway(t *testing.T, staticDir string) *httptest.Server {
+	t.Helper()
+	return serveGateway(t, gatewayConfig{CoordinatorAddr: startFake(t, &fakeCoordinator{}), StaticDir: staticDir})
 }
 
 func get(t *testing.T, url, auth string) (*http.Response, string) {
@@ -91,6 +181,28 @@ func get(t *testing.T, url, auth string) (*http.Response, string) {
 	defer resp.Body.Close()
 	body, _ := ioutil.ReadAll(resp.Body)
 	return resp, string(body)
+}
+
+// post sends body (JSON) with method POST.
+func post(t *testing.T, url, body string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := ioutil.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// object parses body as a JSON object (failing the test otherwise).
+func object(t *testing.T, body string) map[string]interface{} {
+	t.Helper()
+	var o map[string]interface{}
+	if err := json.Unmarshal([]byte(body), &o); err != nil {
+		t.Fatalf("not a JSON object: %v: %s", err, body)
+	}
+	return o
 }
 
 func TestAuthorizationHeader_ReachesCoordinatorAsMetadata(t *testing.T) {
@@ -149,7 +261,8 @@ func TestStaticDir_ServesDashboardOutsideV1(t *testing.T) {
 	if resp, _ := get(t, web.URL+"/v1/nodes", ""); resp.StatusCode != 200 {
 		t.Errorf("GET /v1/nodes next to static files: HTTP %d", resp.StatusCode)
 	}
-	if _, err := newHandler(context.Background(), "127.0.0.1:1", t.TempDir(), []grpc.DialOption{grpc.WithInsecure()}); err == nil {
+	cfg := gatewayConfig{CoordinatorAddr: "127.0.0.1:1", StaticDir: t.TempDir(), DialOptions: []grpc.DialOption{grpc.WithInsecure()}}
+	if _, err := newHandler(context.Background(), cfg); err == nil {
 		t.Errorf("a -static-dir without index.html was accepted")
 	}
 }

@@ -62,23 +62,48 @@ req GET "/v1/jobs/$id"
   || fail "GET /v1/jobs/$id"
 ok "POST /v1/jobs -> job $id, GET /v1/jobs/$id:wait -> JOB_STATE_SUCCEEDED, GET /v1/jobs/$id"
 
-# 2. The list, filtered by state (query parameters).
+# 2. The list, filtered by state (query parameters): full names, short ones
+# in any case, comma-separated lists; an unknown name is a 400 naming it.
 req GET "/v1/jobs?states=JOB_STATE_SUCCEEDED&limit=10"
 [[ $CODE == 200 && $(js '[x["id"] for x in j["jobs"]]') == *"'$id'"* ]] || fail "GET /v1/jobs?states=..."
 req GET "/v1/jobs?states=JOB_STATE_RUNNING"
 [[ $CODE == 200 && $(js 'len(j["jobs"])') == 0 ]] || fail "GET /v1/jobs?states=JOB_STATE_RUNNING"
-ok "GET /v1/jobs?states=&limit="
+req GET "/v1/jobs?states=succeeded"
+[[ $CODE == 200 && $(js '[x["id"] for x in j["jobs"]]') == "['$id']" ]] || fail "GET /v1/jobs?states=succeeded: HTTP $CODE"
+req GET "/v1/jobs?states=Running,pending"
+[[ $CODE == 200 && $(js 'len(j["jobs"])') == 0 ]] || fail "GET /v1/jobs?states=Running,pending: HTTP $CODE"
+req GET "/v1/jobs?states=sucess"
+[[ $CODE == 400 && $(js 'j["message"]') == *'"sucess"'* ]] || fail "GET /v1/jobs?states=sucess: HTTP $CODE"
+ok "GET /v1/jobs?states=&limit= (JOB_STATE_SUCCEEDED, succeeded, Running,pending; sucess -> 400)"
 
-# 3. Logs: bytes come back base64-encoded in `data`.
+# 3. Logs: `data` is UTF-8 text (over gRPC and in logs:stream: bytes, base64).
 req GET "/v1/jobs/$id/logs?rank=0&offset=0"
 [[ $CODE == 200 ]] || fail "logs: HTTP $CODE"
-out=$(js 'base64.b64decode(j["data"]).decode()')
-[[ $out == *"hello over REST from rank 0"* ]] || fail "logs: '$out'"
+out=$(js 'j["data"]')
+[[ $out == "hello over REST from rank 0" ]] || fail "logs: '$out'"
 next=$(js 'j["next_offset"]')
 [[ $next == $(printf '%s\n' "$out" | wc -c) ]] || fail "logs: next_offset $next"
 req GET "/v1/jobs/$id/logs?rank=0&offset=$next"
-[[ $CODE == 200 && $(js 'not j["data"]') == True && $(js 'j["eof"]') == True ]] || fail "logs at offset $next: no eof"
-ok "GET /v1/jobs/$id/logs: '$out'"
+[[ $CODE == 200 && $(js 'j["data"] == ""') == True && $(js 'j["eof"]') == True ]] || fail "logs at offset $next: no eof"
+# A log with a two-byte character and a byte that is no UTF-8: the character
+# as it is, the byte as U+FFFD (12 bytes in all); read 4 bytes at a time, the
+# first read cuts the character: the chunks still join to the text.
+req POST /v1/jobs '{"spec": {"name": "rest-utf8", "command": ["printf", "caf\\303\\251 \\377 end\\n"]}}'
+[[ $CODE == 200 ]] || fail "submit utf8: HTTP $CODE"
+uid=$(js 'j["job_id"]')
+wait_final "$uid"
+req GET "/v1/jobs/$uid/logs"
+[[ $CODE == 200 && $(js 'j["data"] == "caf\u00e9 \ufffd end\n"') == True && $(js 'j["next_offset"]') == 12 ]] \
+  || fail "logs of job $uid: $(cat "$WORK/body")"
+text= off=0
+for _ in 1 2 3 4 5 6; do
+  req GET "/v1/jobs/$uid/logs?offset=$off&max_bytes=4"
+  text+=$(js 'j["data"].encode("unicode_escape").decode()')   # ASCII: caf\xe9 ...
+  off=$(js 'j["next_offset"]')
+  [[ $(js 'j["eof"]') == True ]] && break
+done
+[[ $text == 'caf\xe9 \ufffd end\n' ]] || fail "logs of job $uid in 4-byte reads: '$text'"
+ok "GET /v1/jobs/$id/logs: '$out' as text; invalid UTF-8 -> U+FFFD; 4-byte reads join to the text"
 
 # 4. Nodes: the agent's 2 fake GPUs.
 req GET /v1/nodes
@@ -91,6 +116,21 @@ req POST /v1/jobs '{"spec": {"command": ["true"], "gpu_fraction": 1.5}}'
 [[ $CODE == 400 && $(js 'j["code"]') == 3 && $(js 'j["message"]') == *"spec.gpu_fraction"* ]] \
   || fail "bad spec: HTTP $CODE"
 msg=$(js 'j["message"]')
+# An unknown field is refused, named by its path; no job is made.
+req GET "/v1/jobs?limit=1"
+newest=$(js 'j["jobs"][0]["id"]')
+req POST /v1/jobs '{"spec": {"nmae": "typo", "command": ["true"]}}'
+[[ $CODE == 400 && $(js 'j["message"]') == 'unknown field "spec.nmae" in the request body'* ]] \
+  || fail "unknown field: HTTP $CODE"
+req GET "/v1/jobs?limit=1"
+[[ $(js 'j["jobs"][0]["id"]') == "$newest" ]] || fail "a job was made from a body with an unknown field"
+# The coordinator's CLI hints (flags, `--`) come back as spec fields.
+req POST /v1/jobs '{"spec": {"command": ["true"], "gpus": 2, "gpu_fraction": 0.5}}'
+[[ $CODE == 400 && $(js 'j["message"]') == "spec.gpus: a GPU share (spec.gpu_fraction/spec.gpu_memory_bytes) is for one process on one GPU; drop spec.gpus" ]] \
+  || fail "GPU share of 2 GPUs: HTTP $CODE"
+req POST /v1/jobs '{"spec": {"command": []}}'
+[[ $CODE == 400 && $(js 'j["message"]') == "spec.command: is empty: give the program to run and its arguments as a list of strings" ]] \
+  || fail "empty command: HTTP $CODE"
 req GET /v1/jobs/999999
 [[ $CODE == 404 && $(js 'j["code"]') == 5 && $(js 'j["message"]') == *999999* ]] || fail "unknown job: HTTP $CODE"
 req GET /v1/nothing-here
@@ -106,9 +146,22 @@ PIDS+=($!)
 line=$(wait_line "$WORK/gateway2.out" "listening on port") || fail "second gateway did not start"
 URL1=$URL URL=http://127.0.0.1:${line##* }
 req GET /v1/nodes
-URL=$URL1
 [[ $CODE == 503 && $(js 'j["code"]') == 14 ]] || fail "no coordinator: HTTP $CODE"
-ok "errors: bad spec -> 400 ($msg), unknown job/path -> 404, wrong method -> 405, no coordinator -> 503, JSON bodies"
+ok "errors: bad spec -> 400 ($msg), unknown field -> 400 naming spec.nmae, CLI flags -> spec fields, unknown job/path -> 404, wrong method -> 405, no coordinator -> 503, JSON bodies"
+
+# Liveness and readiness: that second gateway is up but not ready.
+req GET /healthz
+[[ $CODE == 200 && $(js 'j["status"]') == ok ]] || fail "healthz without a coordinator: HTTP $CODE"
+req GET /readyz
+[[ $CODE == 503 && $(js 'j["status"]') == "not ready" && $(js 'j["reason"]') == *"coordinator 127.0.0.1:1 did not answer"* ]] \
+  || fail "readyz without a coordinator: HTTP $CODE"
+reason=$(js 'j["reason"]')
+URL=$URL1
+req GET /healthz
+[[ $CODE == 200 ]] || fail "healthz: HTTP $CODE"
+req GET /readyz
+[[ $CODE == 200 && $(js 'j["status"]') == ready && $(js 'j["coordinator"]') == "$COORD" ]] || fail "readyz: HTTP $CODE"
+ok "GET /healthz 200; GET /readyz 200, without a coordinator 503 ($reason)"
 
 # 6. Cancel a running job.
 req POST /v1/jobs '{"spec": {"name": "rest-sleep", "command": ["sleep", "1000"]}}'
@@ -155,5 +208,17 @@ req GET /v1/sweeps/gw-sweep/jobs
 [[ $CODE == 200 && $(js 'len(j["jobs"])') == 1 && $(js 'j["jobs"][0]["spec"]["params"]["lr"]') == 0.001 ]] \
   || fail "GET /v1/sweeps/gw-sweep/jobs"
 ok "GET /v1/sweeps/gw-sweep/jobs: its 1 trial with params"
+req GET /v1/sweeps
+[[ $CODE == 200 && $(js '[(s["sweep_id"], s["trials"]) for s in j["sweeps"]]') == "[('gw-sweep', 1)]" \
+   && $(js 'j["truncated"]') == False ]] || fail "GET /v1/sweeps: HTTP $CODE"
+ok "GET /v1/sweeps: gw-sweep with 1 trial"
+
+# 9. The OpenAPI description: generated at build time, served by the gateway.
+req GET /v1/openapi.json
+[[ $CODE == 200 && $(js 'j["swagger"]') == 2.0 \
+   && $(js 'sorted(p for p in j["paths"] if p.startswith("/v1/jobs/{job_id}/logs"))') == "['/v1/jobs/{job_id}/logs', '/v1/jobs/{job_id}/logs:stream']" \
+   && $(js '"get" in j["paths"]["/v1/sweeps"] and "get" in j["paths"]["/readyz"]') == True ]] \
+  || fail "GET /v1/openapi.json: HTTP $CODE"
+ok "GET /v1/openapi.json: $(js 'len(j["paths"])') paths"
 
 e2e_done

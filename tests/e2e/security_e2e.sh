@@ -123,5 +123,13 @@ if [[ -x $BIN/trainctl-gateway ]]; then
   [[ $(code -H "Authorization: Bearer $BOB" "$URL") == 403 ]] || fail "gateway: bob GET alice's job"
   [[ $(code "$URL") == 401 ]] || fail "gateway: no token"
   ok "gateway over HTTPS: owner 200, other user 403, no token 401"
+  # Ready: the coordinator answers the gateway's token-less probe (with 401).
+  [[ $(code "https://127.0.0.1:${line##* }/readyz") == 200 ]] || fail "gateway: /readyz"
+  ok "gateway: /readyz 200 from a coordinator that wants tokens"
+  # The 401 says what to send over HTTP, not the CLI's --token or config file.
+  body=$(curl -s --cacert "$C/ca.crt" "$URL")
+  [[ $body == *'send the HTTP header `Authorization: Bearer'* && $body != *trainctl* ]] \
+    || fail "gateway: no-token body: $body"
+  ok "gateway: the 401 names the Authorization header, not the CLI's --token"
 fi
 e2e_done

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "trainctl/v1"
+)
+
+// ownRoute is a path the gateway answers itself rather than through a rule
+// of trainctl_http.yaml, with its OpenAPI operation (openapi.go adds it to
+// the generated description, so this table is the one list of them).
+type ownRoute struct {
+	Path    string
+	Method  string // GET routes also answer HEAD
+	Handler http.Handler
+	// OpenAPI (Swagger 2.0) operation object, JSON; "#/definitions/X"
+	// references resolve to ownDefinitions.
+	Operation string
+}
+
+// ownRoutes returns /healthz, /readyz and /v1/sweeps (withOpenAPIRoute adds
+// /v1/openapi.json, whose description includes these).
+func ownRoutes(gw *runtime.ServeMux, client pb.CoordinatorClient, cfg gatewayConfig) []ownRoute {
+	return []ownRoute{
+		{"/healthz", "GET", http.HandlerFunc(healthz), `{
+			"summary": "The gateway process is up (liveness); asks the coordinator nothing.",
+			"operationId": "Healthz", "tags": ["gateway"],
+			"responses": {"200": {"description": "up", "schema": {"$ref": "#/definitions/gatewayHealth"}}}}`},
+		{"/readyz", "GET", readyz(client, cfg), `{
+			"summary": "The coordinator answers a cheap RPC (GetJob of job 0) within -ready-timeout (readiness). Any answer counts, an error status included; no answer (UNAVAILABLE, DEADLINE_EXCEEDED) is 503 with the reason.",
+			"operationId": "Readyz", "tags": ["gateway"],
+			"responses": {
+				"200": {"description": "the coordinator answers", "schema": {"$ref": "#/definitions/gatewayHealth"}},
+				"503": {"description": "the coordinator does not answer; reason says why", "schema": {"$ref": "#/definitions/gatewayHealth"}}}}`},
+		{"/v1/sweeps", "GET", listSweeps(gw, client), `{
+			"summary": "One entry per sweep, newest first: its trials by state. A view of ListJobs (there is no ListSweeps RPC), as ` + "`trainctl sweep list`" + ` is: it covers the newest limit jobs (0: the coordinator's default, 1000); truncated says when there may be more. A sweep's trials: GET /v1/sweeps/{sweep_id}/jobs.",
+			"operationId": "ListSweeps", "tags": ["gateway"],
+			"parameters": [{"name": "limit", "in": "query", "required": false, "type": "integer", "format": "int32",
+				"description": "How many of the newest jobs to look through; 0 means the coordinator's default (1000)."}],
+			"responses": {"200": {"description": "the sweeps", "schema": {"$ref": "#/definitions/gatewaySweepList"}}}}`},
+	}
+}
+
+// onlyMethod answers other methods than method (and HEAD for GET) with a
+// JSON 405.
+func onlyMethod(method string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == "GET" && r.Method == "HEAD") {
+			w.Header().Set("Allow", method)
+			writeJSONError(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// healthz: 200 {"status": "ok"} while the process serves HTTP.
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz: 200 when the coordinator answers GetJob(0) within
+// cfg.ReadyTimeout, whatever the answer (NOT_FOUND, or UNAUTHENTICATED from
+// a coordinator with --tokens-file: the probe carries no token); 503 with
+// the reason when the call fails in transport (UNAVAILABLE: not listening,
+// a standby, TLS refused; DEADLINE_EXCEEDED).
+func readyz(client pb.CoordinatorClient, cfg gatewayConfig) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), cfg.ReadyTimeout)
+		defer cancel()
+		_, err := client.GetJob(ctx, &pb.GetJobRequest{JobId: 0})
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{
+				"status":      "not ready",
+				"coordinator": cfg.CoordinatorAddr,
+				"reason": fmt.Sprintf("coordinator %s did not answer within %v: %s",
+					cfg.CoordinatorAddr, cfg.ReadyTimeout, status.Convert(err).Message()),
+			})
+		default:
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "coordinator": cfg.CoordinatorAddr})
+		}
+	}
+}
+
+// sweepSummary is one entry of GET /v1/sweeps (JSON as the proto messages
+// print: 64-bit integers as strings).
+type sweepSummary struct {
+	SweepID string `json:"sweep_id"`
+	Trials  int    `json:"trials"`
+	// Trials per state, every state named (JOB_STATE_PENDING...), zeros too.
+	ByState           map[string]int `json:"by_state"`
+	FirstSubmitTimeMs int64          `json:"first_submit_time_ms,string"`
+	LastSubmitTimeMs  int64          `json:"last_submit_time_ms,string"`
+}
+
+type sweepList struct {
+	Sweeps []*sweepSummary `json:"sweeps"`
+	// Jobs looked through (trials and plain jobs).
+	JobsScanned int `json:"jobs_scanned"`
+	// True when the coordinator returned as many jobs as asked for: older
+	// jobs, and sweeps, may be missing.
+	Truncated bool `json:"truncated"`
+}
+
+// coordinatorListLimit: what ListJobs's limit 0 means (service.proto).
+const coordinatorListLimit = 1000
+
+// listSweeps: GET /v1/sweeps[?limit=N], the per-sweep view of ListJobs that
+// `trainctl sweep list` prints (client/cli_sweep.cc). The caller's
+// Authorization goes with the call, so a user sees their own sweeps.
+func listSweeps(gw *runtime.ServeMux, client pb.CoordinatorClient) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, outbound := runtime.MarshalerForRequest(gw, r)
+		fail := func(err error) { runtime.HTTPError(r.Context(), gw, outbound, w, r, err) }
+		req := &pb.ListJobsRequest{}
+		for k, v := range r.URL.Query() {
+			if k != "limit" {
+				fail(status.Errorf(codes.InvalidArgument, "unknown query parameter %q (GET /v1/sweeps takes limit)", k))
+				return
+			}
+			n, err := strconv.ParseInt(v[len(v)-1], 10, 32)
+			if err != nil || n < 0 {
+				fail(status.Errorf(codes.InvalidArgument, "limit: expected a count >= 0, got %q", v[len(v)-1]))
+				return
+			}
+			req.Limit = int32(n)
+		}
+		ctx, err := runtime.AnnotateContext(r.Context(), gw, r)
+		if err != nil {
+			fail(err)
+			return
+		}
+		resp, err := client.ListJobs(ctx, req)
+		if err != nil {
+			fail(err)
+			return
+		}
+		writeJSON(w, http.StatusOK, summarizeSweeps(resp.Jobs, req.Limit))
+	}
+}
+
+// summarizeSweeps groups jobs (newest first) by sweep, newest sweep first;
+// limit is what was asked of ListJobs.
+func summarizeSweeps(jobs []*pb.Job, limit int32) *sweepList {
+	out := &sweepList{Sweeps: []*sweepSummary{}, JobsScanned: len(jobs)}
+	if limit == 0 {
+		limit = coordinatorListLimit
+	}
+	out.Truncated = len(jobs) >= int(limit)
+	byID := map[string]*sweepSummary{}
+	for _, j := range jobs {
+		id := j.GetSpec().GetSweepId()
+		if id == "" {
+			continue
+		}
+		s := byID[id]
+		if s == nil {
+			s = &sweepSummary{SweepID: id, ByState: map[string]int{}}
+			for v, name := range pb.JobState_name {
+				if v != int32(pb.JobState_JOB_STATE_UNSPECIFIED) {
+					s.ByState[name] = 0
+				}
+			}
+			byID[id] = s
+			out.Sweeps = append(out.Sweeps, s)
+		}
+		s.Trials++
+		s.ByState[j.State.String()]++
+		if t := j.SubmitTimeMs; s.FirstSubmitTimeMs == 0 || t < s.FirstSubmitTimeMs {
+			s.FirstSubmitTimeMs = t
+		}
+		if j.SubmitTimeMs > s.LastSubmitTimeMs {
+			s.LastSubmitTimeMs = j.SubmitTimeMs
+		}
+	}
+	return out
+}
+
+// stateFilterPath: the routes of ListJobs, whose ?states= takes JobState
+// names.
+var stateFilterPath = regexp.MustCompile(`^/v1/(jobs|sweeps/[^/]+/jobs)$`)
+
+// shortStateNames lists the short names accepted (for the error message).
+var shortStateNames = "pending, scheduled, running, succeeded, failed, cancelled"
+
+// jobStateName returns the JobState name for s: a full name
+// (JOB_STATE_RUNNING) or a short one (running), in any case; a number is
+// returned as it is (grpc-gateway takes enum numbers). ok is false for
+// anything else.
+func jobStateName(s string) (string, bool) {
+	if _, err := strconv.Atoi(s); err == nil {
+		return s, true
+	}
+	up := strings.ToUpper(s)
+	if _, ok := pb.JobState_value[up]; ok {
+		return up, true
+	}
+	if _, ok := pb.JobState_value["JOB_STATE_"+up]; ok && up != "" {
+		return "JOB_STATE_" + up, true
+	}
+	return "", false
+}
+
+// acceptStateNames lets ?states= of GET /v1/jobs and
+// /v1/sweeps/{sweep_id}/jobs take short, case-insensitive state names and
+// comma-separated lists (states=running,pending), rewriting them to the full
+// names grpc-gateway knows (it takes only JOB_STATE_RUNNING); an unknown
+// name is a 400 naming it.
+func acceptStateNames(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "GET" || !stateFilterPath.MatchString(r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		q := r.URL.Query()
+		given, ok := q["states"]
+		if !ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		var names []string
+		for _, v := range given {
+			for _, s := range strings.Split(v, ",") {
+				s = strings.TrimSpace(s)
+				if s == "" {
+					continue
+				}
+				name, ok := jobStateName(s)
+				if !ok {
+					writeJSONError(w, fmt.Sprintf("states: unknown job state %q; use %s (any case), or the full names such as JOB_STATE_RUNNING",
+						s, shortStateNames), http.StatusBadRequest)
+					return
+				}
+				names = append(names, name)
+			}
+		}
+		q["states"] = names
+		r2 := r.Clone(r.Context())
+		r2.URL.RawQuery = q.Encode()
+		h.ServeHTTP(w, r2)
+	})
+}
