@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli_internal.h"
 #include "client/completion.h"
@@ -38,6 +39,7 @@ using internal::AddSubmitCommand;
 using internal::AddSweepCommands;
 using internal::AddTopCommand;
 using internal::AddWaitCommand;
+using internal::ClosestName;
 using internal::AddWhyCommand;
 using internal::BuildSpec;
 using internal::Example;
@@ -181,29 +183,36 @@ int Cli::Run(int argc, char** argv) {
     }
     std::string hint;
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
-      // "The following argument(s) was/were not expected: X Y".
+      // "The following argument(s) was/were not expected: X Y" (CLI11 lists
+      // them in no useful order): the first flag among them.
       const std::string what = e.what();
       const size_t colon = what.rfind(": ");
-      const std::string first =
-          colon == std::string::npos
-              ? ""
-              : std::string(absl::StripAsciiWhitespace(
-                    absl::string_view(what).substr(colon + 2).substr(
-                        0, what.find(' ', colon + 2) - colon - 2)));
-      if (absl::StartsWith(first, "-")) {
+      std::string first;
+      if (colon != std::string::npos) {
+        for (absl::string_view word :
+             absl::StrSplit(absl::string_view(what).substr(colon + 2), ' ', absl::SkipEmpty())) {
+          if (absl::StartsWith(word, "-")) {
+            first = std::string(word);
+            break;
+          }
+        }
+      }
+      if (!first.empty()) {
         std::vector<std::string> flags;
         for (const CLI::Option* o : innermost->get_options()) {
           for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
         }
         const std::string flag = first.substr(0, first.find('='));
         const std::string near = ClosestName(flag, flags);
-        if (submit->parsed() && !f.command.empty() && near.empty()) {
+        if (!near.empty()) {
+          hint = absl::StrCat("; ", flag, " is not a flag of ", command, " (did you mean ",
+                              near, "?)");
+        } else if (submit->parsed()) {
           // `submit python train.py --lr 3`: the program's own flag.
           hint = absl::StrCat("; ", flag, " is not a flag of ", command,
                               ": put the command to run after --");
         } else {
-          hint = absl::StrCat("; ", flag, " is not a flag of ", command,
-                              near.empty() ? "" : absl::StrCat(" (did you mean ", near, "?)"));
+          hint = absl::StrCat("; ", flag, " is not a flag of ", command);
         }
       } else if (submit->parsed()) {
         hint = "; put the command to run after --";

@@ -58,11 +58,8 @@ CLI::App* AddCancelCommand(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember(JobStateNames(), CLI::ignore_case))
       ->allow_extra_args(false);
   cancel->footer(Example(
-      "  trainctl cancel 42
-  trainctl cancel 42 43 44
-"
-      "  trainctl cancel --name lr-sweep --state pending
-"
+      "  trainctl cancel 42\n  trainctl cancel 42 43 44\n"
+      "  trainctl cancel --name lr-sweep --state pending\n"
       "  trainctl cancel --sweep sw-1a2b3c"));
   return cancel;
 }

@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # Long flag names of a CLI11 --help: "  --listen TEXT=..." -> listen.
 cli11_flags() {
   "$1" --help | sed -nE 's/^  (-[A-Za-z0-9],)?--([A-Za-z0-9][A-Za-z0-9-]*).*/\2/p' |
-    grep -vxE 'help|config' | sort -u
+    grep -vxE 'help|config|version' | sort -u
 }
 
 # Keys a config documents, commented out or not: "# listen = ..." -> listen.

@@ -142,7 +142,7 @@ ALOG=$(field "$aid" "j['tasks'][0]['log_path']")
 grep -q "whoami=$A home=$HOME_A myvar=from-alices-shell" "$ALOG" \
   || fail "alice's task: $(cat "$ALOG")"
 grep -q "agent-secret=absent" "$ALOG" || fail "the agent's environment reached the task"
-ops describe "$aid" | grep -q "Runs as:     $A (uid $UID_A)" || fail "describe: $(ops describe "$aid")"
+ops describe "$aid" | grep "Runs as:     $A (uid $UID_A)" >/dev/null || fail "describe: $(ops describe "$aid")"
 ok "alice's job runs as $A with her exported MYVAR and HOME; none of the agent's env"
 
 # 2. Files belong to the job's user and are private.
@@ -210,7 +210,7 @@ ok "--export OTHER passes only OTHER"
 # 6. A user with no account on the node, and root.
 gid=$(as "$B" "$TG" "$T" submit --workdir / -- true) || fail "ghost submit"
 wait_state "$gid" failed || fail "ghost's job did not fail"
-ops describe "$gid" | grep -q "$GHOST has no local account" || fail "ghost: $(ops describe "$gid")"
+ops describe "$gid" | grep "$GHOST has no local account" >/dev/null || fail "ghost: $(ops describe "$gid")"
 set +e
 out=$(TRAINCTL_AUTH_TOKEN=$TR TRAINCTL_TLS_CA=$C/ca.crt "$T" --coordinator "$ADDR" submit -- true 2>&1)
 rc=$?

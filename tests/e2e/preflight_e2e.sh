@@ -3,7 +3,7 @@
 # agents with one fake GPU each; the pre-flight probe
 # (trainctl-fake-preflight-probe, what fake-GPU agents run) of n1 is told to
 # fail and that of n3 to hang (TRAINCTL_FAKE_PROBE in their agents'
-# environment).
+# environment, passed to tasks with --task-env).
 #  1. a 2-node gang is probed; n1 errors at once, n3 gives no result by
 #     --preflight-timeout: both are excluded for the job;
 #  2. with only n2 left the gang waits (not failed) and `trainctl why` names
@@ -26,7 +26,7 @@ export TRAINCTL_COORDINATOR=127.0.0.1:${line##* }
 
 start_agent() {
   local n=$1 mode=$2
-  TRAINCTL_FAKE_PROBE=$mode "$BIN/trainctl-agent" --node-name "$n" \
+  TRAINCTL_FAKE_PROBE=$mode "$BIN/trainctl-agent" --node-name "$n" --task-env TRAINCTL_FAKE_PROBE \
     --fake-gpus 1:H100-fake:80GiB --log-dir "$WORK/logs-$n" \
     >"$WORK/agent-$n.log" 2>&1 &
   PIDS+=($!)

@@ -77,7 +77,7 @@ ops() { TRAINCTL_AUTH_TOKEN=$OPS TRAINCTL_TLS_CA=$C/ca.crt "$T" --coordinator "$
 id=$(alice submit -- sh -c 'echo hello from $TRAINCTL_JOB_ID') || fail "alice submit"
 alice wait "$id" || fail "alice's job $id did not succeed"
 alice logs "$id" | grep -q "hello from $id" || fail "alice's log"
-alice describe "$id" -o json | grep -q '"user": "alice"' || fail "spec.user is not alice"
+alice describe "$id" -o json | grep "\"user\": \"alice\"" >/dev/null || fail "spec.user is not alice"
 ok "alice submits, waits, reads her log; spec.user=alice"
 
 # 6. A gang's ranks do the rendezvous over TLS (TRAINCTL_TLS_CA from the agent).

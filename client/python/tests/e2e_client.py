@@ -280,7 +280,11 @@ def main():
                          coord_args=tls + ["--tls-cert", os.path.join(certs, "coordinator.crt"),
                                            "--tls-key", os.path.join(certs, "coordinator.key"),
                                            "--tokens-file", os.path.join(work, "tokens.txtpb")],
+                         # The token users have no local accounts here: tasks
+                         # run as the agent's (tests/e2e/multiuser_e2e.sh runs
+                         # each job as its user).
                          agent_args=tls + [
+                             "--run-tasks-as-agent",
                              "--tls-cert", os.path.join(certs, "nodes", "py-node.crt"),
                              "--tls-key", os.path.join(certs, "nodes", "py-node.key")])
         os.makedirs(secure.work)
