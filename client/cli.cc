@@ -248,7 +248,11 @@ int Cli::Run(int argc, char** argv) {
                                 : absl::StrCat(parents, " ", topic->get_name());
       topic = next;
     }
-    out_ << topic->help(parents);
+    // `trainctl help` alone: the command list. (App::help() would show the
+    // parsed `help` subcommand's own help instead.)
+    out_ << (topic == &app ? app.get_formatter()->make_help(&app, "trainctl",
+                                                             CLI::AppFormatMode::Normal)
+                           : topic->help(parents));
     return kExitOk;
   }
 
@@ -323,7 +327,10 @@ int Cli::Run(int argc, char** argv) {
     return session.Sweep(f.submit.spec(), trials, f.sweep_id,
                          name.empty() ? f.sweep_id : name);
   }
-  if (list->parsed()) return session.List(f.states, json);
+  if (list->parsed()) {
+    return session.List(f.states, json,
+                        {f.list_user, f.list_name, f.list_limit, f.output == "wide"});
+  }
   if (describe->parsed()) return session.Describe(f.job_id, json);
   if (logs->parsed()) {
     if (f.tail_lines > 0 || f.all_ranks) {

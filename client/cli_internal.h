@@ -160,7 +160,15 @@ class Session {
   }
 
   int Submit(v1::SubmitJobRequest request, bool wait);
-  int List(const std::vector<std::string>& states, bool json);
+  // `list`'s filters and columns: only `user`'s / `name`'s jobs (client
+  // side), at most `limit` (0: all), `wide` adds USER and NODES.
+  struct ListFilter {
+    std::string user;
+    std::string name;
+    int limit = 0;
+    bool wide = false;
+  };
+  int List(const std::vector<std::string>& states, bool json, const ListFilter& filter);
   int Describe(int64_t job_id, bool json);
   // The pre-flights of a gang (docs/preflight.md): one block per run.
   void DescribePreflight(const v1::Job& job);
@@ -294,6 +302,9 @@ struct Flags {
   std::vector<std::string> command;
   // list
   std::vector<std::string> states;
+  std::string list_user;
+  std::string list_name;
+  int list_limit = 0;
   // cancel
   std::vector<int64_t> job_ids;
   std::string cancel_sweep;

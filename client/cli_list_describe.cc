@@ -59,21 +59,31 @@ ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f) {
   CLI::App* describe =
       app.add_subcommand("describe", "Show a job's spec, state and ranks");
   describe->add_option("JOB", f.job_id, "Job id")->required();
-  for (CLI::App* sub : {list, describe}) {
-    sub->add_option("-o,--output", f.output, "Output format: table or json")
-        ->check(CLI::IsMember({"table", "json"}));
-  }
+  list->add_option("-o,--output", f.output,
+                   "Output format: table, wide (with USER and NODES) or json")
+      ->check(CLI::IsMember({"table", "wide", "json"}));
+  describe->add_option("-o,--output", f.output, "Output format: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  list->add_option("--user", f.list_user, "Only this user's jobs");
+  list->add_option("--name", f.list_name, "Only jobs of this name");
+  list->add_option("--limit", f.list_limit, "At most this many jobs, newest first")
+      ->check(CLI::Range(1, 1'000'000));
   list->footer(
       Example("  trainctl list --state running --state pending\n"
-              "  trainctl list -o json"));
+              "  trainctl list --user alice --name lr-sweep -o wide\n"
+              "  trainctl list --limit 20 -o json"));
   describe->footer(
       Example("  trainctl describe 42\n"
               "  trainctl describe 42 -o json"));
   return {list, describe};
 }
 
-int Session::List(const std::vector<std::string>& states, bool json) {
+int Session::List(const std::vector<std::string>& states, bool json,
+                  const ListFilter& filter) {
   v1::ListJobsRequest request;
+  // With a client-side filter the limit applies after it.
+  const bool client_filter = !filter.user.empty() || !filter.name.empty();
+  if (filter.limit > 0 && !client_filter) request.set_limit(filter.limit);
   for (const std::string& name : states) {
     v1::JobState state;
     // Validated by CLI11 against the same names.
@@ -87,9 +97,14 @@ int Session::List(const std::vector<std::string>& states, bool json) {
     return Fail(s);
   }
   for (v1::Job& job : *response.mutable_jobs()) job.clear_attempt_token();
-  if (json) {
-    out_ << ToJson(response);
-    return kExitOk;
+  if (client_filter) {
+    v1::ListJobsResponse kept;
+    for (v1::Job& job : *response.mutable_jobs()) {
+      if (!filter.user.empty() && job.spec().user() != filter.user) continue;
+      if (!filter.name.empty() && job.spec().name() != filter.name) continue;
+      *kept.add_jobs() = std::move(job);
+    }
+    response = std::move(kept);
   }
   std::vector<const v1::Job*> jobs;
   for (const v1::Job& job : response.jobs()) jobs.push_back(&job);
@@ -97,6 +112,35 @@ int Session::List(const std::vector<std::string>& states, bool json) {
     return std::make_pair(a->submit_time_ms(), a->id()) >
            std::make_pair(b->submit_time_ms(), b->id());
   });
+  if (filter.limit > 0 && jobs.size() > static_cast<size_t>(filter.limit)) {
+    jobs.resize(filter.limit);
+  }
+  if (json) {
+    v1::ListJobsResponse shown;
+    for (const v1::Job* job : jobs) *shown.add_jobs() = *job;
+    out_ << ToJson(shown);
+    return kExitOk;
+  }
+  if (filter.wide) {
+    Table table({"ID", "NAME", "USER", "KIND", "STATE", "GPUS", "NODES", "ATTEMPT", "AGE",
+                 "REASON"});
+    for (const v1::Job* job : jobs) {
+      std::vector<std::string> nodes;
+      for (const v1::Task& t : job->tasks()) {
+        if (std::find(nodes.begin(), nodes.end(), t.node()) == nodes.end()) {
+          nodes.push_back(t.node());
+        }
+      }
+      table.AddRow({absl::StrCat(job->id()),
+                    job->spec().name().empty() ? "-" : job->spec().name(),
+                    job->spec().user().empty() ? "-" : job->spec().user(),
+                    KindName(job->kind()), StateName(job->state()), FormatGpus(job->spec()),
+                    nodes.empty() ? "-" : absl::StrJoin(nodes, ","),
+                    absl::StrCat(job->attempt()), Ago(job->submit_time_ms()), job->reason()});
+    }
+    table.Print(out_, terminal_width_);
+    return kExitOk;
+  }
   Table table({"ID", "NAME", "KIND", "STATE", "GPUS", "ATTEMPT", "AGE",
                "RUNTIME", "REASON"});
   for (const v1::Job* job : jobs) {

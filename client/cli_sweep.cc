@@ -469,6 +469,27 @@ int Session::SweepCompare(const std::string& sweep_id, const std::string& metric
   absl::StatusOr<v1::SweepComparison> cmp =
       CompareSweep(sweep_id, metric, mode, scope);
   if (!cmp.ok()) return Fail(cmp.status());
+  if (std::none_of(cmp->trials().begin(), cmp->trials().end(),
+                   [](const v1::SweepTrial& t) { return t.has_metric(); })) {
+    // A mistyped metric: say which ones the trials did report.
+    std::set<std::string> keys;
+    int asked = 0;
+    for (const v1::SweepTrial& t : cmp->trials()) {
+      if (asked++ == 8) break;
+      v1::GetMetricsRequest request;
+      request.set_job_id(t.job_id());
+      request.set_summary_only(true);
+      v1::GetMetricsResponse metrics;
+      if (!Call(&Stub::GetMetrics, request, &metrics).ok()) continue;
+      for (const v1::MetricSeries& m : metrics.series()) keys.insert(m.key());
+    }
+    if (!keys.empty()) {
+      err_ << absl::StrFormat(
+          "trainctl: error: no trial of sweep %s reported %s; its trials reported: %s\n",
+          sweep_id, metric, absl::StrJoin(keys, ", "));
+      return kExitUsage;
+    }
+  }
   if (json) {
     out_ << ToJson(*cmp);
     return kExitOk;

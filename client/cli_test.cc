@@ -831,6 +831,36 @@ TEST_F(CliTest, UnknownFlag_NamedWithTheClosestNotTheDoubleDashHint) {
   EXPECT_THAT(err_.str(), Not(HasSubstr("after --")));
 }
 
+TEST_F(CliTest, List_UserNameLimitWide_FiltersAndShowsUserAndNodes) {
+  auto listed = Proto<v1::ListJobsResponse>(R"pb(
+    jobs { id: 1 spec { name: "lr" user: "alice" } state: JOB_STATE_RUNNING
+           tasks { node: "gpu-a" } tasks { node: "gpu-b" } tasks { node: "gpu-a" } }
+    jobs { id: 2 spec { name: "lr" user: "bob" } state: JOB_STATE_PENDING }
+    jobs { id: 3 spec { name: "other" user: "alice" } state: JOB_STATE_PENDING }
+    jobs { id: 4 spec { name: "lr" user: "alice" } state: JOB_STATE_PENDING }
+  )pb");
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(listed), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"list", "--user", "alice", "--name", "lr", "-o", "wide"}), 0);
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("USER"));
+  EXPECT_THAT(out, HasSubstr("NODES"));
+  EXPECT_THAT(out, HasSubstr("gpu-a,gpu-b"));
+  EXPECT_THAT(out, Not(HasSubstr("bob")));
+  EXPECT_THAT(out, Not(HasSubstr("other")));
+  v1::ListJobsRequest request;
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&request), SetArgPointee<2>(listed), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"list", "--limit", "2", "-o", "json"}), 0);
+  EXPECT_EQ(request.limit(), 2);
+}
+
+TEST_F(CliTest, HelpAlone_ListsTheCommands) {
+  EXPECT_EQ(Run({"help"}), 0);
+  EXPECT_THAT(out_.str(), AllOf(HasSubstr("submit"), HasSubstr("sweep"), HasSubstr("cancel"),
+                                HasSubstr("logs"), Not(HasSubstr("Show the help of a command\nUsage"))));
+}
+
 TEST_F(CliTest, Version_PrintsTheProjectVersion) {
   EXPECT_EQ(Run({"--version"}), 0);
   EXPECT_THAT(out_.str(), StartsWith("trainctl 0."));

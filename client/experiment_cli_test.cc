@@ -189,6 +189,27 @@ TEST_F(SweepCompareTest, SweepCompare_MaxModeJson_ParsesBackRanked) {
   EXPECT_FALSE(parsed.trials(2).has_metric());
 }
 
+TEST_F(ExperimentCliTest, SweepCompare_UnknownMetric_ListsTheReportedOnes) {
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::ListJobsResponse>(R"pb(
+                              jobs { id: 10 spec { sweep_id: "sw" } state: JOB_STATE_SUCCEEDED
+                                     metric_points: 9 }
+                            )pb")),
+                            Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetMetrics(_, _, _))
+      .WillRepeatedly(Invoke([](grpc::ClientContext*, const v1::GetMetricsRequest& req,
+                                v1::GetMetricsResponse* resp) {
+        if (req.key().empty()) {
+          resp->add_series()->set_key("loss");
+          resp->add_series()->set_key("val_loss");
+        }
+        return grpc::Status::OK;
+      }));
+  EXPECT_EQ(Run({"sweep", "compare", "sw", "--metric", "nope"}), 2);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("no trial of sweep sw reported nope; its trials reported: loss, val_loss"));
+}
+
 TEST_F(SweepCompareTest, SweepDescribe_Metric_AddsBestTrials) {
   ASSERT_EQ(Run({"sweep", "describe", "sw", "--metric", "val_loss", "--scope", "best"}), 0)
       << err_.str();
