@@ -217,6 +217,13 @@ int Session::Describe(int64_t job_id, bool json) {
     std::vector<std::string> names;
     for (const auto& [name, value] : spec.exported_env()) names.push_back(name);
     std::sort(names.begin(), names.end());
+    // The first dozen names; `describe -o json` has them all.
+    constexpr size_t kShownNames = 12;
+    if (names.size() > kShownNames) {
+      const size_t more = names.size() - kShownNames;
+      names.resize(kShownNames);
+      names.push_back(absl::StrCat("... and ", more, " more"));
+    }
     field("Export:",
           absl::StrFormat("%s (%d variables%s%s)",
                           spec.export_policy().empty() ? "given" : spec.export_policy(),
