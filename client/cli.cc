@@ -9,6 +9,7 @@
 #include <unistd.h>  // environ
 
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,7 @@ using internal::AddSweepCommands;
 using internal::AddTopCommand;
 using internal::AddWaitCommand;
 using internal::ClosestName;
+using internal::JsonToYaml;
 using internal::AddWhyCommand;
 using internal::BuildSpec;
 using internal::Example;
@@ -295,11 +297,15 @@ int Cli::Run(int argc, char** argv) {
   if (!user_given && !connection->token.empty()) f.submit.mutable_spec()->clear_user();
   const std::string address = connection->address;
   RealClock real_clock;
-  Session session(make_stub_(*connection), address, out_, err_,
+  // -o yaml: the command prints its JSON here, which is then converted.
+  const bool yaml = f.output == "yaml";
+  std::ostringstream yaml_json;
+  Session session(make_stub_(*connection), address, yaml ? yaml_json : out_, err_,
                   options_.clock != nullptr ? *options_.clock : real_clock,
                   options_.terminal_width);
   if (options_.progress) session.EnableProgress();
-  const bool json = f.output == "json";
+  const bool json = f.output == "json" || yaml;
+  auto dispatch = [&]() -> int {
   if (submit->parsed()) return session.Submit(f.submit, f.wait);
   if (sweep.list->parsed()) return session.SweepList(json);
   if (sweep.describe->parsed()) {
@@ -348,6 +354,10 @@ int Cli::Run(int argc, char** argv) {
     return session.Top(absl::Seconds(f.interval_s), f.once, json);
   }
   return kExitUsage;  // unreachable: require_subcommand(1)
+  };
+  const int status = dispatch();
+  if (yaml && !yaml_json.str().empty()) out_ << JsonToYaml(yaml_json.str());
+  return status;
 }
 
 }  // namespace trainctl::cli

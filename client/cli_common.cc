@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "yaml-cpp/yaml.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -163,6 +164,30 @@ std::string ClosestName(absl::string_view word, const std::vector<std::string>& 
     }
   }
   return best;
+}
+
+namespace {
+
+// Block style all the way down: a node loaded from JSON keeps JSON's flow
+// style ({...}, [...]), which yaml-cpp would emit again.
+void BlockStyle(YAML::Node node) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  node.SetStyle(YAML::EmitterStyle::Block);
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) BlockStyle(it->second);
+  } else {
+    for (auto it = node.begin(); it != node.end(); ++it) BlockStyle(*it);
+  }
+}
+
+}  // namespace
+
+std::string JsonToYaml(const std::string& json) {
+  YAML::Node node = YAML::Load(json);
+  BlockStyle(node);
+  YAML::Emitter emitter;
+  emitter << node;
+  return std::string(emitter.c_str()) + "\n";
 }
 
 bool LooksSecret(absl::string_view name) {

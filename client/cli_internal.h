@@ -87,6 +87,10 @@ std::string FormatExit(const v1::Task& t);
 std::string FormatValue(double v);
 // The protobuf JSON of `message` (proto field names, defaults included).
 std::string ToJson(const google::protobuf::Message& message);
+// `json` (one document, as ToJson prints it) as YAML (yaml-cpp: YAML is a
+// superset of JSON, so it parses it as it is). `-o yaml` of every command
+// that has `-o json`.
+std::string JsonToYaml(const std::string& json);
 // The values of `list --state` and `cancel --state`: every job state but
 // UNSPECIFIED, as "running" (cli_list_describe.cc).
 std::vector<std::string> JobStateNames();

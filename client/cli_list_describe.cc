@@ -60,10 +60,10 @@ ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f) {
       app.add_subcommand("describe", "Show a job's spec, state and ranks");
   describe->add_option("JOB", f.job_id, "Job id")->required();
   list->add_option("-o,--output", f.output,
-                   "Output format: table, wide (with USER and NODES) or json")
-      ->check(CLI::IsMember({"table", "wide", "json"}));
-  describe->add_option("-o,--output", f.output, "Output format: table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+                   "Output format: table, wide (with USER and NODES), json or yaml")
+      ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
+  describe->add_option("-o,--output", f.output, "Output format: table, json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   list->add_option("--user", f.list_user, "Only this user's jobs");
   list->add_option("--name", f.list_name, "Only jobs of this name");
   list->add_option("--limit", f.list_limit, "At most this many jobs, newest first")

@@ -46,7 +46,7 @@ CLI::App* AddMetricsCommand(CLI::App& app, Flags& f) {
   metrics_cmd->add_option("--key", f.metric_key, "Only this metric");
   metrics_cmd->add_option("-o,--output", f.output,
                           "table (summary) or json (every point, plot-ready)")
-      ->check(CLI::IsMember({"table", "json"}));
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   metrics_cmd->footer(Example("  trainctl metrics 42\n"
                               "  trainctl metrics 42 --key loss -o json"));
   return metrics_cmd;

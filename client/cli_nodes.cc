@@ -21,8 +21,8 @@ namespace trainctl::cli::internal {
 CLI::App* AddNodesCommand(CLI::App& app, Flags& f) {
   CLI::App* nodes_cmd =
       app.add_subcommand("nodes", "Show every GPU of the cluster");
-  nodes_cmd->add_option("-o,--output", f.output, "Output format: table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  nodes_cmd->add_option("-o,--output", f.output, "Output format: table, json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   nodes_cmd->footer(Example("  trainctl nodes\n  trainctl nodes -o json"));
   return nodes_cmd;
 }

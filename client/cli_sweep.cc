@@ -104,8 +104,8 @@ SweepCommands AddSweepCommands(CLI::App& app, Flags& f) {
       "describe", "A sweep's trials: job, state, parameters, exit code");
   sweep_describe->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
   sweep_describe
-      ->add_option("-o,--output", f.output, "Output format: table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+      ->add_option("-o,--output", f.output, "Output format: table, json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   CLI::App* sweep_cancel = sweep->add_subcommand(
       "cancel", "Cancel every trial of a sweep that has not ended");
   sweep_cancel->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
@@ -113,7 +113,7 @@ SweepCommands AddSweepCommands(CLI::App& app, Flags& f) {
       ->add_option("-o,--output", f.output,
                    "Output format: table, or json (the sweeps' trials, as "
                    "`list -o json` prints jobs)")
-      ->check(CLI::IsMember({"table", "json"}));
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   sweep_list->footer(
       Example("  trainctl sweep list\n  trainctl sweep list -o json"));
   sweep_describe->footer(Example(
@@ -124,8 +124,8 @@ SweepCommands AddSweepCommands(CLI::App& app, Flags& f) {
       "compare", "A sweep's trials ranked by a metric, best first, with their "
                  "parameters");
   sweep_compare->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
-  sweep_compare->add_option("-o,--output", f.output, "Output format: table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  sweep_compare->add_option("-o,--output", f.output, "Output format: table, json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   for (CLI::App* sub : {sweep_compare, sweep_describe}) {
     CLI::Option* metric = sub->add_option("--metric", f.metric,
                                           "Metric to rank the trials by, e.g. val_loss");

@@ -505,6 +505,16 @@ TEST_F(CliTest, Describe_ExportAndAccount_ShownWithSecretsMasked) {
   EXPECT_THAT(out_.str(), HasSubstr("/usr/bin"));
 }
 
+TEST_F(CliTest, Describe_Yaml_TheJsonAsYaml) {
+  auto response = Proto<v1::GetJobResponse>(R"pb(job { id: 9 spec { name: "ddp" } })pb");
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"describe", "9", "-o", "yaml"}), 0);
+  EXPECT_THAT(out_.str(), StartsWith("job:\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("  id: 9\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("    name: ddp\n"));
+}
+
 TEST_F(CliTest, Describe_Json_ParsesBack) {
   auto response = Proto<v1::GetJobResponse>(R"pb(job {
                                                    id: 9

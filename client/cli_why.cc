@@ -19,8 +19,8 @@ CLI::App* AddWhyCommand(CLI::App& app, Flags& f) {
   CLI::App* why = app.add_subcommand(
       "why", "Explain why a job waits: quota, nodes, reservation and ETA");
   why->add_option("JOB", f.job_id, "Job id")->required();
-  why->add_option("-o,--output", f.output, "Output format: table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  why->add_option("-o,--output", f.output, "Output format: table, json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   why->footer(Example("  trainctl why 42\n  trainctl why 42 -o json"));
   return why;
 }

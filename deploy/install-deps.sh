@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libsqlite3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev patchelf
   systemd zsh bsdutils  # packaging_test: systemd-analyze verify; cli tests: zsh -n, script(1)
-  prometheus-cpp-dev curl openssl libssl-dev
+  prometheus-cpp-dev curl openssl libssl-dev libyaml-cpp-dev
   passwd  # multi-user e2e: useradd (throwaway accounts)
   iproute2
   # The Python client (client/python): runtime, stub generation (protoc and
