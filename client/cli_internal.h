@@ -296,6 +296,7 @@ struct Flags {
   std::string queue;
   std::string time_limit;
   bool preemptible = false;
+  bool hold = false;
   bool pack = false;
   bool spread = false;
   bool preflight = false;

@@ -84,6 +84,10 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
   sub->add_option("--time-limit", f.time_limit,
                   "Stop and fail the job (TIMEOUT) after this long running, "
                   "e.g. 30m, 2h, 1h30m; lets it backfill ahead of a reservation");
+  sub->add_flag("--hold", f.hold,
+                "Accept the job although no node of the cluster could hold it "
+                "now (more GPUs or nodes than it has): it waits for nodes that "
+                "will join instead of being refused");
   sub->add_flag("--preemptible", f.preemptible,
                 "May be stopped (SIGTERM, grace) and requeued for "
                 "higher-ranked work; may backfill onto reserved GPUs");
@@ -133,6 +137,7 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   spec->set_gpu_fraction(flags->gpu_fraction);
   spec->set_queue(flags->queue);
   spec->set_preemptible(flags->preemptible);
+  spec->set_hold(flags->hold);
   spec->set_user(flags->user);
   spec->set_project(flags->project);
   if (flags->pack) spec->set_placement(v1::GANG_PLACEMENT_PACK);

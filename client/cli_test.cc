@@ -137,6 +137,12 @@ TEST_F(CliTest, Submit_ExportUnsetOrBadName_UsageErrorNamingIt) {
   EXPECT_THAT(err_.str(), HasSubstr("\"1X\" is not a variable name"));
 }
 
+TEST_F(CliTest, Submit_Hold_SetsHold) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--hold", "--gpus", "16", "--", "true"}), 0);
+  EXPECT_TRUE(submitted_.spec().hold());
+}
+
 TEST_F(CliTest, Submit_ImageCpusMem_MapToSpec) {
   ExpectSubmit();
   EXPECT_EQ(Run({"submit", "--image", "localhost/train:1", "--cpus", "2.5", "--mem",

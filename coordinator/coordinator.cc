@@ -637,7 +637,21 @@ void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
         retried = true;
       }
     }
-    if (!retried) {
+    if (!retried && !spec.hold() && !nodes_.empty()) {
+      // A job no registered node could ever hold is refused, not accepted
+      // to fail at once (with no node yet, the cluster is still starting).
+      v1::Job candidate;
+      *candidate.mutable_spec() = spec;
+      candidate.set_kind(KindOf(spec));
+      if (std::optional<std::string> never =
+              scheduler_.WhyNeverFits(SnapshotLocked(), ToJobRequest(candidate))) {
+        refused = absl::FailedPreconditionError(absl::StrCat(
+            "cannot run on this cluster: ", *never,
+            "; submit with --hold (spec.hold) to keep it waiting for nodes that "
+            "will join"));
+      }
+    }
+    if (!retried && refused.ok()) {
       // This job's PENDING record and the placement it gets below commit
       // together: one fsync per submit.
       CommitHold hold(store_);

@@ -281,6 +281,13 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
         StartAttemptLocked(job, d.placement, deferred);
         break;
       case sched::Outcome::kInfeasible:
+        if (job.spec().hold()) {
+          // Accepted for nodes that will join: it waits.
+          const std::string reason =
+              absl::StrCat("held (--hold): cannot run on this cluster yet: ", d.reason);
+          if (job.reason() != reason) job.set_reason(reason);
+          break;
+        }
         if (TransitionLocked(job, v1::JOB_STATE_FAILED,
                              absl::StrCat("cannot run on this cluster: ", d.reason),
                              deferred)) {

@@ -20,6 +20,7 @@
 namespace trainctl::coord {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::SizeIs;
@@ -328,18 +329,30 @@ TEST_F(CoordinatorTest, Gang_RestartsLeft_NewAttemptAfterOldRanksExit) {
   EXPECT_NE(all[2].env().at("TRAINCTL_TOKEN"), starts[0].env().at("TRAINCTL_TOKEN"));
 }
 
-TEST_F(CoordinatorTest, SubmitJob_LargerThanCluster_FailsAtOnceWithReason) {
+TEST_F(CoordinatorTest, SubmitJob_LargerThanCluster_RefusedWithReasonUnlessHeld) {
   Connect("a", 2);
   v1::JobSpec spec = Spec();
   spec.set_gpus(3);
-  auto id = core_->SubmitJob(spec, "");
-  v1::Job job = Job(*id);
-  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
-  EXPECT_THAT(job.reason(), HasSubstr("cannot run on this cluster"));
-
+  EXPECT_THAT(core_->SubmitJob(spec, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("cannot run on this cluster: needs 3 GPUs but the "
+                                       "cluster has 2"),
+                             HasSubstr("--hold"))));
   v1::JobSpec big = Spec();
   big.set_gpu_memory_bytes(100 * kGiB);
-  EXPECT_EQ(Job(*core_->SubmitJob(big, "")).state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(core_->SubmitJob(big, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("largest GPU")));
+  // Nothing was accepted.
+  EXPECT_THAT(core_->ListJobs({}, 0), SizeIs(0));
+
+  // Held: accepted, it waits for nodes that will join, then runs.
+  spec.set_hold(true);
+  auto id = core_->SubmitJob(spec, "");
+  TC_ASSERT_OK(id);
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Job(*id).reason(), HasSubstr("held (--hold): cannot run on this cluster yet"));
+  Connect("b", 2);
+  EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SCHEDULED);
 }
 
 TEST_F(CoordinatorTest, SubmitJob_BusyCluster_WaitsThenRuns) {

@@ -362,4 +362,12 @@ std::optional<Explanation> Scheduler::Explain(
   return explanation;
 }
 
+std::optional<std::string> Scheduler::WhyNeverFits(const ClusterSnapshot& cluster,
+                                                   const JobRequest& job) const {
+  if (std::optional<std::string> reason = internal::MalformedReason(job, config_)) {
+    return reason;
+  }
+  return internal::InfeasibleReason(job, internal::ClusterShape(cluster));
+}
+
 }  // namespace trainctl::sched

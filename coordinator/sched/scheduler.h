@@ -429,6 +429,12 @@ class Scheduler {
                                      const std::vector<JobRequest>& queue,
                                      int64_t job_id) const;
 
+  // Why `job` could never run on `cluster` (every node it knows, lost ones
+  // included, at its full capacity), as Schedule() would find it
+  // kInfeasible; nullopt when it could. O(nodes).
+  std::optional<std::string> WhyNeverFits(const ClusterSnapshot& cluster,
+                                          const JobRequest& job) const;
+
  private:
   SchedulerConfig config_;
 };

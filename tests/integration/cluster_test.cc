@@ -277,14 +277,13 @@ TEST_F(ClusterTest, SubmitJob_BadSpec_InvalidArgumentNamingField) {
   EXPECT_THAT(s.error_message(), HasSubstr("spec.command"));
 }
 
-TEST_F(ClusterTest, SubmitJob_MoreGpusThanCluster_FailsWithReason) {
+TEST_F(ClusterTest, SubmitJob_MoreGpusThanCluster_RefusedWithReason) {
   v1::JobSpec spec = Shell("true");
   spec.set_gpus(5);
   int64_t id;
-  ASSERT_TRUE(Submit(spec, &id).ok());
-  v1::Job job = Wait(id);
-  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
-  EXPECT_THAT(job.reason(), HasSubstr("cannot run on this cluster"));
+  grpc::Status s = Submit(spec, &id);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("cannot run on this cluster"));
 }
 
 TEST_F(ClusterTest, SubmitJob_MissingProgram_FailsWithStartError) {

@@ -19,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -630,7 +631,12 @@ class Simulation {
     absl::StatusOr<int64_t> id = core_->SubmitJob(spec, request_id);
     Settle();
     if (!id.ok()) {
-      if (!absl::IsInvalidArgument(id.status())) {
+      // INVALID_ARGUMENT, or a job no known node could ever hold (refused,
+      // never accepted: nothing is lost).
+      const bool never_fits = absl::IsFailedPrecondition(id.status()) &&
+                              absl::StrContains(id.status().message(),
+                                                "cannot run on this cluster");
+      if (!absl::IsInvalidArgument(id.status()) && !never_fits) {
         Violation("submit", absl::StrCat("refused with ", id.status().ToString()));
       }
       return;

@@ -25,6 +25,7 @@ EXTRA_OPTIONS = {
     "queue": "named queue (str; default 'default')",
     "time_limit": "wall-clock limit of one attempt: seconds, timedelta or '2h'",
     "preemptible": "may be preempted and requeued (bool)",
+    "hold": "accept a job no node could hold yet, to wait for nodes (bool)",
     "placement": "gangs: 'pack' (fewest nodes, default) or 'spread'",
     "preflight": "gangs: True/False to force the NCCL pre-flight on/off",
     "user": "user the job is charged to (default: $USER without a token, "
@@ -175,6 +176,8 @@ def build_spec(command: Any, *, gpus: Optional[int] = None,
         spec.time_limit_ms = max(1, int(round(seconds * 1000)))
     if "preemptible" in more:
         spec.preemptible = _bool("preemptible", more["preemptible"])
+    if "hold" in more:
+        spec.hold = _bool("hold", more["hold"])
     placement = more.get("placement")
     if placement is not None:
         if placement not in ("pack", "spread"):
