@@ -9,13 +9,14 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev patchelf
   systemd zsh bsdutils  # packaging_test: systemd-analyze verify; cli tests: zsh -n, script(1)
   prometheus-cpp-dev curl openssl libssl-dev
-  # promtool for the alert rules' and the metrics' checks (promtool_*_test):
-  # Debian ships it only inside the prometheus server package (19 MB
+  passwd  # multi-user e2e: useradd (throwaway accounts)
+  iproute2
+  # promtool and prometheus for the alert rules' and the metrics' checks
+  # (promtool_rules_test, promtool_metrics_e2e, prometheus_queries_e2e):
+  # Debian ships promtool only in the prometheus server package (19 MB
   # download, ~100 MB installed, ~20 s). Its service is not wanted here:
   # stopped below where this script installed it under systemd.
   prometheus
-  passwd  # multi-user e2e: useradd (throwaway accounts)
-  iproute2
   # The Python client (client/python): runtime, stub generation (protoc and
   # grpc_python_plugin above), and its pip install test in a venv.
   python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel python3-venv
