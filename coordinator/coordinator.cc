@@ -523,9 +523,27 @@ bool Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
 }
 
 void Coordinator::AddJobEdgeListenersLocked() {
-  // In this order: the attempt record reads the attempt's tasks before a new
-  // attempt clears them, and a new attempt drains live probes under the
-  // probe's key before the pre-flight listener resets it.
+  // In this order: metrics read the previous attempt's record before a
+  // placement opens the next one; the attempt record reads the attempt's
+  // tasks before a new attempt clears them, and a new attempt drains live
+  // probes under the probe's key before the pre-flight listener resets it.
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    // Metrics: counters for Stats(), and the queue wait for on_job_placed
+    // (observed after the lock).
+    if (IsFinal(e.to)) ++counters_.jobs_finished[StateSlot(e.to)];
+    if (e.from != v1::JOB_STATE_PENDING || e.to != v1::JOB_STATE_SCHEDULED) return;
+    ++counters_.placements;
+    if (!config_.on_job_placed) return;
+    // Queued since the end of the attempt before (its record is the last
+    // one until this placement opens the next), or since the submit.
+    int64_t since_ms = e.job.submit_time_ms();
+    if (e.job.attempts_size() > 0) {
+      since_ms = std::max(since_ms, e.job.attempts(e.job.attempts_size() - 1).end_time_ms());
+    }
+    const absl::Duration waited =
+        absl::Milliseconds(std::max<int64_t>(0, e.now_ms - since_ms));
+    e.deferred.push_back([this, waited]() { config_.on_job_placed(waited); });
+  });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     RecordAttemptLocked(e.job, e.from, e.to, e.now_ms);
   });
@@ -563,6 +581,7 @@ void Coordinator::AddJobEdgeListenersLocked() {
       v1::PreflightRun* run = pf->mutable_runs(pf->runs_size() - 1);
       if (run->verdict() == v1::PREFLIGHT_VERDICT_RUNNING) {
         run->set_verdict(v1::PREFLIGHT_VERDICT_ABORTED);
+        ++counters_.preflight_runs[v1::PREFLIGHT_VERDICT_ABORTED];
         run->set_reason(std::string(e.reason));
         run->set_end_time_ms(e.now_ms);
       }
@@ -682,6 +701,7 @@ void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
         TrackLocked(job);
         jobs_.emplace(id, std::move(job));
         ++jobs_by_state_[v1::JOB_STATE_PENDING];
+        ++counters_.jobs_submitted;
         TC_LOG_INFO("job {} submitted", id);
         await_pass = RequestScheduleLocked(deferred);
         durable_at = last_ticket_;
@@ -1286,6 +1306,7 @@ CoordinatorStats Coordinator::Stats() const {
   stats.jobs_by_state = jobs_by_state_;
   stats.illegal_transitions = illegal_transitions_;
   stats.ignored_task_usage = ignored_task_usage_;
+  stats.counters = counters_;
   stats.pending_jobs = jobs_by_state_[v1::JOB_STATE_PENDING];
   stats.jobs_in_memory = static_cast<int64_t>(jobs_.size());
   stats.pending_by_queue["default"] = 0;
@@ -1294,6 +1315,18 @@ CoordinatorStats Coordinator::Stats() const {
     const v1::Job& job = jobs_.at(id);
     if (job.state() != v1::JOB_STATE_PENDING) continue;
     ++stats.pending_by_queue[job.spec().queue().empty() ? "default" : job.spec().queue()];
+  }
+  // GPUs with a reservation: live tasks of active jobs (current attempts
+  // and pre-flight probes) and of earlier attempts still draining.
+  absl::flat_hash_set<std::pair<std::string, int>> allocated;
+  for (int64_t id : active_) {
+    for (const v1::Task& t : jobs_.at(id).tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int gpu : OwnedGpus(t)) allocated.insert({t.node(), gpu});
+    }
+  }
+  for (const DrainingTask& d : draining_) {
+    for (int gpu : OwnedGpus(d.task)) allocated.insert({d.task.node(), gpu});
   }
   for (const auto& [name, e] : nodes_) {
     const bool ready = e.node.state() == v1::NODE_STATE_READY;
@@ -1311,6 +1344,7 @@ CoordinatorStats Coordinator::Stats() const {
       gs.utilization_pct = g.utilization_pct();
       gs.power_w = g.power_w();
       gs.temperature_c = g.temperature_c();
+      gs.allocated = allocated.contains({name, g.index()});
     }
   }
   for (int64_t id : active_) {

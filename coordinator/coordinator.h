@@ -82,6 +82,7 @@
 #include "coordinator/state_machine.h"
 #include "coordinator/state_store.h"
 #include "coordinator/usage_history.h"
+#include "trainctl/v1/preflight.pb.h"
 #include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/telemetry.pb.h"
 #include "trainctl/v1/types.pb.h"
@@ -157,6 +158,10 @@ struct CoordinatorConfig {
   // with the time from the group's opening (the attempt was placed) to the
   // publish. Groups restored from the store at start-up are not measured.
   std::function<void(absl::Duration)> on_rendezvous_published;
+  // Called once per job attempt placed (PENDING -> SCHEDULED) with the time
+  // it waited in the queue: from its submit, or for a later attempt from the
+  // end of the one before (a restart, a preemption, a failed pre-flight).
+  std::function<void(absl::Duration)> on_job_placed;
   // Threads that answer the waiting ranks when rank 0 publishes its
   // ncclUniqueId (RendezvousTable's fanout_threads): 0 means 4, or the
   // host's hardware threads where fewer; 1 answers them all on the
@@ -203,6 +208,10 @@ struct GpuStats {
   int utilization_pct = 0;
   double power_w = 0;
   int temperature_c = 0;
+  // A live task (STARTING, RUNNING, STOPPING) holds a reservation on it:
+  // the job's own, a pre-flight probe, or an earlier attempt's still
+  // draining. A GPU shared by packed trials counts once.
+  bool allocated = false;
 };
 
 // GPU use of one job that has live tasks in its current attempt.
@@ -213,6 +222,32 @@ struct JobGpuStats {
   double utilization_pct = 0;
   // How many GPUs that mean is over.
   int gpus = 0;
+};
+
+// Events since this coordinator started (not loaded from the store: a new
+// process, or a standby taking over, starts at 0), for Prometheus counters.
+// Each only grows.
+struct CoordinatorCounters {
+  // Jobs accepted by SubmitJob (a retry with the same request id adds none).
+  int64_t jobs_submitted = 0;
+  // Jobs that reached a final state, indexed by v1::JobState (SUCCEEDED,
+  // FAILED, CANCELLED; the others stay 0).
+  std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_finished{};
+  // Job attempts placed (PENDING -> SCHEDULED), later attempts included.
+  int64_t placements = 0;
+  // Attempts requeued after a rank failed, a start failed or a node was
+  // lost, with restarts left (JobSpec.max_restarts).
+  int64_t restarts = 0;
+  // Auto-packed trials requeued after a CUDA out-of-memory error (asking
+  // for more memory; RequeueAfterOomLocked).
+  int64_t oom_requeues = 0;
+  // Running or scheduled jobs preempted for another job.
+  int64_t preemptions = 0;
+  // Pre-flight runs that ended, by v1::PreflightVerdict (PASSED, FAILED,
+  // ABORTED; the others stay 0).
+  std::array<int64_t, v1::PreflightVerdict_ARRAYSIZE> preflight_runs{};
+  // Agent registrations accepted (first ones and re-registrations).
+  int64_t agent_registrations = 0;
 };
 
 // A read-only snapshot of the coordinator for metrics (Coordinator::Stats()).
@@ -243,6 +278,7 @@ struct CoordinatorStats {
   // reporting node does not run that task of the job's current attempt
   // (another node's task, an ended task, an earlier attempt, an unknown job).
   int64_t ignored_task_usage = 0;
+  CoordinatorCounters counters;
 };
 
 // Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
@@ -461,7 +497,7 @@ class Coordinator {
   // ------------------------------------------------------------ metrics
 
   // A snapshot for metrics. Cost: O(states + nodes + GPUs + active jobs'
-  // tasks); the finished history is not scanned (the per-state job counts
+  // and draining tasks); the finished history is not scanned (the per-state job counts
   // are kept up to date as jobs change). No errors.
   CoordinatorStats Stats() const;
 
@@ -870,6 +906,9 @@ class Coordinator {
   int64_t illegal_transitions_ ABSL_GUARDED_BY(mu_) = 0;
   // Heartbeat TaskUsage samples ignored (RecordTaskUsageLocked).
   int64_t ignored_task_usage_ ABSL_GUARDED_BY(mu_) = 0;
+  // Events since start (Stats().counters); bumped where each event happens,
+  // under mu_ already held there.
+  CoordinatorCounters counters_ ABSL_GUARDED_BY(mu_);
   // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes
   // state.
   std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state_ ABSL_GUARDED_BY(mu_){};

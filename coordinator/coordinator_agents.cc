@@ -87,6 +87,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     e.conn = conn;
     e.fences = reg.fences();
     e.last_heartbeat = clock_->Now();
+    ++counters_.agent_registrations;
     if (e.next_port < n.port_min() || e.next_port > n.port_max()) {
       e.next_port = n.port_min();
     }

@@ -114,6 +114,9 @@ TEST_F(CoordinatorPolicyTest, Preemption_HigherPriorityGang_StopsVictimWithGrace
   EXPECT_EQ(v.preempted_for_job_id(), boss);
   EXPECT_EQ(v.attained_gpu_ms(), 20000);
   EXPECT_THAT(v.reason(), HasSubstr(absl::StrCat("preempted for job ", boss)));
+  // Counted as a preemption, not as a restart.
+  EXPECT_EQ(core_->Stats().counters.preemptions, 1);
+  EXPECT_EQ(core_->Stats().counters.restarts, 0);
   // The preemptor waits for the victim's GPUs; nothing more is preempted.
   EXPECT_EQ(Job(boss).state(), v1::JOB_STATE_PENDING);
   EXPECT_THAT(a.Starts(), SizeIs(2));
@@ -141,6 +144,9 @@ TEST_F(CoordinatorPolicyTest, Preemption_HigherPriorityGang_StopsVictimWithGrace
   EXPECT_EQ(v.attempt(), 1);
   EXPECT_EQ(v.preempted_for_job_id(), 0);
   EXPECT_EQ(a.Starts()[4].task().attempt(), 1);
+  // Placements: the victim twice, the preemptor once.
+  EXPECT_EQ(core_->Stats().counters.placements, 3);
+  EXPECT_EQ(core_->Stats().counters.preemptions, 1);
 }
 
 TEST_F(CoordinatorPolicyTest, Preemption_NotPreemptible_HigherPriorityWaits) {

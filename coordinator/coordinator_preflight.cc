@@ -158,6 +158,7 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
 
   if (d.passed) {
     run->set_verdict(v1::PREFLIGHT_VERDICT_PASSED);
+    ++counters_.preflight_runs[v1::PREFLIGHT_VERDICT_PASSED];
     rendezvous_.Close(job.id(), pf->probe_attempt(), "pre-flight passed");
     pf->set_probe_attempt(0);
     // The job's own tasks, on the same placement: the probe tasks have all
@@ -188,6 +189,7 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
   }
 
   run->set_verdict(v1::PREFLIGHT_VERDICT_FAILED);
+  ++counters_.preflight_runs[v1::PREFLIGHT_VERDICT_FAILED];
   std::vector<std::string> names;
   for (const auto& [node, why] : d.excluded) {
     names.push_back(node);

@@ -295,6 +295,13 @@ TEST_F(PreflightTest, SlowNode_ExcludedAndGangPlacedOnAnother) {
   Report(spare, Running(j2[0]));
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(Job(*id).preflight().runs(1).verdict(), v1::PREFLIGHT_VERDICT_PASSED);
+  // One run of each verdict counted; the failed one's requeue is no restart.
+  const CoordinatorCounters c = core_->Stats().counters;
+  EXPECT_EQ(c.preflight_runs[v1::PREFLIGHT_VERDICT_FAILED], 1);
+  EXPECT_EQ(c.preflight_runs[v1::PREFLIGHT_VERDICT_PASSED], 1);
+  EXPECT_EQ(c.preflight_runs[v1::PREFLIGHT_VERDICT_ABORTED], 0);
+  EXPECT_EQ(c.restarts, 0);
+  EXPECT_EQ(c.placements, 2);
 }
 
 TEST_F(PreflightTest, ProbeHangs_DeadlineExcludesItsNode) {
@@ -371,6 +378,8 @@ TEST_F(PreflightTest, RestartMidPreflight_JobRequeuedAndProbedAgain) {
   EXPECT_THAT(job.reason(), HasSubstr("restarted during pre-flight 1"));
   EXPECT_EQ(job.preflight().runs(0).verdict(), v1::PREFLIGHT_VERDICT_ABORTED);
   EXPECT_THAT(job.preflight().excluded(), SizeIs(0));
+  // The new process aborted it at load: its first counted event.
+  EXPECT_EQ(core_->Stats().counters.preflight_runs[v1::PREFLIGHT_VERDICT_ABORTED], 1);
 
   // The agents come back still running the old probes: they are told to
   // stop them, and their GPUs stay held until they exit.

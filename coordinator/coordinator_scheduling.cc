@@ -374,7 +374,6 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
 void Coordinator::StartAttemptLocked(v1::Job& job,
                                      const sched::Placement& placement,
                                      Deferred& deferred) {
-  Deferred unused;
   job.clear_tasks();
   job.set_attempt_token(NewSecretToken());
   int rank = 0;
@@ -419,7 +418,7 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
-  TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", unused);
+  TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", deferred);
   if (PreflightWantedLocked(job, static_cast<int>(placement.nodes.size()))) {
     // The job's own rendezvous opens and its tasks start once it passes.
     BeginPreflightLocked(job);
@@ -534,6 +533,7 @@ void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
     if (IsLive(t.state())) StopTaskLocked(victim, t);
   }
   victim.set_preemptions(victim.preemptions() + 1);
+  ++counters_.preemptions;
   victim.set_preempted_for_job_id(by);
   victims_of_[by].push_back(victim.id());
   TransitionLocked(victim, v1::JOB_STATE_PENDING,
@@ -579,6 +579,7 @@ void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
   const int failures =
       job.attempt() - job.preemptions() - job.preflight().requeues();
   if (failures < job.spec().max_restarts()) {
+    ++counters_.restarts;
     TransitionLocked(job, v1::JOB_STATE_PENDING,
                      absl::StrCat("attempt ", job.attempt(), " failed: ", why,
                                   "; restarting (", failures + 1, " of ",

@@ -296,6 +296,7 @@ bool Coordinator::RequeueAfterOomLocked(v1::Job& job, const v1::Task& task,
       packer_.OnOutOfMemory(task.node(), gpu, trials, peak, request, total);
   job.set_auto_pack_memory_bytes(next);
   job.set_oom_count(job.oom_count() + 1);
+  ++counters_.oom_requeues;
   const std::string why = absl::StrFormat(
       "attempt %d ran out of GPU memory on GPU %d of %s with %d trials there; "
       "requeued asking for %.1f GiB, and that GPU now takes at most %d trials",

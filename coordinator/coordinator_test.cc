@@ -884,6 +884,115 @@ TEST_F(CoordinatorTest, Observers_SchedulePassAndRendezvous_TimedWithClock) {
   EXPECT_THAT(rendezvous, SizeIs(1));
 }
 
+TEST_F(CoordinatorTest, Stats_Counters_EachEventCountedOnce) {
+  FakeConnection& a = Connect("a", 1);
+  EXPECT_EQ(core_->Stats().counters.agent_registrations, 1);
+  // 1 GPU. Job 1 (a restart allowed) is placed; job 2 waits; a retry of
+  // job 2's request is not a new submit.
+  v1::JobSpec retried = Spec();
+  retried.set_max_restarts(1);
+  auto first = core_->SubmitJob(retried, "");
+  auto second = core_->SubmitJob(Spec(), "req-2");
+  TC_ASSERT_OK(core_->SubmitJob(Spec(), "req-2"));
+  CoordinatorCounters c = core_->Stats().counters;
+  EXPECT_EQ(c.jobs_submitted, 2);
+  EXPECT_EQ(c.placements, 1);
+
+  // Job 1's rank fails: restart 1 of 1, placed again at once (placement 2).
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 1));
+  c = core_->Stats().counters;
+  EXPECT_EQ(c.restarts, 1);
+  EXPECT_EQ(c.placements, 2);
+  // Fails again with no restart left: FAILED. Job 2 is placed (3) and
+  // succeeds.
+  Report("a", Status(a.Starts()[1], v1::TASK_STATE_EXITED, 1));
+  EXPECT_EQ(Job(*first).state(), v1::JOB_STATE_FAILED);
+  ASSERT_THAT(a.Starts(), SizeIs(3));
+  Report("a", Status(a.Starts()[2], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(*second).state(), v1::JOB_STATE_SUCCEEDED);
+  // A third job is cancelled while it runs.
+  auto third = core_->SubmitJob(Spec(), "");
+  TC_ASSERT_OK(core_->CancelJob(*third));
+
+  c = core_->Stats().counters;
+  EXPECT_EQ(c.jobs_submitted, 3);
+  EXPECT_EQ(c.placements, 4);
+  EXPECT_EQ(c.restarts, 1);
+  EXPECT_EQ(c.jobs_finished[v1::JOB_STATE_SUCCEEDED], 1);
+  EXPECT_EQ(c.jobs_finished[v1::JOB_STATE_FAILED], 1);
+  EXPECT_EQ(c.jobs_finished[v1::JOB_STATE_CANCELLED], 1);
+  EXPECT_EQ(c.preemptions, 0);
+  // The agent's stream ends and it registers again: 2 registrations. The
+  // cancelled job's task, not reported, is taken for lost; the job stays
+  // counted once.
+  core_->AgentDisconnected("a", &a);
+  Connect("a", 1);
+  EXPECT_EQ(core_->Stats().counters.agent_registrations, 2);
+  EXPECT_EQ(core_->Stats().counters.jobs_finished[v1::JOB_STATE_CANCELLED], 1);
+
+  // Counters are events of this process: a restart over the same store
+  // starts them at 0, while the per-state gauges come back from the store.
+  conns_.clear();
+  Restart();
+  c = core_->Stats().counters;
+  EXPECT_EQ(c.jobs_submitted, 0);
+  EXPECT_EQ(c.jobs_finished[v1::JOB_STATE_SUCCEEDED], 0);
+  EXPECT_EQ(core_->Stats().jobs_by_state[v1::JOB_STATE_SUCCEEDED], 1);
+}
+
+TEST_F(CoordinatorTest, Stats_GpusHeldByLiveTasks_AllocatedUntilExit) {
+  FakeConnection& a = Connect("a", 2);
+  auto allocated = [&]() {
+    int n = 0;
+    for (const GpuStats& g : core_->Stats().gpus) n += g.allocated ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(allocated(), 0);
+  // Two quarter-GPU experiments share GPU 0 (it counts once); a whole-GPU
+  // job takes GPU 1.
+  v1::JobSpec quarter = Spec();
+  quarter.set_gpu_fraction(0.25);
+  TC_ASSERT_OK(core_->SubmitJob(quarter, ""));
+  TC_ASSERT_OK(core_->SubmitJob(quarter, ""));
+  EXPECT_EQ(allocated(), 1);
+  EXPECT_TRUE(core_->Stats().gpus[0].allocated);
+  TC_ASSERT_OK(core_->SubmitJob(Spec(), ""));
+  ASSERT_THAT(a.Starts(), SizeIs(3));
+  EXPECT_EQ(allocated(), 2);
+  // Cancelled, their tasks are STOPPING and keep the GPUs until they exit.
+  for (const v1::StartTask& s : a.Starts()) {
+    TC_ASSERT_OK(core_->CancelJob(s.task().job_id()));
+  }
+  EXPECT_EQ(allocated(), 2);
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 143));
+  EXPECT_EQ(allocated(), 2);  // the other quarter still holds GPU 0
+  Report("a", Status(a.Starts()[1], v1::TASK_STATE_EXITED, 143));
+  Report("a", Status(a.Starts()[2], v1::TASK_STATE_EXITED, 143));
+  EXPECT_EQ(allocated(), 0);
+}
+
+TEST_F(CoordinatorTest, Observers_JobPlaced_QueueWaitFromSubmitOrAttemptEnd) {
+  std::vector<absl::Duration> waits;
+  config_.on_job_placed = [&](absl::Duration d) { waits.push_back(d); };
+  Restart();
+  // No node yet: the job waits 30 s, then a node comes and it is placed.
+  v1::JobSpec spec = Spec();
+  spec.set_max_restarts(1);
+  auto id = core_->SubmitJob(spec, "");
+  clock_.Advance(absl::Seconds(30));
+  EXPECT_THAT(waits, SizeIs(0));
+  FakeConnection& a = Connect("a", 1);
+  ASSERT_THAT(waits, SizeIs(1));
+  EXPECT_EQ(waits[0], absl::Seconds(30));
+  // It runs 100 s and fails; the restart is placed at once: 0 s in the
+  // queue, from the end of attempt 0 (not from the submit).
+  clock_.Advance(absl::Seconds(100));
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 1));
+  EXPECT_EQ(Job(*id).attempt(), 1);
+  ASSERT_THAT(waits, SizeIs(2));
+  EXPECT_EQ(waits[1], absl::ZeroDuration());
+}
+
 TEST_F(CoordinatorTest, ListJobs_SweepFilter_OnlyThatSweepsTrialsAndSurvivesRestart) {
   // No agent: every job stays PENDING. Jobs 1 and 4 are plain, 2 and 5 are
   // trials of sweep "sw-a", 3 of "sw-b".

@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
+  bool metrics_job_series = false;
+  app.add_flag("--metrics-job-series", metrics_job_series,
+               "also export trainctl_job_gpu_utilization_ratio{job_id,job_name}, "
+               "one series per running job (off: no metric has a per-job label, "
+               "so a busy cluster's job churn does not grow Prometheus)");
   std::string sync = "full";
   app.add_option("--sync", sync,
                  "durability of each acknowledged write: full (fsync at every "
@@ -265,7 +270,10 @@ int main(int argc, char** argv) {
   // The metrics endpoint before the core, which reports to it.
   std::unique_ptr<trainctl::coord::PrometheusMetrics> metrics;
   if (!metrics_listen.empty()) {
-    auto created = trainctl::coord::PrometheusMetrics::Create(metrics_listen);
+    trainctl::coord::PrometheusMetrics::Options options;
+    options.per_job_series = metrics_job_series;
+    auto created =
+        trainctl::coord::PrometheusMetrics::Create(metrics_listen, options);
     if (!created.ok()) {
       TC_LOG_ERROR("{}", created.status().ToString());
       return 1;
@@ -283,6 +291,7 @@ int main(int argc, char** argv) {
     config.on_rendezvous_published = [m](absl::Duration d) {
       m->ObserveRendezvousPublish(d);
     };
+    config.on_job_placed = [m](absl::Duration d) { m->ObserveJobQueueWait(d); };
   }
   config.node_timeout = ToDuration(node_timeout);
   config.heartbeat_interval = ToDuration(heartbeat);

@@ -20,6 +20,16 @@ const prometheus::Histogram::BucketBoundaries kScheduleBuckets = {
 // From placement to rank 0's publish: process start, imports, CUDA init.
 const prometheus::Histogram::BucketBoundaries kRendezvousBuckets = {
     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+// Queued to placed: at once on an idle cluster, hours behind a busy one.
+const prometheus::Histogram::BucketBoundaries kQueueWaitBuckets = {
+    0.1, 1, 10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400};
+
+// The final states and pre-flight verdicts that have counter series.
+constexpr v1::JobState kFinalStates[] = {
+    v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED, v1::JOB_STATE_CANCELLED};
+constexpr v1::PreflightVerdict kEndVerdicts[] = {v1::PREFLIGHT_VERDICT_PASSED,
+                                                 v1::PREFLIGHT_VERDICT_FAILED,
+                                                 v1::PREFLIGHT_VERDICT_ABORTED};
 
 // "JOB_STATE_PENDING" -> "pending".
 std::string StateLabel(v1::JobState state) {
@@ -27,12 +37,28 @@ std::string StateLabel(v1::JobState state) {
       absl::StripPrefix(v1::JobState_Name(state), "JOB_STATE_"));
 }
 
+// "PREFLIGHT_VERDICT_PASSED" -> "passed".
+std::string VerdictLabel(v1::PreflightVerdict verdict) {
+  return absl::AsciiStrToLower(
+      absl::StripPrefix(v1::PreflightVerdict_Name(verdict), "PREFLIGHT_VERDICT_"));
+}
+
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+// Adds what `now` grew by since `*last` to `counter`; sets *last = now. Below
+// the last value: a new Coordinator counting from 0, all of whose events are
+// new.
+void Advance(prometheus::Counter& counter, int64_t now, int64_t* last) {
+  const int64_t grew = now >= *last ? now - *last : now;
+  if (grew > 0) counter.Increment(static_cast<double>(grew));
+  *last = now;
+}
 
 }  // namespace
 
-PrometheusMetrics::PrometheusMetrics()
-    : registry_(std::make_shared<prometheus::Registry>()) {
+PrometheusMetrics::PrometheusMetrics(Options options)
+    : options_(options), registry_(std::make_shared<prometheus::Registry>()) {
+  using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
   jobs_ = &BuildGauge()
@@ -73,11 +99,63 @@ PrometheusMetrics::PrometheusMetrics()
                           .Name("trainctl_gpu_temperature_celsius")
                           .Help("GPU temperature at the node's last heartbeat")
                           .Register(*registry_);
-  job_gpu_utilization_ =
-      &BuildGauge()
-           .Name("trainctl_job_gpu_utilization_ratio")
-           .Help("Mean utilization (0-1) of the GPUs a running job's tasks own")
-           .Register(*registry_);
+  if (options_.per_job_series) {
+    job_gpu_utilization_ =
+        &BuildGauge()
+             .Name("trainctl_job_gpu_utilization_ratio")
+             .Help("Mean utilization (0-1) of the GPUs a running job's tasks own")
+             .Register(*registry_);
+  }
+  gpus_allocated_ = &BuildGauge()
+                         .Name("trainctl_gpus_allocated")
+                         .Help("GPUs of a ready node that a live task holds a "
+                               "reservation on (a shared GPU counts once)")
+                         .Register(*registry_);
+  jobs_submitted_ = &BuildCounter()
+                         .Name("trainctl_jobs_submitted_total")
+                         .Help("Jobs accepted since the coordinator started")
+                         .Register(*registry_)
+                         .Add({});
+  auto& finished = BuildCounter()
+                       .Name("trainctl_jobs_finished_total")
+                       .Help("Jobs that reached a final state since the "
+                             "coordinator started, by state")
+                       .Register(*registry_);
+  for (v1::JobState s : kFinalStates) {
+    jobs_finished_[s] = &finished.Add({{"state", StateLabel(s)}});
+  }
+  placements_ = &BuildCounter()
+                     .Name("trainctl_job_placements_total")
+                     .Help("Job attempts placed on GPUs (pending to scheduled), "
+                           "restarted and preempted ones included")
+                     .Register(*registry_)
+                     .Add({});
+  auto& restarts = BuildCounter()
+                       .Name("trainctl_job_restarts_total")
+                       .Help("Job attempts requeued as a new attempt: after a "
+                             "failure with restarts left, or an auto-packed "
+                             "trial's CUDA out-of-memory error")
+                       .Register(*registry_);
+  restarts_failure_ = &restarts.Add({{"reason", "failure"}});
+  restarts_oom_ = &restarts.Add({{"reason", "out_of_memory"}});
+  preemptions_ = &BuildCounter()
+                      .Name("trainctl_preemptions_total")
+                      .Help("Scheduled or running jobs preempted for another job")
+                      .Register(*registry_)
+                      .Add({});
+  auto& preflight = BuildCounter()
+                        .Name("trainctl_preflight_runs_total")
+                        .Help("Gang pre-flight runs that ended, by verdict")
+                        .Register(*registry_);
+  for (v1::PreflightVerdict v : kEndVerdicts) {
+    preflight_runs_[v] = &preflight.Add({{"verdict", VerdictLabel(v)}});
+  }
+  registrations_ = &BuildCounter()
+                        .Name("trainctl_agent_registrations_total")
+                        .Help("Agent registrations accepted (first ones and "
+                              "re-registrations after a restart or a lost stream)")
+                        .Register(*registry_)
+                        .Add({});
   schedule_pass_ = &BuildHistogram()
                         .Name("trainctl_schedule_pass_seconds")
                         .Help("Time of one scheduling pass over the pending jobs")
@@ -90,6 +168,13 @@ PrometheusMetrics::PrometheusMetrics()
                  "its NCCL unique id")
            .Register(*registry_)
            .Add({}, kRendezvousBuckets);
+  job_queue_wait_ =
+      &BuildHistogram()
+           .Name("trainctl_job_queue_wait_seconds")
+           .Help("Time a job attempt waited to be placed: from its submit, or "
+                 "from the end of the attempt before")
+           .Register(*registry_)
+           .Add({}, kQueueWaitBuckets);
   // Series that always exist, at 0 until the first Refresh().
   for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
     if (s == v1::JOB_STATE_UNSPECIFIED || !v1::JobState_IsValid(s)) continue;
@@ -103,10 +188,10 @@ PrometheusMetrics::PrometheusMetrics()
 PrometheusMetrics::~PrometheusMetrics() = default;
 
 absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Create(
-    const std::string& listen) {
+    const std::string& listen, Options options) {
   std::unique_ptr<PrometheusMetrics> m;
   try {
-    m.reset(new PrometheusMetrics());
+    m.reset(new PrometheusMetrics(options));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("prometheus metrics: ", e.what()));
   }
@@ -143,9 +228,26 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
   nodes_->Add({{"state", "ready"}}).Set(stats.nodes_ready);
   nodes_->Add({{"state", "lost"}}).Set(stats.nodes_lost);
 
+  const CoordinatorCounters& c = stats.counters;
+  CoordinatorCounters& last = last_counters_;
+  Advance(*jobs_submitted_, c.jobs_submitted, &last.jobs_submitted);
+  for (v1::JobState s : kFinalStates) {
+    Advance(*jobs_finished_[s], c.jobs_finished[s], &last.jobs_finished[s]);
+  }
+  Advance(*placements_, c.placements, &last.placements);
+  Advance(*restarts_failure_, c.restarts, &last.restarts);
+  Advance(*restarts_oom_, c.oom_requeues, &last.oom_requeues);
+  Advance(*preemptions_, c.preemptions, &last.preemptions);
+  for (v1::PreflightVerdict v : kEndVerdicts) {
+    Advance(*preflight_runs_[v], c.preflight_runs[v], &last.preflight_runs[v]);
+  }
+  Advance(*registrations_, c.agent_registrations, &last.agent_registrations);
+
+  std::map<std::string, int> allocated;  // by READY node
   std::set<prometheus::Labels> seen;
   for (const GpuStats& g : stats.gpus) {
     if (!g.node_ready) continue;
+    allocated[g.node] += g.allocated ? 1 : 0;
     prometheus::Labels labels = {{"node", g.node},
                                  {"gpu", absl::StrCat(g.index)},
                                  {"uuid", g.uuid},
@@ -178,8 +280,23 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
     it = gpu_series_.erase(it);
   }
 
+  for (const auto& [node, n] : allocated) {
+    prometheus::Gauge*& gauge = allocated_series_[node];
+    if (gauge == nullptr) gauge = &gpus_allocated_->Add({{"node", node}});
+    gauge->Set(n);
+  }
+  for (auto it = allocated_series_.begin(); it != allocated_series_.end();) {
+    if (allocated.count(it->first)) {
+      ++it;
+      continue;
+    }
+    gpus_allocated_->Remove(it->second);
+    it = allocated_series_.erase(it);
+  }
+
   seen.clear();
   for (const JobGpuStats& j : stats.jobs) {
+    if (!options_.per_job_series) break;
     prometheus::Labels labels = {{"job_id", absl::StrCat(j.job_id)},
                                  {"job_name", j.job_name}};
     auto it = job_series_.find(labels);
@@ -205,6 +322,10 @@ void PrometheusMetrics::ObserveSchedulePass(absl::Duration took) {
 
 void PrometheusMetrics::ObserveRendezvousPublish(absl::Duration took) {
   rendezvous_publish_->Observe(Seconds(took));
+}
+
+void PrometheusMetrics::ObserveJobQueueWait(absl::Duration waited) {
+  job_queue_wait_->Observe(Seconds(waited));
 }
 
 std::string PrometheusMetrics::TextExposition() const {

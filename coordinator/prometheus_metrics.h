@@ -1,13 +1,15 @@
 #ifndef TRAINCTL_COORDINATOR_PROMETHEUS_METRICS_H_
 #define TRAINCTL_COORDINATOR_PROMETHEUS_METRICS_H_
 
-// The coordinator's Prometheus metrics: gauges refreshed from a
-// CoordinatorStats snapshot and two latency histograms fed by the core's
-// observers (CoordinatorConfig::on_schedule_pass, on_rendezvous_published),
-// served as text at http://ADDR:PORT/metrics by prometheus-cpp's Exposer.
+// The coordinator's Prometheus metrics: gauges and counters refreshed from a
+// CoordinatorStats snapshot and latency histograms fed by the core's
+// observers (CoordinatorConfig::on_schedule_pass, on_rendezvous_published,
+// on_job_placed), served as text at http://ADDR:PORT/metrics by
+// prometheus-cpp's Exposer.
 //
 // Series (labels in braces):
 //   trainctl_jobs{state}                        jobs per state (pending ... cancelled)
+//   trainctl_jobs_in_memory                     jobs held whole in memory
 //   trainctl_queue_length{queue}                pending jobs; one queue, "default"
 //   trainctl_nodes{state}                       nodes per state (ready, lost)
 //   trainctl_gpu_utilization_ratio{node,gpu,uuid,model}     0-1
@@ -15,13 +17,28 @@
 //   trainctl_gpu_memory_total_bytes{node,gpu,uuid,model}
 //   trainctl_gpu_power_watts{node,gpu,uuid,model}
 //   trainctl_gpu_temperature_celsius{node,gpu,uuid,model}
-//   trainctl_job_gpu_utilization_ratio{job_id,job_name}     0-1, mean over its GPUs
+//   trainctl_gpus_allocated{node}               GPUs some live task holds
+//   trainctl_jobs_submitted_total               counter
+//   trainctl_jobs_finished_total{state}         counter: succeeded, failed, cancelled
+//   trainctl_job_placements_total               counter: attempts placed
+//   trainctl_job_restarts_total{reason}         counter: failure, out_of_memory
+//   trainctl_preemptions_total                  counter
+//   trainctl_preflight_runs_total{verdict}      counter: passed, failed, aborted
+//   trainctl_agent_registrations_total          counter
 //   trainctl_schedule_pass_seconds              histogram
 //   trainctl_rendezvous_publish_seconds         histogram: placement to rank 0's publish
+//   trainctl_job_queue_wait_seconds             histogram: queued to placed
+// and, only with Options::per_job_series (one series per running job: a
+// busy cluster's churn of job ids makes many short series),
+//   trainctl_job_gpu_utilization_ratio{job_id,job_name}     0-1, mean over its GPUs
 // GPU series exist for GPUs of READY nodes only (a lost node's last samples
 // are stale); job series for jobs whose current attempt has live tasks. A
-// series whose GPU or job is gone is removed at the next Refresh().
+// series whose GPU, node or job is gone is removed at the next Refresh().
+// Counters count from the coordinator's start (CoordinatorCounters); every
+// labelled counter series exists from Create(), at 0.
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/coordinator.h"
+#include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -44,27 +62,42 @@ namespace trainctl::coord {
 // methods may be called from any thread, concurrently with scrapes.
 class PrometheusMetrics {
  public:
+  struct Options {
+    // Export trainctl_job_gpu_utilization_ratio{job_id,job_name}, a series
+    // per running job (--metrics-job-series). Off by default: no series has
+    // a per-job label.
+    bool per_job_series = false;
+  };
+
   // Registers every family. `listen` is "ADDR:PORT" for the HTTP endpoint
   // (port 0: any free port, see port()); empty: no endpoint (tests read the
   // registry through TextExposition()).
   // Errors: UNAVAILABLE when the endpoint cannot listen on `listen` (address
   // in use, bad address); INTERNAL for a metric prometheus-cpp refuses.
   static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Create(
-      const std::string& listen);
+      const std::string& listen, Options options);
+  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Create(
+      const std::string& listen) {
+    return Create(listen, Options());
+  }
 
   ~PrometheusMetrics();
   PrometheusMetrics(const PrometheusMetrics&) = delete;
   PrometheusMetrics& operator=(const PrometheusMetrics&) = delete;
 
-  // Sets every gauge from `stats`; adds series for new GPUs and jobs and
-  // removes those of GPUs and jobs no longer in `stats` (or whose node is not
-  // READY). No errors.
+  // Sets every gauge from `stats`; adds series for new GPUs, nodes and jobs
+  // and removes those no longer in `stats` (or whose node is not READY).
+  // Adds to each counter what stats.counters grew by since the last call
+  // (all of it when it went down: a new Coordinator counting from 0). No
+  // errors.
   void Refresh(const CoordinatorStats& stats);
 
   // Records one scheduling pass that took `took` (seconds in the histogram).
   void ObserveSchedulePass(absl::Duration took);
   // Records one rendezvous from placement to rank 0's publish.
   void ObserveRendezvousPublish(absl::Duration took);
+  // Records one job attempt placed after waiting `waited` in the queue.
+  void ObserveJobQueueWait(absl::Duration waited);
 
   // The TCP port the endpoint listens on; 0 without an endpoint.
   int port() const { return port_; }
@@ -82,7 +115,9 @@ class PrometheusMetrics {
     prometheus::Gauge* temperature;
   };
 
-  PrometheusMetrics();
+  explicit PrometheusMetrics(Options options);
+
+  const Options options_;
 
   // Declared first so that it is destroyed last: the endpoint (destroyed
   // before it) may be serving a scrape of it.
@@ -96,14 +131,29 @@ class PrometheusMetrics {
   prometheus::Family<prometheus::Gauge>* gpu_memory_total_;
   prometheus::Family<prometheus::Gauge>* gpu_power_;
   prometheus::Family<prometheus::Gauge>* gpu_temperature_;
-  prometheus::Family<prometheus::Gauge>* job_gpu_utilization_;
+  // Null without Options::per_job_series.
+  prometheus::Family<prometheus::Gauge>* job_gpu_utilization_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* gpus_allocated_;
+  prometheus::Counter* jobs_submitted_;
+  // By v1::JobState / v1::PreflightVerdict; null where no series exists.
+  std::array<prometheus::Counter*, v1::JobState_ARRAYSIZE> jobs_finished_{};
+  prometheus::Counter* placements_;
+  prometheus::Counter* restarts_failure_;
+  prometheus::Counter* restarts_oom_;
+  prometheus::Counter* preemptions_;
+  std::array<prometheus::Counter*, v1::PreflightVerdict_ARRAYSIZE> preflight_runs_{};
+  prometheus::Counter* registrations_;
   prometheus::Histogram* schedule_pass_;
   prometheus::Histogram* rendezvous_publish_;
+  prometheus::Histogram* job_queue_wait_;
 
-  std::mutex mu_;  // Guards the two maps (Refresh() against itself).
+  std::mutex mu_;  // Guards what follows (Refresh() against itself).
   std::map<prometheus::Labels, GpuGauges> gpu_series_;
   std::map<prometheus::Labels, prometheus::Gauge*> job_series_;
   std::map<std::string, prometheus::Gauge*> queue_series_;  // by queue name
+  std::map<std::string, prometheus::Gauge*> allocated_series_;  // by node
+  // stats.counters at the last Refresh().
+  CoordinatorCounters last_counters_;
 
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;

@@ -44,6 +44,7 @@ CoordinatorStats TwoNodes() {
   s.nodes_ready = 2;
   s.nodes_lost = 1;
   s.gpus = {Gpu("a", 0, 80), Gpu("b", 0, 0)};
+  s.gpus[0].allocated = true;
   JobGpuStats j;
   j.job_id = 5;
   j.job_name = "llama";
@@ -53,10 +54,17 @@ CoordinatorStats TwoNodes() {
   return s;
 }
 
-std::unique_ptr<PrometheusMetrics> NoEndpoint() {
-  auto m = PrometheusMetrics::Create("");
+std::unique_ptr<PrometheusMetrics> NoEndpoint(
+    PrometheusMetrics::Options options = PrometheusMetrics::Options()) {
+  auto m = PrometheusMetrics::Create("", options);
   EXPECT_THAT(m, ::trainctl::testing::IsOk());
   return std::move(*m);
+}
+
+std::unique_ptr<PrometheusMetrics> WithJobSeries() {
+  PrometheusMetrics::Options options;
+  options.per_job_series = true;
+  return NoEndpoint(options);
 }
 
 TEST(PrometheusMetricsTest, Create_NoRefresh_StateSeriesAtZero) {
@@ -69,7 +77,107 @@ TEST(PrometheusMetricsTest, Create_NoRefresh_StateSeriesAtZero) {
   EXPECT_THAT(text, HasSubstr("trainctl_nodes{state=\"ready\"} 0"));
   EXPECT_THAT(text, HasSubstr("# TYPE trainctl_schedule_pass_seconds histogram"));
   EXPECT_THAT(text, HasSubstr("# TYPE trainctl_rendezvous_publish_seconds histogram"));
+  EXPECT_THAT(text, HasSubstr("# TYPE trainctl_job_queue_wait_seconds histogram"));
   EXPECT_EQ(m->port(), 0);
+}
+
+TEST(PrometheusMetricsTest, Create_NoRefresh_EveryCounterSeriesAtZero) {
+  auto m = NoEndpoint();
+  const std::string text = m->TextExposition();
+  // Every labelled series exists before its first event, so rate() and
+  // increase() see the first one.
+  for (const char* line : {
+           "trainctl_jobs_submitted_total 0",
+           "trainctl_jobs_finished_total{state=\"succeeded\"} 0",
+           "trainctl_jobs_finished_total{state=\"failed\"} 0",
+           "trainctl_jobs_finished_total{state=\"cancelled\"} 0",
+           "trainctl_job_placements_total 0",
+           "trainctl_job_restarts_total{reason=\"failure\"} 0",
+           "trainctl_job_restarts_total{reason=\"out_of_memory\"} 0",
+           "trainctl_preemptions_total 0",
+           "trainctl_preflight_runs_total{verdict=\"passed\"} 0",
+           "trainctl_preflight_runs_total{verdict=\"failed\"} 0",
+           "trainctl_preflight_runs_total{verdict=\"aborted\"} 0",
+           "trainctl_agent_registrations_total 0",
+       }) {
+    EXPECT_THAT(text, HasSubstr(std::string(line) + "\n"));
+  }
+  EXPECT_THAT(text, HasSubstr("# TYPE trainctl_jobs_submitted_total counter"));
+  EXPECT_THAT(text, HasSubstr("# TYPE trainctl_jobs_finished_total counter"));
+  // Only the final states and the verdicts a run ends with.
+  EXPECT_THAT(text, Not(HasSubstr("trainctl_jobs_finished_total{state=\"running\"}")));
+  EXPECT_THAT(text, Not(HasSubstr("verdict=\"running\"")));
+}
+
+TEST(PrometheusMetricsTest, Refresh_CountersGrow_AddsTheIncrease) {
+  auto m = NoEndpoint();
+  CoordinatorStats s = TwoNodes();
+  s.counters.jobs_submitted = 10;
+  s.counters.jobs_finished[v1::JOB_STATE_SUCCEEDED] = 7;
+  s.counters.jobs_finished[v1::JOB_STATE_FAILED] = 1;
+  s.counters.placements = 9;
+  s.counters.restarts = 2;
+  s.counters.oom_requeues = 1;
+  s.counters.preemptions = 3;
+  s.counters.preflight_runs[v1::PREFLIGHT_VERDICT_PASSED] = 4;
+  s.counters.preflight_runs[v1::PREFLIGHT_VERDICT_FAILED] = 2;
+  s.counters.preflight_runs[v1::PREFLIGHT_VERDICT_ABORTED] = 1;
+  s.counters.agent_registrations = 2;
+  m->Refresh(s);
+  std::string text = m->TextExposition();
+  EXPECT_THAT(text, HasSubstr("trainctl_jobs_submitted_total 10\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_jobs_finished_total{state=\"succeeded\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_jobs_finished_total{state=\"failed\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_jobs_finished_total{state=\"cancelled\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_job_placements_total 9\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_job_restarts_total{reason=\"failure\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_job_restarts_total{reason=\"out_of_memory\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_preemptions_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_preflight_runs_total{verdict=\"passed\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_preflight_runs_total{verdict=\"failed\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_preflight_runs_total{verdict=\"aborted\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_agent_registrations_total 2\n"));
+
+  // The same snapshot again adds nothing; 3 more submits add 3.
+  m->Refresh(s);
+  s.counters.jobs_submitted = 13;
+  m->Refresh(s);
+  text = m->TextExposition();
+  EXPECT_THAT(text, HasSubstr("trainctl_jobs_submitted_total 13\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_jobs_finished_total{state=\"succeeded\"} 7\n"));
+
+  // A new Coordinator behind the same endpoint counts from 0: its 2
+  // submits are new events, so the counter goes 13 -> 15 (never down).
+  s.counters.jobs_submitted = 2;
+  m->Refresh(s);
+  EXPECT_THAT(m->TextExposition(), HasSubstr("trainctl_jobs_submitted_total 15\n"));
+}
+
+TEST(PrometheusMetricsTest, Refresh_AllocatedGpus_GaugeByReadyNode) {
+  auto m = NoEndpoint();
+  CoordinatorStats s = TwoNodes();
+  // a: 2 GPUs, one allocated; b: 1 GPU, free.
+  s.gpus.push_back(Gpu("a", 1, 0));
+  m->Refresh(s);
+  std::string text = m->TextExposition();
+  EXPECT_THAT(text, HasSubstr("trainctl_gpus_allocated{node=\"a\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_gpus_allocated{node=\"b\"} 0\n"));
+  // Both of a's GPUs taken; b lost: its series goes (as its GPUs' do).
+  s.gpus[2].allocated = true;
+  s.gpus[1].node_ready = false;
+  m->Refresh(s);
+  text = m->TextExposition();
+  EXPECT_THAT(text, HasSubstr("trainctl_gpus_allocated{node=\"a\"} 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("trainctl_gpus_allocated{node=\"b\"}")));
+}
+
+TEST(PrometheusMetricsTest, Refresh_RunningJobByDefault_NoPerJobLabel) {
+  auto m = NoEndpoint();
+  m->Refresh(TwoNodes());
+  const std::string text = m->TextExposition();
+  EXPECT_THAT(text, Not(HasSubstr("job_id")));
+  EXPECT_THAT(text, Not(HasSubstr("job_name")));
+  EXPECT_THAT(text, Not(HasSubstr("trainctl_job_gpu_utilization_ratio")));
 }
 
 TEST(PrometheusMetricsTest, Refresh_Stats_GaugesWithNodeAndGpuLabels) {
@@ -96,12 +204,17 @@ TEST(PrometheusMetricsTest, Refresh_Stats_GaugesWithNodeAndGpuLabels) {
   EXPECT_THAT(text, HasSubstr("trainctl_gpu_power_watts" + a0 + " 412.5"));
   EXPECT_THAT(text, HasSubstr("trainctl_gpu_temperature_celsius" + a0 + " 61"));
   EXPECT_THAT(text, HasSubstr("node=\"b\",uuid=\"GPU-b-0\"} 0"));
-  EXPECT_THAT(text, HasSubstr(
+}
+
+TEST(PrometheusMetricsTest, Refresh_PerJobSeriesOn_JobGaugeWithJobLabels) {
+  auto m = WithJobSeries();
+  m->Refresh(TwoNodes());
+  EXPECT_THAT(m->TextExposition(), HasSubstr(
       "trainctl_job_gpu_utilization_ratio{job_id=\"5\",job_name=\"llama\"} 0.8"));
 }
 
 TEST(PrometheusMetricsTest, Refresh_GpuAndJobGone_SeriesRemoved) {
-  auto m = NoEndpoint();
+  auto m = WithJobSeries();
   m->Refresh(TwoNodes());
   // Node b is lost (its samples are stale) and job 5 has ended.
   CoordinatorStats later = TwoNodes();
@@ -134,6 +247,19 @@ TEST(PrometheusMetricsTest, Observe_Durations_InSecondsHistograms) {
   EXPECT_THAT(text, HasSubstr("trainctl_rendezvous_publish_seconds_sum 4"));
   EXPECT_THAT(text, HasSubstr("trainctl_rendezvous_publish_seconds_bucket{le=\"2.5\"} 0"));
   EXPECT_THAT(text, HasSubstr("trainctl_rendezvous_publish_seconds_bucket{le=\"5\"} 1"));
+}
+
+TEST(PrometheusMetricsTest, ObserveJobQueueWait_Minutes_InSecondsHistogram) {
+  auto m = NoEndpoint();
+  m->ObserveJobQueueWait(absl::Milliseconds(50));
+  m->ObserveJobQueueWait(absl::Minutes(4));
+  const std::string text = m->TextExposition();
+  // 0.05 s falls in le=0.1; 240 s in le=300; sum 240.05.
+  EXPECT_THAT(text, HasSubstr("trainctl_job_queue_wait_seconds_count 2"));
+  EXPECT_THAT(text, HasSubstr("trainctl_job_queue_wait_seconds_sum 240.05"));
+  EXPECT_THAT(text, HasSubstr("trainctl_job_queue_wait_seconds_bucket{le=\"0.1\"} 1"));
+  EXPECT_THAT(text, HasSubstr("trainctl_job_queue_wait_seconds_bucket{le=\"60\"} 1"));
+  EXPECT_THAT(text, HasSubstr("trainctl_job_queue_wait_seconds_bucket{le=\"300\"} 2"));
 }
 
 TEST(PrometheusMetricsTest, Create_PortInUse_Unavailable) {

@@ -218,6 +218,8 @@ TEST_F(TelemetryTest, AutoPack_OutOfMemory_RequeuesWithLargerRequestAndCapsGpu) 
   EXPECT_EQ(job.oom_count(), 1);
   EXPECT_EQ(job.auto_pack_memory_bytes(), 20 * kGiB);
   EXPECT_THAT(job.reason(), HasSubstr("ran out of GPU memory 1 time(s)"));
+  EXPECT_EQ(core_->Stats().counters.oom_requeues, 1);
+  EXPECT_EQ(core_->Stats().counters.restarts, 0);
   // Trial 1 still runs alone; trial 2 does not come back next to it.
   Run(30, 40, 8 * kGiB, 8 * kGiB);
   EXPECT_THAT(conn_.Starts(), SizeIs(2));

@@ -15,6 +15,9 @@
 #                       (deploy/config/: coordinator.conf, agent.conf,
 #                       gateway.env)
 #   OUT/share/doc/      README.md: the multi-host install (deploy/README.md)
+#   OUT/share/grafana/     the Grafana dashboard (deploy/grafana/)
+#   OUT/share/prometheus/  alert rules and an example prometheus.yml
+#                          (deploy/prometheus/)
 #
 # Installed as /opt/trainctl (the units' ExecStart path): see
 # deploy/README.md.
@@ -115,6 +118,9 @@ mkdir -p "$out/share/systemd" "$out/share/config" "$out/share/doc"
 cp "$src"/deploy/systemd/*.service "$out/share/systemd/"
 cp "$src"/deploy/config/* "$out/share/config/"
 cp "$src/deploy/README.md" "$out/share/doc/README.md"
+mkdir -p "$out/share/grafana" "$out/share/prometheus"
+cp "$src"/deploy/grafana/*.json "$out/share/grafana/"
+cp "$src"/deploy/prometheus/*.yml "$out/share/prometheus/"
 
 # Every binary must resolve all its non-host libraries from the bundle.
 for f in "$out"/bin/* "$out"/lib/libtrainctl_nccl.so; do

@@ -9,8 +9,8 @@
 #   3. the systemd units pass `systemd-analyze verify` (skipped, said loudly,
 #      where systemd-analyze is missing) and have the settings the design
 #      relies on (Restart=on-failure, KillMode=mixed for the agent, ...);
-#   4. deploy/make_bundle.sh ships the units, the example configs and
-#      deploy/README.md.
+#   4. deploy/make_bundle.sh ships the units, the example configs,
+#      deploy/README.md, the Grafana dashboard and the alert rules.
 # Usage: deploy/packaging_test.sh BIN_DIR
 set -euo pipefail
 
@@ -141,10 +141,12 @@ if command -v patchelf >/dev/null; then
     fail "make_bundle.sh: $(cat "$WORK/bundle.log")"
   for f in share/systemd/trainctl-coordinator.service share/systemd/trainctl-agent.service \
            share/systemd/trainctl-gateway.service share/config/coordinator.conf \
-           share/config/agent.conf share/config/gateway.env share/doc/README.md; do
+           share/config/agent.conf share/config/gateway.env share/doc/README.md \
+           share/grafana/trainctl-dashboard.json share/prometheus/trainctl-alerts.yml \
+           share/prometheus/prometheus.yml; do
     [[ -f $WORK/bundle/$f ]] || fail "the bundle has no $f"
   done
-  ok "make_bundle.sh ships share/systemd, share/config and share/doc/README.md"
+  ok "make_bundle.sh ships share/systemd, share/config, share/doc/README.md, the dashboard and the alert rules"
 else
   echo "SKIPPED: patchelf not installed; make_bundle.sh not run"
 fi

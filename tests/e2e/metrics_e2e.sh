@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of the coordinator's Prometheus endpoint: a coordinator with
-# --metrics-listen, an agent with 2 fake GPUs, a job run with the CLI, then
-# scrapes of /metrics. Usage: metrics_e2e.sh BUILD_BIN_DIR
+# --metrics-listen and --metrics-job-series (per-job series, off by default;
+# monitoring_e2e.sh checks the default), an agent with 2 fake GPUs, jobs run
+# with the CLI, then scrapes of /metrics. Usage: metrics_e2e.sh BUILD_BIN_DIR
 # Every wait is on a condition with a deadline; no fixed sleeps.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -30,7 +31,7 @@ wait_metric() {
 
 # Port 0 for both: the coordinator prints the ports it bound.
 "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-  --state-dir "$WORK/state" --node-timeout 5s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
+  --metrics-job-series --state-dir "$WORK/state" --node-timeout 5s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
 PIDS+=($!)
 line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
 export TRAINCTL_COORDINATOR=127.0.0.1:${line##* }
@@ -42,7 +43,9 @@ wait_metric '^trainctl_jobs\{state="pending"\} 0$' || fail "jobs gauge at start"
 grep -qE '^trainctl_nodes\{state="ready"\} 0$' "$WORK/metrics.txt" || fail "nodes gauge at start"
 grep -qE '^trainctl_queue_length\{queue="default"\} 0$' "$WORK/metrics.txt" || fail "queue gauge"
 grep -q '^# TYPE trainctl_schedule_pass_seconds histogram' "$WORK/metrics.txt" || fail "histogram type"
-ok "endpoint up on 127.0.0.1:$MPORT with zeroed state series"
+grep -qE '^trainctl_jobs_submitted_total 0$' "$WORK/metrics.txt" || fail "submitted counter at start"
+grep -qE '^trainctl_agent_registrations_total 0$' "$WORK/metrics.txt" || fail "registrations at start"
+ok "endpoint up on 127.0.0.1:$MPORT with zeroed state series and counters"
 
 "$BIN/trainctl-agent" --coordinator "$TRAINCTL_COORDINATOR" --node-name metrics-node \
   --fake-gpus 2:H200-fake:141GiB --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
@@ -60,7 +63,10 @@ for i in 0 1; do
       fail "$m of GPU $i"
   done
 done
-ok "per-GPU series for metrics-node GPUs 0 and 1"
+grep -qE '^trainctl_gpus_allocated\{node="metrics-node"\} 0$' "$WORK/metrics.txt" ||
+  fail "metrics-node should have no GPU allocated"
+grep -qE '^trainctl_agent_registrations_total 1$' "$WORK/metrics.txt" || fail "one registration"
+ok "per-GPU series for metrics-node GPUs 0 and 1; none allocated; 1 registration"
 
 # 3. A job runs: a per-job series while it runs, then succeeded=1, and one
 #    scheduling pass recorded.
@@ -70,6 +76,7 @@ id=$("$T" submit --name metrics-sleep -- sleep 1000)
 wait_metric "^trainctl_job_gpu_utilization_ratio\{job_id=\"$id\",job_name=\"metrics-sleep\"\} " ||
   fail "per-job GPU series of job $id"
 grep -qE '^trainctl_jobs\{state="(scheduled|running)"\} 1$' "$WORK/metrics.txt" || fail "running job count"
+wait_metric '^trainctl_gpus_allocated\{node="metrics-node"\} 1$' || fail "job $id's GPU not allocated"
 "$T" cancel "$id" >/dev/null || fail "cancel $id"
 did=$("$T" submit --name metrics-done -- true)
 "$T" wait "$did" || fail "job $did did not succeed"
@@ -77,7 +84,14 @@ wait_metric '^trainctl_jobs\{state="succeeded"\} 1$' || fail "succeeded count"
 grep -qE '^trainctl_jobs\{state="cancelled"\} 1$' "$WORK/metrics.txt" || fail "cancelled count"
 grep -qE '^trainctl_schedule_pass_seconds_count [1-9][0-9]*$' "$WORK/metrics.txt" ||
   fail "no scheduling pass recorded"
-ok "job $id cancelled and $did succeeded: jobs gauges and schedule histogram"
+wait_metric '^trainctl_jobs_finished_total\{state="cancelled"\} 1$' || fail "finished counter"
+for l in 'trainctl_jobs_submitted_total 2' 'trainctl_job_placements_total 2' \
+         'trainctl_jobs_finished_total{state="succeeded"} 1' \
+         'trainctl_jobs_finished_total{state="failed"} 0' \
+         'trainctl_job_queue_wait_seconds_count 2'; do
+  grep -qxF "$l" "$WORK/metrics.txt" || fail "expected '$l'"
+done
+ok "job $id cancelled and $did succeeded: jobs gauges, counters, schedule and queue-wait histograms"
 
 # 4. Once the jobs' tasks are gone, their series go too.
 wait_metric '^trainctl_jobs\{state="succeeded"\} 1$' || fail "scrape"

@@ -1146,6 +1146,17 @@ class Simulation {
                              " illegal transition(s) tried (see the error log)"));
       illegal_seen_ = stats.illegal_transitions;
     }
+    // Jobs never leave a final state, so the jobs that reached one since this
+    // coordinator started (a Prometheus counter) are at most the jobs in it.
+    for (v1::JobState s :
+         {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED, v1::JOB_STATE_CANCELLED}) {
+      if (stats.counters.jobs_finished[s] > stats.jobs_by_state[s]) {
+        Violation("metrics-counters",
+                  absl::StrCat(stats.counters.jobs_finished[s], " jobs counted as reaching ",
+                               v1::JobState_Name(s), " but ", stats.jobs_by_state[s],
+                               " are in it"));
+      }
+    }
     std::set<std::string> lost;
     for (const v1::NodeView& n : core_->ListNodes()) {
       if (n.node().state() == v1::NODE_STATE_LOST) lost.insert(n.node().name());
