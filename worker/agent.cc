@@ -565,7 +565,12 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
   }
   if (start.has_preflight()) return spec;
   TC_RETURN_IF_ERROR(PlaceInCgroup(start, spec));
-  if (!start.image().empty()) TC_RETURN_IF_ERROR(WrapInContainer(start, spec));
+  if (!start.image().empty()) {
+    if (absl::Status s = WrapInContainer(start, spec); !s.ok()) {
+      ReleaseCgroup(spec.cgroup_dir);  // made for nothing: the task never starts
+      return s;
+    }
+  }
   return spec;
 }
 
