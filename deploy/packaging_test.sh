@@ -84,7 +84,7 @@ done
 # The gateway (Go flags: "  -listen string").
 if [[ -x $BIN/trainctl-gateway ]]; then
   gw_flags=$("$BIN/trainctl-gateway" -h 2>&1 | sed -nE 's/^  -([A-Za-z0-9][A-Za-z0-9-]*).*/\1/p' |
-    grep -vx help | sort -u || true)
+    grep -vxE 'help|version' | sort -u || true)
   for f in $gw_flags; do
     grep -q -- "--$f " "$SRC/deploy/config/gateway.env" ||
       fail "deploy/config/gateway.env does not document trainctl-gateway -$f"

@@ -72,5 +72,7 @@ var Swagger []byte
 GO
 
 cd "$GW"
-go build -o "$BUILD/bin/trainctl-gateway" .
+# -version prints the project's version, from the top CMakeLists.txt.
+VERSION=$(sed -nE 's/^project\(trainctl VERSION ([0-9.]+).*/\1/p' "$SRC/CMakeLists.txt")
+go build -ldflags "-X main.version=${VERSION:-unknown}" -o "$BUILD/bin/trainctl-gateway" .
 echo "built $BUILD/bin/trainctl-gateway"

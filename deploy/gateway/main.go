@@ -62,6 +62,9 @@ type gatewayConfig struct {
 	ReadyTimeout time.Duration
 }
 
+// The project's version, set by build.sh (-ldflags "-X main.version=...").
+var version = "unknown"
+
 // writeJSONError writes {"error", "message", "code"} (code: the gRPC code),
 // like grpc-gateway's own error bodies, for errors the gateway makes itself
 // (unknown path, wrong method, a bad ?states= value).
@@ -172,7 +175,12 @@ func main() {
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	staticDir := flag.String("static-dir", "", "directory of static files (the web dashboard, client/web/dist) to serve outside /v1/; empty: none")
 	readyTimeout := flag.Duration("ready-timeout", time.Second, "how long /readyz waits for the coordinator to answer before it says 503")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("trainctl-gateway " + version)
+		return
+	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		log.Fatalf("trainctl-gateway: -tls-cert and -tls-key go together")
 	}

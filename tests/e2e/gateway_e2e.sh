@@ -22,6 +22,9 @@ COORD=127.0.0.1:${line##* }
   --fake-gpus 2:H200-fake:141GiB --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 wait_line "$WORK/agent.log" "registered with the coordinator" >/dev/null || fail "agent did not register"
+[[ $("$BIN/trainctl-gateway" -version) =~ ^trainctl-gateway\ [0-9]+\.[0-9]+ ]] ||
+  fail "trainctl-gateway -version: $("$BIN/trainctl-gateway" -version 2>&1)"
+ok "trainctl-gateway -version: $("$BIN/trainctl-gateway" -version)"
 "$BIN/trainctl-gateway" -listen 127.0.0.1:0 -coordinator "$COORD" \
   >"$WORK/gateway.out" 2>"$WORK/gateway.log" &
 PIDS+=($!)
