@@ -204,8 +204,8 @@ TEST_F(CliPolishTest, CompletionBash_CompletesWhatTheParserAccepts) {
   EXPECT_EQ(BashComplete(path, {"trainctl", "submit", "--gpu-f"}),
             "--gpu-fraction");
   EXPECT_EQ(BashComplete(path, {"trainctl", "list", "--coo"}), "--coordinator");
-  // Fixed values: -o table|json, --state names.
-  EXPECT_EQ(BashComplete(path, {"trainctl", "nodes", "-o", ""}), "table json");
+  // Fixed values: -o table|json|yaml, --state names.
+  EXPECT_EQ(BashComplete(path, {"trainctl", "nodes", "-o", ""}), "table json yaml");
   EXPECT_EQ(BashComplete(path, {"trainctl", "list", "--state", "run"}),
             "running");
   // An option's value is not taken for a subcommand ("--name list").

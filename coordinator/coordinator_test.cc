@@ -351,7 +351,7 @@ TEST_F(CoordinatorTest, SubmitJob_LargerThanCluster_RefusedWithReasonUnlessHeld)
   TC_ASSERT_OK(id);
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_PENDING);
   EXPECT_THAT(Job(*id).reason(), HasSubstr("held (--hold): cannot run on this cluster yet"));
-  Connect("b", 2);
+  Connect("b", 4);  // a node that can hold the 3 GPUs joins
   EXPECT_EQ(Job(*id).state(), v1::JOB_STATE_SCHEDULED);
 }
 
@@ -757,11 +757,15 @@ TEST_F(CoordinatorTest, Stats_JobsThroughEveryEdge_CountsMatchJobList) {
   auto third = core_->SubmitJob(Spec(), "req-1");
   TC_ASSERT_OK(core_->SubmitJob(Spec(), "req-1"));
   EXPECT_EQ(core_->Stats().pending_jobs, 2);
-  // Too large for the cluster: PENDING -> FAILED at once.
+  // Too large for the cluster: refused at submit; held, it waits PENDING.
   v1::JobSpec huge = Spec();
   huge.set_gpus(8);
-  TC_ASSERT_OK(core_->SubmitJob(huge, ""));
-  expect_consistent("infeasible failed");
+  EXPECT_THAT(core_->SubmitJob(huge, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("cannot run")));
+  huge.set_hold(true);
+  auto held = core_->SubmitJob(huge, "");
+  TC_ASSERT_OK(held);
+  expect_consistent("infeasible held");
   // RUNNING, then its rank fails with a restart left: RUNNING -> PENDING
   // (attempt 1), which is placed again at once: PENDING -> SCHEDULED.
   Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
@@ -774,8 +778,8 @@ TEST_F(CoordinatorTest, Stats_JobsThroughEveryEdge_CountsMatchJobList) {
   Report("a", Status(a.Starts().back(), v1::TASK_STATE_EXITED, 0));
   EXPECT_EQ(Job(placed).state(), v1::JOB_STATE_SUCCEEDED);
   expect_consistent("succeeded");
-  // Cancel the two left: one SCHEDULED, one PENDING.
-  for (int64_t id : {*first, *second, *third}) {
+  // Cancel the three left: one SCHEDULED, two PENDING (one held).
+  for (int64_t id : {*first, *second, *third, *held}) {
     if (!IsFinal(Job(id).state())) {
       TC_ASSERT_OK(core_->CancelJob(id));
     }
@@ -783,8 +787,8 @@ TEST_F(CoordinatorTest, Stats_JobsThroughEveryEdge_CountsMatchJobList) {
   expect_consistent("cancelled");
   const CoordinatorStats before = core_->Stats();
   EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_SUCCEEDED], 1);
-  EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_FAILED], 1);
-  EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_CANCELLED], 2);
+  EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_FAILED], 0);
+  EXPECT_EQ(before.jobs_by_state[v1::JOB_STATE_CANCELLED], 3);
   // After a restart the counts come back from the store.
   conns_.clear();
   Restart();

@@ -758,6 +758,13 @@ class Episode {
     Trace(absl::StrCat("request_id \"", rid, "\" -> ", id.ok() ? absl::StrCat(*id) : id.status().ToString()));
     if (!id.ok()) {
       if (id.status().code() == absl::StatusCode::kUnavailable && store_failing_) return;
+      // A job no registered node could ever hold is refused, not accepted
+      // (spec.hold accepts it).
+      if (id.status().code() == absl::StatusCode::kFailedPrecondition &&
+          absl::StrContains(id.status().message(), "cannot run on this cluster") &&
+          !spec.hold()) {
+        return;
+      }
       CheckSpecError(id.status(), /*allow_request_id=*/true);
       if (valid && rid.size() <= 128) {
         Violation(absl::StrCat("valid spec refused: ", id.status().ToString()));
