@@ -5,6 +5,10 @@
 #   ok MESSAGE              counts and prints a passed check
 #   e2e_done                prints "N passed, 0 failed"
 #   wait_line FILE REGEX    waits (deadline 30 s) for a line, prints it
+#   wait_metric REGEX       scrapes http://127.0.0.1:$MPORT/metrics into
+#                           $WORK/metrics.txt until a line matches (deadline
+#                           30 s; the coordinator refreshes its series about
+#                           once a second)
 #   fail MESSAGE            prints MESSAGE and the tail of every $WORK/*.log,
 #                           exits 1 (scripts may define their own fail)
 
@@ -43,6 +47,18 @@ wait_line() {
   while ((SECONDS < end)); do
     if grep -qE "$regex" "$file" 2>/dev/null; then grep -E "$regex" "$file" | tail -1; return 0; fi
     read -rt 0.05 <> <(:) || true
+  done
+  return 1
+}
+
+wait_metric() {
+  local regex=$1 end=$((SECONDS + 30))
+  while ((SECONDS < end)); do
+    if curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics.txt" 2>/dev/null &&
+       grep -qE "$regex" "$WORK/metrics.txt"; then
+      return 0
+    fi
+    read -rt 0.1 <> <(:) || true
   done
   return 1
 }

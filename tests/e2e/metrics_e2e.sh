@@ -15,19 +15,6 @@ fail() {
   exit 1
 }
 
-# Scrapes /metrics into $WORK/metrics.txt until it has a line matching
-# REGEX (the gauges refresh about once a second; deadline 30 s).
-wait_metric() {
-  local regex=$1 end=$((SECONDS + 30))
-  while ((SECONDS < end)); do
-    if curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics.txt" 2>/dev/null &&
-       grep -qE "$regex" "$WORK/metrics.txt"; then
-      return 0
-    fi
-    read -rt 0.1 <> <(:) || true
-  done
-  return 1
-}
 
 # Port 0 for both: the coordinator prints the ports it bound.
 "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \

@@ -37,19 +37,6 @@ case $MODE in
 esac
 e2e_init monitoring "${1:-}"
 
-# Scrapes /metrics into $WORK/metrics.txt until it has a line matching
-# REGEX (the coordinator refreshes the series about once a second).
-wait_metric() {
-  local regex=$1 end=$((SECONDS + 30))
-  while ((SECONDS < end)); do
-    if curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics.txt" 2>/dev/null &&
-       grep -qE "$regex" "$WORK/metrics.txt"; then
-      return 0
-    fi
-    read -rt 0.1 <> <(:) || true
-  done
-  return 1
-}
 # has LINE: the last scrape has exactly this line.
 has() { grep -qxF "$1" "$WORK/metrics.txt"; }
 
