@@ -17,11 +17,13 @@
 //   task_cpu_us_per_task   runs; reaped children): steadier than wall time
 //                     on a shared machine
 //
-// Cases: shim:0/1 (tasks started directly, as trainctl-agent does by
-// default since its guard process (worker/hw/agent_guard.h) keeps tasks from
-// outliving it; or through trainctl-task-shim, the per-task way the agent
-// used before and still offers with --task-shim); cmd:0 `true`, cmd:1 the
-// Slurm comparison's job `sh -c 'date +%s%N > FILE'`.
+// Cases: shim:0/1 (tasks started directly, as a non-root trainctl-agent
+// does, its guard process (worker/hw/agent_guard.h) keeping tasks from
+// outliving it; or through trainctl-task-shim, as a root agent does by
+// default); cmd:0 `true`, cmd:1 the Slurm comparison's job
+// `sh -c 'date +%s%N > FILE'`; runas:1 (root only, else skipped): each task
+// runs as the account "nobody", the shim dropping to it (setgroups, setgid,
+// setuid) before it execs the task, as for a job of an authenticated user.
 //
 // Flags (besides Google Benchmark's): --shim=PATH of trainctl-task-shim
 // (default: next to this binary); --dir=DIR for the task logs (default
@@ -158,6 +160,13 @@ v1::CoordinatorMessage StartMessage(int64_t job, int gpu, bool date_cmd,
 void BM_AgentLaunch(benchmark::State& state) {
   const bool shim = state.range(0) != 0;
   const bool date_cmd = state.range(1) != 0;
+  const bool run_as = state.range(2) != 0;
+  if (run_as && geteuid() != 0) {
+    state.SkipWithError("runas:1 needs root (the shim's setuid)");
+    for (auto _ : state) {
+    }
+    return;
+  }
   const fs::path dir = (g_dir.empty() ? fs::temp_directory_path() : fs::path(g_dir)) /
                        absl::StrCat("trainctl-launch-bench-", getpid());
   std::vector<double> start_us, cycle_us;
@@ -168,6 +177,9 @@ void BM_AgentLaunch(benchmark::State& state) {
     state.PauseTiming();
     fs::remove_all(dir);
     fs::create_directories(dir / "stamps");
+    // Tasks running as "nobody" write their stamps here too.
+    fs::permissions(dir, fs::perms::all);
+    fs::permissions(dir / "stamps", fs::perms::all);
     PosixProcessLauncher::Options options;
     if (shim) options.task_shim = g_shim;
     auto launcher = std::make_unique<PosixProcessLauncher>(options);
@@ -192,7 +204,9 @@ void BM_AgentLaunch(benchmark::State& state) {
       const int64_t job = next_job++;
       sent[job] = absl::Now();
       gpu_of[job] = gpu;
-      agent.Handle(StartMessage(job, gpu, date_cmd, (dir / "stamps").string()));
+      v1::CoordinatorMessage msg = StartMessage(job, gpu, date_cmd, (dir / "stamps").string());
+      if (run_as) msg.mutable_start_task()->set_run_as_user("nobody");
+      agent.Handle(msg);
       ++started;
     };
     for (int g = 0; g < kSlots && started < g_tasks; ++g) start_one(g);
@@ -229,8 +243,13 @@ void BM_AgentLaunch(benchmark::State& state) {
   if (failed > 0) state.SkipWithError("some tasks exited non-zero");
 }
 BENCHMARK(BM_AgentLaunch)
-    ->ArgNames({"shim", "cmd"})
-    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"shim", "cmd", "runas"})
+    ->Args({0, 0, 0})
+    ->Args({1, 0, 0})
+    ->Args({1, 0, 1})
+    ->Args({0, 1, 0})
+    ->Args({1, 1, 0})
+    ->Args({1, 1, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(1);
