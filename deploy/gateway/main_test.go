@@ -117,7 +117,7 @@ func (f *fakeCoordinator) GetJob(ctx context.Context, req *pb.GetJobRequest) (*p
 	f.mu.Unlock()
 	if hang {
 		<-ctx.Done()
-		return nil, ctx.Err()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	if err != nil {
 		return nil, err

@@ -78,7 +78,14 @@ func readyz(client pb.CoordinatorClient, cfg gatewayConfig) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), cfg.ReadyTimeout)
 		defer cancel()
 		_, err := client.GetJob(ctx, &pb.GetJobRequest{JobId: 0})
-		switch status.Code(err) {
+		code := status.Code(err)
+		if err != nil && ctx.Err() != nil {
+			// Our deadline passed: whatever code the call ended with (the
+			// server's own handler may answer first with its context error,
+			// which arrives as UNKNOWN), the coordinator did not answer in time.
+			code = codes.DeadlineExceeded
+		}
+		switch code {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{
 				"status":      "not ready",
