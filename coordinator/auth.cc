@@ -157,6 +157,22 @@ absl::Status ApplySubmitter(const Principal& who, v1::JobSpec* spec) {
       "ask an admin"));
 }
 
+absl::StatusOr<std::string> ListOwner(const Principal& who, bool all_users,
+                                      absl::string_view user) {
+  if (who.user.empty()) return std::string(user);  // anonymous (insecure mode)
+  if (!user.empty()) {
+    if (who.admin || user == who.user) return std::string(user);
+    return absl::PermissionDeniedError(absl::StrCat(
+        "user: user ", who.user, " may list only their own jobs, not user ", user,
+        "'s; only an admin may list another user's"));
+  }
+  if (!all_users) return who.user;
+  if (who.admin) return std::string();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "all_users: user ", who.user,
+      " may list only their own jobs; only an admin may list every user's"));
+}
+
 absl::Status CheckNodeIdentity(absl::string_view cert_name,
                                absl::string_view node_name) {
   if (cert_name == node_name) return absl::OkStatus();

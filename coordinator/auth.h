@@ -83,6 +83,16 @@ absl::Status CheckJobAccess(const Principal& who, const v1::Job& job,
 // Errors: PERMISSION_DENIED when a non-admin submits as someone else.
 absl::Status ApplySubmitter(const Principal& who, v1::JobSpec* spec);
 
+// Whose jobs ListJobs shows `who` (returns the JobSpec.user to keep; empty
+// means every user's), the rule of kubectl's namespaces: an authenticated
+// caller sees their own jobs, `all_users` (admins only) every user's, `user`
+// one user's (a non-admin only themselves). The anonymous principal
+// (no --tokens-file) sees every job, or `user`'s when given.
+// Errors: PERMISSION_DENIED when a non-admin sets `all_users` or names
+// another user.
+absl::StatusOr<std::string> ListOwner(const Principal& who, bool all_users,
+                                      absl::string_view user);
+
 // Checks an agent's registration against its certificate: `cert_name` is the
 // verified peer certificate's common name, `node_name` RegisterNode's
 // node.name. Errors: PERMISSION_DENIED when they differ.

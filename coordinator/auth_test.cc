@@ -93,6 +93,28 @@ TEST(CheckJobAccessTest, OwnerAndAdmin_Allowed_OthersDenied) {
             absl::StatusCode::kPermissionDenied);
 }
 
+TEST(ListOwnerTest, OwnJobsByDefault_AllUsersAndOthersOnlyForAdmins) {
+  const Principal alice{"alice", false};
+  const Principal ops{"ops", true};
+  // Default: one's own jobs, admins included (kubectl's current namespace).
+  EXPECT_EQ(*ListOwner(alice, false, ""), "alice");
+  EXPECT_EQ(*ListOwner(ops, false, ""), "ops");
+  EXPECT_EQ(*ListOwner(alice, false, "alice"), "alice");
+  // Admins: every user's, or one named user's.
+  EXPECT_EQ(*ListOwner(ops, true, ""), "");
+  EXPECT_EQ(*ListOwner(ops, false, "alice"), "alice");
+  // Insecure mode: no identity, every job.
+  EXPECT_EQ(*ListOwner(AnonymousPrincipal(), false, ""), "");
+  EXPECT_EQ(*ListOwner(AnonymousPrincipal(), true, "bob"), "bob");
+
+  absl::StatusOr<std::string> all = ListOwner(alice, true, "");
+  EXPECT_EQ(all.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(all.status().message(), HasSubstr("all_users: user alice"));
+  absl::StatusOr<std::string> bobs = ListOwner(alice, false, "bob");
+  EXPECT_EQ(bobs.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(bobs.status().message(), HasSubstr("not user bob's"));
+}
+
 TEST(ApplySubmitterTest, EmptyUser_IsSetFromToken_OtherUserOnlyForAdmin) {
   v1::JobSpec spec;
   ASSERT_TRUE(ApplySubmitter({"alice", false}, &spec).ok());

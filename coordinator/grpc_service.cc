@@ -233,10 +233,17 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     }
     std::vector<v1::JobState> states;
     for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
-    // Users see their own jobs only; admins (and insecure mode) see all.
-    const std::string owner = who->admin ? "" : who->user;
+    absl::StatusOr<std::string> owner = ListOwner(
+        *who,
+        // A named sweep is read as GetJob reads a named job: an admin sees
+        // every trial of it.
+        req->all_users() || (who->admin && !req->sweep_id().empty()), req->user());
+    if (!owner.ok()) {
+      reactor->Finish(ToGrpcStatus(owner.status()));
+      return reactor;
+    }
     for (v1::Job& job :
-         core_->ListJobs(states, req->limit(), req->sweep_id(), owner)) {
+         core_->ListJobs(states, req->limit(), req->sweep_id(), *owner)) {
       *resp->add_jobs() = std::move(job);
     }
     reactor->Finish(grpc::Status::OK);
@@ -399,7 +406,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       return reactor;
     }
     // Each requested job as GetJob checks it (one refused refuses the call);
-    // all jobs means the caller's own unless admin, as ListJobs.
+    // all jobs means the caller's own unless admin.
     for (int64_t id : req->job_ids()) {
       if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, id, "read the usage of");
           !job.ok()) {

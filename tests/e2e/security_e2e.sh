@@ -105,10 +105,16 @@ ids() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(sort
 [[ -z $(bob list -o json | ids) ]] || fail "bob's list shows jobs that are not his: $(bob list -o json | ids)"
 ok "forbidden calls refused (other user's job, no token, wrong token, plaintext)"
 
-# 8. The admin sees all.
-[[ " $(ops list -o json | ids) " == *" $id "* ]] || fail "ops does not see alice's job $id"
+expect_fail "bob lists every user's jobs" "only an admin may list every user's" \
+  bob list --all-users
+expect_fail "bob lists alice's jobs" "may list only their own jobs" bob list --user alice
+
+# 8. The admin sees their own jobs by default, every user's with --all-users.
+[[ " $(ops list -o json | ids) " != *" $id "* ]] || fail "ops's plain list shows alice's job $id"
+[[ " $(ops list --all-users -o json | ids) " == *" $id "* ]] || fail "ops --all-users does not see alice's job $id"
+[[ " $(ops list --user alice -o json | ids) " == *" $id "* ]] || fail "ops --user alice does not see alice's job $id"
 ops describe "$id" >/dev/null || fail "ops describe"
-ok "admin sees alice's jobs"
+ok "admin sees alice's jobs (--all-users, --user alice)"
 
 # 9. The REST gateway (when built): HTTPS with the user-facing certificate,
 # TLS to the coordinator, the caller's bearer token forwarded and checked.

@@ -165,9 +165,13 @@ class SecurityTest : public ::testing::Test {
     return users_->GetLogs(As(token).get(), req, &resp);
   }
 
-  grpc::Status ListJobs(const char* token, std::vector<int64_t>* ids) {
+  grpc::Status ListJobs(const char* token, std::vector<int64_t>* ids,
+                        bool all_users = false, const std::string& user = "") {
+    v1::ListJobsRequest req;
+    req.set_all_users(all_users);
+    req.set_user(user);
     v1::ListJobsResponse resp;
-    grpc::Status s = users_->ListJobs(As(token).get(), v1::ListJobsRequest(), &resp);
+    grpc::Status s = users_->ListJobs(As(token).get(), req, &resp);
     ids->clear();
     for (const v1::Job& j : resp.jobs()) ids->push_back(j.id());
     return s;
@@ -321,11 +325,11 @@ TEST_F(SecurityTest, ForbiddenCalls_AreRefused_AndChangeNothing) {
   EXPECT_EQ(job.state(), v1::JOB_STATE_PENDING);
   EXPECT_EQ(job.spec().user(), "alice");
   std::vector<int64_t> all;
-  ASSERT_TRUE(ListJobs(kOps, &all).ok());
+  ASSERT_TRUE(ListJobs(kOps, &all, /*all_users=*/true).ok());
   EXPECT_THAT(all, ElementsAre(alice_job));
 }
 
-TEST_F(SecurityTest, OwnJobs_Allowed_ListShowsOwnOnly_AdminSeesAll) {
+TEST_F(SecurityTest, OwnJobs_Allowed_ListShowsOwnOnly_AdminSeesAllWhenAsked) {
   int64_t a1 = 0, a2 = 0, b1 = 0;
   ASSERT_TRUE(Submit(kAlice, &a1).ok());
   ASSERT_TRUE(Submit(kAlice, &a2, "alice").ok());  // naming oneself is fine
@@ -343,8 +347,19 @@ TEST_F(SecurityTest, OwnJobs_Allowed_ListShowsOwnOnly_AdminSeesAll) {
   EXPECT_THAT(ids, UnorderedElementsAre(a1, a2));
   ASSERT_TRUE(ListJobs(kBob, &ids).ok());
   EXPECT_THAT(ids, UnorderedElementsAre(b1, on_behalf));
+  // An admin sees their own jobs by default (none), every user's with
+  // all_users, one user's by name; a user may do neither.
   ASSERT_TRUE(ListJobs(kOps, &ids).ok());
+  EXPECT_THAT(ids, UnorderedElementsAre());
+  ASSERT_TRUE(ListJobs(kOps, &ids, /*all_users=*/true).ok());
   EXPECT_THAT(ids, UnorderedElementsAre(a1, a2, b1, on_behalf));
+  ASSERT_TRUE(ListJobs(kOps, &ids, false, "bob").ok());
+  EXPECT_THAT(ids, UnorderedElementsAre(b1, on_behalf));
+  grpc::Status denied = ListJobs(kAlice, &ids, /*all_users=*/true);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("all_users"));
+  EXPECT_EQ(ListJobs(kAlice, &ids, false, "bob").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_TRUE(ListNodes(kBob).ok());
 
   // The owner cancels and waits for its own job; the admin cancels bob's.

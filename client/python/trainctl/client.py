@@ -458,15 +458,19 @@ class Client:
         return job.refresh() if read else job
 
     def jobs(self, state: Union[str, Iterable[str], None] = None, *,
-             sweep_id: Optional[str] = None, limit: int = 0) -> List[Job]:
+             sweep_id: Optional[str] = None, limit: int = 0,
+             user: Optional[str] = None, all_users: bool = False) -> List[Job]:
         """Jobs, newest first. ``state``: only jobs in this state (or these
         states), e.g. "running" or ["pending", "running"]; ``sweep_id``: only
         the trials of that sweep; ``limit``: at most this many (0: 1000). With
-        authentication, a user sees only their own jobs."""
+        authentication, a caller sees their own jobs; ``all_users=True``
+        every user's and ``user="alice"`` alice's (another user's: admins
+        only; PermissionDenied otherwise)."""
         states = [] if state is None else (
             [state] if isinstance(state, str) else list(state))
         request = service_pb2.ListJobsRequest(
-            states=[_state_value(s) for s in states], limit=limit, sweep_id=sweep_id or "")
+            states=[_state_value(s) for s in states], limit=limit, sweep_id=sweep_id or "",
+            user=user or "", all_users=all_users)
         return [Job(self, j.id, j) for j in self._call("ListJobs", request).jobs]
 
     def nodes(self) -> List[Node]:
