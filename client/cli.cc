@@ -129,6 +129,10 @@ int Cli::Run(int argc, char** argv) {
               "  source <(trainctl completion zsh)      # in ~/.zshrc, after "
               "compinit\n"
               "  trainctl completion bash > /etc/bash_completion.d/trainctl"));
+  // Hidden (no group): what the completion scripts run for ids.
+  CLI::App* complete_ids = app.add_subcommand(
+      kIdsCommandName, "Print job and sweep ids for shell completion");
+  complete_ids->group("");
   std::vector<std::string> help_topic;
   CLI::App* help = app.add_subcommand(
       "help", "Show the help of a command, with examples");
@@ -154,7 +158,7 @@ int Cli::Run(int argc, char** argv) {
     }
     std::vector<std::string> command_names;
     for (const CLI::App* sub : app.get_subcommands({})) {
-      command_names.push_back(sub->get_name());
+      if (!sub->get_group().empty()) command_names.push_back(sub->get_name());
     }
     if (innermost == &app) {
       // No command recognised: the first word that is not a global flag or
@@ -306,6 +310,7 @@ int Cli::Run(int argc, char** argv) {
   if (options_.progress) session.EnableProgress();
   const bool json = f.output == "json" || yaml;
   auto dispatch = [&]() -> int {
+  if (complete_ids->parsed()) return session.CompletionIds();
   if (submit->parsed()) return session.Submit(f.submit, f.wait);
   if (sweep.list->parsed()) return session.SweepList(json);
   if (sweep.describe->parsed()) {
@@ -335,7 +340,7 @@ int Cli::Run(int argc, char** argv) {
   }
   if (list->parsed()) {
     return session.List(f.states, json,
-                        {f.list_user, f.list_name, f.list_limit, f.output == "wide"});
+                        {f.list_user, f.list_name, f.list_limit, f.output == "wide", f.list_all_users});
   }
   if (describe->parsed()) return session.Describe(f.job_id, json);
   if (logs->parsed()) {

@@ -171,9 +171,15 @@ class Session {
     std::string name;
     int limit = 0;
     bool wide = false;
+    // Every user's jobs (ListJobsRequest.all_users; admins only).
+    bool all_users = false;
   };
   int List(const std::vector<std::string>& states, bool json, const ListFilter& filter);
   int Describe(int64_t job_id, bool json);
+  // `trainctl __complete-ids`: the caller's job ids and sweep ids for shell
+  // completion (client/completion.h), one ListJobs call, "job 42" and
+  // "sweep sw-1" lines, newest first.
+  int CompletionIds();
   // The pre-flights of a gang (docs/preflight.md): one block per run.
   void DescribePreflight(const v1::Job& job);
   int Logs(int64_t job_id, int rank, bool follow);
@@ -308,6 +314,7 @@ struct Flags {
   // list
   std::vector<std::string> states;
   std::string list_user;
+  bool list_all_users = false;
   std::string list_name;
   int list_limit = 0;
   // cancel

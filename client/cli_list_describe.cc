@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -64,13 +65,18 @@ ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
   describe->add_option("-o,--output", f.output, "Output format: table, json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
-  list->add_option("--user", f.list_user, "Only this user's jobs");
+  list->add_option("--user", f.list_user,
+                   "Only this user's jobs (another user's: admins only)");
+  list->add_flag("--all-users", f.list_all_users,
+                 "Every user's jobs, not only yours (admins only, with "
+                 "authentication on)");
   list->add_option("--name", f.list_name, "Only jobs of this name");
   list->add_option("--limit", f.list_limit, "At most this many jobs, newest first")
       ->check(CLI::Range(1, 1'000'000));
   list->footer(
       Example("  trainctl list --state running --state pending\n"
               "  trainctl list --user alice --name lr-sweep -o wide\n"
+              "  trainctl list --all-users --state pending\n"
               "  trainctl list --limit 20 -o json"));
   describe->footer(
       Example("  trainctl describe 42\n"
@@ -78,11 +84,31 @@ ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f) {
   return {list, describe};
 }
 
+int Session::CompletionIds() {
+  v1::ListJobsResponse response;
+  if (absl::Status s = Call(&Stub::ListJobs, v1::ListJobsRequest(), &response); !s.ok()) {
+    return Fail(s);
+  }
+  std::vector<const v1::Job*> jobs;
+  for (const v1::Job& job : response.jobs()) jobs.push_back(&job);
+  std::sort(jobs.begin(), jobs.end(),
+            [](const v1::Job* a, const v1::Job* b) { return a->id() > b->id(); });
+  absl::flat_hash_set<std::string> sweeps;
+  for (const v1::Job* job : jobs) out_ << "job " << job->id() << "\n";
+  for (const v1::Job* job : jobs) {
+    const std::string& sweep = job->spec().sweep_id();
+    if (!sweep.empty() && sweeps.insert(sweep).second) out_ << "sweep " << sweep << "\n";
+  }
+  return kExitOk;
+}
+
 int Session::List(const std::vector<std::string>& states, bool json,
                   const ListFilter& filter) {
   v1::ListJobsRequest request;
+  request.set_user(filter.user);
+  request.set_all_users(filter.all_users);
   // With a client-side filter the limit applies after it.
-  const bool client_filter = !filter.user.empty() || !filter.name.empty();
+  const bool client_filter = !filter.name.empty();
   if (filter.limit > 0 && !client_filter) request.set_limit(filter.limit);
   for (const std::string& name : states) {
     v1::JobState state;
@@ -100,7 +126,6 @@ int Session::List(const std::vector<std::string>& states, bool json,
   if (client_filter) {
     v1::ListJobsResponse kept;
     for (v1::Job& job : *response.mutable_jobs()) {
-      if (!filter.user.empty() && job.spec().user() != filter.user) continue;
       if (!filter.name.empty() && job.spec().name() != filter.name) continue;
       *kept.add_jobs() = std::move(job);
     }

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -72,6 +74,7 @@ void WalkApp(const CLI::App& app, const std::string& path, AppFacts* facts) {
   facts->options_by_path.emplace_back(path, names);
   for (const CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_name().empty()) continue;  // an option group
+    if (sub->get_group().empty()) continue;  // hidden
     const std::string sub_path =
         path.empty() ? sub->get_name() : absl::StrCat(path, " ", sub->get_name());
     facts->paths.push_back(sub_path);
@@ -213,6 +216,48 @@ TEST_F(CliPolishTest, CompletionBash_CompletesWhatTheParserAccepts) {
             "--wait");
   // After --: the job's command; nothing of ours (file names instead).
   EXPECT_EQ(BashComplete(path, {"trainctl", "submit", "--", "py"}), "");
+}
+
+TEST_F(CliPolishTest, CompleteIds_OneListJobs_JobIdsNewestFirstThenEachSweepOnce) {
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::ListJobsResponse>(R"pb(
+                        jobs { id: 3 spec { sweep_id: "sw-a" } }
+                        jobs { id: 7 }
+                        jobs { id: 5 spec { sweep_id: "sw-a" } }
+                      )pb")),
+                      Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({kIdsCommandName}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "job 7\njob 5\njob 3\nsweep sw-a\n");
+  // Hidden: neither in --help nor in the completion scripts.
+  ASSERT_EQ(Run({"--help"}), 0);
+  EXPECT_THAT(out_.str(), Not(HasSubstr(kIdsCommandName)));
+  ASSERT_EQ(Run({"completion", "bash"}), 0);
+  EXPECT_THAT(out_.str(), Not(HasSubstr(absl::StrCat("'", kIdsCommandName, "'"))));
+}
+
+TEST_F(CliPolishTest, CompletionBash_JobAndSweepIds_FromOneCachedCall) {
+  ASSERT_EQ(Run({"completion", "bash"}), 0);
+  const std::string script = WriteTemp("trainctl.bash", out_.str());
+  // A `trainctl` on PATH that answers __complete-ids and counts its calls.
+  const std::string calls = dir_ + "/calls";
+  const std::string fake = WriteTemp(
+      "trainctl", absl::StrCat("#!/bin/sh\necho x >> ", calls,
+                               "\nprintf 'job 12\\njob 11\\njob 7\\nsweep sw-a\\nsweep sw-b\\n'\n"));
+  ASSERT_EQ(chmod(fake.c_str(), 0755), 0);
+  // Five completions in one shell, as Tab presses in one terminal.
+  auto [status, output] = Shell(absl::StrFormat(
+      "PATH=%s:$PATH bash -c 'source %s\n"
+      "c() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1)); _trainctl; echo \"${COMPREPLY[*]}\"; }\n"
+      "c trainctl describe 1; c trainctl logs \"\"; c trainctl sweep describe sw-\n"
+      "c trainctl cancel --sweep sw-a; c trainctl cancel 7 1' 2>&1",
+      dir_, script));
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_EQ(output, "12 11\n12 11 7\nsw-a sw-b\nsw-a\n12 11\n");
+  std::ifstream in(calls);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "x\n") << "one __complete-ids call for five completions";
+  // No ids where the argument is not one (submit's command, --name).
+  EXPECT_EQ(BashComplete(script, {"trainctl", "submit", "--name", "1"}), "");
 }
 
 TEST_F(CliPolishTest, Completion_UnknownShell_UsageError) {

@@ -40,7 +40,20 @@ CompletionOption ToCompletionOption(const CLI::Option& opt) {
   // Flags expect no value (CLI11's add_flag sets expected(0)).
   c.takes_value = opt.get_expected_max() > 0;
   c.choices = Choices(opt);
+  if (c.takes_value && opt.get_lnames() == std::vector<std::string>{"sweep"}) {
+    c.ids = "sweep";
+  }
   return c;
+}
+
+// "job" for a JOB positional, "sweep" for SWEEP, else empty.
+std::string PositionalIds(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (!opt->get_lnames().empty() || !opt->get_snames().empty()) continue;
+    if (opt->get_name() == "JOB") return "job";
+    if (opt->get_name() == "SWEEP") return "sweep";
+  }
+  return "";
 }
 
 void Walk(const CLI::App& app, const CLI::App& root,
@@ -48,8 +61,11 @@ void Walk(const CLI::App& app, const CLI::App& root,
   CompletionCommand command;
   command.path = path;
   command.description = OneLine(app.get_description());
-  std::vector<const CLI::App*> subs = app.get_subcommands(
-      [](const CLI::App* sub) { return !sub->get_name().empty(); });
+  command.positional_ids = PositionalIds(app);
+  // Not option groups (no name), not hidden commands (no group).
+  std::vector<const CLI::App*> subs = app.get_subcommands([](const CLI::App* sub) {
+    return !sub->get_name().empty() && !sub->get_group().empty();
+  });
   for (const CLI::App* sub : subs) {
     command.subcommands.emplace_back(sub->get_name(),
                                      OneLine(sub->get_description()));
@@ -94,12 +110,22 @@ std::string FunctionName(const CLI::App& app) {
 //   F_options PATH           option names
 //   F_value_options PATH     names of the options that take a value
 //   F_choices PATH OPTION    the fixed values of OPTION, if any
-std::string Helpers(const std::string& f,
+//   F_id_kind PATH [OPTION]  job or sweep when OPTION's value (without
+//                            OPTION: the positional argument) is such an id
+// and one that keeps state, so it must not run in a $(...) subshell:
+//   F_ids KIND               sets F_reply to the ids of KIND (job, sweep)
+//                            from `PROGRAM __complete-ids`, run at most
+//                            once per kCompletionIdsCacheSeconds
+std::string Helpers(const CLI::App& app, const std::string& f,
                     const std::vector<CompletionCommand>& commands) {
-  std::string subs, opts, value_opts, choices;
+  std::string subs, opts, value_opts, choices, id_kinds;
   for (const CompletionCommand& c : commands) {
     const std::string key = Quote(absl::StrJoin(c.path, " "));
     std::vector<std::string> sub_names, opt_names, value_names;
+    if (!c.positional_ids.empty()) {
+      absl::StrAppend(&id_kinds, "    ", Quote(absl::StrCat(absl::StrJoin(c.path, " "), "|")),
+                      ") echo ", c.positional_ids, " ;;\n");
+    }
     for (const auto& [name, description] : c.subcommands) {
       sub_names.push_back(name);
     }
@@ -107,6 +133,14 @@ std::string Helpers(const std::string& f,
       opt_names.insert(opt_names.end(), o.names.begin(), o.names.end());
       if (o.takes_value) {
         value_names.insert(value_names.end(), o.names.begin(), o.names.end());
+      }
+      if (!o.ids.empty()) {
+        std::vector<std::string> keys;
+        for (const std::string& name : o.names) {
+          keys.push_back(Quote(absl::StrCat(absl::StrJoin(c.path, " "), "|", name)));
+        }
+        absl::StrAppend(&id_kinds, "    ", absl::StrJoin(keys, "|"), ") echo ", o.ids,
+                        " ;;\n");
       }
       if (!o.choices.empty()) {
         std::vector<std::string> keys;
@@ -129,10 +163,26 @@ std::string Helpers(const std::string& f,
     return absl::StrCat(f, "_", suffix, "() {\n  case ", subject, " in\n", cases,
                         "  esac\n}\n");
   };
+  const std::string ids = absl::StrCat(
+      f, "_ids() {\n"
+      "  if [[ -z ${", f, "_ids_at-} ]] || ((SECONDS - ", f, "_ids_at >= ",
+      kCompletionIdsCacheSeconds, ")); then\n"
+      "    ", f, "_ids_cache=$(command ", app.get_name(), " ", kIdsCommandName,
+      " 2>/dev/null)\n"
+      "    ", f, "_ids_at=$SECONDS\n"
+      "  fi\n"
+      "  ", f, "_reply=\n"
+      "  local k v\n"
+      "  while read -r k v; do\n"
+      "    [[ $k == \"$1\" ]] && ", f, "_reply=\"$", f, "_reply $v\"\n"
+      "  done <<< \"$", f, "_ids_cache\"\n"
+      "  return 0\n"
+      "}\n");
   return absl::StrCat(function("subcommands", "\"$1\"", subs),
                       function("options", "\"$1\"", opts),
                       function("value_options", "\"$1\"", value_opts),
-                      function("choices", "\"$1|$2\"", choices));
+                      function("choices", "\"$1|$2\"", choices),
+                      function("id_kind", "\"$1|$2\"", id_kinds), ids);
 }
 
 // The loop both scripts run over the words before the cursor: it follows
@@ -186,22 +236,28 @@ std::string BashCompletion(const CLI::App& app) {
                           " completion bash) in ~/.bashrc, or save it as "
                           "/etc/bash_completion.d/",
                           app.get_name(), ".")),
-      Helpers(f, commands), f, "() {\n",
+      Helpers(app, f, commands), f, "() {\n",
       "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n"
       "  local cmd= w i skip=0\n",
       // After --: nothing of ours; `complete -o default` offers file names.
       WalkLoop(f, "1", "COMP_CWORD", "${COMP_WORDS[i]}",
                "COMPREPLY=(); return 0"),
       "  COMPREPLY=()\n"
+      "  local choices kind\n"
       "  if ((skip)); then\n"
-      "    local choices\n"
       "    choices=$(", f, "_choices \"$cmd\" \"$prev\")\n"
+      "    kind=$(", f, "_id_kind \"$cmd\" \"$prev\")\n"
+      "    if [[ -n $kind ]]; then ", f, "_ids \"$kind\"; choices=$", f, "_reply; fi\n"
       "    [[ -n $choices ]] && COMPREPLY=($(compgen -W \"$choices\" -- \"$cur\"))\n"
       "    return 0\n"
       "  fi\n"
       "  case $cur in\n"
       "    -*) COMPREPLY=($(compgen -W \"$(", f, "_options \"$cmd\")\" -- \"$cur\")) ;;\n"
-      "    *) COMPREPLY=($(compgen -W \"$(", f, "_subcommands \"$cmd\")\" -- \"$cur\")) ;;\n"
+      "    *)\n"
+      "      choices=$(", f, "_subcommands \"$cmd\")\n"
+      "      kind=$(", f, "_id_kind \"$cmd\" \"\")\n"
+      "      if [[ -n $kind ]]; then ", f, "_ids \"$kind\"; choices=\"$choices $", f, "_reply\"; fi\n"
+      "      COMPREPLY=($(compgen -W \"$choices\" -- \"$cur\")) ;;\n"
       "  esac\n"
       "  return 0\n"
       "}\n"
@@ -235,15 +291,18 @@ std::string ZshCompletion(const CLI::App& app) {
                           " completion zsh) in ~/.zshrc after compinit, or "
                           "save it as _",
                           app.get_name(), " in a directory of $fpath.")),
-      Helpers(f, commands), f, "() {\n",
+      Helpers(app, f, commands), f, "() {\n",
       "  local cur=${words[CURRENT]} prev=${words[CURRENT-1]}\n"
       "  local cmd= w i skip=0\n"
       "  local -a items\n",
       // After --: complete the job's command like any command line.
       WalkLoop(f, "2", "CURRENT", "${words[i]}",
                "shift $i words; (( CURRENT -= i )); _normal; return"),
+      "  local kind\n"
       "  if ((skip)); then\n"
       "    items=(${=$(", f, "_choices \"$cmd\" \"$prev\")})\n"
+      "    kind=$(", f, "_id_kind \"$cmd\" \"$prev\")\n"
+      "    if [[ -n $kind ]]; then ", f, "_ids \"$kind\"; items=(${=", f, "_reply}); fi\n"
       "    if ((${#items})); then compadd -a items; else _files; fi\n"
       "    return\n"
       "  fi\n"
@@ -254,7 +313,13 @@ std::string ZshCompletion(const CLI::App& app) {
       "  else\n"
       "    case $cmd in\n", sub_cases,
       "    esac\n"
-      "    if ((${#items})); then _describe -t commands command items; else _files; fi\n"
+      "    kind=$(", f, "_id_kind \"$cmd\" \"\")\n"
+      "    if [[ -n $kind ]]; then\n"
+      "      ", f, "_ids \"$kind\"\n"
+      "      local -a ids\n"
+      "      ids=(${=", f, "_reply})\n"
+      "      compadd -a ids\n"
+      "    elif ((${#items})); then _describe -t commands command items; else _files; fi\n"
       "  fi\n"
       "}\n"
       "if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then\n"
