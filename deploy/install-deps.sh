@@ -11,6 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev curl openssl libssl-dev libyaml-cpp-dev
   passwd  # multi-user e2e: useradd (throwaway accounts)
   iproute2
+  file  # deb_test: cpack's DEB generator finds the ELF files for dpkg-shlibdeps with file(1)
   # promtool and prometheus for the alert rules' and the metrics' checks
   # (promtool_rules_test, promtool_metrics_e2e, prometheus_queries_e2e):
   # Debian ships promtool only in the prometheus server package (19 MB

@@ -4,7 +4,10 @@
 # driver, CUDA and NCCL):
 #
 #   OUT/bin/    trainctl, trainctl-coordinator, trainctl-agent,
-#               trainctl-nccl-allreduce and any other non-test tool of BUILD/bin
+#               trainctl-task-shim, trainctl-gateway, trainctl-nccl-allreduce:
+#               every tool of BUILD/bin but tests, benchmarks, fuzzers and
+#               simulators (TRAINCTL_BUNDLE_BENCH=1 keeps the benchmarks, the
+#               simulators and test probes, e.g. for a benchmark on a GPU host)
 #   OUT/lib/    libtrainctl_nccl.so and every shared library ldd lists for the
 #               above, except the host's own: glibc, libgcc_s, libstdc++ (the
 #               target's are at least as new) and NVIDIA's (libnccl, libcuda,
@@ -18,6 +21,9 @@
 #   OUT/share/grafana/     the Grafana dashboard (deploy/grafana/)
 #   OUT/share/prometheus/  alert rules and an example prometheus.yml
 #                          (deploy/prometheus/)
+#   OUT/share/web/         the web dashboard, when BUILD/web has it (`cmake
+#                          --build BUILD --target trainctl-web`); gateway.env
+#                          points --static-dir there
 #
 # Installed as /opt/trainctl (the units' ExecStart path): see
 # deploy/README.md.
@@ -55,6 +61,16 @@ is_test() {
   grep -qa -- 'gtest_filter' "$f"
 }
 
+is_bench() {
+  # Benchmarks, load generators, simulators, fuzzers and test probes.
+  local f=$1
+  case "$(basename "$f")" in
+    trainctl-bench-* | trainctl-loadgen | trainctl-swarm | trainctl-sim | \
+      trainctl-cluster-sim | trainctl-fuzz-* | trainctl-fake-* | *_probe) return 0 ;;
+  esac
+  return 1
+}
+
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/share"
 
@@ -62,6 +78,7 @@ elves=()
 for f in "$build"/bin/*; do
   [[ -f "$f" && -x "$f" ]] || continue
   if is_test "$f"; then continue; fi
+  if [[ ${TRAINCTL_BUNDLE_BENCH:-0} != 1 ]] && is_bench "$f"; then continue; fi
   cp -L "$f" "$out/bin/"
   elves+=("$f")
   echo "bin: $(basename "$f")"
@@ -121,6 +138,13 @@ cp "$src/deploy/README.md" "$out/share/doc/README.md"
 mkdir -p "$out/share/grafana" "$out/share/prometheus"
 cp "$src"/deploy/grafana/*.json "$out/share/grafana/"
 cp "$src"/deploy/prometheus/*.yml "$out/share/prometheus/"
+if [[ -f $build/web/index.html ]]; then
+  cp -r "$build/web" "$out/share/web"
+  echo "web: the dashboard ($(du -sk "$out/share/web" | cut -f1) KiB)"
+elif [[ -e $out/bin/trainctl-gateway ]]; then
+  echo "warning: $build/web has no dashboard (cmake --build $build --target trainctl-web);" \
+    "the gateway's --static-dir /opt/trainctl/share/web will be missing" >&2
+fi
 
 # Every binary must resolve all its non-host libraries from the bundle.
 for f in "$out"/bin/* "$out"/lib/libtrainctl_nccl.so; do

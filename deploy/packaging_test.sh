@@ -10,7 +10,8 @@
 #      where systemd-analyze is missing) and have the settings the design
 #      relies on (Restart=on-failure, KillMode=mixed for the agent, ...);
 #   4. deploy/make_bundle.sh ships the units, the example configs,
-#      deploy/README.md, the Grafana dashboard and the alert rules.
+#      deploy/README.md, the Grafana dashboard, the alert rules and the web
+#      dashboard, and leaves out benchmarks, fuzzers and simulators.
 # Usage: deploy/packaging_test.sh BIN_DIR
 set -euo pipefail
 
@@ -107,8 +108,12 @@ done
 for d in coordinator agent; do
   need trainctl-$d.service "ExecStart=/opt/trainctl/bin/trainctl-$d --config /etc/trainctl/$d.conf" \
     "options from the documented config file"
-  need trainctl-$d.service 'StateDirectory=trainctl' "state in /var/lib/trainctl"
 done
+need trainctl-coordinator.service 'StateDirectory=trainctl' "state in /var/lib/trainctl"
+need trainctl-agent.service 'StateDirectory=trainctl-agent' "logs in /var/lib/trainctl-agent, apart from the coordinator's state"
+if grep -qE '^User=' "$units/trainctl-agent.service"; then
+  fail "trainctl-agent.service: User= set; the agent runs as root to start tasks as their users"
+fi
 need trainctl-agent.service 'KillMode=mixed' "SIGTERM to the agent only: its stop path ends the tasks"
 need trainctl-agent.service 'Delegate=yes' "the agent divides its cgroup into per-task cgroups (worker/hw/cgroup.h)"
 need trainctl-gateway.service 'EnvironmentFile=/etc/trainctl/gateway.env' "flags from gateway.env"
@@ -135,8 +140,12 @@ fi
 # The bundle ships units, configs and the install guide (a stand-in build
 # dir with one small executable keeps this fast).
 if command -v patchelf >/dev/null; then
-  mkdir -p "$WORK/build/bin"
+  mkdir -p "$WORK/build/bin" "$WORK/build/web"
   cp /bin/true "$WORK/build/bin/trainctl-standin"
+  for b in trainctl-bench-standin trainctl-fuzz-standin trainctl-swarm trainctl-cluster-sim; do
+    cp /bin/true "$WORK/build/bin/$b"
+  done
+  echo '<div id="view"></div>' >"$WORK/build/web/index.html"
   "$SRC/deploy/make_bundle.sh" "$WORK/build" "$WORK/bundle" >"$WORK/bundle.log" 2>&1 ||
     fail "make_bundle.sh: $(cat "$WORK/bundle.log")"
   for f in share/systemd/trainctl-coordinator.service share/systemd/trainctl-agent.service \
@@ -146,7 +155,14 @@ if command -v patchelf >/dev/null; then
            share/prometheus/prometheus.yml; do
     [[ -f $WORK/bundle/$f ]] || fail "the bundle has no $f"
   done
-  ok "make_bundle.sh ships share/systemd, share/config, share/doc/README.md, the dashboard and the alert rules"
+  [[ -f $WORK/bundle/share/web/index.html ]] || fail "the bundle has no share/web (the web dashboard)"
+  [[ -x $WORK/bundle/bin/trainctl-standin ]] || fail "the bundle lost a tool"
+  for b in trainctl-bench-standin trainctl-fuzz-standin trainctl-swarm trainctl-cluster-sim; do
+    [[ ! -e $WORK/bundle/bin/$b ]] || fail "the bundle carries the benchmark/test binary $b"
+  done
+  grep -F -- '--static-dir /opt/trainctl/share/web' "$WORK/bundle/share/config/gateway.env" >/dev/null ||
+    fail "the bundle's gateway.env does not serve share/web"
+  ok "make_bundle.sh ships share/systemd, share/config, share/doc/README.md, the dashboard, the alert rules and the web dashboard (gateway.env points at it), not benchmarks or fuzzers"
 else
   echo "SKIPPED: patchelf not installed; make_bundle.sh not run"
 fi

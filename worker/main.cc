@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
                  "TCPStore of each gang whose rank 0 runs here, so the store "
                  "listens before the ranks start, as under torchrun "
                  "(worker/nccl/python/torch_store_host.py); 'auto': python3 "
-                 "with ../share/torch_store_host.py next to this binary, real "
+                 "with ../share/torch_store_host.py (or ../share/trainctl/) next "
+                 "to this binary, real "
                  "GPUs only, skipped when torch does not import; 'none': off")
       ->capture_default_str();
   std::string task_shim = "auto";
@@ -383,11 +384,14 @@ int main(int argc, char** argv) {
     bool required = false;
     if (torch_store_cmd == "auto") {
       std::error_code ec;
-      const std::filesystem::path script =
-          std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / ".." /
-          "share" / "torch_store_host.py";
-      if (!config.fake_gpus && std::filesystem::exists(script, ec)) {
-        store_argv = {"python3", script.lexically_normal().string()};
+      const std::filesystem::path share =
+          std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / ".." / "share";
+      // The bundle's share/, or a package's /usr/share/trainctl/.
+      for (const std::filesystem::path& script :
+           {share / "torch_store_host.py", share / "trainctl" / "torch_store_host.py"}) {
+        if (!config.fake_gpus && store_argv.empty() && std::filesystem::exists(script, ec)) {
+          store_argv = {"python3", script.lexically_normal().string()};
+        }
       }
     } else if (torch_store_cmd != "none") {
       store_argv = absl::StrSplit(torch_store_cmd, ' ', absl::SkipEmpty());

@@ -43,6 +43,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 
@@ -130,6 +131,14 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	}
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, newGatewayMarshaler()))
 	opts := append(append([]grpc.DialOption{}, cfg.DialOptions...),
+		// Reconnect within about a second once the coordinator listens
+		// (started after the gateway, restarted, a standby taking over):
+		// gRPC's default backoff grows to 120 s between attempts, and every
+		// call fails fast with the last dial error meanwhile.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 		grpc.WithChainUnaryInterceptor(restHintsUnaryInterceptor),
 		grpc.WithChainStreamInterceptor(restHintsStreamInterceptor))
 	conn, err := grpc.DialContext(ctx, cfg.CoordinatorAddr, opts...)

@@ -3,11 +3,13 @@
 package main
 
 import (
+	"net"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -52,6 +54,44 @@ func TestReadyz_NoCoordinator_503WithReason(t *testing.T) {
 	if resp.StatusCode != 503 || o["status"] != "not ready" || !strings.Contains(reason, "coordinator 127.0.0.1:1 did not answer") ||
 		!strings.Contains(reason, "connection refused") {
 		t.Errorf("HTTP %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestReadyz_CoordinatorStartsLate_ReadySoonAfter(t *testing.T) {
+	// The gateway starts first (systemd starts both at boot) and fails to
+	// dial for 6 s; once the coordinator listens, /readyz turns 200 within
+	// 2 s. gRPC's default reconnect backoff would wait up to ~4 s more here
+	// (1 s growing by 1.6x); the gateway caps it at 1 s.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	web := serveGateway(t, gatewayConfig{CoordinatorAddr: addr})
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if resp, body := get(t, web.URL+"/readyz", ""); resp.StatusCode != 503 {
+			t.Fatalf("ready before the coordinator listens: HTTP %d %s", resp.StatusCode, body)
+		}
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("port %s taken meanwhile: %v", addr, err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterCoordinatorServer(srv, &fakeCoordinator{})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	listening := time.Now()
+	for {
+		resp, body := get(t, web.URL+"/readyz", "")
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Since(listening) > 2*time.Second {
+			t.Fatalf("not ready 2 s after the coordinator listens: HTTP %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

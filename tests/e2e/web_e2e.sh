@@ -23,20 +23,12 @@ done
 e2e_init web-e2e "${1:-}"
 SHOTS=$(mkdir -p "${2:-$WORK}" && cd "${2:-$WORK}" && pwd)
 
-# 1. Build the dashboard (npm install only when package-lock.json is newer
-# than the install). The versions are package-lock.json's; `npm install
-# --no-save` rather than `npm ci`, which refuses the lock file because the
-# registry here lacks some of rollup's optional packages for other platforms.
-cd "$WEB"
-if [[ ! node_modules/.package-lock.json -nt package-lock.json ]]; then
-  npm install --no-save --no-audit --no-fund >"$WORK/npm.log" 2>&1 || { cat "$WORK/npm.log"; fail "npm install"; }
-fi
-npx vitest run >"$WORK/vitest.log" 2>&1 || { cat "$WORK/vitest.log"; fail "vitest"; }
+# 1. Build the dashboard (client/web/build.sh: npm install when stale, tsc,
+# vite build into client/web/dist), then its unit tests.
+"$WEB/build.sh" "$WEB/dist" >"$WORK/vite.log" 2>&1 || { cat "$WORK/vite.log"; fail "client/web/build.sh"; }
+ok "tsc + vite build: $(tail -1 "$WORK/vite.log")"
+(cd "$WEB" && npx vitest run) >"$WORK/vitest.log" 2>&1 || { cat "$WORK/vitest.log"; fail "vitest"; }
 ok "vitest: $(grep -Eo 'Tests +[0-9]+ passed' "$WORK/vitest.log" | head -1)"
-npm run build >"$WORK/vite.log" 2>&1 || { cat "$WORK/vite.log"; fail "vite build"; }
-[[ -f dist/index.html ]] || fail "vite build wrote no dist/index.html"
-ok "tsc + vite build: $(du -sk dist | cut -f1) KiB in client/web/dist"
-cd - >/dev/null
 
 # 2. The cluster: coordinator, two fake-GPU agents, gateway with the dashboard.
 "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state" \
