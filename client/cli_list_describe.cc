@@ -107,8 +107,9 @@ int Session::List(const std::vector<std::string>& states, bool json,
   v1::ListJobsRequest request;
   request.set_user(filter.user);
   request.set_all_users(filter.all_users);
-  // With a client-side filter the limit applies after it.
-  const bool client_filter = !filter.name.empty();
+  // With a client-side filter the limit applies after it. The user is
+  // filtered here too, for a coordinator older than ListJobsRequest.user.
+  const bool client_filter = !filter.user.empty() || !filter.name.empty();
   if (filter.limit > 0 && !client_filter) request.set_limit(filter.limit);
   for (const std::string& name : states) {
     v1::JobState state;
@@ -126,6 +127,7 @@ int Session::List(const std::vector<std::string>& states, bool json,
   if (client_filter) {
     v1::ListJobsResponse kept;
     for (v1::Job& job : *response.mutable_jobs()) {
+      if (!filter.user.empty() && job.spec().user() != filter.user) continue;
       if (!filter.name.empty() && job.spec().name() != filter.name) continue;
       *kept.add_jobs() = std::move(job);
     }
