@@ -133,7 +133,7 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$WORK/gpu.txt" 2>&1
 log "GPU: $(head -n 1 "$WORK/gpu.txt")"
 HAVE_MPS=""
-"$BIN/trainctl-agent" --help 2>&1 | grep -q -- '--mps' && HAVE_MPS=1
+"$BIN/trainctl-agent" --help 2>&1 | grep -- '--mps' >/dev/null && HAVE_MPS=1
 log "agent MPS support: ${HAVE_MPS:-no (autopack_mps skipped)}"
 
 # start_cluster TAG [AGENT FLAGS...]: a coordinator with a fresh state dir
