@@ -408,6 +408,16 @@ TEST(PackerTest, Choose_GpmRoomOverrulesBusyUtilization) {
   EXPECT_NE(c.reason.find("DRAM bandwidth 85%"), std::string::npos) << c.reason;
 }
 
+TEST(PackerTest, Choose_GpmSaysFullButUtilizationHasRoom_StillAdmitsAsBefore) {
+  Packer packer;
+  // SM activity 95 % (>= 90 %), but NVML utilization 60 % (< 90 %): the rule
+  // before GPM admits, and GPM never admits fewer than it did.
+  PackGpu g = SweepGpu(95, 50, 8 * kGiB);
+  g.util_pct = 60;
+  g.trials = {Trial(1, 0, 8 * kGiB)};
+  EXPECT_TRUE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+}
+
 TEST(PackerTest, Choose_RampNeverPassesMemoryHeadroom) {
   PackerConfig config;
   config.memory_safety_factor = 1.0;

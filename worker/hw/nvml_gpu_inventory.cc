@@ -177,6 +177,10 @@ struct NvmlGpuInventory::Api {
   // nvmlDeviceGetProcessUtilization (per-process accounting).
   nvmlReturn_t (*DeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
                                                    nvmlProcessInfo_t*);
+  // nvmlDeviceGetMPSComputeRunningProcesses_v3: the MPS clients, which the
+  // list above leaves out (it shows their MPS server).
+  nvmlReturn_t (*DeviceGetMpsComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
+                                                      nvmlProcessInfo_t*);
   nvmlReturn_t (*DeviceGetProcessUtilization)(nvmlDevice_t,
                                               nvmlProcessUtilizationSample_t*,
                                               unsigned int*, unsigned long long);
@@ -320,6 +324,9 @@ absl::StatusOr<std::unique_ptr<NvmlGpuInventory>> NvmlGpuInventory::Create() {
   api->DeviceGetProcessUtilization =
       reinterpret_cast<decltype(api->DeviceGetProcessUtilization)>(
           dlsym(library, "nvmlDeviceGetProcessUtilization"));
+  api->DeviceGetMpsComputeRunningProcesses =
+      reinterpret_cast<decltype(api->DeviceGetMpsComputeRunningProcesses)>(
+          dlsym(library, "nvmlDeviceGetMPSComputeRunningProcesses_v3"));
   api->GpmQueryDeviceSupport =
       reinterpret_cast<decltype(api->GpmQueryDeviceSupport)>(
           dlsym(library, "nvmlGpmQueryDeviceSupport"));
@@ -582,20 +589,37 @@ absl::StatusOr<std::vector<ProcessGpuSample>> NvmlGpuInventory::SampleProcesses(
   for (int i = 0; i < static_cast<int>(devices->size()); ++i) {
     nvmlDevice_t device = (*devices)[i];
     // The process list can grow between the two calls: retry with room.
-    std::vector<nvmlProcessInfo_t> procs(16);
-    nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
-    for (int attempt = 0; attempt < 4 && r == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
-      unsigned int count = static_cast<unsigned int>(procs.size());
-      r = api.DeviceGetComputeRunningProcesses(device, &count, procs.data());
-      if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-        procs.resize(count + 16);
-      } else {
-        procs.resize(r == NVML_SUCCESS ? count : 0);
+    auto list = [&](decltype(api.DeviceGetComputeRunningProcesses) fn,
+                    std::vector<nvmlProcessInfo_t>& procs) {
+      procs.resize(16);
+      nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
+      for (int attempt = 0; attempt < 4 && r == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+        unsigned int count = static_cast<unsigned int>(procs.size());
+        r = fn(device, &count, procs.data());
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+          procs.resize(count + 16);
+        } else {
+          procs.resize(r == NVML_SUCCESS ? count : 0);
+        }
       }
-    }
+      return r;
+    };
+    std::vector<nvmlProcessInfo_t> procs;
+    nvmlReturn_t r = list(api.DeviceGetComputeRunningProcesses, procs);
     if (r != NVML_SUCCESS) {
       if (IsUnsupported(r)) continue;
       return NvmlError(api, "nvmlDeviceGetComputeRunningProcesses_v3", i, r);
+    }
+    if (api.DeviceGetMpsComputeRunningProcesses != nullptr) {
+      // MPS clients (trainctl-agent --mps); none without an MPS server.
+      std::vector<nvmlProcessInfo_t> clients;
+      if (list(api.DeviceGetMpsComputeRunningProcesses, clients) == NVML_SUCCESS) {
+        for (const nvmlProcessInfo_t& c : clients) {
+          const bool listed = std::any_of(procs.begin(), procs.end(),
+                                          [&](const nvmlProcessInfo_t& p) { return p.pid == c.pid; });
+          if (!listed) procs.push_back(c);
+        }
+      }
     }
     const size_t first = out.size();
     for (const nvmlProcessInfo_t& p : procs) {

@@ -43,7 +43,8 @@ class NvmlGpuInventory : public GpuInventory {
   // first call, GPUs without GPM and a failed GPM read report gpm = false.
   // Errors: UNAVAILABLE as for ListGpus().
   absl::StatusOr<std::vector<GpuSample>> Sample() override;
-  // Per-process memory (nvmlDeviceGetComputeRunningProcesses_v3) and SM
+  // Per-process memory (nvmlDeviceGetComputeRunningProcesses_v3, and
+  // nvmlDeviceGetMPSComputeRunningProcesses_v3 for MPS clients) and SM
   // utilization (nvmlDeviceGetProcessUtilization, newer samples than the
   // previous call's). Returns none where the driver lacks the call.
   // Errors: UNAVAILABLE when NVML fails otherwise.
