@@ -489,12 +489,31 @@ void Session::DescribeUsage(const v1::Job& job) {
                             for (const auto& x : samples) v.push_back(x.gpu_util_pct());
                             return v;
                           }(), 100, 40));
+  if (s.gpm) {
+    out_ << absl::StrFormat(
+        "  SM activity  %.0f%% min, %.0f%% avg, %.0f%% max  %s\n", s.sm_active_min,
+        s.sm_active_mean, s.sm_active_max,
+        Sparkline([&] {
+          std::vector<double> v;
+          for (const auto& x : samples) v.push_back(x.sm_active_pct());
+          return v;
+        }(), 100, 40));
+    out_ << absl::StrFormat(
+        "  SM occupancy %.0f%% avg, DRAM bandwidth %.0f%% avg (NVML GPM, whole GPU)\n",
+        s.sm_occupancy_mean, s.dram_bw_mean);
+  } else {
+    out_ << "  GPU activity from NVML utilization (its GPUs report no GPM counters)\n";
+  }
   out_ << absl::StrFormat("  GPU memory   %s min, %s avg, %s max of %s\n",
                           FormatBytes(s.memory_min), FormatBytes(s.memory_mean),
                           FormatBytes(s.memory_max), FormatBytes(s.memory_total));
   out_ << absl::StrFormat("  CPU          %.0f%% of a core on average\n", s.cpu_mean);
   if (u.findings_size() == 0) {
     out_ << "Diagnosis:   nothing stands out\n";
+    return;
+  }
+  if (u.findings_size() == 1 && u.findings(0).code() == "not_enough_samples") {
+    out_ << "Diagnosis:   " << u.findings(0).message() << "\n";
     return;
   }
   out_ << "Diagnosis:\n";

@@ -78,9 +78,9 @@ std::string RenderTop(const v1::TopFrame& frame, int width) {
       ready, frame.nodes_size(), gpus, running);
 
   // GPUs.
-  absl::StrAppendFormat(&out, "%-12s %3s %-16s %-18s %-21s %6s %5s  %s\n", "NODE",
+  absl::StrAppendFormat(&out, "%-12s %3s %-16s %-18s %-21s %6s %5s  %-8s %s\n", "NODE",
                         "GPU", "MODEL", "UTIL", "MEMORY GiB", "POWER", "TEMP",
-                        "JOBS");
+                        "SM/DRAM", "JOBS");
   for (const v1::NodeView& v : frame.nodes()) {
     const v1::Node& node = v.node();
     std::string name = node.name();
@@ -100,21 +100,28 @@ std::string RenderTop(const v1::TopFrame& frame, int width) {
       const double mem_pct = g.memory_total_bytes() > 0
                                  ? 100.0 * g.memory_used_bytes() / g.memory_total_bytes()
                                  : 0;
+      // SM activity and DRAM bandwidth (NVML GPM) where the GPU has them.
+      const std::string gpm =
+          g.activity_source() == v1::GPU_ACTIVITY_SOURCE_GPM
+              ? absl::StrFormat("%.0f/%.0f%%", g.sm_active_pct(), g.dram_bw_pct())
+              : "-";
       absl::StrAppendFormat(
-          &out, "%-12s %3d %-16s %-13s %3d%% %-21s %5.0fW %4dC  %s\n", name, g.index(),
-          g.name().substr(0, 16), Bar(g.utilization_pct(), 11), g.utilization_pct(),
+          &out, "%-12s %3d %-16s %-13s %3d%% %-21s %5.0fW %4dC  %-8s %s\n", name,
+          g.index(), g.name().substr(0, 16), Bar(g.utilization_pct(), 11),
+          g.utilization_pct(),
           absl::StrFormat("%s/%s (%.0f%%)", Gib(g.memory_used_bytes()),
                           Gib(g.memory_total_bytes()), mem_pct),
-          g.power_w(), g.temperature_c(), jobs.empty() ? "-" : absl::StrJoin(jobs, ","));
+          g.power_w(), g.temperature_c(), gpm,
+          jobs.empty() ? "-" : absl::StrJoin(jobs, ","));
     }
   }
 
   // Jobs.
   const int spark = std::clamp(width - 90, 10, 40);
   out += "\n";
-  absl::StrAppendFormat(&out, "%-6s %-16s %s %-13s %-9s %6s  %s\n", "JOB", "NAME",
+  absl::StrAppendFormat(&out, "%-6s %-16s %s %-13s %-9s %6s %4s  %s\n", "JOB", "NAME",
                         Pad("GPU UTIL HISTORY", spark), "UTIL min/avg/max", "MEM GiB",
-                        "CPU%", "DIAGNOSIS");
+                        "CPU%", "SM%", "DIAGNOSIS");
   for (const auto& [id, u] : usage) {
     if (u->samples_size() == 0) continue;
     std::vector<double> util;
@@ -127,14 +134,22 @@ std::string RenderTop(const v1::TopFrame& frame, int width) {
       sum += s.gpu_util_pct();
       mem = std::max(mem, s.gpu_memory_used_bytes());
     }
-    cpu = u->samples(u->samples_size() - 1).cpu_pct();
+    const v1::JobUsageSample& last = u->samples(u->samples_size() - 1);
+    cpu = last.cpu_pct();
+    // The latest SM activity (NVML GPM) where its GPUs report it.
+    const std::string sm = last.activity_source() == v1::GPU_ACTIVITY_SOURCE_GPM
+                               ? absl::StrFormat("%.0f", last.sm_active_pct())
+                               : "-";
     std::vector<std::string> codes;
-    for (const v1::UsageFinding& f : u->findings()) codes.push_back(f.code());
+    for (const v1::UsageFinding& f : u->findings()) {
+      // A job too young to judge shows no code.
+      if (f.code() != "not_enough_samples") codes.push_back(f.code());
+    }
     absl::StrAppendFormat(
-        &out, "%-6d %-16s %s %-16s %-9s %6.0f  %s\n", id, u->job_name().substr(0, 16),
+        &out, "%-6d %-16s %s %-16s %-9s %6.0f %4s  %s\n", id, u->job_name().substr(0, 16),
         Pad(Sparkline(util, 100, spark), spark),
         absl::StrFormat("%.0f/%.0f/%.0f%%", lo, sum / util.size(), hi), Gib(mem), cpu,
-        codes.empty() ? "-" : absl::StrJoin(codes, ","));
+        sm, codes.empty() ? "-" : absl::StrJoin(codes, ","));
   }
   return out;
 }

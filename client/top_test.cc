@@ -36,7 +36,8 @@ const char kNodes[] = R"pb(
       state: NODE_STATE_READY
       gpus { index: 0 name: "NVIDIA H100 80GB HBM3" memory_total_bytes: 85899345920
              memory_used_bytes: 21474836480 utilization_pct: 72 power_w: 351
-             temperature_c: 61 }
+             temperature_c: 61 activity_source: GPU_ACTIVITY_SOURCE_GPM
+             sm_active_pct: 45 dram_bw_pct: 20 }
       gpus { index: 1 name: "NVIDIA H100 80GB HBM3" memory_total_bytes: 85899345920
              utilization_pct: 0 power_w: 70 temperature_c: 33 }
     }
@@ -58,7 +59,8 @@ const char kUsage[] = R"pb(
     samples { time_ms: 1700000004000 gpu_util_pct: 60 gpu_memory_used_bytes: 8589934592
               gpu_memory_total_bytes: 85899345920 cpu_pct: 99 }
     samples { time_ms: 1700000006000 gpu_util_pct: 80 gpu_memory_used_bytes: 10737418240
-              gpu_memory_total_bytes: 85899345920 cpu_pct: 98 }
+              gpu_memory_total_bytes: 85899345920 cpu_pct: 98
+              activity_source: GPU_ACTIVITY_SOURCE_GPM sm_active_pct: 41 }
     findings { code: "low_memory" message: "Low GPU memory use: at most 10.0 of 80.0 GiB (12%)." }
     findings { code: "pack_candidate" message: "Candidate for packing." }
   }
@@ -97,15 +99,17 @@ TEST_F(TopTest, TopOnce_PrintsGpusWithTheirJobsAndJobHistories) {
   EXPECT_EQ(usage_request_.max_samples(), kTopHistorySamples);
   const std::string out = out_.str();
   EXPECT_THAT(out, HasSubstr("nodes 1/1 ready  GPUs 2"));
-  // GPU 0: bar, 72 %, 20.0 of 80.0 GiB, power, temperature, jobs 7 and 8.
+  // GPU 0: bar, 72 %, 20.0 of 80.0 GiB, power, temperature, SM activity
+  // 45 % and DRAM bandwidth 20 % (GPM), jobs 7 and 8. GPU 1 has no GPM: "-".
   EXPECT_THAT(out, HasSubstr("gpu-a          0 NVIDIA H100 80GB [########   ]  72% "
-                             "20.0/80.0 (25%)         351W   61C  7,8\n"));
+                             "20.0/80.0 (25%)         351W   61C  45/20%   7,8\n"));
   EXPECT_THAT(out, HasSubstr("gpu-a          1 NVIDIA H100 80GB [           ]   0% "
-                             "0.0/80.0 (0%)            70W   33C  -\n"));
+                             "0.0/80.0 (0%)            70W   33C  -        -\n"));
   // Job 7: its history as a sparkline, min/avg/max 20/50/80 %, peak 10 GiB,
   // the latest CPU, the diagnosis codes.
   EXPECT_THAT(out, HasSubstr("7      trial-0          \u2582\u2584\u2585\u2587"));
-  EXPECT_THAT(out, HasSubstr("20/50/80%        10.0          98  low_memory,pack_candidate\n"));
+  // Its latest SM activity: 41 %.
+  EXPECT_THAT(out, HasSubstr("20/50/80%        10.0          98   41  low_memory,pack_candidate\n"));
   // --once draws no escape codes (scripts and pipes).
   EXPECT_THAT(out, Not(HasSubstr("\x1b[")));
 }
@@ -154,6 +158,8 @@ TEST_F(TopTest, Describe_RunningJob_PrintsUtilizationSummaryAndDiagnosis) {
   EXPECT_THAT(out, HasSubstr("Auto-pack:   on\n"));
   EXPECT_THAT(out, HasSubstr("Utilization over the last 6s (4 samples):\n"));
   EXPECT_THAT(out, HasSubstr("GPU util     20% min, 50% avg, 80% max"));
+  // Only the last sample carries GPM counters: the summary says utilization.
+  EXPECT_THAT(out, HasSubstr("GPU activity from NVML utilization"));
   EXPECT_THAT(out, HasSubstr("GPU memory   4 GiB min, 7 GiB avg, 10 GiB max of 80 GiB"));
   EXPECT_THAT(out, HasSubstr("Diagnosis:\n  - Low GPU memory use: at most 10.0 of 80.0 GiB"));
   EXPECT_THAT(out, HasSubstr("  - Candidate for packing.\n"));

@@ -1196,6 +1196,23 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
             g.set_power_w(s.power_w());
             auto [avg, fresh] = e.util_avg.try_emplace(s.index(), s.utilization_pct());
             if (!fresh) avg->second = 0.5 * avg->second + 0.5 * s.utilization_pct();
+            g.set_activity_source(s.activity_source());
+            g.set_sm_active_pct(s.sm_active_pct());
+            g.set_sm_occupancy_pct(s.sm_occupancy_pct());
+            g.set_dram_bw_pct(s.dram_bw_pct());
+            if (s.activity_source() == v1::GPU_ACTIVITY_SOURCE_GPM) {
+              const NodeEntry::GpmAvg now{s.sm_active_pct(), s.sm_occupancy_pct(),
+                                          s.dram_bw_pct()};
+              auto [gpm, first] = e.gpm_avg.try_emplace(s.index(), now);
+              if (!first) {
+                gpm->second.sm_active = 0.5 * gpm->second.sm_active + 0.5 * now.sm_active;
+                gpm->second.sm_occupancy =
+                    0.5 * gpm->second.sm_occupancy + 0.5 * now.sm_occupancy;
+                gpm->second.dram_bw = 0.5 * gpm->second.dram_bw + 0.5 * now.dram_bw;
+              }
+            } else {
+              e.gpm_avg.erase(s.index());
+            }
           }
         }
         RecordTaskUsageLocked(node, msg.heartbeat());

@@ -523,6 +523,15 @@ class Coordinator {
     // GPU index -> utilization smoothed over heartbeats (each new sample
     // weighs half), 0-100; what the packer looks at.
     absl::flat_hash_map<int, double> util_avg;
+    // GPU index -> GPM counters smoothed the same way, percent 0-100; only
+    // GPUs whose last heartbeat carried GPM (a GPU that stops reporting GPM
+    // is dropped and judged by utilization).
+    struct GpmAvg {
+      double sm_active = 0;
+      double sm_occupancy = 0;
+      double dram_bw = 0;
+    };
+    absl::flat_hash_map<int, GpmAvg> gpm_avg;
     // The agent fences itself (RegisterNode.fences): each heartbeat is
     // answered with a LeaseGrant.
     bool fences = false;
@@ -767,6 +776,11 @@ class Coordinator {
   bool RequeueAfterOomLocked(v1::Job& job, const v1::Task& task,
                              Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Live auto-packed tasks on GPU `gpu` of `node`.
+  // Every schedulable GPU as the packer sees it at `now_ms` (Unix ms): its
+  // measurements (smoothed utilization and GPM counters), other jobs'
+  // reservations, and the auto-packed trials on it.
+  std::vector<sched::PackGpu> PackGpusLocked(int64_t now_ms) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AutoPackedOnGpuLocked(const std::string& node, int gpu) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::Job Redacted(const v1::Job& job);

@@ -456,6 +456,27 @@ v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
   start->set_image(job.spec().image());
   start->set_cpus(job.spec().cpus());
   start->set_memory_bytes(job.spec().memory_bytes());
+  // An experiment sharing its GPU, and the memory it may use there
+  // (StartTask.shared_gpu_memory_limit_bytes).
+  if (t.gpu_indices_size() == 1 && t.reserved_bytes_per_gpu() > 0 && node != nodes_.end()) {
+    for (const v1::Gpu& g : node->second.node.gpus()) {
+      if (g.index() != t.gpu_indices(0) ||
+          t.reserved_bytes_per_gpu() >= g.memory_total_bytes()) {
+        continue;
+      }
+      start->set_shared_gpu(true);
+      start->set_shared_gpu_index(g.index());
+      // An auto-packed trial's first reservation is the packer's
+      // bookkeeping share (PackerConfig.initial_reservation_fraction), not a
+      // size: no limit then.
+      const int64_t initial = static_cast<int64_t>(
+          config_.packer.initial_reservation_fraction * g.memory_total_bytes());
+      const bool sized = !job.spec().auto_pack() || job.auto_pack_memory_bytes() > 0 ||
+                         job.spec().gpu_memory_bytes() > 0 ||
+                         t.reserved_bytes_per_gpu() > initial;
+      if (sized) start->set_shared_gpu_memory_limit_bytes(t.reserved_bytes_per_gpu());
+    }
+  }
   return msg;
 }
 

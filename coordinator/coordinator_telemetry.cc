@@ -140,13 +140,25 @@ void Coordinator::SampleUsageLocked(absl::Time now) {
       for (int g : OwnedGpus(t)) {
         for (const v1::Gpu& gpu : nt->second.node.gpus()) {
           if (gpu.index() != g) continue;
-          ut.gpus.push_back({t.node(), g, gpu.utilization_pct(), gpu.memory_used_bytes(),
-                             gpu.memory_total_bytes(), tasks_on[{t.node(), g}]});
+          UsageGpu& ug = ut.gpus.emplace_back();
+          ug.node = t.node();
+          ug.index = g;
+          ug.utilization_pct = gpu.utilization_pct();
+          ug.memory_used_bytes = gpu.memory_used_bytes();
+          ug.memory_total_bytes = gpu.memory_total_bytes();
+          ug.tasks_on = tasks_on[{t.node(), g}];
+          ug.gpm = gpu.activity_source() == v1::GPU_ACTIVITY_SOURCE_GPM;
+          ug.sm_active_pct = gpu.sm_active_pct();
+          ug.sm_occupancy_pct = gpu.sm_occupancy_pct();
+          ug.dram_bw_pct = gpu.dram_bw_pct();
         }
       }
     }
   }
   usage_.Sample(now_ms, live, [&](int64_t id) { return active_.contains(id); });
+
+  // The packer's plateau detection and ramp plans see every sample.
+  packer_.Observe(PackGpusLocked(now_ms), now_ms);
 
   // Throughput back-off: a GPU whose auto-packed trials have all settled and
   // all report throughput gives the packer its aggregate for k trials.
@@ -162,7 +174,7 @@ void Coordinator::SampleUsageLocked(absl::Time now) {
         const std::optional<double> tp = usage_.Throughput(id);
         const bool settled =
             t.start_time_ms() > 0 &&
-            now_ms - t.start_time_ms() >= config_.packer.settle_ms;
+            packer_.Settled(t.node(), g, id, t.start_time_ms(), now_ms);
         if (!tp.has_value() || !settled) {
           incomplete.insert(key);
           continue;
@@ -183,19 +195,8 @@ void Coordinator::SampleUsageLocked(absl::Time now) {
   }
 }
 
-void Coordinator::PackPendingLocked(Deferred& deferred) {
-  std::vector<v1::Job*> pending;
-  ForEachActiveMutableLocked([&](v1::Job& job) {
-    if (job.state() == v1::JOB_STATE_PENDING && job.spec().auto_pack()) {
-      pending.push_back(&job);
-    }
-  });
-  if (pending.empty()) return;
-  std::stable_sort(pending.begin(), pending.end(), [](const v1::Job* a, const v1::Job* b) {
-    return a->spec().priority() > b->spec().priority();
-  });
-  const int64_t now_ms = ToUnixMs(clock_->Now());
-  const sched::ClusterSnapshot snap = SnapshotLocked();
+std::vector<sched::PackGpu> Coordinator::PackGpusLocked(int64_t now_ms) const {
+  const sched::ClusterSnapshot& snap = SnapshotLocked();
   std::vector<sched::PackGpu> gpus;
   absl::flat_hash_map<std::pair<std::string, int>, size_t> slot;
   for (const sched::NodeState& n : snap.nodes) {
@@ -213,6 +214,12 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
       }
       auto u = e.util_avg.find(g.index);
       p.util_pct = u == e.util_avg.end() ? 0 : u->second;
+      if (auto m = e.gpm_avg.find(g.index); m != e.gpm_avg.end()) {
+        p.gpm = true;
+        p.sm_active_pct = m->second.sm_active;
+        p.sm_occupancy_pct = m->second.sm_occupancy;
+        p.dram_bw_pct = m->second.dram_bw;
+      }
     }
   }
   for (int64_t id : active_) {
@@ -230,25 +237,42 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
         trial.start_ms = t.start_time_ms() > 0 ? t.start_time_ms() : now_ms;
         trial.peak_memory_bytes = usage_.PeakGpuMemoryBytes(id, job.attempt(), t.rank());
         trial.reserved_bytes = t.reserved_bytes_per_gpu();
+        trial.group = job.spec().sweep_id();
       }
     }
   }
-  // Choose() depends only on the GPUs and the memory request, and the GPUs
-  // change only when a trial is placed: a request refused once this pass is
-  // refused again (a sweep's trials share one request, so a long queue costs
-  // one evaluation).
-  absl::flat_hash_map<int64_t, std::string> refused;
+  return gpus;
+}
+
+void Coordinator::PackPendingLocked(Deferred& deferred) {
+  std::vector<v1::Job*> pending;
+  ForEachActiveMutableLocked([&](v1::Job& job) {
+    if (job.state() == v1::JOB_STATE_PENDING && job.spec().auto_pack()) {
+      pending.push_back(&job);
+    }
+  });
+  if (pending.empty()) return;
+  std::stable_sort(pending.begin(), pending.end(), [](const v1::Job* a, const v1::Job* b) {
+    return a->spec().priority() > b->spec().priority();
+  });
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  std::vector<sched::PackGpu> gpus = PackGpusLocked(now_ms);
+  // Choose() depends only on the GPUs, the memory request and the sweep, and
+  // the GPUs change only when a trial is placed: a (request, sweep) refused
+  // once this pass is refused again (a sweep's trials share one request, so
+  // a long queue costs one evaluation).
+  absl::flat_hash_map<std::pair<int64_t, std::string>, std::string> refused;
   for (v1::Job* job : pending) {
     const int64_t request =
         std::max(job->auto_pack_memory_bytes(), job->spec().gpu_memory_bytes());
     sched::PackChoice c;
-    if (auto it = refused.find(request); it != refused.end()) {
+    if (auto it = refused.find({request, job->spec().sweep_id()}); it != refused.end()) {
       c.reason = it->second;
     } else {
-      c = packer_.Choose(gpus, request, now_ms);
+      c = packer_.Choose(gpus, request, now_ms, job->spec().sweep_id());
     }
     if (!c.gpu.has_value()) {
-      refused.emplace(request, c.reason);
+      refused.emplace(std::make_pair(request, job->spec().sweep_id()), c.reason);
       std::string reason = c.reason;
       if (job->oom_count() > 0) {
         absl::StrAppendFormat(&reason,
@@ -265,11 +289,19 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
     placement.nodes.push_back({p.node, {p.index}});
     placement.reserved_bytes_per_gpu = c.reserved_bytes;
     TC_LOG_INFO("auto-pack: job {} goes to GPU {} on {} as trial {} there "
-                "(measured {:.0f}% busy, {} MiB used), reserving {} MiB",
+                "(measured {:.0f}% busy{}, {} MiB used; plan {} trials), reserving {} MiB",
                 job->id(), p.index, p.node, p.trials.size() + 1, p.util_pct,
-                p.memory_used_bytes >> 20, c.reserved_bytes >> 20);
+                p.gpm ? absl::StrFormat(", SM activity %.0f%%, DRAM bandwidth %.0f%%",
+                                        p.sm_active_pct, p.dram_bw_pct)
+                      : std::string(),
+                p.memory_used_bytes >> 20, packer_.Planned(p.node, p.index),
+                c.reserved_bytes >> 20);
     StartAttemptLocked(*job, placement, deferred);
-    p.trials.push_back({job->id(), now_ms, 0});
+    sched::PackedTrial& placed = p.trials.emplace_back();
+    placed.job_id = job->id();
+    placed.start_ms = now_ms;
+    placed.reserved_bytes = c.reserved_bytes;
+    placed.group = job->spec().sweep_id();
     refused.clear();  // The GPUs changed.
   }
 }

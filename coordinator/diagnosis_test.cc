@@ -46,9 +46,12 @@ TEST(DiagnosisTest, Diagnose_BusyGpuWellFed_SaysNothing) {
   EXPECT_THAT(Diagnose(Recorded(61, 95, 60 * kGiB, 100), false), IsEmpty());
 }
 
-TEST(DiagnosisTest, Diagnose_ShorterThanAMinute_SaysNothing) {
-  // 40 s of an idle GPU: still warming up, nothing to say yet.
-  EXPECT_THAT(Diagnose(Recorded(21, 0, kGiB, 5), false), IsEmpty());
+TEST(DiagnosisTest, Diagnose_ShorterThanAMinute_SaysHowLongItNeeds) {
+  // 20 samples 2 s apart span 19 x 2 = 38 s of an idle GPU: still warming
+  // up; the window must span 60 s before anything is judged.
+  auto f = Diagnose(Recorded(20, 0, kGiB, 5), false);
+  EXPECT_THAT(Codes(f), ElementsAre("not_enough_samples"));
+  EXPECT_EQ(f[0].message(), "not enough samples yet (needs 60 s, has 38 s)");
 }
 
 TEST(DiagnosisTest, Diagnose_LowUtilBusyCpu_IsInputBound) {
@@ -91,8 +94,61 @@ TEST(DiagnosisTest, Diagnose_BriefDipsBelow70_IsNotPackCandidate) {
   EXPECT_THAT(Diagnose(samples, false), IsEmpty());
 }
 
-TEST(DiagnosisTest, Diagnose_IdleGpu_SaysIdleOnly) {
-  EXPECT_THAT(Codes(Diagnose(Recorded(61, 0, kGiB, 3), false)), ElementsAre("idle"));
+TEST(DiagnosisTest, Diagnose_IdleGpuNoMemory_SaysIdleOnly) {
+  // 0 % util and no GPU memory at all for 2 min: the job never touched it.
+  auto f = Diagnose(Recorded(61, 0, 0, 100), false);
+  EXPECT_THAT(Codes(f), ElementsAre("idle"));
+  EXPECT_THAT(f[0].message(), HasSubstr("no GPU memory"));
+}
+
+TEST(DiagnosisTest, Diagnose_IdleGpuHoldingMemoryBusyCpu_IsInputBoundNotIdle) {
+  // 2 % util, 12 GiB of GPU memory held, the task's CPU at 98 % of a core
+  // (>= 90 %): the Python process decodes and augments batches on the CPU
+  // while the GPU waits. Input-pipeline bound, with the remedies; not idle.
+  auto f = Diagnose(Recorded(61, 2, 12 * kGiB, 98), false);
+  EXPECT_THAT(Codes(f), ElementsAre("input_bound"));
+  EXPECT_THAT(f[0].message(), HasSubstr("nearly idle (2% mean utilization)"));
+  EXPECT_THAT(f[0].message(), HasSubstr("12.0 GiB"));
+  EXPECT_THAT(f[0].message(), HasSubstr("98% of a core"));
+  EXPECT_THAT(f[0].message(), HasSubstr("num_workers"));
+  EXPECT_THAT(f[0].message(), HasSubstr("pin_memory=True"));
+  EXPECT_THAT(f[0].message(), HasSubstr("prefetch"));
+}
+
+TEST(DiagnosisTest, Diagnose_IdleGpuHoldingMemoryIdleCpu_IsStalled) {
+  // 0 % util, 1 GiB held, CPU at 3 %: neither computes; it waits.
+  auto f = Diagnose(Recorded(61, 0, kGiB, 3), false);
+  EXPECT_THAT(Codes(f), ElementsAre("stalled"));
+  EXPECT_THAT(f[0].message(), HasSubstr("1.0 GiB"));
+}
+
+// Samples with GPM counters: SM activity `sm` %, DRAM bandwidth `dram` %.
+std::vector<v1::JobUsageSample> WithGpm(std::vector<v1::JobUsageSample> samples,
+                                        double sm, double dram) {
+  for (v1::JobUsageSample& s : samples) {
+    s.set_activity_source(v1::GPU_ACTIVITY_SOURCE_GPM);
+    s.set_sm_active_pct(sm);
+    s.set_dram_bw_pct(dram);
+  }
+  return samples;
+}
+
+TEST(DiagnosisTest, Diagnose_Gpm_BusyByUtilizationButFewSms_IsPackCandidate) {
+  // NVML utilization 96 % (a kernel nearly always runs) but only 22 % of the
+  // SMs are busy on average: with GPM the packing advice looks at SM
+  // activity, 22 % < 70 % in every sample.
+  auto f = Diagnose(WithGpm(Recorded(61, 96, 40 * kGiB, 100), 22, 10), false);
+  EXPECT_THAT(Codes(f), ElementsAre("pack_candidate"));
+  EXPECT_THAT(f[0].message(), HasSubstr("SM activity below 70%"));
+  EXPECT_THAT(f[0].message(), HasSubstr("mean 22%"));
+}
+
+TEST(DiagnosisTest, Diagnose_Gpm_NearlyNoSmActivity_IsInputBound) {
+  // Utilization says 40 % (short kernels now and then), GPM says 3 % of SMs
+  // busy (<= 5 %: nearly idle), 10 GiB held, CPU 100 %: input bound.
+  auto f = Diagnose(WithGpm(Recorded(61, 40, 10 * kGiB, 100), 3, 1), false);
+  EXPECT_THAT(Codes(f), ElementsAre("input_bound"));
+  EXPECT_THAT(f[0].message(), HasSubstr("3% mean SM activity"));
 }
 
 TEST(DiagnosisTest, Diagnose_OnlyTheLastFiveMinutesCount) {
@@ -123,6 +179,17 @@ TEST(DiagnosisTest, Summarize_GivesMinMeanMax) {
   EXPECT_EQ(s.memory_mean, 4 * kGiB);
   EXPECT_EQ(s.memory_max, 6 * kGiB);
   EXPECT_EQ(s.memory_total, 80 * kGiB);
+  EXPECT_FALSE(s.gpm);  // No sample carries GPM counters.
+  // With GPM on every sample: SM activity 10, 20, 30 -> mean 20.
+  samples = WithGpm(samples, 0, 40);
+  samples[0].set_sm_active_pct(10);
+  samples[1].set_sm_active_pct(20);
+  samples[2].set_sm_active_pct(30);
+  s = Summarize(samples);
+  EXPECT_TRUE(s.gpm);
+  EXPECT_DOUBLE_EQ(s.sm_active_mean, 20);
+  EXPECT_DOUBLE_EQ(s.sm_active_max, 30);
+  EXPECT_DOUBLE_EQ(s.dram_bw_mean, 40);
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
   // Telemetry and auto-packing; defaults in CoordinatorConfig.
   std::string usage_sample = "2s", pack_settle = "20s";
   int usage_samples = 300, pack_util_target = 90, pack_max = 8;
+  double pack_sm_target = 90, pack_dram_target = 80;
+  int pack_plateau_samples = 5;
+  bool pack_fast_ramp = true;
   trainctl::coord::TlsFiles tls;
   std::string tokens_file;
   std::string etcd_endpoints, etcd_prefix = "/trainctl/", leader_lease = "3s";
@@ -165,6 +168,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   app.add_option("--auto-pack-max", pack_max, "auto-pack: at most this many trials per GPU")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  app.add_option("--auto-pack-sm-target", pack_sm_target,
+                 "auto-pack, GPUs with NVML GPM: admit another trial while SM "
+                 "activity is below this, percent")
+      ->check(CLI::Range(1.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--auto-pack-dram-target", pack_dram_target,
+                 "auto-pack, GPUs with NVML GPM: admit another trial while DRAM "
+                 "bandwidth is below this, percent of the peak")
+      ->check(CLI::Range(1.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--auto-pack-plateau-samples", pack_plateau_samples,
+                 "auto-pack: a trial has settled once its memory and the GPU's "
+                 "activity stay flat for this many usage samples (or after "
+                 "--auto-pack-settle)")
+      ->check(CLI::Range(2, 1000))
+      ->capture_default_str();
+  app.add_option("--auto-pack-fast-ramp", pack_fast_ramp,
+                 "auto-pack: once a sweep's first trial settled, admit as many "
+                 "of its trials at once as its measured footprint predicts")
+      ->capture_default_str();
   // Pre-flight of gangs (docs/preflight.md); defaults in CoordinatorConfig
   // except --preflight-auto, on here.
   bool allow_root_jobs = false;
@@ -316,6 +339,10 @@ int main(int argc, char** argv) {
   config.packer.settle_ms = absl::ToInt64Milliseconds(ToDuration(pack_settle));
   config.packer.util_target_pct = pack_util_target;
   config.packer.max_tasks_per_gpu = pack_max;
+  config.packer.sm_active_target_pct = pack_sm_target;
+  config.packer.dram_bw_target_pct = pack_dram_target;
+  config.packer.plateau_samples = pack_plateau_samples;
+  config.packer.fast_ramp = pack_fast_ramp;
   config.preflight_auto = preflight_auto;
   // With tokens, JobSpec.user is who the token says: tasks run as that user.
   config.run_jobs_as_user = !tokens_file.empty();

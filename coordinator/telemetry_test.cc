@@ -46,11 +46,12 @@ class TelemetryTest : public ::testing::Test {
     TC_ASSERT_OK(core_->RegisterAgent(reg, &conn_));
   }
 
-  int64_t Submit(bool auto_pack) {
+  int64_t Submit(bool auto_pack, const std::string& sweep = "") {
     v1::JobSpec spec;
     spec.set_name(auto_pack ? "trial" : "plain");
     spec.add_command("python");
     spec.set_auto_pack(auto_pack);
+    spec.set_sweep_id(sweep);
     auto id = core_->SubmitJob(spec, "");
     EXPECT_THAT(id, ::trainctl::testing::IsOk());
     return *id;
@@ -71,12 +72,21 @@ class TelemetryTest : public ::testing::Test {
 
   // A heartbeat: GPU 0 at `util` % using `used` bytes; every started task
   // uses `per_task` bytes of GPU memory (per-process NVML) and `cpu` % CPU.
-  void Heartbeat(int util, int64_t used, int64_t per_task, double cpu = 100) {
+  // With `sm` >= 0 the GPU also reports GPM: SM activity `sm` %, DRAM
+  // bandwidth `dram` %.
+  void Heartbeat(int util, int64_t used, int64_t per_task, double cpu = 100,
+                 double sm = -1, double dram = 0) {
     v1::AgentMessage msg;
     v1::GpuSample* g = msg.mutable_heartbeat()->add_gpus();
     g->set_index(0);
     g->set_utilization_pct(util);
     g->set_memory_used_bytes(used);
+    g->set_activity_source(v1::GPU_ACTIVITY_SOURCE_UTILIZATION);
+    if (sm >= 0) {
+      g->set_activity_source(v1::GPU_ACTIVITY_SOURCE_GPM);
+      g->set_sm_active_pct(sm);
+      g->set_dram_bw_pct(dram);
+    }
     for (const v1::StartTask& s : conn_.Starts()) {
       v1::TaskUsage* u = msg.mutable_heartbeat()->add_task_usage();
       u->set_job_id(s.task().job_id());
@@ -161,7 +171,7 @@ TEST_F(TelemetryTest, GetJobUsage_LowUtilForMinutes_DiagnosedAsPackCandidate) {
 }
 
 TEST_F(TelemetryTest, AutoPack_AdmitsTrialsOneAtATimeWhileMeasurementsLeaveRoom) {
-  CoordinatorConfig config;  // Packer: settle 20 s, util target 90 %.
+  CoordinatorConfig config;  // Packer: plateau 5 samples, settle 20 s, util 90 %.
   Start(config);
   const int64_t t1 = Submit(true);
   const int64_t t2 = Submit(true);
@@ -171,12 +181,14 @@ TEST_F(TelemetryTest, AutoPack_AdmitsTrialsOneAtATimeWhileMeasurementsLeaveRoom)
   ASSERT_THAT(conn_.Starts(), SizeIs(1));
   EXPECT_EQ(conn_.Starts()[0].task().job_id(), t1);
   Running(0);
-  Run(10, 40, 8 * kGiB, 8 * kGiB);
+  // 6 s: 3 samples (2, 4, 6 s) at 40 % and 8 GiB, not yet a plateau.
+  Run(6, 40, 8 * kGiB, 8 * kGiB);
   EXPECT_THAT(conn_.Starts(), SizeIs(1));
   EXPECT_THAT(core_->GetJob(t2)->reason(), HasSubstr("settle"));
-  // 20 s: trial 1 settled at 40 % and 8 GiB; trial 2 is admitted, reserving
-  // 8 GiB x 1.25 = 10 GiB.
-  Run(10, 40, 8 * kGiB, 8 * kGiB);
+  // 10 s: the 5th flat sample: trial 1 has settled (a plateau of its own
+  // counters, before the 20 s settle time) at 40 % and 8 GiB; trial 2 is
+  // admitted, reserving 8 GiB x 1.25 = 10 GiB. No sweep: no fast ramp.
+  Run(4, 40, 8 * kGiB, 8 * kGiB);
   ASSERT_THAT(conn_.Starts(), SizeIs(2));
   EXPECT_EQ(conn_.Starts()[1].task().job_id(), t2);
   EXPECT_EQ(core_->GetJob(t2)->tasks(0).reserved_bytes_per_gpu(), 10 * kGiB);
@@ -186,6 +198,65 @@ TEST_F(TelemetryTest, AutoPack_AdmitsTrialsOneAtATimeWhileMeasurementsLeaveRoom)
   Run(30, 95, 16 * kGiB, 8 * kGiB);
   EXPECT_THAT(conn_.Starts(), SizeIs(2));
   EXPECT_THAT(core_->GetJob(t3)->reason(), HasSubstr("utilization"));
+}
+
+TEST_F(TelemetryTest, AutoPack_SweepOnGpmGpu_RampsToPredictedCountAtOnce) {
+  CoordinatorConfig config;  // Packer: plateau 5 samples, SM target 90 %.
+  config.usage_sample_period = absl::Seconds(2);
+  Start(config);
+  std::vector<int64_t> trials;
+  for (int i = 0; i < 7; ++i) trials.push_back(Submit(true, "sweep-1"));
+  ASSERT_THAT(conn_.Starts(), SizeIs(1));
+  Running(0);
+  // The first trial alone: NVML utilization 97 % (the old rule would admit
+  // nothing more), GPM SM activity 18 %, DRAM bandwidth 10 %, 9 GiB.
+  for (int t = 0; t < 12; t += 2) {
+    Heartbeat(97, 9 * kGiB, 9 * kGiB, 100, 18, 10);
+    Advance(absl::Seconds(2));
+  }
+  // Flat for 5 samples: settled well before the 20 s settle time. The plan:
+  // memory floor(72 / (9 x 1.25)) = 6, SM floor(90 / 18) = 5, DRAM
+  // floor(80 / 10) = 8 -> 5 trials, so 4 more start at once.
+  ASSERT_THAT(conn_.Starts(), SizeIs(5));
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_EQ(core_->GetJob(conn_.Starts()[i].task().job_id())
+                  ->tasks(0)
+                  .reserved_bytes_per_gpu(),
+              static_cast<int64_t>(11.25 * kGiB));
+  }
+  // Every trial shares its GPU (MPS makes them clients where the agent runs
+  // it): the first with no memory limit (its 4 GiB reservation was
+  // bookkeeping, nothing was measured), the ramp's capped at their 11.25 GiB.
+  EXPECT_TRUE(conn_.Starts()[0].shared_gpu());
+  EXPECT_EQ(conn_.Starts()[0].shared_gpu_memory_limit_bytes(), 0);
+  EXPECT_TRUE(conn_.Starts()[1].shared_gpu());
+  EXPECT_EQ(conn_.Starts()[1].shared_gpu_memory_limit_bytes(),
+            static_cast<int64_t>(11.25 * kGiB));
+  // The history keeps the GPM counters.
+  auto usage = core_->GetJobUsage({trials[0]}, 0);
+  TC_ASSERT_OK(usage);
+  const v1::JobUsageSample& last = (*usage)[0].samples((*usage)[0].samples_size() - 1);
+  EXPECT_EQ(last.activity_source(), v1::GPU_ACTIVITY_SOURCE_GPM);
+  EXPECT_DOUBLE_EQ(last.sm_active_pct(), 18);
+  EXPECT_DOUBLE_EQ(last.dram_bw_pct(), 10);
+}
+
+TEST_F(TelemetryTest, GetJobUsage_WithoutGpm_SaysUtilizationIsTheSource) {
+  Start(CoordinatorConfig{});
+  const int64_t id = Submit(false);
+  Running(0);
+  for (int i = 0; i < 3; ++i) {
+    Heartbeat(50, 8 * kGiB, 8 * kGiB);
+    Advance(absl::Seconds(2));
+  }
+  auto usage = core_->GetJobUsage({id}, 0);
+  TC_ASSERT_OK(usage);
+  EXPECT_EQ((*usage)[0].samples(0).activity_source(),
+            v1::GPU_ACTIVITY_SOURCE_UTILIZATION);
+  // 3 samples over 4 s: the diagnosis says it needs a minute.
+  ASSERT_THAT((*usage)[0].findings(), SizeIs(1));
+  EXPECT_EQ((*usage)[0].findings(0).message(),
+            "not enough samples yet (needs 60 s, has 4 s)");
 }
 
 TEST_F(TelemetryTest, AutoPack_OutOfMemory_RequeuesWithLargerRequestAndCapsGpu) {

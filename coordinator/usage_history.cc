@@ -83,12 +83,27 @@ std::optional<v1::JobUsageSample> UsageHistory::SampleJobLocked(
   }
   if (tasks == 0 || owned.empty()) return std::nullopt;
   double device_sum = 0;
+  bool gpm = true;
+  double sm_sum = 0, occupancy_sum = 0, dram_sum = 0;
   for (const UsageGpu* g : owned) {
     device_sum += g->utilization_pct;
     s.set_gpu_memory_total_bytes(s.gpu_memory_total_bytes() + g->memory_total_bytes);
     s.set_tasks_on_gpus(std::max(s.tasks_on_gpus(), g->tasks_on));
+    gpm = gpm && g->gpm;
+    sm_sum += g->sm_active_pct;
+    occupancy_sum += g->sm_occupancy_pct;
+    dram_sum += g->dram_bw_pct;
   }
-  s.set_device_util_pct(device_sum / static_cast<double>(owned.size()));
+  const double gpus = static_cast<double>(owned.size());
+  s.set_device_util_pct(device_sum / gpus);
+  if (gpm) {
+    s.set_activity_source(v1::GPU_ACTIVITY_SOURCE_GPM);
+    s.set_sm_active_pct(sm_sum / gpus);
+    s.set_sm_occupancy_pct(occupancy_sum / gpus);
+    s.set_dram_bw_pct(dram_sum / gpus);
+  } else {
+    s.set_activity_source(v1::GPU_ACTIVITY_SOURCE_UTILIZATION);
+  }
   s.set_gpu_util_pct(own_util_known ? own_util_sum / tasks : s.device_util_pct());
   s.set_tasks(tasks);
   return s;

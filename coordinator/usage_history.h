@@ -63,6 +63,12 @@ struct UsageGpu {
   // Live tasks holding this GPU, every job's (its own, and tasks of earlier
   // attempts still draining, included).
   int tasks_on = 1;
+  // True when the node reports GPM counters for this GPU (the three below,
+  // percent 0-100 of the whole GPU; see v1::Gpu).
+  bool gpm = false;
+  double sm_active_pct = 0;
+  double sm_occupancy_pct = 0;
+  double dram_bw_pct = 0;
 };
 
 // One live task of a job's current attempt, as Sample() sees it.
@@ -123,7 +129,8 @@ class UsageHistory {
 
   // Takes one sample at `now_ms` (Unix ms) per job of `live` that has live
   // tasks on GPUs its node reports: GPU utilization (the processes' own
-  // where every task reports it, else the GPUs'), GPU memory (per-process
+  // where every task reports it, else the GPUs'), the GPUs' GPM counters
+  // (mean over its GPUs, where every one reports them), GPU memory (per-process
   // where known, else each GPU's used memory split over the tasks on it),
   // CPU use and cores. A job's history keeps the newest history_samples;
   // jobs not sampled now are kept as finished, the newest finished_jobs of

@@ -155,6 +155,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
                                                                            : "apptainer");
   }
   node->set_torch_store(config_.torch_store != nullptr);
+  node->set_mps(config_.mps != nullptr);
   node->set_agent_version("0.1.0");
   reg.set_fences(config_.fences);
   reg.set_agent_instance_id(instance_id_);
@@ -189,6 +190,14 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
     out->set_utilization_pct(s.utilization_pct);
     out->set_temperature_c(s.temperature_c);
     out->set_power_w(s.power_w);
+    if (s.gpm) {
+      out->set_activity_source(v1::GPU_ACTIVITY_SOURCE_GPM);
+      out->set_sm_active_pct(s.sm_active_pct);
+      out->set_sm_occupancy_pct(s.sm_occupancy_pct);
+      out->set_dram_bw_pct(s.dram_bw_pct);
+    } else {
+      out->set_activity_source(v1::GPU_ACTIVITY_SOURCE_UTILIZATION);
+    }
   }
 
   // Per-task use. Each task leads its own process group (pgid = pid).
@@ -539,6 +548,15 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
   if (!account.home.empty()) spec.env["HOME"] = account.home;
   if (!account.shell.empty()) spec.env["SHELL"] = account.shell;
   for (const auto& [k, v] : start.env()) spec.env[k] = v;
+  if (config_.mps != nullptr && start.shared_gpu()) {
+    const std::string pipe = config_.mps->PipeDirectory(start.shared_gpu_index());
+    if (!pipe.empty()) {
+      for (const auto& [k, v] : MpsClientEnv(pipe, start.shared_gpu_memory_limit_bytes(),
+                                             config_.mps_active_thread_pct)) {
+        spec.env[k] = v;
+      }
+    }
+  }
   spec.log_path = LogPath(ref);
   spec.workdir = start.workdir();
   if (spec.workdir.empty()) {

@@ -31,6 +31,7 @@
 #include "worker/hw/cgroup.h"
 #include "worker/hw/container_runtime.h"
 #include "worker/hw/gpu_inventory.h"
+#include "worker/hw/mps_control.h"
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
 #include "worker/torch_store.h"
@@ -85,6 +86,14 @@ struct AgentConfig {
   // (torch_store.h), not owned; null: this node hosts none (the
   // registration says so, and its gangs' rank 0 creates the store itself).
   TorchStore* torch_store = nullptr;
+  // The node's MPS daemons, one per offered GPU (trainctl-agent --mps;
+  // mps_control.h), not owned; null: no MPS. Registrations say which
+  // (Node.mps). A task sharing its GPU (StartTask.shared_gpu) becomes an MPS
+  // client of its GPU's daemon, capped at StartTask's memory limit.
+  const MpsControl* mps = nullptr;
+  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for MPS clients, 1-99; 0: not set
+  // (every client may use all SMs).
+  int mps_active_thread_pct = 0;
 };
 
 // Thread-safe: Handle() runs on the transport's reader thread (one caller at

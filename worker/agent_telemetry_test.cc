@@ -124,6 +124,32 @@ TEST_F(AgentTelemetryTest, Heartbeat_NoPerProcessFigures_LeavesGpuUseUnknown) {
   EXPECT_EQ(hb->task_usage(0).gpu_util_pct(), -1);
 }
 
+TEST_F(AgentTelemetryTest, Heartbeat_GpuWithGpm_SendsSmActivityAndDramBandwidth) {
+  // Before any GPM figure the GPU reports utilization as its source.
+  auto hb = agent_->Heartbeat();
+  TC_ASSERT_OK(hb);
+  ASSERT_THAT(hb->gpus(), SizeIs(1));
+  EXPECT_EQ(hb->gpus(0).activity_source(), v1::GPU_ACTIVITY_SOURCE_UTILIZATION);
+  // A Hopper GPU: NVML utilization 97 % but 31 % of SMs busy, occupancy
+  // 12 %, DRAM bandwidth 22 %.
+  GpuSample sample;
+  sample.index = 0;
+  sample.utilization_pct = 97;
+  sample.gpm = true;
+  sample.sm_active_pct = 31;
+  sample.sm_occupancy_pct = 12;
+  sample.dram_bw_pct = 22;
+  inventory_.SetSample(sample);
+  hb = agent_->Heartbeat();
+  TC_ASSERT_OK(hb);
+  const v1::GpuSample& g = hb->gpus(0);
+  EXPECT_EQ(g.utilization_pct(), 97);
+  EXPECT_EQ(g.activity_source(), v1::GPU_ACTIVITY_SOURCE_GPM);
+  EXPECT_DOUBLE_EQ(g.sm_active_pct(), 31);
+  EXPECT_DOUBLE_EQ(g.sm_occupancy_pct(), 12);
+  EXPECT_DOUBLE_EQ(g.dram_bw_pct(), 22);
+}
+
 TEST_F(AgentTelemetryTest, Exit_CudaOutOfMemoryInLog_ReportsOomBeforeTheExit) {
   agent_->Handle(Start(7));
   Log(7, "epoch 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to "

@@ -250,6 +250,35 @@ TEST_F(AgentTest, Handle_StartTaskOfRoot_RefusedUnlessAllowed) {
   EXPECT_EQ(launcher_.launched.begin()->second.run_as->uid, 0);
 }
 
+TEST_F(AgentTest, Handle_SharedGpuTaskWithMps_GetsClientEnvCappedAtReservation) {
+  FakeMpsControl mps;
+  TC_ASSERT_OK(mps.Start(2, "GPU-fake-n1-2"));
+  config_.mps = &mps;
+  config_.mps_active_thread_pct = 50;
+  Make();
+  Connect();
+  EXPECT_TRUE(agent_->Registration()->node().mps());
+  // An auto-packed trial on GPU 2 reserving 11.25 GiB = 11520 MiB.
+  v1::CoordinatorMessage packed = Start(7, 0);
+  packed.mutable_start_task()->set_shared_gpu(true);
+  packed.mutable_start_task()->set_shared_gpu_memory_limit_bytes(int64_t{11520} << 20);
+  packed.mutable_start_task()->set_shared_gpu_index(2);
+  agent_->Handle(packed);
+  // A task holding its GPUs whole: no MPS client.
+  agent_->Handle(Start(8, 0));
+  ASSERT_THAT(launcher_.launched, SizeIs(2));
+  const LaunchSpec& trial = launcher_.launched.at(1000);
+  EXPECT_EQ(trial.env.at("CUDA_MPS_PIPE_DIRECTORY"), "/fake-mps/gpu-2/pipe");
+  EXPECT_EQ(trial.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=11520MB");
+  EXPECT_EQ(trial.env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_EQ(launcher_.launched.at(1001).env.count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
+}
+
+TEST_F(AgentTest, Registration_WithoutMps_SaysNoMps) {
+  Make();
+  EXPECT_FALSE(agent_->Registration()->node().mps());
+}
+
 TEST_F(AgentTest, Handle_RunTasksAsAgent_JobUserIgnored) {
   config_.run_tasks_as_agent = true;
   Make();

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "worker/hw/agent_guard.h"
 #include "worker/hw/cuda_driver_hold.h"
 #include "worker/hw/fake_gpu_inventory.h"
+#include "worker/hw/mps_control.h"
 #include "worker/hw/nvml_gpu_inventory.h"
 #include "worker/hw/posix_process_launcher.h"
 #include "worker/hw/cgroup.h"
@@ -107,6 +109,22 @@ int main(int argc, char** argv) {
                "in the agent and keep it so, as torchrun's launcher does: each "
                "task's own CUDA start is ~0.28 s faster (default on; real GPUs "
                "only)");
+  bool use_mps = false;
+  std::string mps_dir;
+  int mps_thread_pct = 0;
+  app.add_flag("--mps", use_mps,
+               "run one CUDA MPS control daemon per offered GPU "
+               "(nvidia-cuda-mps-control -d): tasks sharing a GPU (auto-packed "
+               "trials, --gpu-fraction, --gpu-mem) run as MPS clients of it, "
+               "each capped at its memory reservation");
+  app.add_option("--mps-dir", mps_dir,
+                 "with --mps: pipe and log directories of the daemons, "
+                 "DIR/gpu-N/{pipe,log} (default: LOG_DIR/mps; keep it short: "
+                 "the pipes are UNIX sockets)");
+  app.add_option("--mps-active-thread-percentage", mps_thread_pct,
+                 "with --mps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of every client, "
+                 "1-99 (default 0: not set, each may use all SMs)")
+      ->check(CLI::Range(0, 99));
   std::string torch_store_cmd = "auto";
   app.add_option("--torch-store-host", torch_store_cmd,
                  "command (split at spaces) of the helper that hosts the PyTorch "
@@ -359,6 +377,36 @@ int main(int argc, char** argv) {
                              ". On a machine without GPUs, pass --fake-gpus N."));
   }
 
+  // MPS daemons, one per offered GPU, before any task starts.
+  std::unique_ptr<trainctl::worker::MpsControl> mps;
+  if (use_mps) {
+    if (config.fake_gpus) {
+      TC_LOG_WARN("--mps with fake GPUs: no MPS daemons run, the node only "
+                  "reports MPS and tasks get its environment");
+      mps = std::make_unique<trainctl::worker::FakeMpsControl>();
+    } else {
+      auto made = trainctl::worker::DaemonMpsControl::Create(
+          mps_dir.empty() ? config.log_dir + "/mps" : mps_dir);
+      if (!made.ok()) return Fail(absl::StrCat("--mps: ", made.status().message()));
+      mps = std::move(*made);
+    }
+    absl::StatusOr<std::vector<trainctl::worker::GpuInfo>> listed = inventory->ListGpus();
+    if (!listed.ok()) return Fail(absl::StrCat("--mps: ", listed.status().message()));
+    for (const trainctl::worker::GpuInfo& g : *listed) {
+      if (!config.offered_gpus.empty() &&
+          std::find(config.offered_gpus.begin(), config.offered_gpus.end(), g.index) ==
+              config.offered_gpus.end()) {
+        continue;
+      }
+      if (absl::Status s = mps->Start(g.index, g.uuid); !s.ok()) {
+        (void)mps->StopAll();
+        return Fail(absl::StrCat("--mps: ", s.message()));
+      }
+    }
+    config.mps = mps.get();
+    config.mps_active_thread_pct = mps_thread_pct;
+  }
+
   if (preflight_probe.empty()) {
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -460,6 +508,9 @@ int main(int argc, char** argv) {
   // Kills what still runs; its exit callbacks reach the agent, so the
   // launcher goes before the agent.
   launcher.reset();
+  if (mps != nullptr) {
+    if (absl::Status s = mps->StopAll(); !s.ok()) TC_LOG_WARN("{}", s.ToString());
+  }
   if (absl::Status fatal = session.FatalError(); !fatal.ok()) {
     return Fail(std::string(fatal.message()));
   }

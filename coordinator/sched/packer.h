@@ -13,30 +13,52 @@
 //   1. An empty GPU (no task at all) takes a trial. A GPU shared with
 //      other jobs' fractions is judged by rule 2 (measured util and memory).
 //   2. Another trial is admitted while
-//      - every trial on the GPU has run at least `settle_ms` (warm-up:
-//        cuDNN autotuning, the caching allocator and the data loader reach
-//        their steady state within the first tens of seconds),
-//      - the GPU's measured utilization is below `util_target_pct`, or,
-//        where trials report throughput, the GPU's aggregate throughput with
-//        its current k trials says more may help (k = 1 measured: probe
-//        k = 2; k > 1: k gave at least `min_throughput_gain` more than
-//        k - 1). NVML utilization is the fraction of time any kernel ran,
-//        not how much of the GPU it used, so a small launch-bound training
-//        reads "busy" while most SMs idle; measured throughput overrules it,
+//      - every trial on the GPU has settled: its own counters reached a
+//        plateau (Observe(): over `plateau_samples` consecutive samples with
+//        no trial added, each trial's peak memory within
+//        `plateau_memory_tolerance` and the GPU's SM activity (or
+//        utilization without GPM) within `plateau_activity_tolerance_pct`,
+//        at least `plateau_min_activity_pct` busy), or it has run
+//        `settle_ms` (the upper bound: cuDNN autotuning, the caching
+//        allocator and the data loader reach their steady state within the
+//        first tens of seconds),
+//      - the GPU leaves room: where it reports GPM counters (Hopper and
+//        newer), SM activity below `sm_active_target_pct` and DRAM bandwidth
+//        below `dram_bw_target_pct`; or its NVML utilization is below
+//        `util_target_pct` (the rule before GPM, kept so that GPM never
+//        admits fewer); or, where trials report throughput, the GPU's
+//        aggregate throughput with its current k trials says more may help
+//        (k = 1 measured: probe k = 2; k > 1: k gave at least
+//        `min_throughput_gain` more than any smaller k). NVML utilization is
+//        the fraction of time any kernel ran, not how much of the GPU it
+//        used, so a small launch-bound training reads "busy" while most SMs
+//        idle; SM activity and measured throughput overrule it,
 //      - its measured free memory, less `memory_headroom_fraction` of the
-//        GPU, holds the new trial's estimate: the largest peak measured for a
-//        trial on that GPU (or the job's own learned request) times
-//        `memory_safety_factor`,
+//        GPU and less what trials that have not settled may still grow into
+//        (their reservation above their peak so far), holds the new trial's
+//        estimate: the largest peak measured for a trial on that GPU (or the
+//        job's own learned request) times `memory_safety_factor`,
 //      - fewer than the GPU's learned cap (below) and `max_tasks_per_gpu`.
-//   3. Back off: a trial that ran out of GPU memory caps its GPU at one
+//   3. Fast ramp (trials of one sweep are alike): once the trials of one
+//      sweep on a GPU have settled, Observe() predicts how many of them the
+//      GPU holds (Predict(): the smallest of what memory, SM activity and
+//      DRAM bandwidth allow, each measured per trial) and trials of that
+//      sweep are admitted up to that many at once, without waiting for each
+//      to settle; the memory rule of 2 still applies to each. The first
+//      prediction comes from the first settled measurement; each later one
+//      moves the plan by at most one trial up or down. Rule 2 still admits
+//      one more on top of the plan where it finds room, so the ramp never
+//      admits fewer than rule 2 alone.
+//   4. Back off: a trial that ran out of GPU memory caps its GPU at one
 //      fewer trial than it ran with and is requeued with a larger memory
 //      request (OnOutOfMemory); when the GPU's aggregate throughput
 //      (samples/s summed over its trials) with k trials is not at least
-//      `min_throughput_gain` above what k-1 gave, the GPU is capped at k-1
-//      (ObserveThroughput). Running trials are never stopped by a back-off;
-//      the cap holds new admissions until trials finish.
+//      `min_throughput_gain` above the best any smaller k gave, the GPU is
+//      capped at k-1 (ObserveThroughput). Running trials are never stopped
+//      by a back-off; the cap holds new admissions until trials finish.
 //
-// State: the learned caps and throughput per GPU, kept across calls.
+// State: the learned caps, throughput, recent samples and ramp plan per
+// GPU, kept across calls.
 // Single-threaded (the coordinator calls it under its lock).
 
 #include <cstdint>
@@ -54,6 +76,28 @@ struct PackerConfig {
   // has little left to give, and the SHARCNET study's gains come from GPUs
   // running far below that.
   int util_target_pct = 90;
+  // Where GPM counters exist: admit another trial while the GPU's SM activity
+  // (percent of SMs busy, NVML_GPM_METRIC_SM_UTIL) is below this, 0-100...
+  double sm_active_target_pct = 90;
+  // ...and its DRAM bandwidth (percent of the theoretical peak,
+  // NVML_GPM_METRIC_DRAM_BW_UTIL) below this, 0-100. Our choice: streaming
+  // kernels reach about 80-90 % of an HBM GPU's theoretical bandwidth, so
+  // at 80 % a memory-bound trial has little left to share.
+  double dram_bw_target_pct = 80;
+  // Plateau detection (Observe()): this many consecutive samples with the
+  // same trials on the GPU...
+  int plateau_samples = 5;
+  // ...each trial's peak memory within this fraction of its largest value
+  // (0.05 = 5 %)...
+  double plateau_memory_tolerance = 0.05;
+  // ...the GPU's SM activity (utilization without GPM) within this many
+  // percentage points...
+  double plateau_activity_tolerance_pct = 5;
+  // ...and at least this busy, 0-100 (a trial still loading its data before
+  // it touches the GPU is flat at zero: not a plateau; our choice).
+  double plateau_min_activity_pct = 5;
+  // Admit trials of a sweep up to the predicted count at once (rule 3).
+  bool fast_ramp = true;
   // Fraction of each GPU's memory kept free (fragmentation, CUDA context
   // growth), 0-1.
   double memory_headroom_fraction = 0.10;
@@ -84,6 +128,9 @@ struct PackedTrial {
   // What it reserves on this GPU in the scheduler's books, bytes (its
   // request, raised after an out-of-memory error).
   int64_t reserved_bytes = 0;
+  // The sweep it is a trial of (JobSpec.sweep_id); empty for a lone job.
+  // The fast ramp admits only trials of the sweep it measured.
+  std::string group;
 };
 
 // One GPU as the packer sees it.
@@ -95,6 +142,13 @@ struct PackGpu {
   int64_t memory_used_bytes = 0;
   // Measured recent utilization, 0-100.
   double util_pct = 0;
+  // True when the GPU reports GPM counters (the three below).
+  bool gpm = false;
+  // Recent SM activity, SM occupancy and DRAM bandwidth, percent 0-100
+  // (NVML GPM); meaningful only when `gpm`.
+  double sm_active_pct = 0;
+  double sm_occupancy_pct = 0;
+  double dram_bw_pct = 0;
   // Bytes reserved by tasks that are not auto-packed (fraction experiments);
   // a GPU held whole by a gang or a whole-GPU job is left out by the caller.
   int64_t other_reserved_bytes = 0;
@@ -113,6 +167,22 @@ struct PackChoice {
   std::string reason;
 };
 
+// How many trials like the ones measured on a GPU it holds (rule 3), and
+// what each resource allows; a resource not measured allows
+// `max_tasks_per_gpu`.
+struct RampPrediction {
+  int k = 0;
+  // floor(((1 - headroom) x total - other jobs' reservations) /
+  //       (largest trial peak x safety factor)).
+  int by_memory = 0;
+  // floor(sm_active_target_pct / (SM activity / trials)); GPM only.
+  int by_sm = 0;
+  // floor(dram_bw_target_pct / (DRAM bandwidth / trials)); GPM only.
+  int by_dram = 0;
+  // Without GPM: floor(util_target_pct / (utilization / trials)).
+  int by_util = 0;
+};
+
 class Packer {
  public:
   explicit Packer(PackerConfig config = {});
@@ -123,8 +193,35 @@ class Packer {
   // loaded first (best fit: whole GPUs stay free for gangs), then empty GPUs;
   // ties by node name, then index. No errors: "none now" comes back with a
   // reason.
+  // `group` is the job's sweep (JobSpec.sweep_id, empty for none): the fast
+  // ramp (rule 3) admits it without waiting for settling only on a GPU whose
+  // trials are all of that sweep.
   PackChoice Choose(const std::vector<PackGpu>& gpus, int64_t job_memory_bytes,
-                    int64_t now_ms) const;
+                    int64_t now_ms, const std::string& group = "") const;
+
+  // Takes one sample of every GPU in `gpus` (the same view Choose() gets),
+  // called once per sample period: detects plateaus (rule 2), and where the
+  // trials on a GPU are all settled, all of one sweep, updates its ramp plan
+  // (rule 3) and, when the GPU's measured memory leaves less than the
+  // headroom, caps it at one trial fewer. Forgets the state of GPUs without
+  // trials. No errors.
+  void Observe(const std::vector<PackGpu>& gpus, int64_t now_ms);
+
+  // True when the trial `job_id` on (node, gpu) started at `start_ms` has
+  // settled at `now_ms`: its GPU reached a plateau with it running, or it
+  // has run settle_ms. No errors.
+  bool Settled(const std::string& node, int gpu, int64_t job_id,
+               int64_t start_ms, int64_t now_ms) const;
+
+  // What the measurements of `g` (all its trials settled) predict it holds
+  // of trials like them (rule 3); k is at least 1, at most
+  // max_tasks_per_gpu and the GPU's cap (it may be below the trials running
+  // now: the GPU holds too many). No errors.
+  RampPrediction Predict(const PackGpu& g) const;
+
+  // The ramp plan of a GPU: trials of its sweep are admitted without
+  // settling while fewer than this run; 0 when none.
+  int Planned(const std::string& node, int gpu) const;
 
   // A trial on (node, gpu) ran out of GPU memory while `trials_on_gpu`
   // trials (itself included) ran there: caps that GPU at trials_on_gpu - 1
@@ -154,12 +251,31 @@ class Packer {
 
  private:
   using Key = std::pair<std::string, int>;
+  // One Observe() sample of a GPU.
+  struct Obs {
+    // (job id, peak memory bytes) per trial, by job id.
+    std::vector<std::pair<int64_t, int64_t>> trials;
+    // SM activity (GPM) or utilization, 0-100.
+    double activity = 0;
+  };
   struct GpuLearned {
     int cap = 0;
     // k -> best aggregate samples/s seen with k settled trials.
     std::map<int, double> throughput;
+    // The newest samples with the current trials, oldest first (at most
+    // plateau_samples).
+    std::vector<Obs> recent;
+    // Trials that were running when the GPU reached a plateau.
+    std::vector<int64_t> settled;
+    // Rule 3: the sweep planned for, the plan (trials), and the trials the
+    // plan was last made with (a plan is made once per set of trials).
+    std::string plan_group;
+    int plan_k = 0;
+    std::vector<int64_t> planned_with;
   };
   void LowerCap(GpuLearned& g, int cap);
+  // The plan of `g` for trials of `group`; 0 when it has none for it.
+  int PlannedFor(const PackGpu& g, const std::string& group) const;
 
   PackerConfig config_;
   std::map<Key, GpuLearned> learned_;

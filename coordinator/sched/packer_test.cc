@@ -19,7 +19,11 @@ PackGpu Gpu(std::string node, int index, int64_t total = 80 * kGiB) {
 }
 
 PackedTrial Trial(int64_t job, int64_t start_ms, int64_t peak) {
-  return PackedTrial{job, start_ms, peak};
+  PackedTrial t;
+  t.job_id = job;
+  t.start_ms = start_ms;
+  t.peak_memory_bytes = peak;
+  return t;
 }
 
 TEST(PackerTest, Choose_EmptyGpu_TakesFirstTrialWithSmallReservation) {
@@ -216,6 +220,244 @@ TEST(PackerTest, ObserveThroughput_Drop_CapsAndKeepsLowestCap) {
   EXPECT_EQ(packer.Cap("a", 0), 1);
   packer.OnOutOfMemory("a", 0, 3, kGiB, 0, 80 * kGiB);  // Would be 2: stays 1.
   EXPECT_EQ(packer.Cap("a", 0), 1);
+}
+
+// One GPU of an H100-like host running trials of sweep "s", with GPM.
+PackGpu SweepGpu(double sm, double dram, int64_t used) {
+  PackGpu g = Gpu("a", 0);
+  g.gpm = true;
+  g.sm_active_pct = sm;
+  g.dram_bw_pct = dram;
+  g.util_pct = 97;  // NVML "utilization": a kernel runs almost all the time.
+  g.memory_used_bytes = used;
+  return g;
+}
+
+PackedTrial SweepTrial(int64_t job, int64_t start_ms, int64_t peak, int64_t reserved) {
+  PackedTrial t = Trial(job, start_ms, peak);
+  t.reserved_bytes = reserved;
+  t.group = "s";
+  return t;
+}
+
+TEST(PackerTest, Predict_FirstTrialFootprint_TakesSmallestResourceLimit) {
+  Packer packer;  // headroom 10 %, safety x1.25, SM target 90 %, DRAM 80 %.
+  // The first trial peaks at 9 GiB of 80 GiB with 18 % SM activity and 10 %
+  // DRAM bandwidth:
+  //   memory: floor(0.9 x 80 / (9 x 1.25)) = floor(72 / 11.25) = 6
+  //   SM:     floor(90 / 18)               = 5
+  //   DRAM:   floor(80 / 10)               = 8
+  //   k = min(6, 5, 8) = 5.
+  PackGpu g = SweepGpu(18, 10, 9 * kGiB);
+  g.trials = {SweepTrial(1, 0, 9 * kGiB, 4 * kGiB)};
+  const RampPrediction p = packer.Predict(g);
+  EXPECT_EQ(p.by_memory, 6);
+  EXPECT_EQ(p.by_sm, 5);
+  EXPECT_EQ(p.by_dram, 8);
+  EXPECT_EQ(p.k, 5);
+  // Two trials measured together at 36 % SM: 18 % each, the same 5.
+  g.trials.push_back(SweepTrial(2, 0, 9 * kGiB, 11 * kGiB));
+  g.sm_active_pct = 36;
+  g.dram_bw_pct = 20;
+  EXPECT_EQ(packer.Predict(g).k, 5);
+}
+
+TEST(PackerTest, Predict_WithoutGpm_UsesUtilizationShare) {
+  Packer packer;
+  // No GPM: utilization 30 % for one trial: floor(90 / 30) = 3; memory
+  // 4 GiB x 1.25 = 5 GiB a trial: floor(72 / 5) = 14, limited to 8.
+  PackGpu g = Gpu("a", 0);
+  g.util_pct = 30;
+  g.memory_used_bytes = 4 * kGiB;
+  g.trials = {Trial(1, 0, 4 * kGiB)};
+  const RampPrediction p = packer.Predict(g);
+  EXPECT_EQ(p.by_util, 3);
+  EXPECT_EQ(p.by_memory, 8);
+  EXPECT_EQ(p.k, 3);
+}
+
+TEST(PackerTest, Observe_FlatCounters_SettlesBeforeSettleTimeAndRampsAtOnce) {
+  Packer packer;  // plateau: 5 samples, memory within 5 %, SM within 5 points.
+  PackGpu g = SweepGpu(18, 10, 9 * kGiB);
+  g.trials = {SweepTrial(1, 0, 9 * kGiB, 4 * kGiB)};
+  // Samples every 2 s from t = 2 s: at t = 8 s only 4 flat samples, not yet.
+  for (int64_t t = 2; t <= 8; t += 2) packer.Observe({g}, t * kSec);
+  EXPECT_FALSE(packer.Settled("a", 0, 1, 0, 8 * kSec));
+  EXPECT_FALSE(packer.Choose({g}, 0, 8 * kSec, "s").gpu.has_value());
+  // t = 10 s: 5 flat samples (18 % SM, 9 GiB): settled, 10 s before the
+  // 20 s settle time, and the plan is Predict()'s k = 5.
+  packer.Observe({g}, 10 * kSec);
+  EXPECT_TRUE(packer.Settled("a", 0, 1, 0, 10 * kSec));
+  EXPECT_EQ(packer.Planned("a", 0), 5);
+  // The next four trials of the sweep are admitted at once, each reserving
+  // 9 x 1.25 = 11.25 GiB; none has to settle first. Memory after the fourth:
+  // 9 GiB measured + 4 x 11.25 GiB they may grow into = 54 GiB <= 72 GiB.
+  for (int64_t job = 2; job <= 5; ++job) {
+    PackChoice c = packer.Choose({g}, 0, 10 * kSec, "s");
+    ASSERT_TRUE(c.gpu.has_value()) << "trial " << job << ": " << c.reason;
+    EXPECT_EQ(c.reserved_bytes, static_cast<int64_t>(11.25 * kGiB));
+    g.trials.push_back(SweepTrial(job, 10 * kSec, 0, c.reserved_bytes));
+  }
+  // Five run: the sixth waits for them to settle.
+  PackChoice c = packer.Choose({g}, 0, 10 * kSec, "s");
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("settle"), std::string::npos) << c.reason;
+}
+
+TEST(PackerTest, Observe_AnotherSweep_GetsNoRampOnThatGpu) {
+  Packer packer;
+  PackGpu g = SweepGpu(18, 10, 9 * kGiB);
+  g.trials = {SweepTrial(1, 0, 9 * kGiB, 4 * kGiB)};
+  for (int64_t t = 2; t <= 10; t += 2) packer.Observe({g}, t * kSec);
+  ASSERT_EQ(packer.Planned("a", 0), 5);
+  // A trial of sweep "t" is admitted by rule 2 (settled, SM 18 % < 90 %)...
+  PackChoice c = packer.Choose({g}, 0, 10 * kSec, "t");
+  ASSERT_TRUE(c.gpu.has_value());
+  PackedTrial other = Trial(2, 10 * kSec, 0);
+  other.reserved_bytes = c.reserved_bytes;
+  other.group = "t";
+  g.trials.push_back(other);
+  // ...and then nothing more until it settles: the plan was for "s".
+  EXPECT_FALSE(packer.Choose({g}, 0, 10 * kSec, "s").gpu.has_value());
+  EXPECT_FALSE(packer.Choose({g}, 0, 10 * kSec, "t").gpu.has_value());
+}
+
+TEST(PackerTest, Observe_RisingCounters_NoPlateauUntilSettleTime) {
+  Packer packer;
+  PackGpu g = SweepGpu(0, 0, kGiB);
+  g.trials = {SweepTrial(1, 0, kGiB, 4 * kGiB)};
+  // Memory grows 1, 3, 5, ... GiB while the trial warms up: no plateau.
+  for (int64_t t = 2; t <= 18; t += 2) {
+    g.trials[0].peak_memory_bytes = (t - 1) * kGiB;
+    g.sm_active_pct = 2 * t;
+    packer.Observe({g}, t * kSec);
+  }
+  EXPECT_FALSE(packer.Settled("a", 0, 1, 0, 18 * kSec));
+  EXPECT_EQ(packer.Planned("a", 0), 0);
+  // At 20 s it counts as settled by time (today's rule), and the next
+  // sample makes the plan: 17 GiB x 1.25 = 21.25 GiB: floor(72 / 21.25) = 3;
+  // SM 36 %: floor(90 / 36) = 2 -> k = 2.
+  packer.Observe({g}, 20 * kSec);
+  EXPECT_TRUE(packer.Settled("a", 0, 1, 0, 20 * kSec));
+  EXPECT_EQ(packer.Planned("a", 0), 2);
+}
+
+TEST(PackerTest, Observe_Idle_FlatAtZeroIsNoPlateau) {
+  Packer packer;
+  // A trial still loading its data: 500 MiB of CUDA context, 0 % SM.
+  PackGpu g = SweepGpu(0, 0, kGiB / 2);
+  g.trials = {SweepTrial(1, 0, kGiB / 2, 4 * kGiB)};
+  for (int64_t t = 2; t <= 12; t += 2) packer.Observe({g}, t * kSec);
+  EXPECT_FALSE(packer.Settled("a", 0, 1, 0, 12 * kSec));
+}
+
+TEST(PackerTest, Observe_AfterRamp_CorrectsPlanByOne) {
+  Packer packer;
+  PackGpu g = SweepGpu(18, 10, 9 * kGiB);
+  g.trials = {SweepTrial(1, 0, 9 * kGiB, 4 * kGiB)};
+  for (int64_t t = 2; t <= 10; t += 2) packer.Observe({g}, t * kSec);
+  ASSERT_EQ(packer.Planned("a", 0), 5);
+  for (int64_t job = 2; job <= 5; ++job) {
+    g.trials.push_back(SweepTrial(job, 10 * kSec, 9 * kGiB, 11 * kGiB));
+  }
+  // Five trials settle at 60 % SM (12 % each: floor(90 / 12) = 7) and 45 GiB:
+  // the plan moves up by one only, to 6.
+  g.sm_active_pct = 60;
+  g.dram_bw_pct = 50;
+  g.memory_used_bytes = 45 * kGiB;
+  for (int64_t t = 12; t <= 20; t += 2) packer.Observe({g}, t * kSec);
+  EXPECT_EQ(packer.Planned("a", 0), 6);
+  // One more is admitted without waiting, reserving 11.25 GiB:
+  // 45 + 11.25 <= 72 GiB.
+  EXPECT_TRUE(packer.Choose({g}, 0, 20 * kSec, "s").gpu.has_value());
+}
+
+TEST(PackerTest, Observe_AfterRamp_SaturatedSmLowersPlanByOne) {
+  Packer packer;
+  PackGpu g = SweepGpu(18, 10, 9 * kGiB);
+  g.trials = {SweepTrial(1, 0, 9 * kGiB, 4 * kGiB)};
+  for (int64_t t = 2; t <= 10; t += 2) packer.Observe({g}, t * kSec);
+  for (int64_t job = 2; job <= 5; ++job) {
+    g.trials.push_back(SweepTrial(job, 10 * kSec, 9 * kGiB, 11 * kGiB));
+  }
+  // Five settle at 99 % SM (19.8 % each: floor(90 / 19.8) = 4): the plan
+  // drops by one to 4, and rule 2 finds no room either (SM 99 % >= 90 %,
+  // utilization 99 % >= 90 %): nothing more while five run.
+  g.sm_active_pct = 99;
+  g.dram_bw_pct = 50;
+  g.util_pct = 99;
+  g.memory_used_bytes = 45 * kGiB;
+  for (int64_t t = 12; t <= 20; t += 2) packer.Observe({g}, t * kSec);
+  EXPECT_EQ(packer.Planned("a", 0), 4);
+  PackChoice c = packer.Choose({g}, 0, 20 * kSec, "s");
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("SM activity 99%"), std::string::npos) << c.reason;
+}
+
+TEST(PackerTest, Choose_GpmRoomOverrulesBusyUtilization) {
+  Packer packer;
+  // NVML utilization 97 % (a kernel always runs) but GPM shows 40 % of SMs
+  // busy and 30 % of DRAM bandwidth: room, a settled GPU takes another.
+  PackGpu g = SweepGpu(40, 30, 8 * kGiB);
+  g.trials = {Trial(1, 0, 8 * kGiB)};
+  EXPECT_TRUE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+  // DRAM bandwidth at 85 % >= 80 %: no room.
+  g.dram_bw_pct = 85;
+  PackChoice c = packer.Choose({g}, 0, 60 * kSec);
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("DRAM bandwidth 85%"), std::string::npos) << c.reason;
+}
+
+TEST(PackerTest, Choose_GpmSaysFullButUtilizationHasRoom_StillAdmitsAsBefore) {
+  Packer packer;
+  // SM activity 95 % (>= 90 %), but NVML utilization 60 % (< 90 %): the rule
+  // before GPM admits, and GPM never admits fewer than it did.
+  PackGpu g = SweepGpu(95, 50, 8 * kGiB);
+  g.util_pct = 60;
+  g.trials = {Trial(1, 0, 8 * kGiB)};
+  EXPECT_TRUE(packer.Choose({g}, 0, 60 * kSec).gpu.has_value());
+}
+
+TEST(PackerTest, Choose_RampNeverPassesMemoryHeadroom) {
+  PackerConfig config;
+  config.memory_safety_factor = 1.0;
+  Packer packer(config);
+  // First trial: 20 GiB peak, 10 % SM. Memory: floor(72 / 20) = 3; SM:
+  // floor(90 / 10) = 9 -> limited to 8; DRAM 5 %: 16 -> 8. k = 3.
+  PackGpu g = SweepGpu(10, 5, 20 * kGiB);
+  g.trials = {SweepTrial(1, 0, 20 * kGiB, 4 * kGiB)};
+  for (int64_t t = 2; t <= 10; t += 2) packer.Observe({g}, t * kSec);
+  ASSERT_EQ(packer.Planned("a", 0), 3);
+  // Trial 2: 20 measured + 0 growth; 20 GiB fits in 72 - 20 = 52.
+  // Trial 3: 20 measured + 20 trial 2 may grow into; fits in 72 - 40 = 32.
+  for (int64_t job = 2; job <= 3; ++job) {
+    PackChoice c = packer.Choose({g}, 0, 10 * kSec, "s");
+    ASSERT_TRUE(c.gpu.has_value()) << c.reason;
+    g.trials.push_back(SweepTrial(job, 10 * kSec, 0, c.reserved_bytes));
+  }
+  // A fourth would need 20 of 72 - 60 = 12 GiB, and the plan is 3 anyway.
+  EXPECT_FALSE(packer.Choose({g}, 0, 10 * kSec, "s").gpu.has_value());
+}
+
+TEST(PackerTest, Observe_MemoryPastHeadroom_CapsOneFewer) {
+  Packer packer;
+  PackGpu g = Gpu("a", 0);
+  g.util_pct = 50;
+  // Four settled trials grew to 76 GiB together: past 72 GiB. Cap: 3.
+  g.memory_used_bytes = 76 * kGiB;
+  g.trials = {Trial(1, 0, 19 * kGiB), Trial(2, 0, 19 * kGiB), Trial(3, 0, 19 * kGiB),
+              Trial(4, 0, 19 * kGiB)};
+  packer.Observe({g}, 60 * kSec);
+  EXPECT_EQ(packer.Cap("a", 0), 3);
+}
+
+TEST(PackerTest, ObserveThroughput_RampSkippedK_ComparesWithBestSmaller) {
+  Packer packer;
+  // One trial gave 1000 samples/s; the ramp went straight to 5, which gave
+  // 1030 (+3 % over the best smaller k): capped at 4, one down.
+  packer.ObserveThroughput("a", 0, 1, 1000);
+  EXPECT_TRUE(packer.ObserveThroughput("a", 0, 5, 1030));
+  EXPECT_EQ(packer.Cap("a", 0), 4);
 }
 
 }  // namespace

@@ -529,8 +529,12 @@ class Simulation {
     v1::AgentMessage msg;
     v1::Heartbeat* hb = msg.mutable_heartbeat();
     absl::flat_hash_map<std::string, int64_t> used;
+    absl::flat_hash_map<std::string, int> procs_on;
     for (const auto& [key, p] : hosts_[a.host].procs) {
-      for (const auto& [uuid, bytes] : p.holds) used[uuid] += bytes / 2;
+      for (const auto& [uuid, bytes] : p.holds) {
+        used[uuid] += bytes / 2;
+        ++procs_on[uuid];
+      }
       if (p.owner != a.instance || p.probe) continue;
       v1::TaskUsage* u = hb->add_task_usage();
       u->set_job_id(p.ref.job_id());
@@ -548,6 +552,16 @@ class Simulation {
       s->set_index(g.index());
       s->set_memory_used_bytes(used[g.uuid()]);
       s->set_utilization_pct(used[g.uuid()] > 0 ? 60 : 0);
+      // Odd GPUs report GPM counters (a Hopper host's), even ones only
+      // utilization: the packer sees both kinds. 15 % SM and 8 % DRAM
+      // bandwidth per process on the GPU.
+      if (g.index() % 2 == 1) {
+        s->set_activity_source(v1::GPU_ACTIVITY_SOURCE_GPM);
+        s->set_sm_active_pct(std::min(100, 15 * procs_on[g.uuid()]));
+        s->set_dram_bw_pct(std::min(100, 8 * procs_on[g.uuid()]));
+      } else {
+        s->set_activity_source(v1::GPU_ACTIVITY_SOURCE_UTILIZATION);
+      }
     }
     if (a.fences) a.heartbeats_sent.push_back(clock_.Now());
     if (Connected(a)) a.last_contact = clock_.Now();

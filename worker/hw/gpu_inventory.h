@@ -34,6 +34,18 @@ struct GpuSample {
   int utilization_pct = 0;
   int temperature_c = 0;
   double power_w = 0;
+  // True when the three GPM figures below were measured (NVML GPM, Hopper
+  // and newer, not under MIG): percent 0-100 over the period since the
+  // previous Sample(). SM activity: share of SMs busy
+  // (NVML_GPM_METRIC_SM_UTIL); SM occupancy: active warps over the
+  // theoretical maximum (NVML_GPM_METRIC_SM_OCCUPANCY); DRAM bandwidth: of
+  // the theoretical peak (NVML_GPM_METRIC_DRAM_BW_UTIL). NVML has no GPM
+  // figures per process (nvmlGpmMigSampleGet is per MIG instance), so these
+  // are the whole GPU's.
+  bool gpm = false;
+  double sm_active_pct = 0;
+  double sm_occupancy_pct = 0;
+  double dram_bw_pct = 0;
 };
 
 // What one process uses of one GPU (NVML per-process accounting).

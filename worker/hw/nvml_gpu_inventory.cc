@@ -112,6 +112,43 @@ constexpr unsigned int kUuidBufferSize = 96;
 
 constexpr const char* kLibraryName = "libnvidia-ml.so.1";
 
+// GPM (nvml.h "GPM Structs", NVML 12.x and 13.x). nvmlGpmSample_t is an
+// opaque handle. nvmlGpmMetricsGet_t ends in an array of
+// NVML_GPM_METRIC_MAX metrics; that constant grew between releases (98,
+// 210, 333), while the driver reads only `numMetrics` entries, so the
+// array here is the largest size and we ask for three.
+struct nvmlGpmSample_st;
+using nvmlGpmSample_t = nvmlGpmSample_st*;
+struct nvmlGpmMetric_t {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;
+};
+static_assert(sizeof(nvmlGpmMetric_t) == 40, "nvmlGpmMetric_t ABI");
+constexpr unsigned int kGpmMetricMax = 333;
+struct nvmlGpmMetricsGet_t {
+  unsigned int version;
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[kGpmMetricMax];
+};
+constexpr unsigned int NVML_GPM_METRICS_GET_VERSION = 1;
+struct nvmlGpmSupport_t {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+};
+constexpr unsigned int NVML_GPM_SUPPORT_VERSION = 1;
+// nvmlGpmMetricId_t values.
+constexpr unsigned int NVML_GPM_METRIC_SM_UTIL = 2;
+constexpr unsigned int NVML_GPM_METRIC_SM_OCCUPANCY = 3;
+constexpr unsigned int NVML_GPM_METRIC_DRAM_BW_UTIL = 10;
+
 }  // namespace
 
 struct NvmlGpuInventory::Api {
@@ -140,9 +177,19 @@ struct NvmlGpuInventory::Api {
   // nvmlDeviceGetProcessUtilization (per-process accounting).
   nvmlReturn_t (*DeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
                                                    nvmlProcessInfo_t*);
+  // nvmlDeviceGetMPSComputeRunningProcesses_v3: the MPS clients, which the
+  // list above leaves out (it shows their MPS server).
+  nvmlReturn_t (*DeviceGetMpsComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
+                                                      nvmlProcessInfo_t*);
   nvmlReturn_t (*DeviceGetProcessUtilization)(nvmlDevice_t,
                                               nvmlProcessUtilizationSample_t*,
                                               unsigned int*, unsigned long long);
+  // GPM (Hopper and newer drivers); all four or none.
+  nvmlReturn_t (*GpmQueryDeviceSupport)(nvmlDevice_t, nvmlGpmSupport_t*);
+  nvmlReturn_t (*GpmSampleAlloc)(nvmlGpmSample_t*);
+  nvmlReturn_t (*GpmSampleFree)(nvmlGpmSample_t);
+  nvmlReturn_t (*GpmSampleGet)(nvmlDevice_t, nvmlGpmSample_t);
+  nvmlReturn_t (*GpmMetricsGet)(nvmlGpmMetricsGet_t*);
 
   std::string Error(nvmlReturn_t r) const {
     const char* s = ErrorString != nullptr ? ErrorString(r) : nullptr;
@@ -277,6 +324,25 @@ absl::StatusOr<std::unique_ptr<NvmlGpuInventory>> NvmlGpuInventory::Create() {
   api->DeviceGetProcessUtilization =
       reinterpret_cast<decltype(api->DeviceGetProcessUtilization)>(
           dlsym(library, "nvmlDeviceGetProcessUtilization"));
+  api->DeviceGetMpsComputeRunningProcesses =
+      reinterpret_cast<decltype(api->DeviceGetMpsComputeRunningProcesses)>(
+          dlsym(library, "nvmlDeviceGetMPSComputeRunningProcesses_v3"));
+  api->GpmQueryDeviceSupport =
+      reinterpret_cast<decltype(api->GpmQueryDeviceSupport)>(
+          dlsym(library, "nvmlGpmQueryDeviceSupport"));
+  api->GpmSampleAlloc = reinterpret_cast<decltype(api->GpmSampleAlloc)>(
+      dlsym(library, "nvmlGpmSampleAlloc"));
+  api->GpmSampleFree = reinterpret_cast<decltype(api->GpmSampleFree)>(
+      dlsym(library, "nvmlGpmSampleFree"));
+  api->GpmSampleGet = reinterpret_cast<decltype(api->GpmSampleGet)>(
+      dlsym(library, "nvmlGpmSampleGet"));
+  api->GpmMetricsGet = reinterpret_cast<decltype(api->GpmMetricsGet)>(
+      dlsym(library, "nvmlGpmMetricsGet"));
+  if (api->GpmQueryDeviceSupport == nullptr || api->GpmSampleAlloc == nullptr ||
+      api->GpmSampleFree == nullptr || api->GpmSampleGet == nullptr ||
+      api->GpmMetricsGet == nullptr) {
+    api->GpmQueryDeviceSupport = nullptr;  // GPM off as a whole.
+  }
   const nvmlReturn_t r = api->Init();
   if (r != NVML_SUCCESS) {
     absl::Status error = absl::UnavailableError(absl::StrFormat(
@@ -295,6 +361,13 @@ NvmlGpuInventory::NvmlGpuInventory(void* library, std::unique_ptr<Api> api)
 
 NvmlGpuInventory::~NvmlGpuInventory() {
   absl::MutexLock lock(&mu_);
+  for (GpmState& g : gpm_) {
+    for (void* sample : {g.previous, g.current}) {
+      if (sample != nullptr) {
+        api_->GpmSampleFree(static_cast<nvmlGpmSample_t>(sample));
+      }
+    }
+  }
   const nvmlReturn_t r = api_->Shutdown();
   if (r != NVML_SUCCESS) {
     TC_LOG_WARN("NVML nvmlShutdown failed: {}", api_->Error(r));
@@ -433,7 +506,76 @@ absl::StatusOr<std::vector<GpuSample>> NvmlGpuInventory::Sample() {
       return NvmlError(api, "nvmlDeviceGetPowerUsage", i, r);
     }
   }
+  if (api.GpmQueryDeviceSupport != nullptr) {
+    gpm_.resize(devices->size());
+    for (int i = 0; i < static_cast<int>(samples.size()); ++i) {
+      SampleGpmLocked((*devices)[i], i, samples[i]);
+    }
+  }
   return samples;
+}
+
+void NvmlGpuInventory::SampleGpmLocked(void* handle, int i, GpuSample& sample) {
+  const Api& api = *api_;
+  nvmlDevice_t device = static_cast<nvmlDevice_t>(handle);
+  GpmState& g = gpm_[i];
+  if (g.support == GpmState::kUnknown) {
+    nvmlGpmSupport_t support = {};
+    support.version = NVML_GPM_SUPPORT_VERSION;
+    const nvmlReturn_t r = api.GpmQueryDeviceSupport(device, &support);
+    const bool ok = r == NVML_SUCCESS && support.isSupportedDevice != 0;
+    nvmlGpmSample_t a = nullptr, b = nullptr;
+    if (ok && api.GpmSampleAlloc(&a) == NVML_SUCCESS &&
+        api.GpmSampleAlloc(&b) == NVML_SUCCESS) {
+      g.previous = a;
+      g.current = b;
+      g.support = GpmState::kYes;
+    } else {
+      if (a != nullptr) api.GpmSampleFree(a);
+      g.support = GpmState::kNo;
+    }
+    TC_LOG_INFO("GPU {}: activity from {}", i,
+                g.support == GpmState::kYes
+                    ? "NVML GPM (SM activity, SM occupancy, DRAM bandwidth)"
+                    : absl::StrFormat("NVML utilization (no GPM: %s)",
+                                      r == NVML_SUCCESS ? "device not supported"
+                                                        : api.Error(r)));
+  }
+  if (g.support != GpmState::kYes) return;
+  nvmlGpmSample_t current = static_cast<nvmlGpmSample_t>(g.current);
+  nvmlReturn_t r = api.GpmSampleGet(device, current);
+  if (r != NVML_SUCCESS) {
+    // A transient failure (e.g. under a profiler holding the counters):
+    // this sample falls back to utilization, the next pair starts over.
+    g.have_previous = false;
+    TC_LOG_DEBUG("GPU {}: nvmlGpmSampleGet failed: {}", i, api.Error(r));
+    return;
+  }
+  if (g.have_previous) {
+    auto get = std::make_unique<nvmlGpmMetricsGet_t>();
+    *get = {};
+    get->version = NVML_GPM_METRICS_GET_VERSION;
+    get->numMetrics = 3;
+    get->sample1 = static_cast<nvmlGpmSample_t>(g.previous);
+    get->sample2 = current;
+    get->metrics[0].metricId = NVML_GPM_METRIC_SM_UTIL;
+    get->metrics[1].metricId = NVML_GPM_METRIC_SM_OCCUPANCY;
+    get->metrics[2].metricId = NVML_GPM_METRIC_DRAM_BW_UTIL;
+    r = api.GpmMetricsGet(get.get());
+    // Samples closer than the driver's refresh (100 ms) give errors.
+    if (r == NVML_SUCCESS && get->metrics[0].nvmlReturn == NVML_SUCCESS &&
+        get->metrics[2].nvmlReturn == NVML_SUCCESS) {
+      auto pct = [](double v) { return std::clamp(v, 0.0, 100.0); };
+      sample.gpm = true;
+      sample.sm_active_pct = pct(get->metrics[0].value);
+      sample.sm_occupancy_pct = get->metrics[1].nvmlReturn == NVML_SUCCESS
+                                    ? pct(get->metrics[1].value)
+                                    : 0;
+      sample.dram_bw_pct = pct(get->metrics[2].value);
+    }
+  }
+  std::swap(g.previous, g.current);
+  g.have_previous = true;
 }
 
 absl::StatusOr<std::vector<ProcessGpuSample>> NvmlGpuInventory::SampleProcesses() {
@@ -447,20 +589,37 @@ absl::StatusOr<std::vector<ProcessGpuSample>> NvmlGpuInventory::SampleProcesses(
   for (int i = 0; i < static_cast<int>(devices->size()); ++i) {
     nvmlDevice_t device = (*devices)[i];
     // The process list can grow between the two calls: retry with room.
-    std::vector<nvmlProcessInfo_t> procs(16);
-    nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
-    for (int attempt = 0; attempt < 4 && r == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
-      unsigned int count = static_cast<unsigned int>(procs.size());
-      r = api.DeviceGetComputeRunningProcesses(device, &count, procs.data());
-      if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-        procs.resize(count + 16);
-      } else {
-        procs.resize(r == NVML_SUCCESS ? count : 0);
+    auto list = [&](decltype(api.DeviceGetComputeRunningProcesses) fn,
+                    std::vector<nvmlProcessInfo_t>& procs) {
+      procs.resize(16);
+      nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
+      for (int attempt = 0; attempt < 4 && r == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+        unsigned int count = static_cast<unsigned int>(procs.size());
+        r = fn(device, &count, procs.data());
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+          procs.resize(count + 16);
+        } else {
+          procs.resize(r == NVML_SUCCESS ? count : 0);
+        }
       }
-    }
+      return r;
+    };
+    std::vector<nvmlProcessInfo_t> procs;
+    nvmlReturn_t r = list(api.DeviceGetComputeRunningProcesses, procs);
     if (r != NVML_SUCCESS) {
       if (IsUnsupported(r)) continue;
       return NvmlError(api, "nvmlDeviceGetComputeRunningProcesses_v3", i, r);
+    }
+    if (api.DeviceGetMpsComputeRunningProcesses != nullptr) {
+      // MPS clients (trainctl-agent --mps); none without an MPS server.
+      std::vector<nvmlProcessInfo_t> clients;
+      if (list(api.DeviceGetMpsComputeRunningProcesses, clients) == NVML_SUCCESS) {
+        for (const nvmlProcessInfo_t& c : clients) {
+          const bool listed = std::any_of(procs.begin(), procs.end(),
+                                          [&](const nvmlProcessInfo_t& p) { return p.pid == c.pid; });
+          if (!listed) procs.push_back(c);
+        }
+      }
     }
     const size_t first = out.size();
     for (const nvmlProcessInfo_t& p : procs) {

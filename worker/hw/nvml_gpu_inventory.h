@@ -36,10 +36,15 @@ class NvmlGpuInventory : public GpuInventory {
   // (e.g. "GPU is lost") when a query fails.
   absl::StatusOr<std::vector<GpuInfo>> ListGpus() override;
   // Values a GPU does not support (e.g. utilization under MIG, power on some
-  // boards) are reported as 0.
+  // boards) are reported as 0. On GPUs with GPM (nvmlGpmQueryDeviceSupport:
+  // Hopper and newer) the sample carries SM activity, SM occupancy and DRAM
+  // bandwidth computed between this call's GPM sample and the previous
+  // call's (nvmlGpmMetricsGet; calls should be at least 100 ms apart); the
+  // first call, GPUs without GPM and a failed GPM read report gpm = false.
   // Errors: UNAVAILABLE as for ListGpus().
   absl::StatusOr<std::vector<GpuSample>> Sample() override;
-  // Per-process memory (nvmlDeviceGetComputeRunningProcesses_v3) and SM
+  // Per-process memory (nvmlDeviceGetComputeRunningProcesses_v3, and
+  // nvmlDeviceGetMPSComputeRunningProcesses_v3 for MPS clients) and SM
   // utilization (nvmlDeviceGetProcessUtilization, newer samples than the
   // previous call's). Returns none where the driver lacks the call.
   // Errors: UNAVAILABLE when NVML fails otherwise.
@@ -56,6 +61,20 @@ class NvmlGpuInventory : public GpuInventory {
   const std::unique_ptr<Api> api_ ABSL_PT_GUARDED_BY(mu_);
   // Per GPU, the newest process-utilization timestamp seen (microseconds).
   std::vector<unsigned long long> last_util_timestamp_ ABSL_GUARDED_BY(mu_);
+
+  // GPM state of one GPU: support is queried once; two sample buffers
+  // (nvmlGpmSample_t) alternate as previous and current.
+  struct GpmState {
+    enum { kUnknown, kYes, kNo } support = kUnknown;
+    void* previous = nullptr;
+    void* current = nullptr;
+    bool have_previous = false;
+  };
+  // Fills the GPM figures of `sample` for GPU `index` (device handle
+  // `device`); leaves gpm = false where there are none.
+  void SampleGpmLocked(void* device, int index, GpuSample& sample)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<GpmState> gpm_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainctl::worker

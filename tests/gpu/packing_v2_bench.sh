@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# Packing comparison on one GPU (written for one H100; no gRPC installed:
+# every trainctl binary and library comes from a bundle made by
+# deploy/make_bundle.sh; Python 3 with CUDA PyTorch on PATH).
+#
+# For each workload family of packing_v2_workloads.py (cnn_loader,
+# mlp_tabular, unet_small: no throughput reported to trainctl; tfm_report:
+# reports samples/s), the same TRIALS equal trials (seeds 0..TRIALS-1, the
+# step count calibrated so one trial alone trains for about TRIAL_S seconds)
+# run in every mode, and the makespan (first submit or launch to the last
+# trial's end) is measured:
+#   one_per_gpu     `trainctl sweep --gpus 1`: whole-GPU trials, one at a time;
+#   fixed_k         by hand, no trainctl: k trials at once on GPU 0, a new one
+#                   started as one ends, for k in KS (k >= TRIALS is "all at
+#                   once", measured once);
+#   autopack        `trainctl sweep --auto-pack`;
+#   autopack_mps    the same with `trainctl-agent --mps` (skipped when the
+#                   agent has no --mps flag: autopack_mps_s is null).
+# Equal work per mode, so throughput ratios are inverse makespan ratios:
+#   autopack_vs_best_fixed_k = best_fixed_k_s / autopack_s,
+#   autopack_vs_one_per_gpu  = one_per_gpu_s / autopack_s.
+# Trials killed by a CUDA out-of-memory error are counted per mode
+# (oom_killed: log lines "CUDA out of memory"/"OutOfMemoryError").
+#
+# Writes OUT_DIR/packing_v2.json (merged with what an earlier invocation
+# wrote there, so families can be run one per invocation) and
+# OUT_DIR/packing_v2.log. Every wait has a timeout; every process started
+# here is stopped on exit. About 6-8 minutes per family with the defaults.
+#
+# Usage: packing_v2_bench.sh BUNDLE_DIR OUT_DIR [--family F]...
+#   env: TRIALS=6, KS="1 2 3 4 6 8", TRIAL_S=8, SAMPLE=1s (coordinator
+#   --usage-sample), MODE_TIMEOUT_S=150 (per trainctl mode).
+# Dry run without a GPU (plumbing only): DRY_RUN=1 uses a fake GPU; the
+# trials then fail at once (no CUDA) and the figures mean nothing.
+set -uo pipefail
+
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 BUNDLE_DIR OUT_DIR [--family F]..." >&2
+  exit 2
+fi
+BUNDLE=$(cd "$1" && pwd) || exit 2
+mkdir -p "$2" || exit 2
+OUT=$(cd "$2" && pwd) || exit 2
+shift 2
+FAMILIES=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --family) FAMILIES+=("$2"); shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+((${#FAMILIES[@]} == 0)) && FAMILIES=(cnn_loader mlp_tabular unet_small tfm_report)
+
+BIN=$BUNDLE/bin
+SHARE=$BUNDLE/share
+WL=$SHARE/packing_v2_workloads.py
+LOG=$OUT/packing_v2.log
+WORK=$(mktemp -d /tmp/packing_v2.XXXXXX)
+PY=$(command -v python3 || true)
+TRIALS=${TRIALS:-6}
+KS=${KS:-"1 2 3 4 6 8"}
+TRIAL_S=${TRIAL_S:-8}
+SAMPLE=${SAMPLE:-1s}
+MODE_TIMEOUT_S=${MODE_TIMEOUT_S:-150}
+DRY_RUN=${DRY_RUN:-}
+AGENT_GPUS=(--gpus 0)
+[[ -n "$DRY_RUN" ]] && AGENT_GPUS=(--fake-gpus 1:dry-run:80GiB)
+export NCCL_NVLS_ENABLE=0
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+
+T0=$SECONDS
+PIDS=()
+ADDR=""
+
+log() { echo "[$(date +%T) +$((SECONDS - T0))s] $*" | tee -a "$LOG" >&2; }
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+tc() { timeout 30 "$BIN/trainctl" --coordinator "$ADDR" "$@"; }
+append_file() { { echo "===== $1 ($2)"; cat "$2" 2>/dev/null; echo; } >>"$LOG"; }
+
+kill_tree() {
+  local p i alive
+  for p in "$@"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
+  for i in $(seq 1 20); do
+    alive=0
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    ((alive == 0)) && break
+    sleep 0.5
+  done
+  for p in "$@"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done
+  for p in "$@"; do wait "$p" 2>/dev/null; done
+  return 0
+}
+
+# Trials of this script (their command lines name the bundle's workload
+# file), in case an agent died without stopping them.
+kill_trials() {
+  local p pids=()
+  for p in $(pgrep -f -- "$WL"); do pids+=("$p"); done
+  if ((${#pids[@]} > 0)); then
+    log "killing leftover trials: ${pids[*]}"
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+  fi
+}
+
+stop_cluster() {
+  local d
+  if ((${#PIDS[@]} > 0)); then
+    log "stopping coordinator and agent (${PIDS[*]})"
+    kill_tree "${PIDS[@]}"
+  fi
+  PIDS=()
+  kill_trials
+  # MPS daemons an agent killed before its own shutdown may have left.
+  for d in "$WORK"/logs-*-mps/mps/gpu-*/pipe; do
+    [[ -S "$d/control" ]] || continue
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$d timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
+  done
+}
+
+cleanup() {
+  stop_cluster
+  for f in "$WORK"/coordinator-*.log "$WORK"/agent-*.log; do
+    [[ -f "$f" ]] && append_file "$(basename "$f")" "$f"
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [[ -z "$PY" ]] || { [[ -z "$DRY_RUN" ]] && ! "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>>"$LOG"; }; then
+  log "ERROR: python3 with CUDA-enabled PyTorch is needed"
+  exit 1
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$WORK/gpu.txt" 2>&1
+log "GPU: $(head -n 1 "$WORK/gpu.txt")"
+HAVE_MPS=""
+"$BIN/trainctl-agent" --help 2>&1 | grep -- '--mps' >/dev/null && HAVE_MPS=1
+log "agent MPS support: ${HAVE_MPS:-no (autopack_mps skipped)}"
+
+# start_cluster TAG [AGENT FLAGS...]: a coordinator with a fresh state dir
+# and one agent offering GPU 0; waits until `trainctl nodes` lists it.
+start_cluster() {
+  local tag=$1 i
+  shift
+  stop_cluster
+  ADDR="127.0.0.1:$(free_port)"
+  mkdir -p "$WORK/state-$tag" "$WORK/logs-$tag"
+  log "cluster $tag: coordinator at $ADDR"
+  setsid "$BIN/trainctl-coordinator" --listen "$ADDR" --state-dir "$WORK/state-$tag" \
+    --usage-sample "$SAMPLE" >>"$WORK/coordinator-$tag.log" 2>&1 &
+  PIDS+=("$!")
+  for i in $(seq 1 40); do
+    tc nodes >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  setsid "$BIN/trainctl-agent" --coordinator "$ADDR" --node-name gpu-host "${AGENT_GPUS[@]}" \
+    --log-dir "$WORK/logs-$tag" --address 127.0.0.1 "$@" >>"$WORK/agent-$tag.log" 2>&1 &
+  PIDS+=("$!")
+  for i in $(seq 1 60); do
+    tc nodes 2>/dev/null | grep gpu-host >/dev/null && return 0
+    sleep 0.5
+  done
+  log "ERROR: cluster $tag did not come up within 30 s"
+  return 1
+}
+
+# trainctl_mode TAG FAMILY STEPS SWEEP_FLAGS...: submits the sweep, waits
+# until all trials ended (MODE_TIMEOUT_S at most), writes
+# $WORK/mode-TAG.env (submit time) and copies trial logs to $WORK/trials-TAG/.
+trainctl_mode() {
+  local tag=$1 family=$2 steps=$3 t_submit i n_done seeds
+  shift 3
+  seeds=$(seq -s, 0 $((TRIALS - 1)))
+  t_submit=$(date +%s.%N)
+  tc sweep --name "$tag" --sweep-id "sw-$tag" "$@" --grid "seed=$seeds" -- \
+    "$PY" "$WL" --family "$family" --steps "$steps" --seed '{seed}' >>"$WORK/cli.log" 2>&1
+  log "$tag: $TRIALS trials submitted"
+  for ((i = 0; ; i++)); do
+    tc sweep describe "sw-$tag" -o json >"$WORK/sweep-$tag.json" 2>>"$WORK/cli.log"
+    n_done=$("$PY" -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: print(0); sys.exit()
+print(sum(1 for j in d.get("jobs", []) if j.get("state") in ("JOB_STATE_SUCCEEDED","JOB_STATE_FAILED","JOB_STATE_CANCELLED")))' "$WORK/sweep-$tag.json")
+    ((i % 5 == 0)) && tc top --once >>"$WORK/top-$tag.txt" 2>>"$WORK/cli.log"
+    ((n_done >= TRIALS)) && break
+    if "$PY" -c 'import sys,time; sys.exit(0 if time.time() - float(sys.argv[1]) >= float(sys.argv[2]) else 1)' \
+      "$t_submit" "$MODE_TIMEOUT_S"; then
+      log "$tag: timeout with $n_done trials ended; cancelling the rest"
+      echo "timeout=1" >>"$WORK/mode-$tag.env"
+      break
+    fi
+    sleep 1
+  done
+  tc sweep cancel "sw-$tag" >>"$WORK/cli.log" 2>&1
+  echo "t_submit=$t_submit" >>"$WORK/mode-$tag.env"
+  mkdir -p "$WORK/trials-$tag"
+  find "$WORK/logs-$tag" -name 'job-*.log' -exec cp {} "$WORK/trials-$tag/" \; 2>/dev/null
+  for i in $(seq 1 30); do
+    pgrep -f -- "$WL" >/dev/null || break
+    sleep 0.5
+  done
+}
+
+# fixed_k TAG FAMILY STEPS K: TRIALS trials by hand on GPU 0, K at a time.
+fixed_k() {
+  local tag=$1 family=$2 steps=$3 k=$4
+  mkdir -p "$WORK/trials-$tag"
+  log "$tag: $TRIALS trials by hand, $k at once"
+  CUDA_VISIBLE_DEVICES=0 timeout "$MODE_TIMEOUT_S" "$PY" - "$WL" "$family" "$steps" "$k" \
+    "$TRIALS" "$WORK/trials-$tag" "$WORK/mode-$tag.env" <<'PYEOF' 2>>"$LOG"
+import subprocess, sys, time
+wl, family, steps, k, trials, out, env = sys.argv[1:8]
+k, trials = int(k), int(trials)
+t0 = time.time()
+running, next_seed = [], 0
+while next_seed < trials or running:
+    while next_seed < trials and len(running) < k:
+        f = open(f"{out}/trial-{next_seed}.log", "w")
+        running.append(subprocess.Popen([sys.executable, wl, "--family", family, "--steps",
+                                         steps, "--seed", str(next_seed)],
+                                        stdout=f, stderr=subprocess.STDOUT))
+        next_seed += 1
+    time.sleep(0.1)
+    running = [p for p in running if p.poll() is None]
+open(env, "w").write(f"t_submit={t0}\n")
+PYEOF
+}
+
+for family in "${FAMILIES[@]}"; do
+  log "=== family $family"
+  kill_trials
+  CUDA_VISIBLE_DEVICES=0 timeout 90 "$PY" "$WL" --family "$family" --calibrate "$TRIAL_S" \
+    >"$WORK/calibrate-$family.log" 2>&1
+  STEPS=$("$PY" -c 'import json,sys
+for l in open(sys.argv[1]):
+    if "calibrated_steps" in l: print(max(10, json.loads(l)["calibrated_steps"]))' \
+    "$WORK/calibrate-$family.log" 2>/dev/null | tail -n 1)
+  [[ -z "$STEPS" ]] && { append_file "calibration $family" "$WORK/calibrate-$family.log"; STEPS=100; }
+  log "$family: $STEPS steps for about $TRIAL_S s alone"
+  echo "$STEPS" >"$WORK/steps-$family"
+  done_ks=()
+  for k in $KS; do
+    eff=$((k < TRIALS ? k : TRIALS))
+    [[ " ${done_ks[*]:-} " == *" $eff "* ]] && continue
+    done_ks+=("$eff")
+    fixed_k "$family-k$eff" "$family" "$STEPS" "$eff"
+  done
+  start_cluster "$family-one" || exit 1
+  trainctl_mode "$family-one" "$family" "$STEPS" --gpus 1
+  start_cluster "$family-auto" || exit 1
+  trainctl_mode "$family-auto" "$family" "$STEPS" --auto-pack
+  append_file "$family auto-pack: trainctl top" "$WORK/top-$family-auto.txt"
+  if [[ -n "$HAVE_MPS" ]]; then
+    start_cluster "$family-mps" --mps || exit 1
+    trainctl_mode "$family-mps" "$family" "$STEPS" --auto-pack
+  fi
+  stop_cluster
+done
+
+log "analysing"
+"$PY" - "$WORK" "$OUT/packing_v2.json" "$TRIALS" "$KS" "${FAMILIES[*]}" <<'PYEOF' 2>>"$LOG"
+import glob, json, os, re, sys
+
+work, out_path, trials, ks, families = sys.argv[1:6]
+trials = int(trials)
+ks = [int(k) for k in ks.split()]
+
+def trial_lines(tag):
+    out = []
+    for path in sorted(glob.glob(os.path.join(work, f"trials-{tag}", "*.log"))):
+        lines, oom = [], False
+        for line in open(path, errors="replace"):
+            if "CUDA out of memory" in line or "OutOfMemoryError" in line:
+                oom = True
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    lines.append(json.loads(line))
+                except ValueError:
+                    pass
+        out.append((lines, oom))
+    return out
+
+def mode(tag):
+    env = {}
+    try:
+        for line in open(os.path.join(work, f"mode-{tag}.env")):
+            k, v = line.strip().split("=", 1)
+            env[k] = float(v)
+    except OSError:
+        return None
+    logs = trial_lines(tag)
+    finals = [l for ls, _ in logs for l in ls if l.get("final")]
+    ooms = sum(1 for _, oom in logs if oom)
+    if len(finals) < trials or env.get("timeout"):
+        return {"makespan_s": None, "trials_finished": len(finals), "oom_killed": ooms}
+    return {"makespan_s": round(max(f["t"] for f in finals) - env["t_submit"], 2),
+            "trials_finished": len(finals), "oom_killed": ooms,
+            "trial_wall_s_max": max(f.get("wall_s", 0) for f in finals)}
+
+def packer_log(tag):
+    try:
+        text = open(os.path.join(work, f"coordinator-{tag}.log"), errors="replace").read()
+    except OSError:
+        return {}
+    ks = [int(m) for m in re.findall(r"auto-pack: job \d+ goes to GPU \d+ on \S+ as trial (\d+)", text)]
+    plans = [int(m) for m in re.findall(r"plan (\d+) trials", text)]
+    gpm = re.findall(r"SM activity (\d+)%, DRAM bandwidth (\d+)%", text)
+    return {"max_trials_admitted": max(ks) if ks else None,
+            "plans": sorted(set(plans)),
+            "activity_source": "gpm" if gpm else "utilization",
+            "sm_dram_at_admissions": [[int(a), int(b)] for a, b in gpm][:12]}
+
+try:
+    report = json.load(open(out_path))
+except (OSError, ValueError):
+    report = {}
+report["gpu"] = open(os.path.join(work, "gpu.txt")).read().strip()
+report["trials_per_mode"] = trials
+report.setdefault("workloads", {})
+for fam in families.split():
+    steps = open(os.path.join(work, f"steps-{fam}")).read().strip()
+    one = mode(f"{fam}-one")
+    auto = mode(f"{fam}-auto")
+    mps = mode(f"{fam}-mps")
+    fixed = {}
+    for k in ks:
+        eff = min(k, trials)
+        fixed[str(k)] = mode(f"{fam}-k{eff}")
+    timed = {k: v["makespan_s"] for k, v in fixed.items() if v and v["makespan_s"]}
+    best_k = min(timed, key=timed.get) if timed else None
+    def s(m):
+        return m["makespan_s"] if m else None
+    def ratio(a, b):
+        return round(a / b, 3) if a and b else None
+    w = {
+        "steps_per_trial": int(steps),
+        "one_per_gpu_s": s(one),
+        "fixed_k_s": {k: s(v) for k, v in fixed.items()},
+        "best_fixed_k": int(best_k) if best_k else None,
+        "best_fixed_k_s": timed.get(best_k) if best_k else None,
+        "autopack_s": s(auto),
+        "autopack_mps_s": s(mps),
+        "autopack_vs_best_fixed_k": ratio(timed.get(best_k) if best_k else None, s(auto)),
+        "autopack_vs_one_per_gpu": ratio(s(one), s(auto)),
+        "autopack_mps_vs_best_fixed_k": ratio(timed.get(best_k) if best_k else None, s(mps)),
+        "oom_killed": {"one_per_gpu": one["oom_killed"] if one else None,
+                       "fixed_k": {k: v["oom_killed"] if v else None for k, v in fixed.items()},
+                       "autopack": auto["oom_killed"] if auto else None,
+                       "autopack_mps": mps["oom_killed"] if mps else None},
+        "autopack_packer": packer_log(f"{fam}-auto"),
+        "modes": {"one_per_gpu": one, "autopack": auto, "autopack_mps": mps},
+    }
+    report["workloads"][fam] = w
+json.dump(report, open(out_path, "w"), indent=2)
+print(json.dumps({f: {k: v for k, v in w.items() if k not in ("modes", "autopack_packer")}
+                  for f, w in report["workloads"].items()}, indent=2))
+PYEOF
+rc=$?
+log "done in $((SECONDS - T0)) s; report: $OUT/packing_v2.json (analysis rc $rc)"
+exit $rc
