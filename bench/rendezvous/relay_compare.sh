@@ -18,7 +18,8 @@
 #   bash bundle/share/relay_compare.sh bundle OUT              # GPU host
 #
 # DIR is a build or bundle directory (its bin/ has trainctl-bench-rendezvous);
-# PYTHON (default python3) must import torch. Writes OUT/rendezvous_relay.json.
+# PYTHON (default python3) must import torch. Writes OUT/rendezvous_relay.json
+# (--summary-only: from the runs already in OUT).
 set -euo pipefail
 
 DIR=$(cd "${1:?usage: $0 BUILD_OR_BUNDLE_DIR OUT [--repeats N] [--procs P]}" && pwd)
@@ -27,11 +28,13 @@ shift 2
 REPEATS=3
 PROCS=0
 NOTE=""
+SUMMARY_ONLY=0
 while (($#)); do
   case $1 in
     --repeats) REPEATS=$2; shift 2 ;;
     --procs) PROCS=$2; shift 2 ;;
     --note) NOTE=$2; shift 2 ;;
+    --summary-only) SUMMARY_ONLY=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +42,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PYTHON=${PYTHON:-python3}
 BENCH=$DIR/bin/trainctl-bench-rendezvous
 [[ -x $BENCH ]] || { echo "no $BENCH: build trainctl-bench-rendezvous" >&2; exit 1; }
-"$PYTHON" -c 'import torch' || { echo "$PYTHON cannot import torch" >&2; exit 1; }
+((SUMMARY_ONLY == 1)) || "$PYTHON" -c 'import torch' ||
+  { echo "$PYTHON cannot import torch" >&2; exit 1; }
 mkdir -p "$OUT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # The rank processes: one per 4 cores (at least 1) for trainctl, the
@@ -48,6 +52,7 @@ cores=$(nproc)
 ((PROCS > 0)) || PROCS=$(((cores + 3) / 4))
 
 for r in $(seq 1 "$REPEATS"); do
+  ((SUMMARY_ONLY == 0)) || break
   echo "== repeat $r: trainctl (direct 4,096; relay 512 x 8 and 8,192 x 8)" >&2
   "$BENCH" --ranks 4096 --relay-nodes 512,8192 --procs "$PROCS" \
     --note "relay_compare.sh repeat $r${NOTE:+; $NOTE}" --out "$OUT/trainctl_$r.json" >&2
@@ -69,8 +74,14 @@ def med(v):
 def rounds(docs, ranks, mode):
     return [x for d in docs for x in d["rounds"] if x["ranks"] == ranks and x["mode"] == mode]
 
-relay_4k = rounds(tc, 4096, "relay_publish_after_last_request")
-relay_64k = rounds(tc, 65536, "relay_publish_after_last_request")
+def relay_rounds(docs, ranks):
+    # "..._table": beyond a job's size limit, the group opened on the
+    # coordinator's rendezvous table directly (fanout.cc).
+    return [x for d in docs for x in d["rounds"] if x["ranks"] == ranks
+            and x["mode"].startswith("relay_publish_after_last_request")]
+
+relay_4k = relay_rounds(tc, 4096)
+relay_64k = relay_rounds(tc, 65536)
 direct_4k = rounds(tc, 4096, "publish_after_last_request")
 store_4k = rounds(ts, 4096, "publish_after_last_request")
 ms = lambda rs: [x["last_request_to_all_ms"] for x in rs]
@@ -79,10 +90,11 @@ s = {
     "relay_65536_ms": med(ms(relay_64k)), "relay_65536_runs_ms": ms(relay_64k),
     "direct_4096_ms": med(ms(direct_4k)), "direct_4096_runs_ms": ms(direct_4k),
     "tcpstore_4096_ms": med(ms(store_4k)), "tcpstore_4096_runs_ms": ms(store_4k),
-    "coordinator_fetches_relay_4096": med([x.get("coordinator_fetches", 0) for x in relay_4k]),
-    "coordinator_fetches_relay_65536": med([x.get("coordinator_fetches", 0) for x in relay_64k]),
+    # int64 fields come as JSON strings (protobuf's JSON mapping).
+    "coordinator_fetches_relay_4096": med([int(x.get("coordinator_fetches", 0)) for x in relay_4k]),
+    "coordinator_fetches_relay_65536": med([int(x.get("coordinator_fetches", 0)) for x in relay_64k]),
     "local_hop_ms": med([x.get("local_hop_ms", 0) for x in relay_4k]),
-    "errors": sum(x.get("errors", 0) for x in relay_4k + relay_64k + direct_4k + store_4k),
+    "errors": sum(int(x.get("errors", 0)) for x in relay_4k + relay_64k + direct_4k + store_4k),
 }
 if s["relay_4096_ms"] is not None and s["tcpstore_4096_ms"]:
     s["relay_4096_over_tcpstore"] = s["relay_4096_ms"] / s["tcpstore_4096_ms"]
