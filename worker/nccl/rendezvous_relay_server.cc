@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -22,10 +23,14 @@ class GrpcRendezvousUpstream::Impl {
   Impl(std::shared_ptr<grpc::Channel> channel, absl::Duration grace)
       : stub_(v1::Rendezvous::NewStub(std::move(channel))), grace_(grace) {}
 
-  ~Impl() {
+  ~Impl() { CancelAll(); }
+
+  void CancelAll() {
     absl::MutexLock lock(&mu_);
+    for (grpc::ClientContext* ctx : contexts_) ctx->TryCancel();
     mu_.Await(absl::Condition(
-        +[](int* n) { return *n == 0; }, &in_flight_));
+        +[](absl::flat_hash_set<grpc::ClientContext*>* c) { return c->empty(); },
+        &contexts_));
   }
 
   void Fetch(const v1::FetchUniqueIdRequest& request, UniqueIdsDone done) {
@@ -42,7 +47,7 @@ class GrpcRendezvousUpstream::Impl {
                                     ? absl::Milliseconds(request.timeout_ms())
                                     : absl::Seconds(120);
     call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + wait + grace_));
-    Started();
+    Started(&call->ctx);
     stub_->async()->FetchUniqueId(
         &call->ctx, &call->req, &call->resp, [this, call](grpc::Status status) {
           absl::StatusOr<std::vector<std::string>> ids;
@@ -57,8 +62,8 @@ class GrpcRendezvousUpstream::Impl {
             ids = std::vector<std::string>{};  // an arrivals report, not yet published
           }
           call->done(std::move(ids));
+          Finished(&call->ctx);
           delete call;
-          Finished();
         });
   }
 
@@ -74,29 +79,30 @@ class GrpcRendezvousUpstream::Impl {
     call->req = request;
     call->done = std::move(done);
     call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-    Started();
+    Started(&call->ctx);
     stub_->async()->PublishUniqueId(&call->ctx, &call->req, &call->resp,
                                     [this, call](grpc::Status status) {
                                       call->done(FromGrpcStatus(status));
+                                      Finished(&call->ctx);
                                       delete call;
-                                      Finished();
                                     });
   }
 
  private:
-  void Started() {
+  void Started(grpc::ClientContext* ctx) {
     absl::MutexLock lock(&mu_);
-    ++in_flight_;
+    contexts_.insert(ctx);
   }
-  void Finished() {
+  void Finished(grpc::ClientContext* ctx) {
     absl::MutexLock lock(&mu_);
-    --in_flight_;
+    contexts_.erase(ctx);
   }
 
   const std::unique_ptr<v1::Rendezvous::Stub> stub_;
   const absl::Duration grace_;
   absl::Mutex mu_;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // The calls in flight.
+  absl::flat_hash_set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
 };
 
 GrpcRendezvousUpstream::GrpcRendezvousUpstream(std::shared_ptr<grpc::Channel> channel,
@@ -104,6 +110,8 @@ GrpcRendezvousUpstream::GrpcRendezvousUpstream(std::shared_ptr<grpc::Channel> ch
     : impl_(std::make_unique<Impl>(std::move(channel), deadline_grace)) {}
 
 GrpcRendezvousUpstream::~GrpcRendezvousUpstream() = default;
+
+void GrpcRendezvousUpstream::CancelAll() { impl_->CancelAll(); }
 
 void GrpcRendezvousUpstream::FetchAsync(const v1::FetchUniqueIdRequest& request,
                                         UniqueIdsDone done) {

@@ -25,8 +25,8 @@ class Server;
 namespace trainctl::worker {
 
 // RendezvousUpstream over the coordinator's `Rendezvous` gRPC service, with
-// the callback API (no thread per call). Thread-safe. The destructor waits
-// for the calls in flight to end.
+// the callback API (no thread per call). Thread-safe. The destructor cancels
+// the calls in flight and waits for their callbacks (CancelAll).
 class GrpcRendezvousUpstream : public RendezvousUpstream {
  public:
   // `channel` to the coordinator (the agent's own, with its credentials).
@@ -40,6 +40,12 @@ class GrpcRendezvousUpstream : public RendezvousUpstream {
   void FetchAsync(const v1::FetchUniqueIdRequest& request, UniqueIdsDone done) override;
   void PublishAsync(const v1::PublishUniqueIdRequest& request,
                     absl::AnyInvocable<void(absl::Status)> done) override;
+
+  // Cancels every call in flight (their `done` get CANCELLED) and returns
+  // once all their callbacks have run: call it before destroying what the
+  // callbacks reach (the relay), since a long-poll may otherwise last its
+  // whole timeout.
+  void CancelAll();
 
  private:
   class Impl;

@@ -50,6 +50,7 @@ class RelayServerTest : public ::testing::Test {
   }
   void TearDown() override {
     server_.reset();
+    upstream_->CancelAll();
     relay_.reset();
     upstream_.reset();
     rmdir(dir_.c_str());
@@ -99,6 +100,21 @@ TEST_F(RelayServerTest, SocketFile_IsASocketAnyLocalAccountMayDial) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   // Reaching it grants nothing by itself: every call carries the token.
   EXPECT_EQ(st.st_mode & 0777, 0666u);
+}
+
+TEST_F(RelayServerTest, CancelAll_FetchWaitingAtCoordinator_EndsAtOnce) {
+  // A relay fetch parked in the coordinator's long-poll (rank 0 never
+  // publishes): shutting the agent down must not wait out its timeout.
+  auto client = GrpcRendezvousClient::Create(server_->target());
+  TC_ASSERT_OK(client.status());
+  absl::StatusOr<std::string> got;
+  // (3 s: the fake coordinator holds its thread for the long-poll.)
+  std::thread rank([&] { got = (*client)->Fetch(EnvOf(1), absl::Seconds(3)); });
+  ASSERT_TRUE(coordinator_.service().AwaitWaiting(1));
+  server_.reset();  // the rank's call ends ABORTED
+  upstream_->CancelAll();
+  rank.join();
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kAborted, HasSubstr("shutting down")));
 }
 
 TEST(RelayServerStartTest, PathTooLong_InvalidArgument) {
