@@ -177,6 +177,9 @@ class RankProcess {
     RaiseOpenFileLimit();
     v1::FanoutWorkerCommand cmd;
     while (true) {
+      // Parsing a delimited message merges into it: without the Clear, each
+      // round's ranks would add to the last round's.
+      cmd.Clear();
       absl::Status s = pipe_->Receive(&cmd);
       if (absl::IsOutOfRange(s)) return 0;
       if (!s.ok()) return 1;
@@ -898,10 +901,12 @@ class Bench {
     SteadyTime last_done = last_request;
     std::vector<double> per_rank_us;
     int64_t errors = 0;
+    int64_t relays_sent = 0;
     for (int w : active) {
       v1::FanoutWorkerReport done;
       if (absl::Status s = workers_[w].pipe->Receive(&done); !s.ok()) return s;
       if (!done.error().empty()) return absl::DeadlineExceededError(done.error());
+      relays_sent += done.upstream_fetches();
       for (int i = 0; i < done.done_ns_size(); ++i) {
         const SteadyTime returned = FromSteadyNanos(done.done_ns(i));
         last_done = std::max(last_done, returned);
@@ -924,6 +929,11 @@ class Bench {
     round.set_connections(std::min(connections_open_, nodes));
     round.set_relay_nodes(nodes);
     round.set_coordinator_fetches(served() - fetches_before);
+    if (relays_sent != round.coordinator_fetches()) {
+      std::printf("note: the relays sent %lld fetches, the server counted %lld\n",
+                  static_cast<long long>(relays_sent),
+                  static_cast<long long>(round.coordinator_fetches()));
+    }
     if (table) {
       round.set_mode("relay_publish_after_last_request_table");
       table_->Close(job, attempt, "round over");
