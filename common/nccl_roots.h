@@ -11,6 +11,11 @@
 
 namespace trainctl {
 
+// The most ids one communicator's rendezvous takes (TRAINCTL_NCCL_UNIQUE_IDS):
+// a bound on what a caller can make the coordinator or a node's relay hold
+// (128 bytes each). NCCL's guidance is a few roots per thousand ranks.
+inline constexpr int kMaxNcclUniqueIds = 4096;
+
 // The root rank of id `index` in [0, nids) for `nranks` ranks; -1 when the
 // arguments are out of range (nids < 1, nids > nranks, index outside).
 int NcclIdRootRank(int index, int nranks, int nids);

@@ -109,10 +109,10 @@ absl::Status RendezvousTable::CheckIdCountLocked(Group& group, int requested) {
   const int want = requested <= 0 ? 1 : requested;
   const int ranks = static_cast<int>(group.rank_hosts.size());
   if (group.id_count == 0) {
-    if (want > std::max(ranks, 1)) {
+    if (want > std::max(ranks, 1) || want > kMaxNcclUniqueIds) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "id_count: must be in [1, ", ranks, "] (one id per root rank), got ", want,
-          " (TRAINCTL_NCCL_UNIQUE_IDS)"));
+          "id_count: must be in [1, ", std::min(ranks, kMaxNcclUniqueIds),
+          "] (one id per root rank), got ", want, " (TRAINCTL_NCCL_UNIQUE_IDS)"));
     }
     group.id_count = want;
     group.ids.assign(want, "");

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/nccl_roots.h"
 #include "common/secrets.h"
 
 namespace trainctl::worker {
@@ -88,8 +89,9 @@ void RendezvousRelay::FetchAsync(const v1::FetchUniqueIdRequest& request,
     done(absl::InvalidArgumentError("timeout_ms: must not be negative"));
     return;
   }
-  if (request.id_count() < 0) {
-    done(absl::InvalidArgumentError("id_count: must not be negative"));
+  if (request.id_count() < 0 || request.id_count() > kMaxNcclUniqueIds) {
+    done(absl::InvalidArgumentError(absl::StrCat(
+        "id_count: must be in [0, ", kMaxNcclUniqueIds, "], got ", request.id_count())));
     return;
   }
   const GroupKey key{request.job_id(), request.attempt(), request.token()};
@@ -196,7 +198,8 @@ void RendezvousRelay::PublishAsync(const v1::PublishUniqueIdRequest& request,
     return;
   }
   const GroupKey key{request.job_id(), request.attempt(), request.token()};
-  const int id_count = std::max(1, request.id_count());
+  // Out of range: the coordinator refuses it, and nothing is held here.
+  const int id_count = std::clamp(request.id_count(), 1, kMaxNcclUniqueIds);
   const int index = request.id_index();
   upstream_->PublishAsync(
       request, [this, key, id_count, index, id = request.unique_id(),

@@ -115,7 +115,8 @@ class RendezvousRelay {
   // A local rank's FetchUniqueId (`request` as the rank sent it). `done`
   // gets the ids at once when held, else when the one upstream fetch of the
   // group answers. Errors: PERMISSION_DENIED (wrong token for an attempt
-  // started here), INVALID_ARGUMENT (negative timeout_ms or id_count), and
+  // started here), INVALID_ARGUMENT (negative timeout_ms, id_count outside
+  // [0, kMaxNcclUniqueIds]), and
   // the coordinator's (DEADLINE_EXCEEDED naming the ranks that never
   // arrived, NOT_FOUND, ...) as they come.
   void FetchAsync(const v1::FetchUniqueIdRequest& request, absl::Time now,
