@@ -427,10 +427,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<trainctl::worker::RendezvousRelayServer> relay_server;
   if (rendezvous_socket != "none") {
     if (rendezvous_socket == "auto") {
-      rendezvous_socket =
-          (std::filesystem::path(config.log_dir).lexically_normal().parent_path() /
-           "rendezvous.sock")
-              .string();
+      std::filesystem::path logs = std::filesystem::path(config.log_dir).lexically_normal();
+      if (!logs.has_filename()) logs = logs.parent_path();  // "a/logs/"
+      rendezvous_socket = (logs.parent_path() / "rendezvous.sock").string();
     }
     std::error_code ec;
     std::filesystem::create_directories(
