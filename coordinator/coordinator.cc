@@ -1287,7 +1287,8 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
 
 absl::Status Coordinator::PublishUniqueId(const v1::PublishUniqueIdRequest& req) {
   TC_RETURN_IF_ERROR(rendezvous_.Publish(req.job_id(), req.attempt(), req.rank(),
-                                         req.token(), req.unique_id()));
+                                         req.token(), req.unique_id(),
+                                         req.id_index(), req.id_count()));
   absl::Duration took;
   {
     absl::MutexLock lock(&mu_);
@@ -1315,6 +1316,33 @@ void Coordinator::FetchUniqueIdAsync(const v1::FetchUniqueIdRequest& req,
                          clock_->Now(), timeout, std::move(done));
 }
 
+void Coordinator::FetchUniqueIdsAsync(const v1::FetchUniqueIdRequest& req,
+                                      RendezvousTable::FetchIdsDone done) {
+  if (req.timeout_ms() < 0) {
+    done(absl::InvalidArgumentError("timeout_ms: must not be negative"));
+    return;
+  }
+  absl::Duration timeout = req.timeout_ms() == 0
+                               ? kDefaultFetchTimeout
+                               : std::min(absl::Milliseconds(req.timeout_ms()),
+                                          kMaxFetchTimeout);
+  RendezvousTable::FetchOptions options;
+  options.relayed_ranks.assign(req.relayed_ranks().begin(), req.relayed_ranks().end());
+  options.id_count = req.id_count();
+  options.arrivals_only = req.arrivals_only();
+  if (!options.arrivals_only) {
+    if (options.relayed_ranks.empty()) {
+      rendezvous_fetches_direct_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      rendezvous_fetches_relayed_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  rendezvous_ranks_relayed_.fetch_add(static_cast<int64_t>(options.relayed_ranks.size()),
+                                      std::memory_order_relaxed);
+  rendezvous_.FetchIdsAsync(req.job_id(), req.attempt(), req.rank(), req.token(),
+                            clock_->Now(), timeout, options, std::move(done));
+}
+
 // ---------------------------------------------------------------- metrics
 
 CoordinatorStats Coordinator::Stats() const {
@@ -1324,6 +1352,12 @@ CoordinatorStats Coordinator::Stats() const {
   stats.illegal_transitions = illegal_transitions_;
   stats.ignored_task_usage = ignored_task_usage_;
   stats.counters = counters_;
+  stats.counters.rendezvous_fetches_direct =
+      rendezvous_fetches_direct_.load(std::memory_order_relaxed);
+  stats.counters.rendezvous_fetches_relayed =
+      rendezvous_fetches_relayed_.load(std::memory_order_relaxed);
+  stats.counters.rendezvous_ranks_relayed =
+      rendezvous_ranks_relayed_.load(std::memory_order_relaxed);
   stats.pending_jobs = jobs_by_state_[v1::JOB_STATE_PENDING];
   stats.jobs_in_memory = static_cast<int64_t>(jobs_.size());
   stats.pending_by_queue["default"] = 0;

@@ -248,6 +248,12 @@ struct CoordinatorCounters {
   std::array<int64_t, v1::PreflightVerdict_ARRAYSIZE> preflight_runs{};
   // Agent registrations accepted (first ones and re-registrations).
   int64_t agent_registrations = 0;
+  // FetchUniqueId long-polls from ranks directly, and from node relays
+  // (agents fetching once for their node's ranks: relayed_ranks set), and
+  // the ranks those relays named.
+  int64_t rendezvous_fetches_direct = 0;
+  int64_t rendezvous_fetches_relayed = 0;
+  int64_t rendezvous_ranks_relayed = 0;
 };
 
 // A read-only snapshot of the coordinator for metrics (Coordinator::Stats()).
@@ -453,6 +459,11 @@ class Coordinator {
   // 120 s, at most 3600 s).
   void FetchUniqueIdAsync(const v1::FetchUniqueIdRequest& req,
                           RendezvousTable::FetchDone done);
+  // See RendezvousTable::FetchIdsAsync (relayed_ranks, id_count,
+  // arrivals_only of `req`); `done` gets all the attempt's ids. Counts the
+  // call in CoordinatorCounters (direct or relayed).
+  void FetchUniqueIdsAsync(const v1::FetchUniqueIdRequest& req,
+                           RendezvousTable::FetchIdsDone done);
 
   // Sets TRAINCTL_COORDINATOR for tasks started from now on (the server knows
   // its port only once bound).
@@ -852,6 +863,11 @@ class Coordinator {
   const Clock* const clock_;
   const sched::Scheduler scheduler_;
   RendezvousTable rendezvous_;
+  // Rendezvous counters (CoordinatorCounters), atomics outside mu_: fetches
+  // run without the coordinator's lock.
+  std::atomic<int64_t> rendezvous_fetches_direct_{0};
+  std::atomic<int64_t> rendezvous_fetches_relayed_{0};
+  std::atomic<int64_t> rendezvous_ranks_relayed_{0};
 
   mutable absl::Mutex mu_;
   // Threads of events (calls that end with RequestScheduleLocked) blocked on

@@ -459,10 +459,17 @@ class GrpcCoordinatorServices::RendezvousApi : public v1::Rendezvous::CallbackSe
                                           const v1::FetchUniqueIdRequest* req,
                                           v1::FetchUniqueIdResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    core_->FetchUniqueIdAsync(*req, [reactor, resp](absl::StatusOr<std::string> id) {
-      if (id.ok()) resp->set_unique_id(std::move(*id));
-      reactor->Finish(ToGrpcStatus(id.status()));
-    });
+    core_->FetchUniqueIdsAsync(
+        *req, [reactor, resp](absl::StatusOr<std::vector<std::string>> ids) {
+          if (ids.ok() && !ids->empty()) {
+            resp->set_unique_id(ids->front());
+            // One id: unique_id alone, as older clients read it.
+            if (ids->size() > 1) {
+              for (std::string& id : *ids) resp->add_unique_ids(std::move(id));
+            }
+          }
+          reactor->Finish(ToGrpcStatus(ids.status()));
+        });
     return reactor;
   }
 

@@ -156,6 +156,20 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                               "re-registrations after a restart or a lost stream)")
                         .Register(*registry_)
                         .Add({});
+  auto& fetches = BuildCounter()
+                     .Name("trainctl_rendezvous_fetches_total")
+                     .Help("ncclUniqueId long-polls (FetchUniqueId): from ranks "
+                           "directly, or from node relays (one per node and "
+                           "job attempt)")
+                     .Register(*registry_);
+  rendezvous_fetches_direct_ = &fetches.Add({{"via", "direct"}});
+  rendezvous_fetches_relayed_ = &fetches.Add({{"via", "relay"}});
+  rendezvous_ranks_relayed_ = &BuildCounter()
+                                   .Name("trainctl_rendezvous_relayed_ranks_total")
+                                   .Help("Ranks named by node relays' fetches and "
+                                         "arrival reports")
+                                   .Register(*registry_)
+                                   .Add({});
   schedule_pass_ = &BuildHistogram()
                         .Name("trainctl_schedule_pass_seconds")
                         .Help("Time of one scheduling pass over the pending jobs")
@@ -242,6 +256,12 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
     Advance(*preflight_runs_[v], c.preflight_runs[v], &last.preflight_runs[v]);
   }
   Advance(*registrations_, c.agent_registrations, &last.agent_registrations);
+  Advance(*rendezvous_fetches_direct_, c.rendezvous_fetches_direct,
+          &last.rendezvous_fetches_direct);
+  Advance(*rendezvous_fetches_relayed_, c.rendezvous_fetches_relayed,
+          &last.rendezvous_fetches_relayed);
+  Advance(*rendezvous_ranks_relayed_, c.rendezvous_ranks_relayed,
+          &last.rendezvous_ranks_relayed);
 
   std::map<std::string, int> allocated;  // by READY node
   std::set<prometheus::Labels> seen;

@@ -25,6 +25,10 @@
 //   trainctl_preemptions_total                  counter
 //   trainctl_preflight_runs_total{verdict}      counter: passed, failed, aborted
 //   trainctl_agent_registrations_total          counter
+//   trainctl_rendezvous_fetches_total{via}      counter: FetchUniqueId long-polls,
+//                                               via="direct" (a rank) or "relay"
+//                                               (a node's agent, once per attempt)
+//   trainctl_rendezvous_relayed_ranks_total     counter: ranks named by relays
 //   trainctl_schedule_pass_seconds              histogram
 //   trainctl_rendezvous_publish_seconds         histogram: placement to rank 0's publish
 //   trainctl_job_queue_wait_seconds             histogram: queued to placed
@@ -143,6 +147,9 @@ class PrometheusMetrics {
   prometheus::Counter* preemptions_;
   std::array<prometheus::Counter*, v1::PreflightVerdict_ARRAYSIZE> preflight_runs_{};
   prometheus::Counter* registrations_;
+  prometheus::Counter* rendezvous_fetches_direct_;
+  prometheus::Counter* rendezvous_fetches_relayed_;
+  prometheus::Counter* rendezvous_ranks_relayed_;
   prometheus::Histogram* schedule_pass_;
   prometheus::Histogram* rendezvous_publish_;
   prometheus::Histogram* job_queue_wait_;

@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/nccl_roots.h"
 #include "common/secrets.h"
+#include "common/status_macros.h"
 
 namespace trainctl::coord {
 
@@ -23,15 +25,15 @@ RendezvousTable::RendezvousTable(int fanout_threads)
     : fanout_threads_(fanout_threads > 0 ? fanout_threads : DefaultFanoutThreads()) {}
 
 void RendezvousTable::AnswerAll(std::vector<Waiter>& ready,
-                                const std::string& unique_id) const {
+                                const std::vector<std::string>& ids) const {
   const int n = static_cast<int>(ready.size());
   const int threads = std::clamp(n / kWaitersPerFanoutThread, 1, fanout_threads_);
   // Slice t is [n * t / threads, n * (t + 1) / threads); the calling thread
   // takes slice 0.
-  auto answer = [&ready, &unique_id, n, threads](int t) {
+  auto answer = [&ready, &ids, n, threads](int t) {
     const int end = static_cast<int>(int64_t{n} * (t + 1) / threads);
     for (int i = static_cast<int>(int64_t{n} * t / threads); i < end; ++i) {
-      ready[i].done(unique_id);
+      ready[i].done(ids);
     }
   };
   // A fork-join of a few threads per publish (no pool: publishes are one per
@@ -103,58 +105,135 @@ absl::StatusOr<RendezvousTable::Group*> RendezvousTable::FindLocked(
   return &g;
 }
 
+absl::Status RendezvousTable::CheckIdCountLocked(Group& group, int requested) {
+  const int want = requested <= 0 ? 1 : requested;
+  const int ranks = static_cast<int>(group.rank_hosts.size());
+  if (group.id_count == 0) {
+    if (want > std::max(ranks, 1) || want > kMaxNcclUniqueIds) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "id_count: must be in [1, ", std::min(ranks, kMaxNcclUniqueIds),
+          "] (one id per root rank), got ", want, " (TRAINCTL_NCCL_UNIQUE_IDS)"));
+    }
+    group.id_count = want;
+    group.ids.assign(want, "");
+    return absl::OkStatus();
+  }
+  if (want != group.id_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "id_count: this attempt uses ", group.id_count,
+        " ncclUniqueIds (set by its first call), got ", want,
+        "; TRAINCTL_NCCL_UNIQUE_IDS must be the same for every rank"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RendezvousTable::Publish(int64_t job_id, int attempt, int rank,
                                       absl::string_view token,
-                                      std::string unique_id) {
+                                      std::string unique_id, int id_index,
+                                      int id_count) {
   if (unique_id.size() != kNcclUniqueIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("unique_id: must be ", kNcclUniqueIdBytes, " bytes, got ",
                      unique_id.size()));
   }
   std::vector<Waiter> ready;
+  std::vector<std::string> ids;
   {
     absl::MutexLock lock(&mu_);
     auto g = FindLocked(job_id, attempt, rank, token);
     if (!g.ok()) return g.status();
     Group& group = **g;
-    if (rank != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank: only rank 0 publishes the ncclUniqueId, got rank ", rank));
+    TC_RETURN_IF_ERROR(CheckIdCountLocked(group, id_count));
+    const int nranks = static_cast<int>(group.rank_hosts.size());
+    if (id_index < 0 || id_index >= group.id_count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "id_index: must be in [0, ", group.id_count, "), got ", id_index));
     }
-    if (group.published) {
-      if (group.unique_id == unique_id) return absl::OkStatus();
+    const int root = NcclIdRootRank(id_index, nranks, group.id_count);
+    if (rank != root) {
+      if (group.id_count == 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rank: only rank 0 publishes the ncclUniqueId, got rank ", rank));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank: id ", id_index, " of ", group.id_count, " is published by rank ",
+          root, " (NCCL's root of that id for ", nranks, " ranks), got rank ", rank));
+    }
+    std::string& slot = group.ids[id_index];
+    if (!slot.empty()) {
+      if (slot == unique_id) return absl::OkStatus();
       return absl::AlreadyExistsError(absl::StrCat(
           "job ", job_id, " attempt ", attempt,
-          " already has a different ncclUniqueId (an id serves one communicator)"));
+          " already has a different ncclUniqueId",
+          group.id_count > 1 ? absl::StrCat(" of index ", id_index) : "",
+          " (an id serves one communicator)"));
     }
-    group.published = true;
-    group.unique_id = std::move(unique_id);
-    group.arrived.insert(0);
+    slot = std::move(unique_id);
+    ++group.published_ids;
+    group.arrived.insert(rank);
+    if (!group.published()) return absl::OkStatus();
     ready = std::move(group.waiters);
     group.waiters.clear();
-    unique_id = group.unique_id;
+    ids = group.ids;
   }
-  AnswerAll(ready, unique_id);
+  AnswerAll(ready, ids);
   return absl::OkStatus();
 }
 
 void RendezvousTable::FetchAsync(int64_t job_id, int attempt, int rank,
                                  absl::string_view token, absl::Time now,
                                  absl::Duration timeout, FetchDone done) {
-  absl::StatusOr<std::string> result;
+  FetchIdsAsync(job_id, attempt, rank, token, now, timeout, FetchOptions{},
+                [done = std::move(done)](
+                    absl::StatusOr<std::vector<std::string>> ids) mutable {
+                  if (!ids.ok()) {
+                    done(ids.status());
+                  } else {
+                    done(ids->empty() ? std::string() : std::move(ids->front()));
+                  }
+                });
+}
+
+void RendezvousTable::FetchIdsAsync(int64_t job_id, int attempt, int rank,
+                                    absl::string_view token, absl::Time now,
+                                    absl::Duration timeout,
+                                    const FetchOptions& options,
+                                    FetchIdsDone done) {
+  absl::StatusOr<std::vector<std::string>> result;
   {
     absl::MutexLock lock(&mu_);
     auto g = FindLocked(job_id, attempt, rank, token);
     if (!g.ok()) {
       result = g.status();
+    } else if (absl::Status k = CheckIdCountLocked(**g, options.id_count); !k.ok()) {
+      result = k;
     } else {
       Group& group = **g;
-      group.arrived.insert(rank);
-      if (!group.published) {
-        group.waiters.push_back(Waiter{rank, timeout, now + timeout, std::move(done)});
-        return;
+      const int nranks = static_cast<int>(group.rank_hosts.size());
+      absl::Status relayed_ok;
+      for (int r : options.relayed_ranks) {
+        if (r < 0 || r >= nranks) {
+          relayed_ok = absl::InvalidArgumentError(absl::StrCat(
+              "relayed_ranks: must be in [0, ", nranks, "), got ", r));
+          break;
+        }
       }
-      result = group.unique_id;
+      if (!relayed_ok.ok()) {
+        result = relayed_ok;
+      } else {
+        group.arrived.insert(rank);
+        group.arrived.insert(options.relayed_ranks.begin(),
+                             options.relayed_ranks.end());
+        if (group.published()) {
+          result = group.ids;
+        } else if (options.arrivals_only) {
+          result = std::vector<std::string>{};
+        } else {
+          group.waiters.push_back(
+              Waiter{rank, timeout, now + timeout, std::move(done)});
+          return;
+        }
+      }
     }
   }
   done(std::move(result));
@@ -172,10 +251,33 @@ std::string RendezvousTable::MissingRanksMessage(int64_t job_id, int attempt,
       missing.push_back(absl::StrCat(r, " (", group.rank_hosts[r], ")"));
     }
   }
-  std::string msg = absl::StrCat(
-      "job ", job_id, " attempt ", attempt, ": rank 0 (",
-      group.rank_hosts.empty() ? "?" : group.rank_hosts[0],
-      ") did not publish its ncclUniqueId within ", absl::FormatDuration(waited));
+  std::string msg;
+  if (group.id_count <= 1) {
+    msg = absl::StrCat("job ", job_id, " attempt ", attempt, ": rank 0 (",
+                       group.rank_hosts.empty() ? "?" : group.rank_hosts[0],
+                       ") did not publish its ncclUniqueId within ",
+                       absl::FormatDuration(waited));
+  } else {
+    // Roots of the ids not yet published, capped at 3 like the ranks below.
+    std::vector<std::string> roots;
+    int unpublished = 0;
+    const int nranks = static_cast<int>(group.rank_hosts.size());
+    for (int i = 0; i < group.id_count; ++i) {
+      if (!group.ids[i].empty()) continue;
+      ++unpublished;
+      const int root = NcclIdRootRank(i, nranks, group.id_count);
+      if (roots.size() < 3 && root >= 0) {
+        roots.push_back(absl::StrCat(root, " (", group.rank_hosts[root], ")"));
+      }
+    }
+    msg = absl::StrCat("job ", job_id, " attempt ", attempt, ": ", unpublished,
+                       " of ", group.id_count,
+                       " ncclUniqueIds not published within ",
+                       absl::FormatDuration(waited), " by root ranks ",
+                       absl::StrJoin(roots, ", "),
+                       unpublished > 3 ? absl::StrCat(" and ", unpublished - 3, " more")
+                                       : "");
+  }
   if (count > 0) {
     absl::StrAppend(&msg, "; ranks that never arrived: ", absl::StrJoin(missing, ", "),
                     count > 3 ? absl::StrCat(" and ", count - 3, " more") : "");

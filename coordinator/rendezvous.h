@@ -3,14 +3,18 @@
 
 // The NCCL bootstrap's out-of-band channel (DESIGN.md section 5): rank 0 of a
 // job attempt publishes its 128-byte ncclUniqueId; the other ranks long-poll
-// for it. `ncclGetUniqueId` binds the bootstrap root in rank 0's process and
+// for it. With ncclCommInitRankScalable an attempt uses K ids (id_count), the
+// id of index i published by its root rank (common/nccl_roots.h); a fetch
+// returns once all K are published. A node's rendezvous relay (the agent,
+// worker/nccl/rendezvous_relay.h) fetches once for all ranks of its node and
+// names them (relayed_ranks), so they count as arrived. `ncclGetUniqueId` binds the bootstrap root in rank 0's process and
 // an id serves one communicator (NCCL src/bootstrap.cc), so each (job,
 // attempt) has its own group and the id is readable only with the attempt's
 // token.
 //
 // One group's states:
 //
-//   Open() ──▶ WAITING ──Publish(rank 0)──▶ PUBLISHED
+//   Open() ──▶ WAITING ──Publish (rank 0; with K ids, the K-th root)──▶ PUBLISHED
 //                 │                              │
 //                 └──────────Close()─────────────┴──▶ (removed; waiters get
 //                                                      ABORTED)
@@ -43,6 +47,21 @@ inline constexpr size_t kNcclUniqueIdBytes = 128;
 class RendezvousTable {
  public:
   using FetchDone = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
+  // All id_count ids, in index order.
+  using FetchIdsDone =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<std::string>>)>;
+
+  // What a fetch may say besides (job, attempt, rank, token).
+  struct FetchOptions {
+    // Ranks a node relay asks for (FetchUniqueIdRequest.relayed_ranks); they
+    // count as arrived.
+    std::vector<int> relayed_ranks;
+    // Ids the attempt uses; 0 means 1.
+    int id_count = 0;
+    // Only mark relayed_ranks arrived and answer at once: the ids when all
+    // are published, else an empty list.
+    bool arrivals_only = false;
+  };
 
   // Publish answers at least this many waiters per thread before it adds a
   // thread: one answer through gRPC costs ~40-70 us of CPU (serializing,
@@ -67,16 +86,21 @@ class RendezvousTable {
   // Ends the group; its waiting fetches get ABORTED with `why`.
   void Close(int64_t job_id, int attempt, absl::string_view why);
 
-  // Rank 0 publishes the id and answers every waiting fetch before it
-  // returns, split over up to `fanout_threads` threads when there are more
-  // than kWaitersPerFanoutThread waiters (each answer is a separate gRPC
-  // reply on its own connection, so they can go out in parallel).
-  // Publishing the same id again is OK.
+  // Rank 0 publishes the id (with `id_count` K > 1 ids: the root rank of
+  // `id_index` publishes that id) and, once all K are published, answers
+  // every waiting fetch before it returns, split over up to
+  // `fanout_threads` threads when there are more than
+  // kWaitersPerFanoutThread waiters (each answer is a separate gRPC reply on
+  // its own connection, so they can go out in parallel). Publishing the same
+  // id again is OK. `id_count` 0 means 1.
   // Errors: NOT_FOUND when the attempt is not running; PERMISSION_DENIED for a
-  // wrong token; INVALID_ARGUMENT when rank != 0 or the id is not 128 bytes;
-  // ALREADY_EXISTS when a different id was published.
+  // wrong token; INVALID_ARGUMENT when rank is not the root of id_index
+  // (rank 0 for one id), id_index is outside [0, K), K is outside [1, ranks]
+  // or differs from the K of earlier calls of the attempt, or the id is not
+  // 128 bytes; ALREADY_EXISTS when a different id was published.
   absl::Status Publish(int64_t job_id, int attempt, int rank,
-                       absl::string_view token, std::string unique_id);
+                       absl::string_view token, std::string unique_id,
+                       int id_index = 0, int id_count = 0);
 
   // Calls `done` with the id once published (at once if it is), or with an
   // error: NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT (rank out of
@@ -84,6 +108,13 @@ class RendezvousTable {
   // since `now`; ABORTED from Close().
   void FetchAsync(int64_t job_id, int attempt, int rank, absl::string_view token,
                   absl::Time now, absl::Duration timeout, FetchDone done);
+
+  // As FetchAsync, with the options above; `done` gets all K ids. Also
+  // INVALID_ARGUMENT at once for a relayed rank out of range or an id_count
+  // that differs from the attempt's.
+  void FetchIdsAsync(int64_t job_id, int attempt, int rank, absl::string_view token,
+                     absl::Time now, absl::Duration timeout,
+                     const FetchOptions& options, FetchIdsDone done);
 
   // Fails the fetches whose deadline is <= now.
   void Expire(absl::Time now);
@@ -96,14 +127,18 @@ class RendezvousTable {
     int rank;
     absl::Duration timeout;
     absl::Time deadline;
-    FetchDone done;
+    FetchIdsDone done;
   };
   struct Group {
     std::string token;
     std::vector<std::string> rank_hosts;
     absl::flat_hash_set<int> arrived;
-    bool published = false;
-    std::string unique_id;
+    // Fixed by the first call that reaches the group (0: none yet).
+    int id_count = 0;
+    // id_count entries once fixed; "" for an id not yet published.
+    std::vector<std::string> ids;
+    int published_ids = 0;
+    bool published() const { return id_count > 0 && published_ids == id_count; }
     std::vector<Waiter> waiters;
   };
   using Key = std::pair<int64_t, int>;
@@ -116,9 +151,14 @@ class RendezvousTable {
   static std::string MissingRanksMessage(int64_t job_id, int attempt,
                                          const Group& group, absl::Duration waited);
 
-  // Calls each waiter's `done` with `unique_id`, over up to fanout_threads_
+  // Fixes the group's id count at `requested` (0 means 1), or checks it
+  // against the one fixed. Errors: INVALID_ARGUMENT naming id_count.
+  static absl::Status CheckIdCountLocked(Group& group, int requested);
+
+  // Calls each waiter's `done` with `ids`, over up to fanout_threads_
   // threads.
-  void AnswerAll(std::vector<Waiter>& ready, const std::string& unique_id) const;
+  void AnswerAll(std::vector<Waiter>& ready,
+                 const std::vector<std::string>& ids) const;
 
   const int fanout_threads_;
   mutable absl::Mutex mu_;

@@ -1,5 +1,6 @@
 #include "coordinator/rendezvous.h"
 
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -91,6 +92,100 @@ TEST_F(RendezvousTest, FetchAsync_RankOutOfRange_InvalidArgument) {
   Fetch(4);
   EXPECT_THAT(results_[4], StatusIs(absl::StatusCode::kInvalidArgument,
                                     HasSubstr("rank: must be in [0, 4)")));
+}
+
+TEST_F(RendezvousTest, FetchIdsAsync_RelayedRanks_CountAsArrived) {
+  // A node relay on node-b fetches once for ranks 2 and 3; nobody else comes.
+  RendezvousTable::FetchOptions relay;
+  relay.relayed_ranks = {2, 3};
+  absl::StatusOr<std::vector<std::string>> got;
+  table_.FetchIdsAsync(1, 0, 2, "tok", kT0, absl::Seconds(60), relay,
+                       [&](absl::StatusOr<std::vector<std::string>> r) { got = r; });
+  table_.Expire(kT0 + absl::Seconds(60));
+  // Ranks 2 and 3 arrived through the relay; 0 and 1 never did.
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                            AllOf(HasSubstr("never arrived: 0 (node-a), 1 (node-a)"),
+                                  Not(HasSubstr("2 (node-b)")))));
+}
+
+TEST_F(RendezvousTest, FetchIdsAsync_ArrivalsOnly_MarksRanksAndDoesNotWait) {
+  RendezvousTable::FetchOptions first;
+  first.relayed_ranks = {2};
+  absl::StatusOr<std::vector<std::string>> waiting;
+  table_.FetchIdsAsync(1, 0, 2, "tok", kT0, absl::Seconds(60), first,
+                       [&](absl::StatusOr<std::vector<std::string>> r) { waiting = r; });
+  // Rank 3 reached the relay after its fetch went out: reported, not waiting.
+  RendezvousTable::FetchOptions late;
+  late.relayed_ranks = {3};
+  late.arrivals_only = true;
+  absl::StatusOr<std::vector<std::string>> report;
+  table_.FetchIdsAsync(1, 0, 3, "tok", kT0, absl::Seconds(60), late,
+                       [&](absl::StatusOr<std::vector<std::string>> r) { report = r; });
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->empty());  // not published yet
+  table_.Expire(kT0 + absl::Seconds(60));
+  EXPECT_THAT(waiting, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                AllOf(HasSubstr("never arrived: 0 (node-a), 1 (node-a)"),
+                                      Not(HasSubstr("3 (node-b)")))));
+}
+
+TEST_F(RendezvousTest, FetchIdsAsync_RelayedRankOutOfRange_InvalidArgument) {
+  RendezvousTable::FetchOptions relay;
+  relay.relayed_ranks = {2, 9};
+  absl::StatusOr<std::vector<std::string>> got;
+  table_.FetchIdsAsync(1, 0, 2, "tok", kT0, absl::Seconds(60), relay,
+                       [&](absl::StatusOr<std::vector<std::string>> r) { got = r; });
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument,
+                            HasSubstr("relayed_ranks: must be in [0, 4), got 9")));
+}
+
+TEST(RendezvousScalableTest, TwoIds_FetchReturnsOnceBothRootsPublished) {
+  // 8 ranks, 2 ids: NCCL's roots are ranks 0 and 4.
+  RendezvousTable table;
+  table.Open(3, 0, "tok", std::vector<std::string>(8, "node"));
+  RendezvousTable::FetchOptions two;
+  two.id_count = 2;
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  table.FetchIdsAsync(3, 0, 5, "tok", kT0, absl::Seconds(60), two,
+                      [&](absl::StatusOr<std::vector<std::string>> r) { got = r; });
+  const std::string id0(kNcclUniqueIdBytes, 'a'), id1(kNcclUniqueIdBytes, 'b');
+  EXPECT_THAT(table.Publish(3, 0, 1, "tok", id1, 1, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("published by rank 4")));
+  TC_ASSERT_OK(table.Publish(3, 0, 4, "tok", id1, 1, 2));
+  EXPECT_FALSE(got.has_value());  // still waiting for id 0
+  TC_ASSERT_OK(table.Publish(3, 0, 0, "tok", id0, 0, 2));
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_EQ(**got, (std::vector<std::string>{id0, id1}));
+}
+
+TEST(RendezvousScalableTest, IdCountDisagrees_InvalidArgument) {
+  RendezvousTable table;
+  table.Open(3, 0, "tok", std::vector<std::string>(8, "node"));
+  TC_ASSERT_OK(table.Publish(3, 0, 0, "tok", kId, 0, 2));
+  absl::StatusOr<std::string> got;
+  // An older client (id_count unset = 1) against an attempt using 2 ids.
+  table.FetchAsync(3, 0, 1, "tok", kT0, absl::Seconds(60),
+                   [&](absl::StatusOr<std::string> r) { got = r; });
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument,
+                            HasSubstr("TRAINCTL_NCCL_UNIQUE_IDS")));
+  EXPECT_THAT(table.Publish(3, 0, 0, "tok", kId, 0, 9),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("id_count")));
+}
+
+TEST(RendezvousScalableTest, Expire_RootMissing_NamesUnpublishedRoots) {
+  RendezvousTable table;
+  table.Open(3, 0, "tok", {"a", "a", "a", "a", "b", "b", "b", "b"});
+  RendezvousTable::FetchOptions two;
+  two.id_count = 2;
+  absl::StatusOr<std::vector<std::string>> got;
+  table.FetchIdsAsync(3, 0, 1, "tok", kT0, absl::Seconds(10), two,
+                      [&](absl::StatusOr<std::vector<std::string>> r) { got = r; });
+  TC_ASSERT_OK(table.Publish(3, 0, 0, "tok", kId, 0, 2));
+  table.Expire(kT0 + absl::Seconds(10));
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                            AllOf(HasSubstr("1 of 2 ncclUniqueIds not published"),
+                                  HasSubstr("root ranks 4 (b)"))));
 }
 
 TEST(RendezvousFanoutTest, Publish_ManyWaiters_EachAnsweredOnceOverSeveralThreads) {

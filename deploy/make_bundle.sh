@@ -12,7 +12,8 @@
 #               above, except the host's own: glibc, libgcc_s, libstdc++ (the
 #               target's are at least as new) and NVIDIA's (libnccl, libcuda,
 #               libcudart, libnvidia-*: they must match the host's driver)
-#   OUT/share/  tests/gpu/*.py and *.sh, worker/nccl/python/*.py (metrics helper)
+#   OUT/share/  tests/gpu/*.py and *.sh, worker/nccl/python/*.py (metrics helper),
+#               bench/rendezvous/*.py and *.sh (rendezvous benches vs TCPStore)
 #   OUT/share/systemd/  the systemd units (deploy/systemd/*.service)
 #   OUT/share/config/   the example configs, every option documented
 #                       (deploy/config/: coordinator.conf, agent.conf,
@@ -127,7 +128,8 @@ for f in "$out"/lib/*; do
   patchelf --set-rpath '$ORIGIN' "$f"
 done
 
-for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh "$src"/worker/nccl/python/*.py; do
+for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh "$src"/worker/nccl/python/*.py \
+  "$src"/bench/rendezvous/*.py "$src"/bench/rendezvous/*.sh; do
   cp "$f" "$out/share/"
 done
 chmod +x "$out"/share/*.sh 2>/dev/null || true

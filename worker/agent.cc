@@ -557,6 +557,10 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
       }
     }
   }
+  if (config_.rendezvous_relay != nullptr && !config_.rendezvous_socket.empty() &&
+      start.image().empty() && start.env().count("TRAINCTL_TOKEN") > 0) {
+    spec.env["TRAINCTL_RENDEZVOUS_SOCKET"] = config_.rendezvous_socket;
+  }
   spec.log_path = LogPath(ref);
   spec.workdir = start.workdir();
   if (spec.workdir.empty()) {
@@ -612,6 +616,10 @@ void Agent::Start(const v1::StartTask& start) {
   const LaunchSpec spec = made.ok() ? *made : LaunchSpec{};
   absl::StatusOr<int> store_port =
       made.ok() ? OpenStoreFor(start) : absl::StatusOr<int>(made.status());
+  // Registered before the process exists, so its first rendezvous call
+  // finds its token here.
+  const std::optional<std::tuple<int64_t, int, int>> relay_rank =
+      made.ok() ? AddToRelay(start) : std::nullopt;
   absl::StatusOr<int> pid =
       !store_port.ok() ? absl::StatusOr<int>(store_port.status())
       : start.has_preflight() && config_.preflight_probe.empty()
@@ -622,10 +630,13 @@ void Agent::Start(const v1::StartTask& start) {
     config_.torch_store->Close(*store_port);
   }
   if (!pid.ok() && made.ok()) ReleaseCgroup(spec.cgroup_dir);
+  if (!pid.ok()) RemoveFromRelay(relay_rank);
 
   int close_port = 0;
-  absl::Cleanup close_store = [this, &close_port] {
+  std::optional<std::tuple<int64_t, int, int>> remove_relay_rank;
+  absl::Cleanup close_store = [this, &close_port, &remove_relay_rank] {
     if (close_port > 0) config_.torch_store->Close(close_port);
+    RemoveFromRelay(remove_relay_rank);
   };
   absl::MutexLock lock(&mu_);
   auto it = tasks_.find(key);  // Still there: only a reported exit erases it.
@@ -645,6 +656,7 @@ void Agent::Start(const v1::StartTask& start) {
   TaskEntry& entry = it->second;
   entry.launching = false;
   entry.store_port = *store_port;
+  entry.relay_rank = relay_rank;
   entry.cgroup_dir = spec.cgroup_dir;
   if (!start.image().empty() && config_.container_runtime != nullptr) {
     entry.container_cleanup = config_.container_runtime->CleanupCommands(ContainerName(ref));
@@ -669,6 +681,7 @@ void Agent::Start(const v1::StartTask& start) {
     // It ended before we got here: RUNNING first, then the exit, as always.
     // (Rare: the cgroup is released under the lock here, at most a second.)
     ReleaseCgroup(entry.cgroup_dir);
+    remove_relay_rank = entry.relay_rank;
     close_port = ReportExitLocked(it, *entry.early_exit);
   } else if (entry.fence_after_launch) {
     TC_LOG_ERROR("FENCING: killing job {} rank {} (pid {}), started while fencing",
@@ -682,6 +695,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   int close_port = 0;
   std::string cgroup_dir;
   std::vector<std::vector<std::string>> container_cleanup;
+  std::optional<std::tuple<int64_t, int, int>> relay_rank;
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);
@@ -692,7 +706,9 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
     }
     cgroup_dir = it->second.cgroup_dir;
     container_cleanup = it->second.container_cleanup;
+    relay_rank = it->second.relay_rank;
   }
+  RemoveFromRelay(relay_rank);
   // Processes that left the task's process group (setsid, a container's
   // conmon) die with its cgroup before the exit is reported: nothing of the
   // task outlives its report. Without the lock: Kill() waits for them, and
@@ -710,6 +726,32 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   }
   // Outside the lock: the store host answers over a pipe.
   if (close_port > 0) config_.torch_store->Close(close_port);
+}
+
+std::optional<std::tuple<int64_t, int, int>> Agent::AddToRelay(
+    const v1::StartTask& start) {
+  if (config_.rendezvous_relay == nullptr) return std::nullopt;
+  const auto& env = start.env();
+  auto token = env.find("TRAINCTL_TOKEN");
+  auto job = env.find("TRAINCTL_JOB_ID");
+  auto attempt = env.find("TRAINCTL_ATTEMPT");
+  auto rank = env.find("RANK");
+  int64_t job_id = 0;
+  int attempt_n = 0, rank_n = 0;
+  if (token == env.end() || job == env.end() || attempt == env.end() ||
+      rank == env.end() || !absl::SimpleAtoi(job->second, &job_id) ||
+      !absl::SimpleAtoi(attempt->second, &attempt_n) ||
+      !absl::SimpleAtoi(rank->second, &rank_n)) {
+    return std::nullopt;
+  }
+  config_.rendezvous_relay->AddRank(job_id, attempt_n, token->second, rank_n);
+  return std::make_tuple(job_id, attempt_n, rank_n);
+}
+
+void Agent::RemoveFromRelay(const std::optional<std::tuple<int64_t, int, int>>& rank) {
+  if (!rank.has_value() || config_.rendezvous_relay == nullptr) return;
+  const auto& [job_id, attempt, r] = *rank;
+  config_.rendezvous_relay->RemoveRank(job_id, attempt, r);
 }
 
 absl::StatusOr<int> Agent::OpenStoreFor(const v1::StartTask& start) {

@@ -34,6 +34,7 @@
 #include "worker/hw/mps_control.h"
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
+#include "worker/nccl/rendezvous_relay.h"
 #include "worker/torch_store.h"
 
 namespace trainctl::worker {
@@ -94,6 +95,14 @@ struct AgentConfig {
   // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for MPS clients, 1-99; 0: not set
   // (every client may use all SMs).
   int mps_active_thread_pct = 0;
+  // This node's rendezvous relay (worker/nccl/rendezvous_relay.h), not
+  // owned, and the unix socket it is served on; either unset: none, and
+  // ranks ask the coordinator directly. Each task with a TRAINCTL_TOKEN is
+  // registered with it from its launch to its exit, and gets
+  // TRAINCTL_RENDEZVOUS_SOCKET (not tasks in containers, which do not see
+  // the host's socket).
+  RendezvousRelay* rendezvous_relay = nullptr;
+  std::string rendezvous_socket;
 };
 
 // Thread-safe: Handle() runs on the transport's reader thread (one caller at
@@ -202,6 +211,9 @@ class Agent {
     // Port of the PyTorch store opened for this task's job attempt (rank 0
     // only; 0: none), closed when the task exits.
     int store_port = 0;
+    // Registered with the rendezvous relay as (job, attempt, rank) of its
+    // launch environment; removed at its exit.
+    std::optional<std::tuple<int64_t, int, int>> relay_rank;
     // The task's cgroup (empty: none), killed and removed at its exit.
     std::string cgroup_dir;
     // A container task: the runtime commands that remove what a killed
@@ -240,6 +252,11 @@ class Agent {
   // this agent hosts stores. Returns the port opened (0: none).
   // Errors: those of TorchStore::Open (the task then fails to start).
   absl::StatusOr<int> OpenStoreFor(const v1::StartTask& start);
+  // Registers `start`'s rank with the rendezvous relay when there is one
+  // and its environment names a job attempt, rank and token; returns what
+  // was registered.
+  std::optional<std::tuple<int64_t, int, int>> AddToRelay(const v1::StartTask& start);
+  void RemoveFromRelay(const std::optional<std::tuple<int64_t, int, int>>& rank);
   void EmitLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentMessage ReadLog(const v1::ReadLog& read) const;
   // The line of the end of a task's log that says CUDA ran out of memory;

@@ -40,9 +40,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeAgentTlsCredential
   return grpc::SslCredentials(options);
 }
 
-GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address,
-                                   std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : agent_(agent), address_(std::move(coordinator_address)) {
+std::shared_ptr<grpc::Channel> CoordinatorChannel(
+    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
   args.SetMaxSendMessageSize(16 << 20);
@@ -54,13 +53,19 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
   // list; worker/main.cc has validated it. With TLS, every coordinator's
   // certificate must then name the first listed host (make_certs.sh
   // --server-name), which is the name checked for all of them.
-  if (credentials != nullptr && address_.find(',') != std::string::npos) {
-    args.SetSslTargetNameOverride(trainctl::FirstHost(address_));
+  if (credentials != nullptr && address.find(',') != std::string::npos) {
+    args.SetSslTargetNameOverride(trainctl::FirstHost(address));
   }
-  channel_ = grpc::CreateCustomChannel(
-      GrpcTargetFor(address_).value_or(address_),
+  return grpc::CreateCustomChannel(
+      GrpcTargetFor(address).value_or(address),
       credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
 }
+
+GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : agent_(agent),
+      address_(std::move(coordinator_address)),
+      channel_(CoordinatorChannel(address_, std::move(credentials))) {}
 
 void GrpcAgentSession::Watchdog() {
   while (!shutdown_.WaitForNotificationWithTimeout(kWatchdogPeriod)) {

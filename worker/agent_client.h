@@ -38,6 +38,12 @@ struct AgentTlsFiles {
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeAgentTlsCredentials(
     const AgentTlsFiles& files);
 
+// A channel to the coordinator at `address` (one, or a comma-separated list
+// of the HA leader and standbys) with `credentials` (null: plaintext) and the
+// agent's channel settings: the session's, and the rendezvous relay's.
+std::shared_ptr<grpc::Channel> CoordinatorChannel(
+    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials);
+
 // Runs the agent's session until Shutdown(). Thread-safe.
 class GrpcAgentSession {
  public:

@@ -375,6 +375,70 @@ TEST_F(AgentTest, TorchStore_OpenFails_RankZeroStartFailedWithTheReason) {
   EXPECT_THAT(sent_[0].task_status().message(), HasSubstr("address in use"));
 }
 
+// The rendezvous relay as the agent sees it: records who is registered.
+class RecordingUpstream : public RendezvousUpstream {
+ public:
+  void FetchAsync(const v1::FetchUniqueIdRequest& r, UniqueIdsDone done) override {
+    fetches.push_back(r);
+    done(std::vector<std::string>{std::string(128, 'x')});
+  }
+  void PublishAsync(const v1::PublishUniqueIdRequest&,
+                    absl::AnyInvocable<void(absl::Status)> done) override {
+    done(absl::OkStatus());
+  }
+  std::vector<v1::FetchUniqueIdRequest> fetches;
+};
+
+v1::CoordinatorMessage RelayStart(int64_t job, int rank) {
+  v1::CoordinatorMessage msg = Start(job, rank);
+  auto& env = *msg.mutable_start_task()->mutable_env();
+  env["TRAINCTL_JOB_ID"] = std::to_string(job);
+  env["TRAINCTL_ATTEMPT"] = "0";
+  env["TRAINCTL_TOKEN"] = "tok-7";
+  return msg;
+}
+
+TEST_F(AgentTest, Relay_RankStarted_GetsSocketAndIsRegisteredUntilExit) {
+  RecordingUpstream upstream;
+  RendezvousRelay relay(&upstream);
+  config_.rendezvous_relay = &relay;
+  config_.rendezvous_socket = "/run/trainctl/rendezvous.sock";
+  Make();
+  Connect();
+  agent_->Handle(RelayStart(7, 1));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  EXPECT_EQ(launcher_.launched.begin()->second.env.at("TRAINCTL_RENDEZVOUS_SOCKET"),
+            "/run/trainctl/rendezvous.sock");
+  // Registered with its token: another token is refused by the relay.
+  v1::FetchUniqueIdRequest wrong;
+  wrong.set_job_id(7);
+  wrong.set_rank(1);
+  wrong.set_token("guess");
+  absl::Status refused;
+  relay.FetchAsync(wrong, absl::Now(), [&](auto ids) { refused = ids.status(); });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(relay.Stats().refused, 1);
+  // After the rank's exit the attempt is unknown here: a call is relayed for
+  // the coordinator to judge, and nothing of it is kept.
+  launcher_.Exit(1000, ExitInfo{0, 0});
+  relay.FetchAsync(wrong, absl::Now(), [](auto) {});
+  EXPECT_EQ(relay.Stats().refused, 1);
+  EXPECT_EQ(upstream.fetches.size(), 1u);
+  EXPECT_EQ(relay.Groups(), 0);
+}
+
+TEST_F(AgentTest, Relay_TaskWithoutToken_NoSocket) {
+  RecordingUpstream upstream;
+  RendezvousRelay relay(&upstream);
+  config_.rendezvous_relay = &relay;
+  config_.rendezvous_socket = "/run/trainctl/rendezvous.sock";
+  Make();
+  Connect();
+  agent_->Handle(Start(7, 0));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  EXPECT_EQ(launcher_.launched.begin()->second.env.count("TRAINCTL_RENDEZVOUS_SOCKET"), 0u);
+}
+
 TEST_F(AgentTest, TorchStore_NotAskedOrNoHost_NothingOpened) {
   FakeTorchStore store;
   config_.torch_store = &store;

@@ -29,6 +29,7 @@
 #include "common/paths.h"
 #include "worker/agent.h"
 #include "worker/agent_client.h"
+#include "worker/nccl/rendezvous_relay_server.h"
 #include "worker/hw/agent_guard.h"
 #include "worker/hw/cuda_driver_hold.h"
 #include "worker/hw/fake_gpu_inventory.h"
@@ -125,6 +126,16 @@ int main(int argc, char** argv) {
                  "with --mps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of every client, "
                  "1-99 (default 0: not set, each may use all SMs)")
       ->check(CLI::Range(0, 99));
+  std::string rendezvous_socket = "auto";
+  app.add_option("--rendezvous-socket", rendezvous_socket,
+                 "unix socket of this node's rendezvous relay: ranks ask it "
+                 "for the ncclUniqueId (TRAINCTL_RENDEZVOUS_SOCKET) and it asks "
+                 "the coordinator once per job attempt for all of them; every "
+                 "call carries its attempt's TRAINCTL_TOKEN. 'auto': "
+                 "rendezvous.sock in the directory above --log-dir (the "
+                 "agent's state directory); 'none': off (ranks ask the "
+                 "coordinator directly)")
+      ->capture_default_str();
   std::string torch_store_cmd = "auto";
   app.add_option("--torch-store-host", torch_store_cmd,
                  "command (split at spaces) of the helper that hosts the PyTorch "
@@ -461,6 +472,37 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The rendezvous relay (worker/nccl/rendezvous_relay.h): its upstream
+  // channel, the relay, then the socket it is served on.
+  std::unique_ptr<trainctl::worker::GrpcRendezvousUpstream> relay_upstream;
+  std::unique_ptr<trainctl::worker::RendezvousRelay> relay;
+  std::unique_ptr<trainctl::worker::RendezvousRelayServer> relay_server;
+  if (rendezvous_socket != "none") {
+    if (rendezvous_socket == "auto") {
+      std::filesystem::path logs = std::filesystem::path(config.log_dir).lexically_normal();
+      if (!logs.has_filename()) logs = logs.parent_path();  // "a/logs/"
+      rendezvous_socket = (logs.parent_path() / "rendezvous.sock").string();
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(
+        std::filesystem::path(rendezvous_socket).parent_path(), ec);
+    relay_upstream = std::make_unique<trainctl::worker::GrpcRendezvousUpstream>(
+        trainctl::worker::CoordinatorChannel(coordinator, credentials));
+    relay = std::make_unique<trainctl::worker::RendezvousRelay>(relay_upstream.get());
+    auto server = trainctl::worker::RendezvousRelayServer::Start(
+        std::filesystem::absolute(rendezvous_socket).string(), relay.get());
+    if (server.ok()) {
+      relay_server = *std::move(server);
+      config.rendezvous_relay = relay.get();
+      config.rendezvous_socket = std::filesystem::absolute(rendezvous_socket).string();
+      TC_LOG_INFO("rendezvous relay for this node's ranks on {}",
+                  config.rendezvous_socket);
+    } else {
+      TC_LOG_WARN("no rendezvous relay ({}): ranks ask the coordinator directly",
+                  std::string(server.status().message()));
+    }
+  }
+
   // Members in dependency order: hardware, then the agent, then the session.
   trainctl::worker::PosixProcessLauncher::Options launch_options;
   if (task_shim == "auto") {
@@ -511,6 +553,13 @@ int main(int argc, char** argv) {
   if (mps != nullptr) {
     if (absl::Status s = mps->StopAll(); !s.ok()) TC_LOG_WARN("{}", s.ToString());
   }
+  // The relay's server first (its waiting ranks get ABORTED), then the
+  // upstream calls in flight (their callbacks reach the relay), then the
+  // relay.
+  relay_server.reset();
+  if (relay_upstream != nullptr) relay_upstream->CancelAll();
+  relay.reset();
+  relay_upstream.reset();
   if (absl::Status fatal = session.FatalError(); !fatal.ok()) {
     return Fail(std::string(fatal.message()));
   }

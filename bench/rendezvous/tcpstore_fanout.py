@@ -148,6 +148,8 @@ def main():
                     help="worker processes the client threads are spread over")
     ap.add_argument("--timeout-s", type=float, default=120)
     ap.add_argument("--out", default="-")
+    ap.add_argument("--modes", default="publish_after_last_request,publish_first",
+                    help="rounds to run, comma-separated")
     args = ap.parse_args()
     raise_nofile()
     import torch
@@ -160,7 +162,7 @@ def main():
                        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
               "rounds": []}
     for n in [int(x) for x in args.ranks.split(",")]:
-        for mode in ("publish_after_last_request", "publish_first"):
+        for mode in args.modes.split(","):
             rnd = run_round(server, "127.0.0.1", n, mode, args.procs, args.timeout_s)
             result["rounds"].append(rnd)
             print("%5d ranks %-27s last request -> all holding %8.2f ms  per rank p50 "

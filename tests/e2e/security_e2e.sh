@@ -80,12 +80,24 @@ alice logs "$id" | grep -q "hello from $id" || fail "alice's log"
 alice describe "$id" -o json | grep "\"user\": \"alice\"" >/dev/null || fail "spec.user is not alice"
 ok "alice submits, waits, reads her log; spec.user=alice"
 
-# 6. A gang's ranks do the rendezvous over TLS (TRAINCTL_TLS_CA from the agent).
-gid=$(alice submit --gpus 2 -- "$BIN/rendezvous_probe")
-alice wait "$gid" || { alice logs "$gid" --rank 1 >&2 || true; fail "gang $gid failed"; }
-i0=$(alice logs "$gid" --rank 0 | grep -o 'ID=[0-9a-f]*'); i1=$(alice logs "$gid" --rank 1 | grep -o 'ID=[0-9a-f]*')
-[[ ${#i0} == 259 && $i0 == "$i1" ]] || fail "ranks hold different ids: '$i0' '$i1'"
-ok "gang $gid: both ranks got the same ncclUniqueId over TLS"
+# 6. A gang's ranks do the rendezvous over TLS (TRAINCTL_TLS_CA from the
+# agent): directly, and through the agent's relay (its upstream on the
+# agent's mutual-TLS credentials).
+for how in direct relay; do
+  env_args=()
+  [[ $how == direct ]] && env_args=(--env RENDEZVOUS_PROBE_DIRECT=1)
+  gid=$(alice submit --gpus 2 "${env_args[@]}" -- "$BIN/rendezvous_probe")
+  alice wait "$gid" || { alice logs "$gid" --rank 1 >&2 || true; fail "gang $gid ($how) failed"; }
+  i0=$(alice logs "$gid" --rank 0 | grep -o 'ID=[0-9a-f]*'); i1=$(alice logs "$gid" --rank 1 | grep -o 'ID=[0-9a-f]*')
+  [[ ${#i0} == 259 && $i0 == "$i1" ]] || fail "ranks hold different ids ($how): '$i0' '$i1'"
+  via=$(alice logs "$gid" --rank 1 | grep -o 'VIA=[^ ]*' || true)
+  if [[ $how == relay ]]; then
+    [[ $via == "VIA=unix:"* ]] || fail "rank 1 did not use the relay: '$via'"
+  else
+    [[ $via != *unix:* ]] || fail "rank 1 used the relay although told not to: '$via'"
+  fi
+  ok "gang $gid: both ranks got the same ncclUniqueId over TLS ($how)"
+done
 
 # 7. Forbidden: bob on alice's job, no token, a wrong token, plaintext.
 expect_fail() {  # WHAT PATTERN CMD...

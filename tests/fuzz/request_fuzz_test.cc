@@ -51,7 +51,7 @@ TEST(RequestFuzzTest, ShortRun_NoViolations) {
   // Every kind of request was tried.
   for (const char* op : {"SubmitJob", "RegisterAgent", "HandleAgentMessage/reply",
                          "HandleAgentMessage/random", "CancelJob", "WaitJobAsync",
-                         "PublishUniqueId", "FetchUniqueIdAsync", "Tick",
+                         "PublishUniqueId", "FetchUniqueIdAsync", "FetchUniqueIdsAsync", "Tick",
                          "Schedule", "ValidateJobSpec"}) {
     EXPECT_GT(stats.ops.count(op) ? stats.ops.at(op) : 0, 0) << op;
   }

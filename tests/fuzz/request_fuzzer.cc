@@ -1111,6 +1111,26 @@ class Episode {
     MaybeMutate(req, r_, 0.1);
     const int64_t cb = next_cb_++;
     std::shared_ptr<CallbackLog> log = log_;
+    if (r_.Range(0, 1) == 1) {
+      // As a node relay asks: ranks it speaks for, several ids, arrival
+      // reports; any of them out of range.
+      Count("FetchUniqueIdsAsync");
+      for (int64_t i = r_.Range(0, 3); i > 0; --i) {
+        req.add_relayed_ranks(static_cast<int32_t>(r_.Range(0, 1) ? r_.Range(0, 8) : RandInt(r_)));
+      }
+      req.set_id_count(static_cast<int32_t>(r_.Range(0, 2) ? r_.Range(0, 3) : RandInt(r_)));
+      req.set_arrivals_only(r_.Range(0, 3) == 0);
+      core_->FetchUniqueIdsAsync(req, [log, cb](absl::StatusOr<std::vector<std::string>> ids) {
+        if (++log->calls[cb] > 1) log->violations.push_back("FetchUniqueIds: done called twice");
+        if (!ids.ok()) return;
+        for (const std::string& id : *ids) {
+          if (id.size() != 128) {
+            log->violations.push_back(absl::StrCat("FetchUniqueIds: ", id.size(), " bytes"));
+          }
+        }
+      });
+      return;
+    }
     core_->FetchUniqueIdAsync(req, [log, cb](absl::StatusOr<std::string> id) {
       if (++log->calls[cb] > 1) log->violations.push_back("FetchUniqueId: done called twice");
       if (id.ok() && id->size() != 128) {

@@ -1052,6 +1052,37 @@ class Simulation {
     req.set_rank(p.ref.rank());
     req.set_token(p.token);
     req.set_timeout_ms(static_cast<int64_t>(1000 + (b >> 8) % 30000));
+    if ((b >> 6) % 2 == 1) {
+      // As a node relay asks: once for the ranks of the group on p's host
+      // (relayed_ranks), sometimes only reporting arrivals. The same
+      // promise: only this group's id, only with its token.
+      for (const Host& h : hosts_) {
+        bool here = false;
+        for (const auto& [key, q] : h.procs) here = here || &q == &p;
+        if (!here) continue;
+        for (const auto& [key, q] : h.procs) {
+          if (!q.stopping && q.token == p.token && q.ref.job_id() == job &&
+              q.rendezvous_attempt == attempt) {
+            req.add_relayed_ranks(q.ref.rank());
+          }
+        }
+      }
+      req.set_arrivals_only((b >> 7) % 4 == 0);
+      core_->FetchUniqueIdsAsync(
+          req, [this, expect, job, attempt](absl::StatusOr<std::vector<std::string>> ids) {
+            if (!ids.ok()) return;
+            if (ids->size() == 1 && ids->front() == expect) ++result_.rendezvous_fetched;
+            for (const std::string& id : *ids) {
+              if (id != expect) {
+                Violation("rendezvous",
+                          absl::StrCat("job ", job, " attempt ", attempt,
+                                       ": a relay got the ncclUniqueId of another group"));
+              }
+            }
+          });
+      Settle();
+      return;
+    }
     core_->FetchUniqueIdAsync(
         req, [this, expect, job, attempt, rank = p.ref.rank()](absl::StatusOr<std::string> id) {
           if (id.ok() && *id == expect) ++result_.rendezvous_fetched;

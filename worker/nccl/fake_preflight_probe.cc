@@ -88,7 +88,10 @@ int main(int argc, char** argv) {
     return Print(result, 1);
   }
 
-  auto client = trainctl::worker::GrpcRendezvousClient::Create(env->coordinator);
+  // The node's relay when the agent passed one, else the coordinator.
+  const std::string address = trainctl::worker::RendezvousAddress(*env);
+  std::cerr << "fake pre-flight probe: rendezvous via " << address << std::endl;
+  auto client = trainctl::worker::GrpcRendezvousClient::Create(address);
   if (!client.ok()) {
     result.set_error(std::string(client.status().message()));
     return Print(result, 1);

@@ -27,9 +27,13 @@ namespace trainctl::worker {
 // Creates this rank's NCCL communicator for its trainctl job attempt: reads the
 // launch environment, selects CUDA device LOCAL_RANK (CUDA_VISIBLE_DEVICES lists
 // all the job's GPUs on this node in local-rank order), exchanges the
-// ncclUniqueId through the coordinator's rendezvous (waiting at most `timeout`
+// ncclUniqueId through the rendezvous (the node's relay at
+// TRAINCTL_RENDEZVOUS_SOCKET, else the coordinator; waiting at most `timeout`
 // for rank 0 to publish it) and calls ncclCommInitRank, which blocks until all
-// WORLD_SIZE ranks have joined. The caller owns the communicator (release it
+// WORLD_SIZE ranks have joined. With TRAINCTL_NCCL_UNIQUE_IDS=K > 1 and
+// NcclHasScalableInit(), the K root ranks (common/nccl_roots.h) each publish
+// an id and every rank calls ncclCommInitRankScalable with all K; without
+// scalable init, K is ignored (one id, ncclCommInitRank). The caller owns the communicator (release it
 // with ncclCommDestroy).
 // Errors: FAILED_PRECONDITION for a missing or bad launch variable, or when
 // device LOCAL_RANK cannot be selected; those of ExchangeUniqueId
@@ -47,6 +51,11 @@ absl::StatusOr<ncclComm_t> InitNcclCommFromEnv(
 absl::StatusOr<std::string> ExchangeUniqueIdFromEnv(
     absl::FunctionRef<absl::StatusOr<std::string>()> rank0_id,
     absl::Duration timeout = absl::Seconds(120));
+
+// Whether the communicator can be created from several ids: nccl.h was
+// 2.23 or newer at build time (NCCL_VERSION_CODE) and the loaded NCCL is too
+// (ncclGetVersion).
+bool NcclHasScalableInit();
 
 // ncclGetUniqueId as the `make_id` of ExchangeUniqueId: the 128 id bytes.
 // Errors: INTERNAL with NCCL's error string.

@@ -70,6 +70,13 @@ absl::StatusOr<RankEnv> RankEnvFromEnv(
         "LOCAL_WORLD_SIZE=%d is above WORLD_SIZE=%d: %s",
         env.local_world_size, env.world_size, kHint));
   }
+  if (const char* socket = getenv("TRAINCTL_RENDEZVOUS_SOCKET"); socket != nullptr) {
+    env.rendezvous_socket = socket;
+  }
+  if (const char* ids = getenv("TRAINCTL_NCCL_UNIQUE_IDS"); ids != nullptr && *ids != '\0') {
+    TC_ASSIGN_OR_RETURN(env.nccl_unique_ids,
+                        GetInt(getenv, "TRAINCTL_NCCL_UNIQUE_IDS", 1, env.world_size));
+  }
   return env;
 }
 

@@ -32,15 +32,23 @@ struct RankEnv {
   // local-rank order), processes on this node.
   int local_rank = 0;
   int local_world_size = 1;
+  // TRAINCTL_RENDEZVOUS_SOCKET (optional): the unix socket of this node's
+  // rendezvous relay (the agent); empty: ask the coordinator directly.
+  std::string rendezvous_socket;
+  // TRAINCTL_NCCL_UNIQUE_IDS (optional, default 1): how many ncclUniqueIds
+  // the communicator is created from (ncclCommInitRankScalable where NCCL
+  // has it), in [1, WORLD_SIZE].
+  int nccl_unique_ids = 1;
 };
 
 // Reads TRAINCTL_COORDINATOR, TRAINCTL_JOB_ID, TRAINCTL_ATTEMPT,
-// TRAINCTL_TOKEN, RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE through
+// TRAINCTL_TOKEN, RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, and the
+// optional TRAINCTL_RENDEZVOUS_SOCKET and TRAINCTL_NCCL_UNIQUE_IDS, through
 // `getenv` (a parameter so tests can pass a fake).
 // Errors: FAILED_PRECONDITION naming the first variable that is missing, empty
 // or not a valid number, or when the ranks are inconsistent (RANK outside
 // [0, WORLD_SIZE), LOCAL_RANK outside [0, LOCAL_WORLD_SIZE), LOCAL_WORLD_SIZE
-// greater than WORLD_SIZE).
+// greater than WORLD_SIZE, TRAINCTL_NCCL_UNIQUE_IDS outside [1, WORLD_SIZE]).
 absl::StatusOr<RankEnv> RankEnvFromEnv(
     absl::FunctionRef<const char*(const char*)> getenv = ::getenv);
 

@@ -7,8 +7,12 @@
 #include <sstream>
 #include <utility>
 
+#include <sys/stat.h>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "common/nccl_roots.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -122,6 +126,8 @@ GrpcRendezvousClient::Create(const std::string& address,
   if (const char* env = std::getenv("TRAINCTL_TLS_CA"); ca_file.empty() && env != nullptr) {
     ca_file = env;
   }
+  // A node relay's local socket: plaintext (the token authorizes the call).
+  if (absl::StartsWith(address, "unix:")) ca_file.clear();
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (!ca_file.empty()) {
@@ -150,6 +156,17 @@ absl::Status GrpcRendezvousClient::Publish(const RankEnv& env,
   request.set_rank(env.rank);
   request.set_token(env.token);
   request.set_unique_id(std::string(id));
+  if (env.nccl_unique_ids > 1) {
+    const int index = NcclIdIndexOfRank(env.rank, env.world_size, env.nccl_unique_ids);
+    if (index < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is not a root of the %d ncclUniqueIds (TRAINCTL_NCCL_UNIQUE_IDS) of "
+          "%d ranks: it has no id to publish",
+          Who(env), env.nccl_unique_ids, env.world_size));
+    }
+    request.set_id_index(index);
+    request.set_id_count(env.nccl_unique_ids);
+  }
   const absl::Time deadline = absl::Now() + impl_->options().publish_timeout;
   absl::Status status = impl_->RetryUnavailable(
       deadline, static_cast<uint64_t>(env.rank),
@@ -169,11 +186,21 @@ absl::Status GrpcRendezvousClient::Publish(const RankEnv& env,
 
 absl::StatusOr<std::string> GrpcRendezvousClient::Fetch(
     const RankEnv& env, absl::Duration timeout) {
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> ids, FetchAll(env, timeout));
+  if (ids.empty()) {
+    return absl::InternalError(absl::StrCat(Who(env), ": the rendezvous returned no id"));
+  }
+  return std::move(ids.front());
+}
+
+absl::StatusOr<std::vector<std::string>> GrpcRendezvousClient::FetchAll(
+    const RankEnv& env, absl::Duration timeout) {
   v1::FetchUniqueIdRequest request;
   request.set_job_id(env.job_id);
   request.set_attempt(env.attempt);
   request.set_rank(env.rank);
   request.set_token(env.token);
+  if (env.nccl_unique_ids > 1) request.set_id_count(env.nccl_unique_ids);
   const absl::Time deadline = absl::Now() + timeout;
   v1::FetchUniqueIdResponse response;
   absl::Status status = impl_->RetryUnavailable(
@@ -200,7 +227,58 @@ absl::StatusOr<std::string> GrpcRendezvousClient::Fetch(
                         Who(env), impl_->address(),
                         absl::FormatDuration(timeout)));
   }
-  return std::move(*response.mutable_unique_id());
+  if (response.unique_ids_size() > 0) {
+    return std::vector<std::string>(response.unique_ids().begin(),
+                                    response.unique_ids().end());
+  }
+  return std::vector<std::string>{std::move(*response.mutable_unique_id())};
+}
+
+std::string RendezvousAddress(const RankEnv& env) {
+  struct stat st;
+  if (!env.rendezvous_socket.empty() && stat(env.rendezvous_socket.c_str(), &st) == 0 &&
+      S_ISSOCK(st.st_mode)) {
+    return absl::StrCat("unix:", env.rendezvous_socket);
+  }
+  return env.coordinator;
+}
+
+absl::StatusOr<std::vector<std::string>> ExchangeUniqueIds(
+    const RankEnv& env, UniqueIdExchange& exchange,
+    absl::FunctionRef<absl::StatusOr<std::string>()> make_id,
+    absl::Duration timeout) {
+  if (env.nccl_unique_ids <= 1) {
+    TC_ASSIGN_OR_RETURN(std::string id, ExchangeUniqueId(env, exchange, make_id, timeout));
+    return std::vector<std::string>{std::move(id)};
+  }
+  if (NcclIdIndexOfRank(env.rank, env.world_size, env.nccl_unique_ids) >= 0) {
+    absl::StatusOr<std::string> made = make_id();
+    if (!made.ok()) {
+      return WithContext(made.status(),
+                         absl::StrCat(Who(env), ": making the NCCL unique id"));
+    }
+    if (made->size() != kNcclUniqueIdBytes) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: the NCCL unique id made here is %d bytes, expected %d", Who(env),
+          made->size(), kNcclUniqueIdBytes));
+    }
+    TC_RETURN_IF_ERROR(exchange.Publish(env, *made));
+  }
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> ids, exchange.FetchAll(env, timeout));
+  if (static_cast<int>(ids.size()) != env.nccl_unique_ids) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: the rendezvous returned %d NCCL unique ids, expected %d "
+        "(TRAINCTL_NCCL_UNIQUE_IDS; coordinator and worker versions may differ)",
+        Who(env), ids.size(), env.nccl_unique_ids));
+  }
+  for (const std::string& id : ids) {
+    if (id.size() != kNcclUniqueIdBytes) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: the rendezvous returned a %d-byte NCCL unique id, expected %d",
+          Who(env), id.size(), kNcclUniqueIdBytes));
+    }
+  }
+  return ids;
 }
 
 absl::StatusOr<std::string> ExchangeUniqueId(

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -54,6 +55,17 @@ class UniqueIdExchange {
   // deadline; other coordinator errors as they come.
   virtual absl::StatusOr<std::string> Fetch(const RankEnv& env,
                                             absl::Duration timeout) = 0;
+
+  // All env.nccl_unique_ids ids of the attempt, in index order, once every
+  // root rank has published its own (ncclCommInitRankScalable). The default
+  // serves one id through Fetch.
+  // Errors: as Fetch.
+  virtual absl::StatusOr<std::vector<std::string>> FetchAll(const RankEnv& env,
+                                                            absl::Duration timeout) {
+    absl::StatusOr<std::string> id = Fetch(env, timeout);
+    if (!id.ok()) return id.status();
+    return std::vector<std::string>{*std::move(id)};
+  }
 };
 
 // Tuning of GrpcRendezvousClient. Plain values with their defaults.
@@ -82,8 +94,9 @@ struct GrpcRendezvousOptions {
 // Thread-safe: gRPC stubs are.
 class GrpcRendezvousClient : public UniqueIdExchange {
  public:
-  // Creates a client of the coordinator at `address` ("host:port"). Does not
-  // connect yet: gRPC connects on the first call.
+  // Creates a client of the coordinator at `address` ("host:port"), or of a
+  // node's relay at "unix:<path>" (always plaintext: a local socket). Does
+  // not connect yet: gRPC connects on the first call.
   // Errors: INVALID_ARGUMENT when `address` is empty; NOT_FOUND when the
   // TLS CA file cannot be read.
   static absl::StatusOr<std::unique_ptr<GrpcRendezvousClient>> Create(
@@ -92,7 +105,9 @@ class GrpcRendezvousClient : public UniqueIdExchange {
   ~GrpcRendezvousClient() override;
 
   // Publishes; retries UNAVAILABLE with capped exponential backoff for up to
-  // options.publish_timeout. Other errors return at once.
+  // options.publish_timeout. Other errors return at once. With
+  // env.nccl_unique_ids K > 1 the id is published as the index env.rank is
+  // the root of (common/nccl_roots.h); INVALID_ARGUMENT when it is none.
   absl::Status Publish(const RankEnv& env, absl::string_view id) override;
 
   // Long-polls; retries UNAVAILABLE (coordinator briefly unreachable) with
@@ -101,12 +116,30 @@ class GrpcRendezvousClient : public UniqueIdExchange {
   // options.deadline_grace.
   absl::StatusOr<std::string> Fetch(const RankEnv& env,
                                     absl::Duration timeout) override;
+  // As Fetch, all env.nccl_unique_ids ids.
+  absl::StatusOr<std::vector<std::string>> FetchAll(const RankEnv& env,
+                                                    absl::Duration timeout) override;
 
  private:
   class Impl;
   explicit GrpcRendezvousClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Where a rank's rendezvous calls go: "unix:<TRAINCTL_RENDEZVOUS_SOCKET>"
+// when the agent passed its relay's socket and the socket exists, else the
+// coordinator (env.coordinator: older agents, tasks in containers, tests).
+std::string RendezvousAddress(const RankEnv& env);
+
+// The exchange for ncclCommInitRankScalable: each root rank of the
+// env.nccl_unique_ids ids (common/nccl_roots.h) calls `make_id` and
+// publishes it as its index; every rank (roots included) then fetches all of
+// them. Returns the ids in index order. With one id it is ExchangeUniqueId.
+// Errors: as ExchangeUniqueId.
+absl::StatusOr<std::vector<std::string>> ExchangeUniqueIds(
+    const RankEnv& env, UniqueIdExchange& exchange,
+    absl::FunctionRef<absl::StatusOr<std::string>()> make_id,
+    absl::Duration timeout);
 
 // The NCCL bootstrap exchange of one rank: rank 0 calls `make_id` (in the real
 // thing, ncclGetUniqueId) and publishes the result; every other rank fetches it,

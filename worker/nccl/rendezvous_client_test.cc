@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/nccl_roots.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -254,6 +255,88 @@ TEST(RankEnvFromEnv, Bad_FailedPreconditionNamesVariable) {
                 StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(c.want)))
         << c.name << "=" << c.value;
   }
+}
+
+TEST(RankEnvFromEnv, RelaySocketAndUniqueIds_Parsed) {
+  auto vars = GoodVars();
+  vars["TRAINCTL_RENDEZVOUS_SOCKET"] = "/var/lib/trainctl/rendezvous.sock";
+  vars["TRAINCTL_NCCL_UNIQUE_IDS"] = "2";
+  FakeEnv env(vars);
+  absl::StatusOr<RankEnv> got = RankEnvFromEnv(env);
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(got->rendezvous_socket, "/var/lib/trainctl/rendezvous.sock");
+  EXPECT_EQ(got->nccl_unique_ids, 2);
+  // More ids than ranks: refused, naming the variable.
+  vars["TRAINCTL_NCCL_UNIQUE_IDS"] = "9";
+  FakeEnv too_many(vars);
+  EXPECT_THAT(RankEnvFromEnv(too_many),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("TRAINCTL_NCCL_UNIQUE_IDS='9'")));
+}
+
+TEST(RendezvousAddress, NoSocketOrSocketMissing_Coordinator) {
+  RankEnv env;
+  env.coordinator = "head:50051";
+  EXPECT_EQ(RendezvousAddress(env), "head:50051");
+  env.rendezvous_socket = "/nonexistent/rendezvous.sock";
+  EXPECT_EQ(RendezvousAddress(env), "head:50051");  // an agent without a relay
+}
+
+// K ids through an in-memory exchange: each root publishes its index, every
+// rank gets all of them in index order.
+class MemoryExchange : public UniqueIdExchange {
+ public:
+  absl::Status Publish(const RankEnv& env, absl::string_view id) override {
+    absl::MutexLock lock(&mu_);
+    published_[env.rank] = std::string(id);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> Fetch(const RankEnv&, absl::Duration) override {
+    return absl::UnimplementedError("FetchAll only");
+  }
+  absl::StatusOr<std::vector<std::string>> FetchAll(const RankEnv& env,
+                                                    absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> ids;
+    for (int i = 0; i < env.nccl_unique_ids; ++i) {
+      auto it = published_.find(NcclIdRootRank(i, env.world_size, env.nccl_unique_ids));
+      if (it == published_.end()) return absl::DeadlineExceededError("not yet");
+      ids.push_back(it->second);
+    }
+    return ids;
+  }
+  absl::Mutex mu_;
+  std::map<int, std::string> published_;
+};
+
+TEST(ExchangeUniqueIds, TwoIdsOfSevenRanks_RootsPublishAllGetBoth) {
+  MemoryExchange exchange;
+  RankEnv env;
+  env.world_size = 7;
+  env.nccl_unique_ids = 2;  // NCCL's blocks 0-3 and 4-6: roots 0 and 4
+  std::vector<int> made;
+  for (int root : {4, 0}) {
+    env.rank = root;
+    auto ids = ExchangeUniqueIds(
+        env, exchange,
+        [&]() -> absl::StatusOr<std::string> {
+          made.push_back(root);
+          return std::string(kNcclUniqueIdBytes, static_cast<char>('a' + root));
+        },
+        absl::Seconds(1));
+    if (root == 0) {
+      ASSERT_THAT(ids, IsOk());
+      EXPECT_EQ((*ids)[0][0], 'a');
+      EXPECT_EQ((*ids)[1][0], 'e');
+    }
+  }
+  env.rank = 5;  // not a root: makes nothing, gets both
+  auto ids = ExchangeUniqueIds(
+      env, exchange, [&]() -> absl::StatusOr<std::string> { return std::string(); },
+      absl::Seconds(1));
+  ASSERT_THAT(ids, IsOk());
+  EXPECT_EQ(ids->size(), 2u);
+  EXPECT_EQ(made, (std::vector<int>{4, 0}));
 }
 
 }  // namespace

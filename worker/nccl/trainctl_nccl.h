@@ -33,14 +33,19 @@ extern "C" {
 #endif
 
 /* Creates this rank's NCCL communicator (C++: InitNcclCommFromEnv): selects
- * CUDA device LOCAL_RANK, exchanges the ncclUniqueId through the coordinator
- * and calls ncclCommInitRank. On success *comm_out is the ncclComm_t; the
- * caller releases it with ncclCommDestroy. */
+ * CUDA device LOCAL_RANK, exchanges the ncclUniqueId through the node's
+ * rendezvous relay (TRAINCTL_RENDEZVOUS_SOCKET, set by the agent) or else
+ * the coordinator, and calls ncclCommInitRank; with
+ * TRAINCTL_NCCL_UNIQUE_IDS=K > 1 and NCCL >= 2.23, K root ranks publish an id
+ * each and every rank calls ncclCommInitRankScalable with all K
+ * (docs/rendezvous.md). On success *comm_out is the ncclComm_t; the caller
+ * releases it with ncclCommDestroy. */
 int trainctl_init_nccl_comm(void** comm_out, char* err_buf, size_t err_len);
 
 /* The id exchange alone, for programs that create the communicator
  * themselves: rank 0 passes its own ncclUniqueId bytes in `id_inout` and they
- * are published; on every other rank `id_inout` receives rank 0's bytes. */
+ * are published; on every other rank `id_inout` receives rank 0's bytes.
+ * Always one id (TRAINCTL_NCCL_UNIQUE_IDS does not apply). */
 int trainctl_exchange_unique_id(char id_inout[TRAINCTL_NCCL_UNIQUE_ID_BYTES],
                                 char* err_buf, size_t err_len);
 

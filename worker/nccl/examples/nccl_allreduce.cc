@@ -61,6 +61,8 @@
 #include "nccl.h"
 #include "trainctl/v1/preflight.pb.h"
 #include "worker/nccl/nccl_bootstrap.h"
+#include "worker/nccl/rank_env.h"
+#include "worker/nccl/rendezvous_client.h"
 
 namespace trainctl::worker {
 namespace {
@@ -282,6 +284,19 @@ absl::Status Run(const Flags& flags, double process_start_s) {
     f["algbw_gbps"].set_number_value(algbw);
     f["busbw_gbps"].set_number_value(busbw);
     f["correct"].set_bool_value(correct);
+    // How the communicator was made: NCCL's version, the ids asked for
+    // (TRAINCTL_NCCL_UNIQUE_IDS) and whether ncclCommInitRankScalable took
+    // them, and where the rendezvous went (the node relay or the
+    // coordinator).
+    int nccl_version = 0;
+    (void)ncclGetVersion(&nccl_version);
+    f["nccl_version"].set_number_value(nccl_version);
+    absl::StatusOr<trainctl::worker::RankEnv> rank_env = trainctl::worker::RankEnvFromEnv();
+    const int ids = rank_env.ok() ? rank_env->nccl_unique_ids : 1;
+    f["unique_ids"].set_number_value(ids);
+    f["scalable_init"].set_bool_value(ids > 1 && trainctl::worker::NcclHasScalableInit());
+    f["rendezvous"].set_string_value(
+        rank_env.ok() ? trainctl::worker::RendezvousAddress(*rank_env) : "");
     std::string json;
     google::protobuf::util::JsonPrintOptions options;
     options.preserve_proto_field_names = true;
