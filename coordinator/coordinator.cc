@@ -726,7 +726,9 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
       return;
     }
   }
-  if (absl::Status s = ValidateArray(specs); !s.ok()) {
+  // A single SubmitJob with spec.array is an array of its own: only
+  // SubmitJobs has several specs to check against each other.
+  if (absl::Status s = batch ? ValidateArray(specs) : absl::OkStatus(); !s.ok()) {
     std::move(done)(s);
     return;
   }

@@ -327,7 +327,9 @@ class Coordinator {
   // SubmitJob without blocking the caller: `done` gets the job id once the
   // job's write is durable (on the store's commit thread, or inline when the
   // store is synchronous or the call fails early). The gRPC layer uses this
-  // so that no server thread waits for an fsync. Errors: as SubmitJob.
+  // so that no server thread waits for an fsync. Errors: as SubmitJob. A
+  // spec with JobSpec.array is an array of its own (array_job_id = its id;
+  // the cross-spec rules of SubmitJobsAsync do not apply).
   using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
   void SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
                       SubmitDone done);

@@ -186,6 +186,12 @@ TEST_F(SubmitJobsTest, SubmitJobs_BadArrays_InvalidArgumentNamingTheRule) {
   EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
                                  absl::StatusCode::kInvalidArgument,
                                  HasSubstr("specs[2].array: missing")));
+  specs = Array(2, 1);
+  for (v1::JobSpec& s : specs) s.set_auto_pack(true);
+  EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
+                                 absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("specs[0].array.max_running: a limit (%P) cannot "
+                                           "apply to auto-packed jobs")));
   specs = Array(2, -1);
   EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
                                  absl::StatusCode::kInvalidArgument,

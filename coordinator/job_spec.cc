@@ -246,6 +246,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
       return Invalid("array.max_running",
                      absl::StrCat("must be >= 0 (0: no limit), got ", a.max_running()));
     }
+    if (a.max_running() > 0 && spec.auto_pack()) {
+      // Auto-packed jobs are placed by the packer, which knows no limits.
+      return Invalid("array.max_running",
+                     "a limit (%P) cannot apply to auto-packed jobs (auto_pack): "
+                     "drop one of them");
+    }
   }
   if (spec.params_size() > kMaxParams) {
     return Invalid("params", absl::StrCat("at most ", kMaxParams,

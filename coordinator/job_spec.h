@@ -55,7 +55,8 @@ inline constexpr int64_t kMaxTimeLimitMs = int64_t{366} * 24 * 3600 * 1000;
 // SPREAD only for gangs; the queue one of `policy.queues` ("" and "default"
 // when it lists none: the coordinator's default). A job array's task
 // (spec.array): task_id >= 0, task_count in [1, kMaxArrayTasks],
-// max_running >= 0 (the coordinator checks the array as a whole).
+// max_running >= 0 and 0 with auto_pack (the coordinator checks the array
+// as a whole).
 absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                              const sched::PolicyConfig& policy = {});
 
