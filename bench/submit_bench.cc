@@ -21,6 +21,9 @@
 //                            (submit + finish: a sustained job stream)
 //   history_end              jobs the core held at the end
 //
+// BM_SubmitJobs: one SubmitJobs call of 64 or 500 jobs (a job array or a
+// sweep in one call): jobs accepted per second and commits per call.
+//
 // Flags (besides Google Benchmark's): --sqlite_dir=DIR where the SQLite file
 // goes (default $TMPDIR or /tmp; must be a real disk for honest figures);
 // --smoke: tiny sizes for the bench_smoke test.
@@ -46,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -238,6 +242,26 @@ class SteadyCluster {
     return sqlite != nullptr ? sqlite->commit_stats().commits : 0;
   }
 
+  // Submits `n` jobs in one SubmitJobsAsync call (as `trainctl submit
+  // --array` and `sweep` do) and waits for its ack; returns the seconds it
+  // took. Errors: SubmitJobs'.
+  absl::StatusOr<double> SubmitBatch(int n) {
+    std::vector<v1::JobSpec> specs(n, spec_);
+    absl::Notification done;
+    absl::Status status;
+    const auto start = std::chrono::steady_clock::now();
+    core_->SubmitJobsAsync(std::move(specs), "",
+                           [&](absl::StatusOr<std::vector<int64_t>> ids) {
+                             status = ids.status();
+                             done.Notify();
+                           });
+    done.WaitForNotification();
+    const auto end = std::chrono::steady_clock::now();
+    if (!status.ok()) return status;
+    jobs_ += n;
+    return std::chrono::duration<double>(end - start).count();
+  }
+
   // Submits one job from one of several threads; the caller serialises
   // Collect() calls. Returns the seconds SubmitJob took.
   absl::StatusOr<double> SubmitConcurrent() {
@@ -387,6 +411,32 @@ void BM_SubmitJobConcurrent(benchmark::State& state, StoreKind kind) {
   if (kind == StoreKind::kSqlite) state.SetLabel("sqlite in " + g_sqlite_dir);
 }
 
+// One SubmitJobs call of `batch` one-GPU jobs (the cluster's 128 GPUs take
+// the first 128; the rest wait): items_per_second is jobs accepted per
+// second of the call, commits_per_call the SQLite transactions (fsyncs) it
+// caused (one: the jobs and the placements they get commit together).
+void BM_SubmitJobs(benchmark::State& state, StoreKind kind) {
+  const int batch = static_cast<int>(state.range(0));
+  auto cluster = SteadyCluster::Create(kind, 0);
+  if (!cluster.ok()) {
+    state.SkipWithError(std::string(cluster.status().message()).c_str());
+    return;
+  }
+  SteadyCluster& c = **cluster;
+  for (auto _ : state) {
+    const int64_t commits0 = c.commits();
+    absl::StatusOr<double> seconds = c.SubmitBatch(batch);
+    if (!seconds.ok()) {
+      state.SkipWithError(std::string(seconds.status().message()).c_str());
+      break;
+    }
+    state.SetIterationTime(*seconds);
+    state.counters["commits_per_call"] = static_cast<double>(c.commits() - commits0);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+  if (kind == StoreKind::kSqlite) state.SetLabel("sqlite in " + g_sqlite_dir);
+}
+
 void Register() {
   struct Case {
     const char* store;
@@ -420,6 +470,18 @@ void Register() {
         ->ArgNames({"threads"})
         ->Arg(1)
         ->Arg(16)
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (auto [store, kind] : {std::pair{"memory", StoreKind::kMemory},
+                             std::pair{"sqlite", StoreKind::kSqlite}}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_SubmitJobs/", store).c_str(),
+        [kind = kind](benchmark::State& state) { BM_SubmitJobs(state, kind); })
+        ->ArgNames({"batch"})
+        ->Arg(64)
+        ->Arg(500)
         ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);

@@ -277,12 +277,27 @@ int Cli::Run(int argc, char** argv) {
   const bool user_given = !f.user.empty();
   if (f.user.empty()) f.user = options_.default_user;
   f.environ = options_.environ != nullptr ? options_.environ : ::environ;
+  std::optional<ArraySpec> array;
   if (submit->parsed()) {
     if (std::string error = BuildSpec(&f, "submit",
                                       "trainctl submit --gpus 1 -- python train.py");
         !error.empty()) {
       err_ << "trainctl: error: " << error << "\n";
       return kExitUsage;
+    }
+    if (!f.array.empty()) {
+      absl::StatusOr<ArraySpec> parsed = ParseArraySpec(f.array);
+      if (!parsed.ok()) {
+        err_ << "trainctl: error: --array " << f.array << ": "
+             << parsed.status().message() << "\n";
+        return kExitUsage;
+      }
+      if (f.wait) {
+        err_ << "trainctl: error: --wait: not with --array; follow the array "
+                "with `trainctl list --array ID`\n";
+        return kExitUsage;
+      }
+      array = *std::move(parsed);
     }
   }
   // A sweep to submit: expanded (and every usage error found) before any RPC.
@@ -311,6 +326,7 @@ int Cli::Run(int argc, char** argv) {
   const bool json = f.output == "json" || yaml;
   auto dispatch = [&]() -> int {
   if (complete_ids->parsed()) return session.CompletionIds();
+  if (submit->parsed() && array.has_value()) return session.SubmitArray(f.submit, *array);
   if (submit->parsed()) return session.Submit(f.submit, f.wait);
   if (sweep.list->parsed()) return session.SweepList(json);
   if (sweep.describe->parsed()) {
@@ -340,7 +356,8 @@ int Cli::Run(int argc, char** argv) {
   }
   if (list->parsed()) {
     return session.List(f.states, json,
-                        {f.list_user, f.list_name, f.list_limit, f.output == "wide", f.list_all_users});
+                        {f.list_user, f.list_name, f.list_limit, f.output == "wide",
+                         f.list_all_users, f.list_array});
   }
   if (describe->parsed()) return session.Describe(f.job_id, json);
   if (logs->parsed()) {
@@ -350,7 +367,8 @@ int Cli::Run(int argc, char** argv) {
     return session.Logs(f.job_id, f.rank, f.follow);
   }
   if (cancel->parsed()) {
-    return session.CancelJobs(f.job_ids, f.cancel_sweep, f.cancel_name, f.cancel_states);
+    return session.CancelJobs(f.job_ids, f.cancel_sweep, f.cancel_name, f.cancel_states,
+                              f.cancel_array);
   }
   if (wait->parsed()) return session.Wait(f.job_id, timeout);
   if (nodes_cmd->parsed()) return session.Nodes(json);

@@ -34,6 +34,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli.h"
+#include "client/array_spec.h"
 #include "client/sweep.h"
 #include "common/clock.h"
 #include "google/protobuf/message.h"
@@ -164,6 +165,19 @@ class Session {
   }
 
   int Submit(v1::SubmitJobRequest request, bool wait);
+  // `submit --array`: one job of `request.spec()` per index of `array`
+  // (JobSpec.array set: task id, count, %P limit), all in one SubmitJobs
+  // call. Prints the array id (its first job's id), and the job ids on
+  // stderr. Errors as Submit's; nothing is submitted when the call fails.
+  int SubmitArray(const v1::SubmitJobRequest& request, const ArraySpec& array);
+  // Submits `specs` in SubmitJobs calls of at most kMaxArrayTaskCount jobs
+  // and 12 MiB each (a job array must fit one call: INVALID_ARGUMENT
+  // otherwise, before any call), with request ids "<request_id>", then
+  // "<request_id>-<k>" for the k-th call after the first, and returns the
+  // ids in spec order. Errors: the calls' (UNIMPLEMENTED from a coordinator
+  // that predates SubmitJobs); calls before a failed one stay submitted.
+  absl::StatusOr<std::vector<int64_t>> SubmitMany(const std::vector<v1::JobSpec>& specs,
+                                                  const std::string& request_id);
   // `list`'s filters and columns: only `user`'s / `name`'s jobs (client
   // side), at most `limit` (0: all), `wide` adds USER and NODES.
   struct ListFilter {
@@ -173,6 +187,8 @@ class Session {
     bool wide = false;
     // Every user's jobs (ListJobsRequest.all_users; admins only).
     bool all_users = false;
+    // Only this job array's tasks (ListJobsRequest.array_job_id); 0: all.
+    int64_t array_job_id = 0;
   };
   int List(const std::vector<std::string>& states, bool json, const ListFilter& filter);
   int Describe(int64_t job_id, bool json);
@@ -191,7 +207,8 @@ class Session {
   // sweep and states, then by name); one line per job; kExitRpcError when
   // any could not be cancelled (each named on err).
   int CancelJobs(const std::vector<int64_t>& ids, const std::string& sweep_id,
-                 const std::string& name, const std::vector<std::string>& states);
+                 const std::string& name, const std::vector<std::string>& states,
+                 int64_t array_job_id = 0);
   int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
   int Nodes(bool json);
   // `trainctl why`: the WhyJob answer as lines for people, or JSON.
@@ -206,9 +223,12 @@ class Session {
   // CliOptions::progress).
   void EnableProgress() { progress_ = true; }
   // Submits every trial of a sweep as a job of `base` with the trial's
-  // command and params, spec.sweep_id, name "<name>-<i>" and request id
-  // "<sweep_id>-<i>" (so running it again submits nothing twice). Up to 32
-  // trials are in flight at once, so job ids need not follow trial order.
+  // command and params, spec.sweep_id and name "<name>-<i>", in one
+  // SubmitJobs call (SubmitMany) with the sweep id as request id: all
+  // trials or none, ids in trial order, and running it again submits
+  // nothing twice. A coordinator that predates SubmitJobs gets one SubmitJob
+  // per trial with request id "<sweep_id>-<i>", up to 32 in flight at once
+  // (then job ids need not follow trial order).
   int Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
             const std::string& sweep_id, const std::string& name);
   int SweepList(bool json);
@@ -310,6 +330,8 @@ struct Flags {
   std::string user;
   std::string project;
   bool wait = false;
+  // submit --array (Slurm's syntax, client/array_spec.h); empty: one job.
+  std::string array;
   std::vector<std::string> command;
   // list
   std::vector<std::string> states;
@@ -317,9 +339,11 @@ struct Flags {
   bool list_all_users = false;
   std::string list_name;
   int list_limit = 0;
+  int64_t list_array = 0;
   // cancel
   std::vector<int64_t> job_ids;
   std::string cancel_sweep;
+  int64_t cancel_array = 0;
   std::string cancel_name;
   std::vector<std::string> cancel_states;
   // describe, logs, wait

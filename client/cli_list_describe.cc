@@ -50,6 +50,20 @@ std::string OutcomeName(v1::AttemptOutcome o) {
 
 }  // namespace
 
+namespace {
+
+// The NAME column: the job's name ("-" for none); a job array's task adds
+// Slurm's ARRAYID_TASKID ("eval[57_3]").
+std::string ShownName(const v1::Job& job) {
+  const std::string& name = job.spec().name();
+  if (!job.spec().has_array()) return name.empty() ? "-" : name;
+  const std::string id = absl::StrCat(job.spec().array().array_job_id(), "_",
+                                      job.spec().array().task_id());
+  return name.empty() ? id : absl::StrCat(name, "[", id, "]");
+}
+
+}  // namespace
+
 ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f) {
   // list
   CLI::App* list = app.add_subcommand("list", "List jobs, newest first");
@@ -71,6 +85,9 @@ ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f) {
                  "Every user's jobs, not only yours (admins only, with "
                  "authentication on)");
   list->add_option("--name", f.list_name, "Only jobs of this name");
+  list->add_option("--array", f.list_array,
+                   "Only the tasks of this job array (its id, as `submit "
+                   "--array` printed)");
   list->add_option("--limit", f.list_limit, "At most this many jobs, newest first")
       ->check(CLI::Range(1, 1'000'000));
   list->footer(
@@ -111,6 +128,10 @@ int Session::List(const std::vector<std::string>& states, bool json,
   // filtered here too, for a coordinator older than ListJobsRequest.user.
   const bool client_filter = !filter.user.empty() || !filter.name.empty();
   if (filter.limit > 0 && !client_filter) request.set_limit(filter.limit);
+  if (filter.array_job_id > 0) {
+    request.set_array_job_id(filter.array_job_id);
+    if (filter.limit == 0) request.set_limit(kMaxArrayTaskCount);
+  }
   for (const std::string& name : states) {
     v1::JobState state;
     // Validated by CLI11 against the same names.
@@ -159,7 +180,7 @@ int Session::List(const std::vector<std::string>& states, bool json,
         }
       }
       table.AddRow({absl::StrCat(job->id()),
-                    job->spec().name().empty() ? "-" : job->spec().name(),
+                    ShownName(*job),
                     job->spec().user().empty() ? "-" : job->spec().user(),
                     KindName(job->kind()), StateName(job->state()), FormatGpus(job->spec()),
                     nodes.empty() ? "-" : absl::StrJoin(nodes, ","),
@@ -178,7 +199,7 @@ int Session::List(const std::vector<std::string>& states, bool json,
       runtime = FormatAge(end - FromMs(job->start_time_ms()));
     }
     table.AddRow({absl::StrCat(job->id()),
-                  job->spec().name().empty() ? "-" : job->spec().name(),
+                  ShownName(*job),
                   KindName(job->kind()), StateName(job->state()),
                   FormatGpus(job->spec()), absl::StrCat(job->attempt()),
                   Ago(job->submit_time_ms()), runtime, job->reason()});
@@ -294,6 +315,16 @@ int Session::Describe(int64_t job_id, bool json) {
                            ? absl::StrCat(" (waits for job ",
                                           job.preempted_for_job_id(), " to start)")
                            : ""));
+  }
+  if (spec.has_array()) {
+    const v1::JobArray& a = spec.array();
+    field("Array:", absl::StrFormat("%d_%d (task %d of array %d, %d task(s)%s)",
+                                    a.array_job_id(), a.task_id(), a.task_id(),
+                                    a.array_job_id(), a.task_count(),
+                                    a.max_running() > 0
+                                        ? absl::StrCat(", at most ", a.max_running(),
+                                                       " running")
+                                        : ""));
   }
   field("Request id:", job.request_id());
   field("Submitted:", when(job.submit_time_ms()));

@@ -257,12 +257,19 @@ CLI::App* AddSubmitCommand(CLI::App& app, Flags& f) {
                      "Makes retried submits idempotent");
   submit->add_flag("--wait", f.wait,
                    "Then wait for the job like `trainctl wait`");
+  submit->add_option("--array", f.array,
+                     "A job array, Slurm's syntax: one job per index of 0-9, "
+                     "1,3,5-7 or 0-15:4; %P runs at most P at once (0-999%8). "
+                     "Each task gets TRAINCTL_ARRAY_TASK_ID (and "
+                     "SLURM_ARRAY_TASK_ID); prints the array id");
   submit->add_option("command", f.command, "The command to run, after --");
   submit->footer(absl::StrCat(
       Example("  trainctl submit --name sweep-lr3 --gpu-fraction 0.25 "
               "--env LR=3e-4 -- python train.py\n"
               "  trainctl submit --nodes 2 --gpus-per-node 8 --wait -- "
-              "python ddp.py"),
+              "python ddp.py\n"
+              "  trainctl submit --array 0-99%8 --gpu-fraction 0.5 -- "
+              "sh -c 'python eval.py --shard $TRAINCTL_ARRAY_TASK_ID'"),
       "\n\nWith --wait, the exit status is that of `trainctl wait` (see "
       "trainctl wait --help)."));
   return submit;
@@ -277,6 +284,76 @@ int Session::Submit(v1::SubmitJobRequest request, bool wait) {
   out_.flush();
   if (!wait) return kExitOk;
   return Wait(response.job_id(), std::nullopt);
+}
+
+absl::StatusOr<std::vector<int64_t>> Session::SubmitMany(
+    const std::vector<v1::JobSpec>& specs, const std::string& request_id) {
+  // The coordinator takes messages of up to 16 MiB: calls stay below 12.
+  constexpr size_t kMaxCallBytes = size_t{12} << 20;
+  std::vector<int64_t> ids;
+  ids.reserve(specs.size());
+  for (size_t from = 0, call = 0; from < specs.size(); ++call) {
+    size_t to = from;
+    size_t bytes = 0;
+    while (to < specs.size() && to - from < static_cast<size_t>(kMaxArrayTaskCount)) {
+      const size_t b = specs[to].ByteSizeLong() + 8;
+      if (to > from && bytes + b > kMaxCallBytes) break;
+      bytes += b;
+      ++to;
+    }
+    if (to < specs.size() && specs[from].has_array()) {
+      // A job array is one call (its tasks must share one array id).
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--array: %d tasks of %d bytes each make a request above %d MiB; "
+          "submit fewer tasks, or a smaller environment (--export NONE or "
+          "NAME1,NAME2)",
+          specs.size(), specs[from].ByteSizeLong(), kMaxCallBytes >> 20));
+    }
+    v1::SubmitJobsRequest request;
+    for (size_t i = from; i < to; ++i) *request.add_specs() = specs[i];
+    if (!request_id.empty()) {
+      request.set_request_id(call == 0 ? request_id : absl::StrCat(request_id, "-", call));
+    }
+    v1::SubmitJobsResponse response;
+    if (absl::Status s = Call(&Stub::SubmitJobs, request, &response); !s.ok()) return s;
+    if (response.job_ids_size() != static_cast<int>(to - from)) {
+      return absl::InternalError(absl::StrFormat(
+          "the coordinator answered %d job ids for %d jobs", response.job_ids_size(),
+          to - from));
+    }
+    ids.insert(ids.end(), response.job_ids().begin(), response.job_ids().end());
+    from = to;
+  }
+  return ids;
+}
+
+int Session::SubmitArray(const v1::SubmitJobRequest& request, const ArraySpec& array) {
+  std::vector<v1::JobSpec> specs;
+  specs.reserve(array.task_ids.size());
+  for (int task_id : array.task_ids) {
+    v1::JobSpec& spec = specs.emplace_back(request.spec());
+    spec.mutable_array()->set_task_id(task_id);
+    spec.mutable_array()->set_task_count(static_cast<int>(array.task_ids.size()));
+    spec.mutable_array()->set_max_running(array.max_running);
+  }
+  absl::StatusOr<std::vector<int64_t>> ids = SubmitMany(specs, request.request_id());
+  if (!ids.ok()) {
+    if (ids.status().code() == absl::StatusCode::kUnimplemented) {
+      return Fail(absl::UnimplementedError(absl::StrCat(
+          "--array: this coordinator predates job arrays (no SubmitJobs): ",
+          ids.status().message())));
+    }
+    return Fail(ids.status());
+  }
+  out_ << ids->front() << "\n";
+  err_ << absl::StrFormat(
+      "array %d: %d job(s) submitted (jobs %d..%d%s); see `trainctl list --array "
+      "%d`\n",
+      ids->front(), ids->size(), ids->front(), ids->back(),
+      array.max_running > 0 ? absl::StrCat(", at most ", array.max_running, " running")
+                            : "",
+      ids->front());
+  return kExitOk;
 }
 
 }  // namespace trainctl::cli::internal

@@ -224,6 +224,30 @@ int Session::Sweep(const v1::JobSpec& base, const std::vector<Trial>& trials,
     request.set_request_id(absl::StrCat(sweep_id, "-", i));
     return request;
   };
+  // One SubmitJobs call for every trial (one durable commit on the
+  // coordinator; all trials or none), with the sweep id as request id, so
+  // running the same command again submits nothing twice.
+  {
+    std::vector<v1::JobSpec> specs;
+    specs.reserve(trials.size());
+    for (size_t i = 0; i < trials.size(); ++i) specs.push_back(request_for(i).spec());
+    absl::StatusOr<std::vector<int64_t>> ids = SubmitMany(specs, sweep_id);
+    if (ids.ok()) {
+      out_ << sweep_id << "\n";
+      err_ << absl::StrFormat(
+          "sweep %s: %d trial(s) submitted (jobs %d..%d); see `trainctl sweep "
+          "describe %s`\n",
+          sweep_id, trials.size(), ids->front(), ids->back(), sweep_id);
+      return kExitOk;
+    }
+    if (ids.status().code() != absl::StatusCode::kUnimplemented) {
+      err_ << absl::StrFormat(
+          "trainctl: error: sweep %s: %s\ntrainctl: no trial was submitted\n",
+          sweep_id, ids.status().message());
+      return kExitRpcError;
+    }
+    // A coordinator that predates SubmitJobs: one SubmitJob per trial.
+  }
   // Up to kSweepInFlight submits at once through the stub's callback API
   // (a coordinator that commits concurrent submits together then acks them
   // in one disk sync); one after another where the stub has none (the

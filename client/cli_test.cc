@@ -294,6 +294,67 @@ TEST_F(CliTest, Submit_Wait_PrintsIdThenExitsWithJobStatus) {
   EXPECT_THAT(err_.str(), HasSubstr("job 42 succeeded"));
 }
 
+TEST_F(CliTest, SubmitArray_SlurmSyntax_OneSubmitJobsCallWithTaskIds) {
+  v1::SubmitJobsRequest sent;
+  EXPECT_CALL(stub_, SubmitJobs(_, _, _))
+      .WillOnce(Invoke([&](grpc::ClientContext*, const v1::SubmitJobsRequest& r,
+                           v1::SubmitJobsResponse* resp) {
+        sent = r;
+        for (int i = 0; i < r.specs_size(); ++i) resp->add_job_ids(57 + i);
+        return grpc::Status::OK;
+      }));
+  ASSERT_EQ(Run({"submit", "--name", "eval", "--array", "1,3,5-7%2", "--", "x"}), 0)
+      << err_.str();
+  ASSERT_EQ(sent.specs_size(), 5);
+  const std::vector<int> task_ids = {1, 3, 5, 6, 7};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(sent.specs(i).name(), "eval");
+    EXPECT_EQ(sent.specs(i).array().task_id(), task_ids[i]);
+    EXPECT_EQ(sent.specs(i).array().task_count(), 5);
+    EXPECT_EQ(sent.specs(i).array().max_running(), 2);
+  }
+  // The array id (its first job's) alone on stdout, as for a plain submit.
+  EXPECT_EQ(out_.str(), "57\n");
+  EXPECT_THAT(err_.str(), HasSubstr("array 57: 5 job(s) submitted (jobs 57..61, at "
+                                    "most 2 running)"));
+}
+
+TEST_F(CliTest, SubmitArray_BadSyntax_UsageErrorNamingTheFlag) {
+  // StrictMock: no RPC.
+  EXPECT_EQ(Run({"submit", "--array", "9-2", "--", "x"}), 2);
+  EXPECT_EQ(err_.str(),
+            "trainctl: error: --array 9-2: \"9-2\": the range ends before it starts\n");
+  err_.str("");
+  EXPECT_EQ(Run({"submit", "--array", "0-9%0", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--array 0-9%0: \"%0\": expected %P with P >= 1"));
+  err_.str("");
+  EXPECT_EQ(Run({"submit", "--array", "0-3", "--wait", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--wait: not with --array"));
+}
+
+TEST_F(CliTest, CancelArray_CancelsEveryUnfinishedTask) {
+  v1::ListJobsRequest listed;
+  EXPECT_CALL(stub_, ListJobs(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&listed),
+                      SetArgPointee<2>(Proto<v1::ListJobsResponse>(R"pb(
+                        jobs { id: 59 state: JOB_STATE_PENDING }
+                        jobs { id: 58 state: JOB_STATE_RUNNING }
+                        jobs { id: 57 state: JOB_STATE_SUCCEEDED }
+                      )pb")),
+                      Return(grpc::Status::OK)));
+  std::vector<int64_t> cancelled;
+  EXPECT_CALL(stub_, CancelJob(_, _, _))
+      .Times(2)
+      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::CancelJobRequest& r,
+                                 v1::CancelJobResponse*) {
+        cancelled.push_back(r.job_id());
+        return grpc::Status::OK;
+      }));
+  ASSERT_EQ(Run({"cancel", "--array", "57"}), 0) << err_.str();
+  EXPECT_EQ(listed.array_job_id(), 57);
+  EXPECT_THAT(cancelled, ElementsAre(59, 58));
+}
+
 TEST_F(CliTest, Submit_Help_ShowsExampleAndExits0) {
   EXPECT_EQ(Run({"submit", "--help"}), 0);
   EXPECT_THAT(out_.str(),
@@ -1001,10 +1062,29 @@ TEST_F(CliGrpcTest, Logs_NodeDisconnected_PrintsCoordinatorsMessage) {
 
 // ------------------------------------------------------------------ sweep
 
-// Expects `n` SubmitJob calls, answers ids 10, 11, ... and keeps the requests.
+// Expects one SubmitJobs call of `n` specs, answers ids 10, 11, ... and
+// keeps each spec as a SubmitJobRequest (request ids: batch_request_id_).
 class SweepCliTest : public CliTest {
  protected:
   void ExpectSubmits(int n) {
+    EXPECT_CALL(stub_, SubmitJobs(_, _, _))
+        .WillOnce(Invoke([this, n](grpc::ClientContext*,
+                                   const v1::SubmitJobsRequest& request,
+                                   v1::SubmitJobsResponse* response) {
+          EXPECT_EQ(request.specs_size(), n);
+          batch_request_id_ = request.request_id();
+          for (const v1::JobSpec& spec : request.specs()) {
+            *requests_.emplace_back().mutable_spec() = spec;
+            response->add_job_ids(10 + static_cast<int64_t>(requests_.size()) - 1);
+          }
+          return grpc::Status::OK;
+        }));
+  }
+
+  // A coordinator without SubmitJobs: `n` SubmitJob calls.
+  void ExpectLegacySubmits(int n) {
+    EXPECT_CALL(stub_, SubmitJobs(_, _, _))
+        .WillOnce(Return(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "unknown method")));
     EXPECT_CALL(stub_, SubmitJob(_, _, _))
         .Times(n)
         .WillRepeatedly(Invoke([this](grpc::ClientContext*,
@@ -1060,6 +1140,7 @@ class SweepCliTest : public CliTest {
   }
 
   std::vector<v1::SubmitJobRequest> requests_;
+  std::string batch_request_id_;
   v1::ListJobsRequest listed_;
 };
 
@@ -1085,13 +1166,13 @@ TEST_F(SweepCliTest, Sweep_TwoByTwoGrid_SubmitsFourTrialsWithParamsAndRequestIds
                   params { key: "bs" value: "128" }
                   export_policy: "ALL"
                 }
-                request_id: "sw-test-3"
               )pb")));
+  // One call for the whole sweep; the sweep id makes it idempotent.
+  EXPECT_EQ(batch_request_id_, "sw-test");
   const std::vector<std::vector<std::string>> argv = {
       {"1e-3", "64"}, {"1e-3", "128"}, {"3e-4", "64"}, {"3e-4", "128"}};
   for (int i = 0; i < 4; ++i) {
     const v1::SubmitJobRequest& r = requests_[i];
-    EXPECT_EQ(r.request_id(), absl::StrCat("sw-test-", i));
     EXPECT_EQ(r.spec().name(), absl::StrCat("lrs-", i));
     EXPECT_EQ(r.spec().sweep_id(), "sw-test");
     EXPECT_EQ(r.spec().params().at("lr"), argv[i][0]);
@@ -1120,7 +1201,6 @@ TEST_F(SweepCliTest, Sweep_RandomNoSweepId_GeneratedIdAndSeededSamples) {
     EXPECT_EQ(requests_[i].spec().sweep_id(), id);
     // No --name: trials are named after the sweep.
     EXPECT_EQ(requests_[i].spec().name(), absl::StrCat(id, "-", i));
-    EXPECT_EQ(requests_[i].request_id(), absl::StrCat(id, "-", i));
     lrs.push_back(requests_[i].spec().params().at("lr"));
     EXPECT_EQ(requests_[i].spec().command(2), "--lr=" + lrs.back());
   }
@@ -1158,9 +1238,36 @@ TEST_F(SweepCliTest, Sweep_ParamNotInCommand_WarnsAndSubmits) {
   EXPECT_EQ(requests_[1].spec().params().at("seed"), "2");
 }
 
+TEST_F(SweepCliTest, Sweep_OlderCoordinator_OneSubmitJobPerTrial) {
+  ExpectLegacySubmits(3);
+  ASSERT_EQ(Run({"sweep", "--sweep-id", "sw-old", "--grid", "a=1,2,3", "--", "run",
+                 "{a}"}),
+            0)
+      << err_.str();
+  ASSERT_EQ(requests_.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(requests_[i].request_id(), absl::StrCat("sw-old-", i));
+  }
+  EXPECT_EQ(out_.str(), "sw-old\n");
+}
+
+TEST_F(SweepCliTest, Sweep_SubmitJobsRefused_NoTrialSubmitted) {
+  EXPECT_CALL(stub_, SubmitJobs(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "specs[2].gpus: too many")));
+  EXPECT_EQ(Run({"sweep", "--sweep-id", "sw-x", "--grid", "a=1,2,3", "--", "run",
+                 "{a}"}),
+            1);
+  EXPECT_THAT(err_.str(), HasSubstr("sweep sw-x: specs[2].gpus: too many"));
+  EXPECT_THAT(err_.str(), HasSubstr("no trial was submitted"));
+  EXPECT_EQ(out_.str(), "");
+}
+
 TEST_F(SweepCliTest, Sweep_SubmitFailsMidway_SaysHowToResume) {
   v1::SubmitJobResponse ok;
   ok.set_job_id(10);
+  EXPECT_CALL(stub_, SubmitJobs(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "unknown method")));
   EXPECT_CALL(stub_, SubmitJob(_, _, _))
       .WillOnce(DoAll(SetArgPointee<2>(ok), Return(grpc::Status::OK)))
       .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));

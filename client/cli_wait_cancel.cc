@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -51,6 +52,10 @@ CLI::App* AddCancelCommand(CLI::App& app, Flags& f) {
   CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs: by id, or every unfinished job a filter selects");
   cancel->add_option("JOB", f.job_ids, "Job ids");
   cancel->add_option("--sweep", f.cancel_sweep, "Every unfinished trial of this sweep");
+  cancel->add_option("--array", f.cancel_array,
+                     "Every unfinished task of this job array (its id, as "
+                     "`submit --array` printed)")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   cancel->add_option("--name", f.cancel_name, "Every unfinished job of this name");
   cancel->add_option("--state", f.cancel_states,
                      "Every job in this state, e.g. pending (repeatable; with "
@@ -60,7 +65,8 @@ CLI::App* AddCancelCommand(CLI::App& app, Flags& f) {
   cancel->footer(Example(
       "  trainctl cancel 42\n  trainctl cancel 42 43 44\n"
       "  trainctl cancel --name lr-sweep --state pending\n"
-      "  trainctl cancel --sweep sw-1a2b3c"));
+      "  trainctl cancel --sweep sw-1a2b3c\n"
+      "  trainctl cancel --array 57"));
   return cancel;
 }
 
@@ -77,12 +83,16 @@ CLI::App* AddWaitCommand(CLI::App& app, Flags& f) {
 }
 
 int Session::CancelJobs(const std::vector<int64_t>& ids, const std::string& sweep_id,
-                        const std::string& name, const std::vector<std::string>& states) {
+                        const std::string& name, const std::vector<std::string>& states,
+                        int64_t array_job_id) {
   std::vector<int64_t> targets = ids;
-  const bool filtered = !sweep_id.empty() || !name.empty() || !states.empty();
+  const bool filtered =
+      !sweep_id.empty() || !name.empty() || !states.empty() || array_job_id > 0;
   if (filtered) {
     v1::ListJobsRequest request;
     request.set_sweep_id(sweep_id);
+    request.set_array_job_id(array_job_id);
+    if (array_job_id > 0) request.set_limit(kMaxArrayTaskCount);
     for (const std::string& s : states) {
       v1::JobState state;
       if (v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(s), &state)) {

@@ -221,13 +221,15 @@ TEST_F(SweepCompareTest, SweepDescribe_Metric_AddsBestTrials) {
 
 TEST_F(ExperimentCliTest, Sweep_EarlyStop_EveryTrialCarriesAshaConfig) {
   std::vector<v1::SubmitJobRequest> sent;
-  v1::SubmitJobResponse ok;
-  ok.set_job_id(1);
-  EXPECT_CALL(stub_, SubmitJob(_, _, _))
-      .Times(2)
-      .WillRepeatedly(DoAll(Invoke([&](grpc::ClientContext*, const v1::SubmitJobRequest& r,
-                                       v1::SubmitJobResponse*) { sent.push_back(r); }),
-                            SetArgPointee<2>(ok), Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, SubmitJobs(_, _, _))
+      .WillOnce(Invoke([&](grpc::ClientContext*, const v1::SubmitJobsRequest& r,
+                           v1::SubmitJobsResponse* resp) {
+        for (const v1::JobSpec& spec : r.specs()) {
+          *sent.emplace_back().mutable_spec() = spec;
+          resp->add_job_ids(static_cast<int64_t>(sent.size()));
+        }
+        return grpc::Status::OK;
+      }));
   ASSERT_EQ(Run({"sweep", "--sweep-id", "sw", "--grid", "lr=1,2", "--early-stop",
                  "acc:max", "--grace-steps", "5", "--reduction-factor", "4", "--",
                  "train", "{lr}"}),

@@ -1,6 +1,8 @@
-// `trainctl sweep` against a real gRPC server (in process): trials are
-// submitted concurrently through the stub's callback API, each exactly once
-// with its own request id, and a failed trial is named.
+// `trainctl sweep` against a real gRPC server (in process): with SubmitJobs,
+// every trial in one call; against a coordinator that predates it (no
+// SubmitJobs: UNIMPLEMENTED), trials are submitted concurrently through the
+// stub's callback API, each exactly once with its own request id, and a
+// failed trial is named.
 
 #include <algorithm>
 #include <map>
@@ -127,6 +129,70 @@ TEST_F(SweepSubmitTest, Sweep_OneTrialRefused_NamedAndRerunCompletesWithoutDupli
   ASSERT_EQ(RunSweep(40), kExitOk) << err_.str();
   absl::MutexLock lock(&service_.mu_);
   EXPECT_EQ(service_.ids_.size(), 40u);
+}
+
+// SubmitJobs (and SubmitJob, which must not be called): records each call.
+class FakeBatchService final : public v1::Coordinator::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* SubmitJobs(grpc::CallbackServerContext* ctx,
+                                       const v1::SubmitJobsRequest* req,
+                                       v1::SubmitJobsResponse* resp) override {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(*req);
+    for (int i = 0; i < req->specs_size(); ++i) resp->add_job_ids(100 + i);
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
+                                      const v1::SubmitJobRequest*,
+                                      v1::SubmitJobResponse*) override {
+    absl::MutexLock lock(&mu_);
+    ++single_calls_;
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, "not expected"));
+    return reactor;
+  }
+
+  absl::Mutex mu_;
+  std::vector<v1::SubmitJobsRequest> calls_ ABSL_GUARDED_BY(mu_);
+  int single_calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class SweepSubmitJobsTest : public CliHarness<> {
+ protected:
+  SweepSubmitJobsTest() {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    grpc_stub_ = v1::Coordinator::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+    UseStub(grpc_stub_.get());
+    options_.clock = nullptr;
+  }
+  ~SweepSubmitJobsTest() override { server_->Shutdown(); }
+
+  FakeBatchService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Coordinator::Stub> grpc_stub_;
+};
+
+TEST_F(SweepSubmitJobsTest, Sweep_100Trials_OneSubmitJobsCallInTrialOrder) {
+  std::string grid = "i=";
+  for (int i = 0; i < 100; ++i) absl::StrAppend(&grid, i == 0 ? "" : ",", i);
+  ASSERT_EQ(Run({"sweep", "--sweep-id", "sw", "--gpus", "1", "--grid", grid, "--", "echo",
+                 "{i}"}),
+            kExitOk)
+      << err_.str();
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.single_calls_, 0);
+  ASSERT_EQ(service_.calls_.size(), 1u);
+  const v1::SubmitJobsRequest& call = service_.calls_[0];
+  EXPECT_EQ(call.request_id(), "sw");
+  ASSERT_EQ(call.specs_size(), 100);
+  EXPECT_EQ(call.specs(99).name(), "sw-99");
+  EXPECT_EQ(call.specs(99).params().at("i"), "99");
+  EXPECT_EQ(out_.str(), "sw\n");
+  EXPECT_THAT(err_.str(), HasSubstr("100 trial(s) submitted (jobs 100..199)"));
 }
 
 }  // namespace

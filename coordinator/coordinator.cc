@@ -623,7 +623,112 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
 
 void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
                                  const std::string& request_id, SubmitDone done) {
-  if (absl::Status s = ValidateJobSpec(spec, config_.scheduler.policy); !s.ok()) {
+  SubmitBatchAsync({spec}, request_id, /*batch=*/false,
+                   [done = std::move(done)](
+                       absl::StatusOr<std::vector<int64_t>> ids) mutable {
+                     if (!ids.ok()) {
+                       std::move(done)(ids.status());
+                       return;
+                     }
+                     std::move(done)(ids->front());
+                   });
+}
+
+void Coordinator::SubmitJobsAsync(std::vector<v1::JobSpec> specs,
+                                  const std::string& request_id,
+                                  SubmitJobsDone done) {
+  SubmitBatchAsync(std::move(specs), request_id, /*batch=*/true, std::move(done));
+}
+
+namespace {
+
+// `s` with its field path moved under specs[index] ("spec.gpus: ..." ->
+// "specs[3].gpus: ..."; "user: ..." -> "specs[3].user: ...") when `batch`.
+absl::Status AtIndex(const absl::Status& s, bool batch, size_t index) {
+  if (!batch || s.ok()) return s;
+  absl::string_view message = s.message();
+  absl::ConsumePrefix(&message, "spec.");
+  return absl::Status(s.code(), absl::StrCat("specs[", index, "].", message));
+}
+
+// Cross-spec rules of one SubmitJobs call's job array: either no spec has
+// JobSpec.array or every one does, with task_count = the number of specs,
+// one max_running and distinct task ids.
+absl::Status ValidateArray(const std::vector<v1::JobSpec>& specs) {
+  if (specs.empty() || !specs.front().has_array()) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].has_array()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "specs[", i, "].array: set, but specs[0].array is not: either "
+            "every spec of a job array carries it or none does"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const v1::JobArray& first = specs.front().array();
+  absl::flat_hash_set<int32_t> seen;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!specs[i].has_array()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "specs[", i, "].array: missing; every spec of a job array carries it"));
+    }
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const v1::JobArray& a = specs[i].array();
+    if (a.task_count() != static_cast<int>(specs.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "specs[", i, "].array.task_count: ", a.task_count(),
+          ", but the request holds ", specs.size(), " specs"));
+    }
+    if (a.max_running() != first.max_running()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "specs[", i, "].array.max_running: ", a.max_running(),
+          ", but specs[0] has ", first.max_running(), "; one limit per array"));
+    }
+    if (!seen.insert(a.task_id()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "specs[", i, "].array.task_id: ", a.task_id(),
+          " appears twice in the array"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
+                                   const std::string& request_id, bool batch,
+                                   SubmitJobsDone done) {
+  if (specs.empty()) {
+    std::move(done)(absl::InvalidArgumentError("specs: empty; give at least one job"));
+    return;
+  }
+  if (specs.size() > static_cast<size_t>(kMaxArrayTasks)) {
+    std::move(done)(absl::InvalidArgumentError(absl::StrCat(
+        "specs: at most ", kMaxArrayTasks, " jobs per call, got ", specs.size())));
+    return;
+  }
+  // All or nothing: every spec is checked before anything is stored.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (absl::Status s = ValidateJobSpec(specs[i], config_.scheduler.policy);
+        !s.ok()) {
+      std::move(done)(AtIndex(s, batch, i));
+      return;
+    }
+    if (config_.run_jobs_as_user && !config_.allow_root_jobs &&
+        specs[i].user() == "root") {
+      std::move(done)(AtIndex(
+          absl::PermissionDeniedError(
+              "user: jobs of root are refused (tasks run as their user, and "
+              "this coordinator does not allow uid 0: trainctl-coordinator "
+              "--allow-root-jobs)"),
+          batch, i));
+      return;
+    }
+  }
+  // A single SubmitJob with spec.array is an array of its own: only
+  // SubmitJobs has several specs to check against each other.
+  if (absl::Status s = batch ? ValidateArray(specs) : absl::OkStatus(); !s.ok()) {
     std::move(done)(s);
     return;
   }
@@ -632,16 +737,9 @@ void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
         absl::StrCat("request_id: at most ", kMaxRequestIdBytes, " bytes")));
     return;
   }
-  if (config_.run_jobs_as_user && !config_.allow_root_jobs && spec.user() == "root") {
-    std::move(done)(absl::PermissionDeniedError(
-        "user: jobs of root are refused (tasks run as their user, and this "
-        "coordinator does not allow uid 0: trainctl-coordinator "
-        "--allow-root-jobs)"));
-    return;
-  }
   absl::Status refused;
   Deferred deferred;
-  int64_t id = 0;
+  std::vector<int64_t> ids;
   WriteTicket durable_at = 0;
   bool retried = false;
   bool await_pass = false;
@@ -651,58 +749,89 @@ void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
       auto it = request_ids_.find(request_id);
       if (it != request_ids_.end()) {
         // A retry: the first call may not have seen its write durable yet.
-        id = it->second;
+        // Only the first job carries the request id; the call's jobs have
+        // consecutive ids.
+        for (size_t i = 0; i < specs.size(); ++i) ids.push_back(it->second + i);
         durable_at = last_ticket_;
         retried = true;
       }
     }
-    if (!retried && !spec.hold() && !nodes_.empty()) {
+    if (!retried && !nodes_.empty()) {
       // A job no registered node could ever hold is refused, not accepted
       // to fail at once (with no node yet, the cluster is still starting).
-      v1::Job candidate;
-      *candidate.mutable_spec() = spec;
-      candidate.set_kind(KindOf(spec));
-      if (std::optional<std::string> never =
-              scheduler_.WhyNeverFits(SnapshotLocked(), ToJobRequest(candidate))) {
-        refused = absl::FailedPreconditionError(absl::StrCat(
-            "cannot run on this cluster: ", *never,
-            "; submit with --hold (spec.hold) to keep it waiting for nodes that "
-            "will join"));
+      const sched::ClusterSnapshot snapshot = SnapshotLocked();
+      for (size_t i = 0; i < specs.size() && refused.ok(); ++i) {
+        if (specs[i].hold()) continue;
+        v1::Job candidate;
+        *candidate.mutable_spec() = specs[i];
+        candidate.set_kind(KindOf(specs[i]));
+        if (std::optional<std::string> never =
+                scheduler_.WhyNeverFits(snapshot, ToJobRequest(candidate))) {
+          refused = absl::FailedPreconditionError(absl::StrCat(
+              batch ? absl::StrCat("specs[", i, "]: ") : "",
+              "cannot run on this cluster: ", *never,
+              "; submit with --hold (spec.hold) to keep it waiting for nodes "
+              "that will join"));
+        }
       }
     }
     if (!retried && refused.ok()) {
-      // This job's PENDING record and the placement it gets below commit
-      // together: one fsync per submit.
+      // The jobs' PENDING records and the placements they get below commit
+      // together: one transaction (one fsync) per call, however many jobs.
       CommitHold hold(store_);
-      id = next_job_id_;
-      v1::Job job;
-      job.set_id(id);
-      *job.mutable_spec() = spec;
-      job.set_kind(KindOf(spec));
-      job.set_state(v1::JOB_STATE_PENDING);
-      job.set_reason("waiting to be scheduled");
-      job.set_submit_time_ms(ToUnixMs(clock_->Now()));
-      job.set_request_id(request_id);
-      if (!config_.checkpoint_root.empty()) {
-        job.set_checkpoint_dir(absl::StrCat(
-            absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+      const int64_t first_id = next_job_id_;
+      const int64_t now_ms = ToUnixMs(clock_->Now());
+      std::vector<v1::Job> jobs(specs.size());
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const int64_t id = first_id + static_cast<int64_t>(i);
+        v1::Job& job = jobs[i];
+        job.set_id(id);
+        *job.mutable_spec() = std::move(specs[i]);
+        if (job.spec().has_array()) {
+          job.mutable_spec()->mutable_array()->set_array_job_id(first_id);
+        }
+        job.set_kind(KindOf(job.spec()));
+        job.set_state(v1::JOB_STATE_PENDING);
+        job.set_reason("waiting to be scheduled");
+        job.set_submit_time_ms(now_ms);
+        if (i == 0) job.set_request_id(request_id);
+        if (!config_.checkpoint_root.empty()) {
+          job.set_checkpoint_dir(absl::StrCat(
+              absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+        }
+        // Queued first (a store that refuses at once refuses the call), then
+        // placed; a job placed in this pass has its SCHEDULED record replace
+        // the PENDING one still queued, so both go in one commit.
+        absl::Status stored = EnqueueJobLocked(job);
+        if (!stored.ok()) {
+          // Nothing of the call is taken into memory, and the ids are given
+          // out again, so a later submit overwrites any record a synchronous
+          // store kept of the jobs before this one.
+          refused = absl::UnavailableError(absl::StrCat(
+              batch ? "the jobs were" : "the job was", " not accepted: ",
+              stored.message()));
+          break;
+        }
       }
-      // Queued first (a store that refuses at once refuses the job), then
-      // placed; when the job is placed in this pass its SCHEDULED record
-      // replaces the PENDING one still queued, so both go in one commit.
-      absl::Status stored = EnqueueJobLocked(job);
-      if (!stored.ok()) {
-        refused = absl::UnavailableError(
-            absl::StrCat("the job was not accepted: ", stored.message()));
-      } else {
-        ++next_job_id_;
-        if (!request_id.empty()) request_ids_[request_id] = id;
-        if (!spec.sweep_id().empty()) sweep_jobs_[spec.sweep_id()].push_back(id);
-        TrackLocked(job);
-        jobs_.emplace(id, std::move(job));
-        ++jobs_by_state_[v1::JOB_STATE_PENDING];
-        ++counters_.jobs_submitted;
-        TC_LOG_INFO("job {} submitted", id);
+      if (refused.ok()) {
+        next_job_id_ = first_id + static_cast<int64_t>(jobs.size());
+        if (!request_id.empty()) request_ids_[request_id] = first_id;
+        for (v1::Job& job : jobs) {
+          const int64_t id = job.id();
+          ids.push_back(id);
+          if (!job.spec().sweep_id().empty()) {
+            sweep_jobs_[job.spec().sweep_id()].push_back(id);
+          }
+          TrackLocked(job);
+          jobs_.emplace(id, std::move(job));
+          ++jobs_by_state_[v1::JOB_STATE_PENDING];
+          ++counters_.jobs_submitted;
+        }
+        if (ids.size() == 1) {
+          TC_LOG_INFO("job {} submitted", ids.front());
+        } else {
+          TC_LOG_INFO("jobs {}-{} submitted", ids.front(), ids.back());
+        }
         await_pass = RequestScheduleLocked(deferred);
         durable_at = last_ticket_;
       }
@@ -715,17 +844,19 @@ void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
     std::move(done)(std::move(refused));
     return;
   }
-  // The ack waits for the job's write (a retry: for whatever was queued when
-  // it came, which covers the first call's write), outside mu_.
-  store_->WhenDurable(durable_at, [id, done = std::move(done)](
+  // The ack waits for the jobs' writes (a retry: for whatever was queued
+  // when it came, which covers the first call's writes), outside mu_.
+  store_->WhenDurable(durable_at, [ids = std::move(ids), done = std::move(done)](
                                       absl::Status stored) mutable {
     if (!stored.ok()) {
       std::move(done)(absl::UnavailableError(absl::StrCat(
-          "job ", id, " may not have been stored: ", stored.message(),
+          ids.size() == 1 ? absl::StrCat("job ", ids.front())
+                          : absl::StrCat("jobs ", ids.front(), "-", ids.back()),
+          " may not have been stored: ", stored.message(),
           "; retry with the same request id")));
       return;
     }
-    std::move(done)(id);
+    std::move(done)(std::move(ids));
   });
 }
 
@@ -747,7 +878,8 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
                                            int limit,
                                            const std::string& sweep_id,
-                                           const std::string& user) const {
+                                           const std::string& user,
+                                           int64_t array_job_id) const {
   if (limit <= 0) limit = kDefaultListLimit;
   absl::flat_hash_set<int> wanted(states.begin(), states.end());
   std::vector<v1::Job> out;
@@ -784,7 +916,18 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
       }
       return true;
     };
-    if (!sweep_id.empty()) {
+    if (array_job_id > 0) {
+      // A job array's tasks have the ids array_job_id .. + task_count - 1.
+      v1::Job scratch;
+      absl::StatusOr<const v1::Job*> first = LookupLocked(array_job_id, &scratch);
+      if (!first.ok() || (*first)->spec().array().array_job_id() != array_job_id) {
+        return out;
+      }
+      const int64_t count = (*first)->spec().array().task_count();
+      for (int64_t id = array_job_id + count - 1; id >= array_job_id; --id) {
+        if (!visit(id)) break;
+      }
+    } else if (!sweep_id.empty()) {
       auto sweep = sweep_jobs_.find(sweep_id);
       if (sweep == sweep_jobs_.end()) return out;
       for (auto id = sweep->second.rbegin(); id != sweep->second.rend(); ++id) {
@@ -1237,6 +1380,17 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
           await_pass = RequestScheduleLocked(deferred);
         }
         break;
+      case v1::AgentMessage::kTaskStatusBatch: {
+        // Tasks that ended in the same heartbeat period: each handled as its
+        // own task_status would be, then one scheduling pass for them all.
+        bool frees = false;
+        for (const v1::TaskStatus& st : msg.task_status_batch().statuses()) {
+          HandleTaskStatusLocked(node, st, deferred);
+          frees = frees || st.state() != v1::TASK_STATE_RUNNING;
+        }
+        if (frees) await_pass = RequestScheduleLocked(deferred);
+        break;
+      }
       case v1::AgentMessage::kLogChunk: {
         const v1::LogChunk& chunk = msg.log_chunk();
         auto rt = log_reads_.find(chunk.request_id());

@@ -333,10 +333,32 @@ class Coordinator {
   // SubmitJob without blocking the caller: `done` gets the job id once the
   // job's write is durable (on the store's commit thread, or inline when the
   // store is synchronous or the call fails early). The gRPC layer uses this
-  // so that no server thread waits for an fsync. Errors: as SubmitJob.
+  // so that no server thread waits for an fsync. Errors: as SubmitJob. A
+  // spec with JobSpec.array is an array of its own (array_job_id = its id;
+  // the cross-spec rules of SubmitJobsAsync do not apply).
   using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
   void SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
                       SubmitDone done);
+
+  // Many jobs in one call (SubmitJobs; `trainctl sweep`, `submit --array`),
+  // all or nothing: every spec is validated and checked against the cluster
+  // first, then every job is queued under one commit hold, so the jobs'
+  // records go to the store in one transaction (one fsync), and one
+  // scheduling pass follows. `done` gets the ids, consecutive and in spec
+  // order, once that write is durable. Specs with JobSpec.array form one job
+  // array: array_job_id is set to the first job's id. A repeated non-empty
+  // `request_id` returns the ids first given for it (it is kept on the first
+  // job). Errors: INVALID_ARGUMENT naming the spec's index and field
+  // ("specs[3].gpus: ...") or the array rule broken, or an empty or too long
+  // (kMaxArrayTasks) list; FAILED_PRECONDITION naming the index of a job no
+  // node could ever hold; PERMISSION_DENIED as SubmitJob; UNAVAILABLE when
+  // the store refused or failed the write (then no job of the call is
+  // accepted; with a synchronous store, records of the jobs before the
+  // refused one may stay until their ids are given out again).
+  using SubmitJobsDone =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<int64_t>>) &&>;
+  void SubmitJobsAsync(std::vector<v1::JobSpec> specs,
+                       const std::string& request_id, SubmitJobsDone done);
 
   // The job as users see it (no attempt token). A retired job is read from
   // the store. Errors: NOT_FOUND; those of StateStore::ReadJobs.
@@ -351,10 +373,14 @@ class Coordinator {
   // gives an empty list. A non-empty `user` keeps only jobs whose spec.user
   // is that user (the user API's view for non-admins); `limit` counts the
   // jobs kept.
+  // A non-zero `array_job_id` keeps only that job array's tasks (the ids
+  // from array_job_id to array_job_id + task_count - 1, which a job array
+  // always has); an unknown array gives an empty list.
   std::vector<v1::Job> ListJobs(const std::vector<v1::JobState>& states,
                                 int limit,
                                 const std::string& sweep_id = "",
-                                const std::string& user = "") const;
+                                const std::string& user = "",
+                                int64_t array_job_id = 0) const;
 
   // Cancels a job that is not final: its live tasks get SIGTERM, then SIGKILL
   // after the grace period. The cancel is written to the store before the
@@ -670,6 +696,11 @@ class Coordinator {
   // queue). Returns true when the pass was left to another event: the
   // caller must call AwaitSchedulePass() after releasing mu_.
   bool RequestScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SubmitJobAsync (one spec, `batch` false: errors name "spec.field") and
+  // SubmitJobsAsync (`batch` true: "specs[i].field").
+  void SubmitBatchAsync(std::vector<v1::JobSpec> specs,
+                        const std::string& request_id, bool batch,
+                        SubmitJobsDone done) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks (without holding mu_) until the pass an earlier
   // RequestScheduleLocked() left to another event has run; runs it itself
   // once no event waits for mu_. So when a public method returns, the pass

@@ -101,6 +101,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     ack.mutable_register_ack()->set_lease_ms(
         absl::ToInt64Milliseconds(config_.node_timeout));
     ack.mutable_register_ack()->set_cluster_id(cluster_id_);
+    ack.mutable_register_ack()->set_accepts_task_status_batch(true);
     conn->Send(ack);
 
     // Reconcile what the agent runs with what we expect there.

@@ -135,6 +135,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
     r.user = spec.user();
     r.project = spec.project();
     r.preemptible = spec.preemptible();
+    if (spec.has_array()) r.group = ArrayGroup(spec.array().array_job_id());
     // A job not yet RUNNING counts as starting now.
     const int64_t start_ms = job.start_time_ms() > 0 ? job.start_time_ms() : now_ms;
     const int64_t ran_ms = std::max<int64_t>(0, now_ms - start_ms);

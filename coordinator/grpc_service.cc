@@ -207,6 +207,51 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* SubmitJobs(grpc::CallbackServerContext* ctx,
+                                       const v1::SubmitJobsRequest* req,
+                                       v1::SubmitJobsResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
+      reactor->Finish(ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    // Every job is the caller's, as with SubmitJob; a refused spec refuses
+    // the call.
+    std::vector<v1::JobSpec> specs(req->specs().begin(), req->specs().end());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (absl::Status s = ApplySubmitter(*who, &specs[i]); !s.ok()) {
+        reactor->Finish(ToGrpcStatus(absl::Status(
+            s.code(), absl::StrCat("specs[", i, "]: ", s.message()))));
+        return reactor;
+      }
+    }
+    // Answered when the jobs' write is durable (one commit for all of them),
+    // from the store's commit thread.
+    core_->SubmitJobsAsync(
+        std::move(specs), req->request_id(),
+        [this, reactor, resp, who = *who,
+         has_request_id = !req->request_id().empty()](
+            absl::StatusOr<std::vector<int64_t>> ids) {
+          if (ids.ok() && has_request_id && !ids->empty()) {
+            // A request id already used by another user's jobs must not hand
+            // them to this caller.
+            absl::StatusOr<v1::Job> job = core_->GetJob(ids->front());
+            if (job.ok()) {
+              if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of");
+                  !s.ok()) {
+                ids = s;
+              }
+            }
+          }
+          if (ids.ok()) {
+            for (int64_t id : *ids) resp->add_job_ids(id);
+          }
+          reactor->Finish(ToGrpcStatus(ids.status()));
+        });
+    return reactor;
+  }
+
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
                                    const v1::GetJobRequest* req,
                                    v1::GetJobResponse* resp) override {
@@ -235,15 +280,18 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
     absl::StatusOr<std::string> owner = ListOwner(
         *who,
-        // A named sweep is read as GetJob reads a named job: an admin sees
-        // every trial of it.
-        req->all_users() || (who->admin && !req->sweep_id().empty()), req->user());
+        // A named sweep or job array is read as GetJob reads a named job:
+        // an admin sees every trial or task of it.
+        req->all_users() ||
+            (who->admin && (!req->sweep_id().empty() || req->array_job_id() != 0)),
+        req->user());
     if (!owner.ok()) {
       reactor->Finish(ToGrpcStatus(owner.status()));
       return reactor;
     }
     for (v1::Job& job :
-         core_->ListJobs(states, req->limit(), req->sweep_id(), *owner)) {
+         core_->ListJobs(states, req->limit(), req->sweep_id(), *owner,
+                         req->array_job_id())) {
       *resp->add_jobs() = std::move(job);
     }
     reactor->Finish(grpc::Status::OK);

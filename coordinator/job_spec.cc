@@ -232,6 +232,27 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
     return Invalid("sweep_id", absl::StrCat("only [A-Za-z0-9._-] allowed, got \"",
                                             absl::CHexEscape(spec.sweep_id()), "\""));
   }
+  if (spec.has_array()) {
+    const v1::JobArray& a = spec.array();
+    if (a.task_id() < 0) {
+      return Invalid("array.task_id", absl::StrCat("must be >= 0, got ", a.task_id()));
+    }
+    if (a.task_count() < 1 || a.task_count() > kMaxArrayTasks) {
+      return Invalid("array.task_count",
+                     absl::StrCat("must be in [1, ", kMaxArrayTasks, "], got ",
+                                  a.task_count()));
+    }
+    if (a.max_running() < 0) {
+      return Invalid("array.max_running",
+                     absl::StrCat("must be >= 0 (0: no limit), got ", a.max_running()));
+    }
+    if (a.max_running() > 0 && spec.auto_pack()) {
+      // Auto-packed jobs are placed by the packer, which knows no limits.
+      return Invalid("array.max_running",
+                     "a limit (%P) cannot apply to auto-packed jobs (auto_pack): "
+                     "drop one of them");
+    }
+  }
   if (spec.params_size() > kMaxParams) {
     return Invalid("params", absl::StrCat("at most ", kMaxParams,
                                           " parameters, got ", spec.params_size()));
@@ -383,6 +404,10 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
     r.excluded_nodes.push_back(e.node());
   }
   r.needs_container_runtime = !spec.image().empty();
+  if (spec.has_array()) {
+    r.group = ArrayGroup(spec.array().array_job_id());
+    r.group_max_running = spec.array().max_running();
+  }
   if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) {
     r.kind = sched::JobKind::kExperiment;
     r.gpu_fraction = spec.gpu_fraction() > 0 ? spec.gpu_fraction() : 1.0;
@@ -395,6 +420,10 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
                                     : spec.gpus();
   }
   return r;
+}
+
+std::string ArrayGroup(int64_t array_job_id) {
+  return absl::StrCat("array ", array_job_id);
 }
 
 int TasksPerNode(const v1::JobSpec& spec, int gpus_on_node) {

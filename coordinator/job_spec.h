@@ -37,6 +37,8 @@ inline constexpr int kMaxParams = 64;
 inline constexpr int kMaxParamNameBytes = 64;
 inline constexpr int kMaxParamValueBytes = 1024;
 inline constexpr int kMaxQueueNameBytes = 64;
+// Jobs in one SubmitJobs call, and so tasks in one job array.
+inline constexpr int kMaxArrayTasks = 10000;
 inline constexpr int kMaxUserBytes = 128;
 // The longest --time-limit: 366 days, ms.
 inline constexpr int64_t kMaxTimeLimitMs = int64_t{366} * 24 * 3600 * 1000;
@@ -51,7 +53,10 @@ inline constexpr int64_t kMaxTimeLimitMs = int64_t{366} * 24 * 3600 * 1000;
 // user and project at most kMaxUserBytes without control characters;
 // time_limit_ms in [0, kMaxTimeLimitMs]; placement a known value, and PACK or
 // SPREAD only for gangs; the queue one of `policy.queues` ("" and "default"
-// when it lists none: the coordinator's default).
+// when it lists none: the coordinator's default). A job array's task
+// (spec.array): task_id >= 0, task_count in [1, kMaxArrayTasks],
+// max_running >= 0 and 0 with auto_pack (the coordinator checks the array
+// as a whole).
 absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                              const sched::PolicyConfig& policy = {});
 
@@ -62,7 +67,13 @@ v1::JobKind KindOf(const v1::JobSpec& spec);
 // The scheduler's view of a valid pending job. `submit_seq` orders jobs of
 // equal priority (the job id serves). time_limit_s is time_limit_ms rounded
 // up to whole seconds; attained_gpu_s is attained_gpu_ms / 1000.
+// A job array's task (spec.array) is in group ArrayGroup(array_job_id) with
+// group_max_running = array.max_running.
 sched::JobRequest ToJobRequest(const v1::Job& job);
+
+// The scheduler group of job array `array_job_id` ("array 12"), shown in
+// wait reasons.
+std::string ArrayGroup(int64_t array_job_id);
 
 // Processes per node of a placed gang with `gpus_on_node` GPUs on a node:
 // one per GPU unless tasks_per_node == 1. Experiments: 1.

@@ -48,6 +48,17 @@ std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
   for (const auto& [name, value] : job.spec().params()) {
     env[absl::StrCat("TRAINCTL_PARAM_", absl::AsciiStrToUpper(name))] = value;
   }
+  if (job.spec().has_array()) {
+    // A job array's task: its index and the array, under trainctl's names
+    // and Slurm's (sbatch --array), for scripts written for either.
+    const v1::JobArray& a = job.spec().array();
+    set("TRAINCTL_ARRAY_TASK_ID", a.task_id());
+    set("TRAINCTL_ARRAY_JOB_ID", a.array_job_id());
+    set("TRAINCTL_ARRAY_TASK_COUNT", a.task_count());
+    set("SLURM_ARRAY_TASK_ID", a.task_id());
+    set("SLURM_ARRAY_JOB_ID", a.array_job_id());
+    set("SLURM_ARRAY_TASK_COUNT", a.task_count());
+  }
   if (!job.checkpoint_dir().empty()) {
     set("TRAINCTL_CHECKPOINT_DIR", job.checkpoint_dir());
   }

@@ -37,7 +37,10 @@ struct LaunchContext {
 // from CUDA IPC and push NCCL off NVLink).
 // TRAINCTL_CHECKPOINT_DIR is job.checkpoint_dir (the same for every attempt,
 // so a restarted or preempted attempt resumes from it), set only when the
-// coordinator has a --checkpoint-root.
+// coordinator has a --checkpoint-root. A job array's task (spec.array) gets
+// TRAINCTL_ARRAY_TASK_ID, TRAINCTL_ARRAY_JOB_ID, TRAINCTL_ARRAY_TASK_COUNT
+// and the same values as SLURM_ARRAY_TASK_ID, SLURM_ARRAY_JOB_ID,
+// SLURM_ARRAY_TASK_COUNT (Slurm's sbatch --array names).
 std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
                                                   const v1::Task& task,
                                                   const LaunchContext& ctx);

@@ -10,6 +10,7 @@
 #include "common/grpc_target.h"
 #include "common/logging.h"
 #include "trainctl/v1/service.grpc.pb.h"
+#include "worker/outbox_queue.h"
 
 namespace trainctl::worker {
 namespace {
@@ -178,11 +179,11 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
                                         ack.register_ack().lease_ms())))
                      : "");
 
-  absl::Mutex write_mu;
-  auto write = [&](const v1::AgentMessage& msg) {
-    absl::MutexLock lock(&write_mu);
-    stream->Write(msg);
-  };
+  // One writer thread; the agent and the heartbeat thread only queue (exits
+  // that pile up meanwhile go as one batch to a coordinator that takes them).
+  OutboxQueue outbox([&stream](const v1::AgentMessage& m) { return stream->Write(m); },
+                     ack.register_ack().accepts_task_status_batch());
+  auto write = [&outbox](const v1::AgentMessage& msg) { outbox.Push(msg); };
   agent_->Connected(write, ack.register_ack().cluster_id());
   if (!registered_.HasBeenNotified()) registered_.Notify();
 
@@ -215,6 +216,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   stream_done.Notify();
   heartbeats.join();
   ctx.TryCancel();
+  outbox.Close();
   grpc::Status s = stream->Finish();
   if (!shutdown_.HasBeenNotified()) {
     TC_LOG_WARN("stream to the coordinator ended: {}; reconnecting",

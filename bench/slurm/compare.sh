@@ -13,8 +13,10 @@
 # `sbatch`, --concurrency at a time) and one batch submit of N (`trainctl
 # sweep --grid` / `sbatch --array`). Each job writes its start time
 # (`date +%s%N`), the same method for both. Both systems are up for the whole
-# run; with --rounds R the four runs (trainctl cli, Slurm cli, trainctl
-# batch, Slurm batch) repeat R times in that alternating order and each
+# run; the array row is one `trainctl submit --array 0-(N-1)` (one SubmitJobs
+# call, as Slurm's batch row is one `sbatch --array`). With --rounds R the
+# runs (trainctl cli, Slurm cli, trainctl batch, Slurm batch, trainctl
+# array, no scheduler) repeat R times in that alternating order and each
 # figure is the median over the rounds (every round is in the JSON). The
 # transport floor (trainctl-bench-floor, a no-op unary gRPC call) is measured
 # first and every submit->start latency is also given as a multiple of its p50.
@@ -223,6 +225,7 @@ for round in $(seq 1 "$ROUNDS"); do
     run_driver trainctl "$mode" "$round"
     if [[ $SLURM == yes ]]; then run_driver slurm "$mode" "$round"; fi
   done
+  run_driver trainctl array "$round"
   run_driver bare batch "$round"
 done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
@@ -261,7 +264,7 @@ def median_row(runs):
 
 rows = {}
 for sys_ in ("trainctl", "slurm", "bare"):
-    for mode in ("cli", "batch"):
+    for mode in ("cli", "batch", "array"):
         runs = []
         for r in range(1, rounds + 1):
             p = os.path.join(work, "%s-%s-%d.json" % (sys_, mode, r))
@@ -299,7 +302,7 @@ if "bare_batch" in rows:
     ceiling = {"jobs_per_s": c,
                "note": "the same N jobs run by `xargs -P 8` with no scheduler: "
                        "the most any launcher reaches on this host"}
-    for mode in ("cli", "batch"):
+    for mode in ("cli", "batch", "array"):
         if "trainctl_" + mode in rows:
             ceiling["trainctl_%s_share" % mode] = round(
                 rows["trainctl_" + mode]["jobs_per_s"] / c, 3)

@@ -9,6 +9,9 @@ just before the CLI process starts, acked when it has exited with the id.
   cli mode    N CLI calls, --concurrency at a time (one job each);
   batch mode  one CLI call for all N: `trainctl sweep --grid i=0,..,N-1` /
               `sbatch --array=0-(N-1)`.
+  array mode  trainctl only: one `trainctl submit --array 0-(N-1)` (one
+              SubmitJobs call; each task writes to DIR/$TRAINCTL_ARRAY_TASK_ID),
+              the same call as Slurm's batch row.
 
   bare        no scheduler: `xargs -P 8` runs the same N jobs, 8 at a time
               (one per GPU slot, the same shape as the schedulers' one GPU
@@ -57,6 +60,10 @@ def submit_argv(args, index):
 
 
 def batch_argv(args):
+    if args.mode == "array":
+        return [args.trainctl, "submit", "--gpus", "1", "--export", args.export,
+                "--array", "0-%d" % (args.jobs - 1), "--", "sh", "-c",
+                job_shell(args.dir, "$TRAINCTL_ARRAY_TASK_ID")]
     if args.system == "trainctl":
         grid = "i=" + ",".join(str(i) for i in range(args.jobs))
         return [args.trainctl, "sweep", "--gpus", "1", "--grid", grid, "--",
@@ -112,7 +119,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--system", choices=["trainctl", "slurm", "bare"], required=True)
-    ap.add_argument("--mode", choices=["cli", "batch"], default="cli")
+    ap.add_argument("--mode", choices=["cli", "batch", "array"], default="cli")
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--slots", type=int, default=8,
@@ -120,7 +127,12 @@ def main():
     ap.add_argument("--dir", required=True, help="empty directory for the start stamps")
     ap.add_argument("--trainctl", default="trainctl", help="path of the trainctl CLI")
     ap.add_argument("--timeout-s", type=float, default=600)
+    ap.add_argument("--export", default="ALL",
+                    help="trainctl array mode: submit --export (ALL, as sbatch's default; "
+                         "NONE sends no environment copy per task)")
     args = ap.parse_args()
+    if args.mode == "array" and args.system != "trainctl":
+        ap.error("--mode array is trainctl's (Slurm's array is --mode batch)")
     os.makedirs(args.dir, exist_ok=True)
     env = dict(os.environ)
 

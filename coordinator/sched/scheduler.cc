@@ -134,6 +134,7 @@ SchedulePass::SchedulePass(const ClusterSnapshot& cluster,
   for (const RunningJob& r : running_) {
     const Usage u = UsageOf(r.placement);
     AddUsage(QueueName(r.queue), r.user, r.project, u, +1);
+    if (!r.group.empty()) ++group_running_[r.group];
   }
   if (indexed_) BuildIndexes();
   InitInterleave(queue);
@@ -190,6 +191,17 @@ void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
     decision.outcome = Outcome::kRetryLater;
     decision.reason = absl::StrCat("over quota: ", *quota);
     return;
+  }
+  if (job.group_max_running > 0 && !job.group.empty()) {
+    auto it = group_running_.find(job.group);
+    const int running = it == group_running_.end() ? 0 : it->second;
+    if (running >= job.group_max_running) {
+      decision.outcome = Outcome::kRetryLater;
+      decision.reason = absl::StrFormat(
+          "group %s: %d of at most %d jobs running (its throttle)", job.group,
+          running, job.group_max_running);
+      return;
+    }
   }
   if (!policy_.backfill && fifo_blocker_ != 0) {
     decision.outcome = Outcome::kRetryLater;
@@ -274,6 +286,7 @@ void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
 void SchedulePass::Account(const JobRequest& job, const Placement& placement) {
   AddUsage(QueueName(job.queue), job.user, job.project, UsageOf(placement),
            +1);
+  if (!job.group.empty()) ++group_running_[job.group];
   placed_.insert(job.job_id);
   if (interleave_active_) {
     AddGroupMember(placement, {job.job_id, &job.interleave, -1});

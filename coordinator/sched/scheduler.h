@@ -92,6 +92,9 @@ struct RunningJob {
   // (its end is unknown).
   double remaining_s = -1;
   Placement placement;
+  // The job group it belongs to (JobRequest.group), "" for none: it counts
+  // toward that group's running jobs.
+  std::string group;
   // Its per-resource profile (JobRequest.interleave); empty when unknown.
   // Running jobs with identical placements share those GPUs (a packed
   // group, see Scheduler); a job without a usable profile on some GPUs
@@ -170,6 +173,15 @@ struct JobRequest {
   // a usable profile may be packed onto the GPUs of running jobs
   // (PolicyConfig.interleave); a job without one is never packed.
   InterleaveProfile interleave;
+  // A group of jobs with a limit on how many run at once (a job array's
+  // `%P` throttle, Slurm's --array=0-99%4): "" for none. While
+  // group_max_running (> 0) jobs of `group` hold GPUs (RunningJob.group,
+  // this call's placements and preemptions included), the job waits
+  // (kRetryLater naming the group and the limit), takes no head-of-queue
+  // reservation and preempts nothing. 0: no limit. Every job of a group
+  // carries the same limit.
+  std::string group;
+  int group_max_running = 0;
 };
 
 enum class Outcome {
@@ -354,6 +366,8 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   call's placements), then submit_seq.
 // - Quotas: a job whose user or project would exceed its hard GPU quota
 //   waits (kRetryLater naming the quota) and takes no reservation.
+// - Group limits: a job whose group (JobRequest.group) already has
+//   group_max_running jobs holding GPUs waits the same way.
 // - Preemption (PolicyConfig.preemption): a job that cannot be placed may
 //   preempt running preemptible jobs that rank below it: lower priority, or
 //   equal priority and a deeper LAS level (with overtake_preemption also

@@ -424,6 +424,9 @@ class SchedulePass {
   // this call.
   absl::flat_hash_set<int64_t> queued_ids_;
   absl::flat_hash_set<int64_t> placed_;
+  // Jobs of each group (JobRequest.group) holding GPUs: running ones and
+  // this call's placements (group limits).
+  absl::flat_hash_map<std::string, int> group_running_;
   // Whether DecideTail may decide jobs in this pass: the indexed search
   // (KnownNotToFit), backfill on (no strict-FIFO reasons), no quotas (no
   // per-user reasons), a cluster with GPUs.

@@ -156,6 +156,7 @@ SchedulePass::QueueEntry SchedulePass::MakeEntry(const JobRequest& job,
   // A gang that interleave packing may place on a running group
   // (TryInterleave) takes the full rules.
   e.plain = shapes_[e.shape].plain && job.preempted_for == 0 &&
+            job.group_max_running == 0 &&
             !job.victims_stopping && job.excluded_nodes.empty() &&
             !(interleave_active_ && job.kind == JobKind::kGang &&
               job.interleave.usable());

@@ -44,6 +44,7 @@ type fakeCoordinator struct {
 	hang    bool
 	jobs    []*pb.Job
 	submits []*pb.SubmitJobRequest
+	batches []*pb.SubmitJobsRequest
 	lists   []*pb.ListJobsRequest
 	authz   []string // authorization metadata of ListJobs calls
 }
@@ -101,6 +102,20 @@ func (f *fakeCoordinator) SubmitJob(_ context.Context, req *pb.SubmitJobRequest)
 		return nil, f.err
 	}
 	return &pb.SubmitJobResponse{JobId: 1}, nil
+}
+
+func (f *fakeCoordinator) SubmitJobs(_ context.Context, req *pb.SubmitJobsRequest) (*pb.SubmitJobsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches = append(f.batches, req)
+	if f.err != nil {
+		return nil, f.err
+	}
+	resp := &pb.SubmitJobsResponse{}
+	for i := range req.Specs {
+		resp.JobIds = append(resp.JobIds, int64(10+i))
+	}
+	return resp, nil
 }
 
 func (f *fakeCoordinator) ListJobs(ctx context.Context, req *pb.ListJobsRequest) (*pb.ListJobsResponse, error) {

@@ -108,6 +108,26 @@ func TestSubmitJob_UnknownField_400NamingItsPath(t *testing.T) {
 	}
 }
 
+func TestSubmitJobs_Batch_OneCallIdsInOrder(t *testing.T) {
+	f := &fakeCoordinator{}
+	web := startGatewayWith(t, f)
+	resp, body := post(t, web.URL+"/v1/jobs:batch",
+		`{"specs": [{"command": ["a"], "array": {"task_id": 0, "task_count": 2, "max_running": 1}},
+		            {"command": ["b"], "array": {"task_id": 1, "task_count": 2, "max_running": 1}}],
+		  "request_id": "r-2"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	ids, _ := object(t, body)["job_ids"].([]interface{})
+	if len(ids) != 2 || ids[0] != "10" || ids[1] != "11" {
+		t.Errorf("job_ids: %s", body)
+	}
+	if len(f.batches) != 1 || len(f.batches[0].Specs) != 2 || f.batches[0].Specs[1].Array.TaskId != 1 ||
+		f.batches[0].RequestId != "r-2" {
+		t.Errorf("coordinator got %v", f.batches)
+	}
+}
+
 func TestSubmitJob_KnownFields_ProtoAndCamelNamesAccepted(t *testing.T) {
 	f := &fakeCoordinator{}
 	web := startGatewayWith(t, f)

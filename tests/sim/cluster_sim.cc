@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -51,7 +52,7 @@ constexpr EventInfo kEvents[] = {
     {"probe_exit", 6},         {"advance", 16},    {"partition", 1},
     {"heal", 2},               {"reconnect", 2},   {"shrink_gpus", 1},
     {"impostor", 2},           {"forged_report", 2}, {"coordinator_crash", 1},
-    {"new_cluster", 1},        {"rendezvous", 8},
+    {"new_cluster", 1},        {"rendezvous", 8},    {"submit_array", 3},
 };
 static_assert(sizeof(kEvents) / sizeof(kEvents[0]) ==
               static_cast<int>(EventType::kCount));
@@ -730,6 +731,48 @@ class Simulation {
     }
   }
 
+  // A job array of 2-7 tasks in one SubmitJobs call, at most 0 (no limit),
+  // 1 or 2 running at once: all acked or none.
+  void SubmitArray(uint64_t a, uint64_t b) {
+    const int count = 2 + static_cast<int>(a % 6);
+    const int max_running = static_cast<int>((a >> 4) % 3);
+    std::vector<v1::JobSpec> specs;
+    for (int t = 0; t < count; ++t) {
+      v1::JobSpec spec = BaseSpec(b);
+      if ((a >> 8) % 2 == 0) {
+        spec.set_gpus(1);
+      } else {
+        spec.set_gpu_fraction(0.5);
+      }
+      spec.mutable_array()->set_task_id(t);
+      spec.mutable_array()->set_task_count(count);
+      spec.mutable_array()->set_max_running(max_running);
+      specs.push_back(std::move(spec));
+    }
+    const std::string request_id =
+        absl::StrCat("req-", generation_, "-", step_, "-", submitted_++);
+    absl::Notification done;
+    absl::StatusOr<std::vector<int64_t>> ids;
+    core_->SubmitJobsAsync(std::move(specs), request_id,
+                           [&](absl::StatusOr<std::vector<int64_t>> r) {
+                             ids = std::move(r);
+                             done.Notify();
+                           });
+    done.WaitForNotification();
+    Settle();
+    if (!ids.ok()) {
+      if (!absl::IsInvalidArgument(ids.status()) && !absl::IsFailedPrecondition(ids.status())) {
+        Violation("submit", absl::StrCat("array refused with ", ids.status().ToString()));
+      }
+      return;
+    }
+    if (static_cast<int>(ids->size()) != count) {
+      Violation("submit", absl::StrCat("array of ", count, " acked with ", ids->size(), " ids"));
+      return;
+    }
+    for (int64_t id : *ids) acked_.push_back(id);
+  }
+
   void Cancel(uint64_t a) {
     if (acked_.empty()) return;
     const int64_t id = acked_[a % acked_.size()];
@@ -1105,6 +1148,9 @@ class Simulation {
       case EventType::kSubmitGang:
         SubmitGang(e.a, e.b);
         break;
+      case EventType::kSubmitArray:
+        SubmitArray(e.a, e.b);
+        break;
       case EventType::kSubmitSweep:
         SubmitSweep(e.a, e.b);
         break;
@@ -1218,10 +1264,19 @@ class Simulation {
         }
       }
     }
+    // Jobs of each job array holding GPUs (SCHEDULED or RUNNING), against
+    // its %P limit.
+    absl::flat_hash_map<int64_t, std::pair<int, int>> array_running;
     for (int64_t id : acked_) {
       auto fin = final_.find(id);
       if (fin != final_.end() && !full) continue;
       absl::StatusOr<v1::Job> job = core_->GetJob(id);
+      if (job.ok() && job->spec().has_array() &&
+          (job->state() == v1::JOB_STATE_SCHEDULED || job->state() == v1::JOB_STATE_RUNNING)) {
+        auto& [running, limit] = array_running[job->spec().array().array_job_id()];
+        ++running;
+        limit = job->spec().array().max_running();
+      }
       if (!job.ok()) {
         Violation("acked-job-lost", absl::StrCat("job ", id, ": ", job.status().ToString()));
         continue;
@@ -1238,6 +1293,13 @@ class Simulation {
         final_[id] = {job->state(), job->end_time_ms()};
       }
       CheckJob(*job, lost);
+    }
+    for (const auto& [array, rl] : array_running) {
+      if (rl.second > 0 && rl.first > rl.second) {
+        Violation("array-throttle", absl::StrCat("job array ", array, " has ", rl.first,
+                                                 " jobs scheduled or running; its limit is ",
+                                                 rl.second));
+      }
     }
     if (full) CheckExactlyOnce();
   }

@@ -63,6 +63,7 @@ enum class EventType : int {
   kNewCluster,        // a new coordinator on a new store; agents keep their disk
   kRendezvous,        // a rank publishes or fetches its ncclUniqueId, or a
                       // rank of another job tries to fetch it with its own token
+  kSubmitArray,       // a job array (SubmitJobs), maybe with a %P limit
   kCount,
 };
 

@@ -1,0 +1,268 @@
+// SubmitJobs: many jobs in one call, all or nothing, in one durable commit;
+// job arrays (JobSpec.array): ids, the launch environment, the %P throttle;
+// exits reported in one AgentMessage.task_status_batch. FakeClock and a real
+// SQLite store in a temp dir (restarted like a crashed coordinator); no
+// sleeps.
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/testing/status_matchers.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/testing/fake_agent_connection.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ElementsAre;
+using FakeConnection = ::trainctl::coord::testing::FakeAgentConnection;
+
+v1::JobSpec OneGpu(const std::string& name) {
+  v1::JobSpec spec;
+  spec.set_name(name);
+  spec.add_command("python");
+  spec.add_command("train.py");
+  return spec;
+}
+
+// `count` tasks of one array, task ids 0..count-1, at most `max_running`.
+std::vector<v1::JobSpec> Array(int count, int max_running) {
+  std::vector<v1::JobSpec> specs;
+  for (int i = 0; i < count; ++i) {
+    v1::JobSpec spec = OneGpu("arr");
+    spec.mutable_array()->set_task_id(i);
+    spec.mutable_array()->set_task_count(count);
+    spec.mutable_array()->set_max_running(max_running);
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+v1::TaskStatus ExitOf(const v1::StartTask& start) {
+  v1::TaskStatus st;
+  *st.mutable_task() = start.task();
+  st.mutable_task()->set_pid(100);
+  st.set_state(v1::TASK_STATE_EXITED);
+  st.set_exit_code(0);
+  return st;
+}
+
+v1::AgentMessage Running(const v1::StartTask& start) {
+  v1::AgentMessage msg;
+  *msg.mutable_task_status()->mutable_task() = start.task();
+  msg.mutable_task_status()->mutable_task()->set_pid(100);
+  msg.mutable_task_status()->set_state(v1::TASK_STATE_RUNNING);
+  return msg;
+}
+
+class SubmitJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = ::testing::TempDir() + "/submit-jobs-" + name;
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Restart();
+  }
+
+  // A new coordinator over the same store file (as after a crash).
+  void Restart() {
+    core_.reset();
+    store_.reset();
+    auto s = SqliteStateStore::Open(dir_ + "/state.db");
+    ASSERT_THAT(s, ::trainctl::testing::IsOk());
+    store_ = std::move(*s);
+    auto core = Coordinator::Create(CoordinatorConfig(), store_.get(), &clock_);
+    ASSERT_THAT(core, ::trainctl::testing::IsOk());
+    core_ = std::move(*core);
+  }
+
+  absl::StatusOr<std::vector<int64_t>> Submit(std::vector<v1::JobSpec> specs,
+                                              const std::string& request_id = "") {
+    absl::Notification done;
+    absl::StatusOr<std::vector<int64_t>> result;
+    core_->SubmitJobsAsync(std::move(specs), request_id,
+                           [&](absl::StatusOr<std::vector<int64_t>> ids) {
+                             result = std::move(ids);
+                             done.Notify();
+                           });
+    done.WaitForNotification();
+    return result;
+  }
+
+  // Jobs of the cluster SCHEDULED or RUNNING now.
+  int Active() {
+    int n = 0;
+    for (const v1::Job& j : core_->ListJobs({}, 0)) {
+      n += j.state() == v1::JOB_STATE_SCHEDULED || j.state() == v1::JOB_STATE_RUNNING;
+    }
+    return n;
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  std::unique_ptr<SqliteStateStore> store_;
+  std::unique_ptr<Coordinator> core_;
+};
+
+TEST_F(SubmitJobsTest, SubmitJobs_ThreeJobs_IdsInOrderInOneCommit) {
+  // No node yet: the jobs stay PENDING, and the only write of the call is
+  // the three PENDING records, in one transaction.
+  TC_ASSERT_OK(core_->WaitForWrites());
+  const int64_t commits_before = store_->commit_stats().commits;
+  auto ids = Submit({OneGpu("a"), OneGpu("b"), OneGpu("c")});
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  ASSERT_EQ(ids->size(), 3u);
+  EXPECT_EQ((*ids)[1], (*ids)[0] + 1);
+  EXPECT_EQ((*ids)[2], (*ids)[0] + 2);
+  EXPECT_EQ(core_->GetJob((*ids)[0])->spec().name(), "a");
+  EXPECT_EQ(core_->GetJob((*ids)[2])->spec().name(), "c");
+  EXPECT_EQ(store_->commit_stats().commits - commits_before, 1);
+}
+
+TEST_F(SubmitJobsTest, SubmitJobs_OneInvalidSpec_NothingAcceptedErrorNamesIndex) {
+  std::vector<v1::JobSpec> specs = {OneGpu("a"), OneGpu("b"), OneGpu("c")};
+  specs[2].set_gpus(-1);
+  EXPECT_THAT(Submit(specs),
+              ::trainctl::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("specs[2].gpus")));
+  EXPECT_TRUE(core_->ListJobs({}, 0).empty());
+  // Nothing was stored either: a restart finds no job.
+  Restart();
+  EXPECT_TRUE(core_->ListJobs({}, 0).empty());
+}
+
+TEST_F(SubmitJobsTest, SubmitJobs_AfterRestart_EveryIdIsThere) {
+  auto ids = Submit(Array(50, 0));
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  Restart();
+  for (size_t i = 0; i < ids->size(); ++i) {
+    absl::StatusOr<v1::Job> job = core_->GetJob((*ids)[i]);
+    ASSERT_THAT(job, ::trainctl::testing::IsOk()) << "job " << (*ids)[i];
+    EXPECT_EQ(job->spec().array().array_job_id(), ids->front());
+    EXPECT_EQ(job->spec().array().task_id(), static_cast<int>(i));
+    EXPECT_EQ(job->state(), v1::JOB_STATE_PENDING);
+  }
+  // The array filter lists all 50, newest first.
+  std::vector<v1::Job> listed = core_->ListJobs({}, 0, "", "", ids->front());
+  ASSERT_EQ(listed.size(), 50u);
+  EXPECT_EQ(listed.front().id(), ids->back());
+  // New ids continue after the array's.
+  auto next = Submit({OneGpu("after")});
+  ASSERT_THAT(next, ::trainctl::testing::IsOk());
+  EXPECT_EQ(next->front(), ids->back() + 1);
+}
+
+TEST_F(SubmitJobsTest, SubmitJobs_RetriedRequestId_ReturnsTheSameIds) {
+  auto first = Submit({OneGpu("a"), OneGpu("b")}, "req-1");
+  ASSERT_THAT(first, ::trainctl::testing::IsOk());
+  auto again = Submit({OneGpu("a"), OneGpu("b")}, "req-1");
+  ASSERT_THAT(again, ::trainctl::testing::IsOk());
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(core_->ListJobs({}, 0).size(), 2u);
+}
+
+TEST_F(SubmitJobsTest, SubmitJobs_BadArrays_InvalidArgumentNamingTheRule) {
+  std::vector<v1::JobSpec> specs = Array(3, 0);
+  specs[1].mutable_array()->set_task_count(4);
+  EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
+                                 absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("specs[1].array.task_count")));
+  specs = Array(3, 2);
+  specs[2].mutable_array()->set_task_id(0);
+  EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
+                                 absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("specs[2].array.task_id: 0 appears twice")));
+  specs = Array(2, 1);
+  specs.push_back(OneGpu("plain"));
+  EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
+                                 absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("specs[2].array: missing")));
+  specs = Array(2, 1);
+  for (v1::JobSpec& s : specs) s.set_auto_pack(true);
+  EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
+                                 absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("specs[0].array.max_running: a limit (%P) cannot "
+                                           "apply to auto-packed jobs")));
+  specs = Array(2, -1);
+  EXPECT_THAT(Submit(specs), ::trainctl::testing::StatusIs(
+                                 absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("specs[0].array.max_running")));
+  EXPECT_TRUE(core_->ListJobs({}, 0).empty());
+}
+
+TEST_F(SubmitJobsTest, Array_Throttle3On8Gpus_NeverMoreThan3RunAndAllFinish) {
+  // 10 one-GPU tasks, %3, on a node of 8 GPUs: 3 start; each exit (reported
+  // as a batch of everything that ended) lets as many more start, never more
+  // than 3 at once, until all 10 have succeeded.
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 8), &conn));
+  auto ids = Submit(Array(10, 3));
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  TC_ASSERT_OK(core_->WaitForWrites());
+  size_t handled = 0;
+  std::vector<std::string> task_ids;
+  for (int round = 0; round < 20 && handled < 10; ++round) {
+    EXPECT_LE(Active(), 3);
+    std::vector<v1::StartTask> starts = conn.Starts();
+    ASSERT_GT(starts.size(), handled) << "nothing new started in round " << round;
+    v1::AgentMessage batch;
+    for (size_t i = handled; i < starts.size(); ++i) {
+      const auto& env = starts[i].env();
+      task_ids.push_back(env.at("TRAINCTL_ARRAY_TASK_ID"));
+      EXPECT_EQ(env.at("SLURM_ARRAY_TASK_ID"), env.at("TRAINCTL_ARRAY_TASK_ID"));
+      EXPECT_EQ(env.at("TRAINCTL_ARRAY_JOB_ID"), absl::StrCat(ids->front()));
+      EXPECT_EQ(env.at("SLURM_ARRAY_JOB_ID"), absl::StrCat(ids->front()));
+      EXPECT_EQ(env.at("TRAINCTL_ARRAY_TASK_COUNT"), "10");
+      TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(starts[i])));
+      *batch.mutable_task_status_batch()->add_statuses() = ExitOf(starts[i]);
+    }
+    EXPECT_LE(Active(), 3);
+    handled = starts.size();
+    TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, batch));
+    TC_ASSERT_OK(core_->WaitForWrites());
+  }
+  std::sort(task_ids.begin(), task_ids.end(),
+            [](const std::string& a, const std::string& b) { return std::stoi(a) < std::stoi(b); });
+  EXPECT_THAT(task_ids, ElementsAre("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"));
+  for (int64_t id : *ids) {
+    EXPECT_EQ(core_->GetJob(id)->state(), v1::JOB_STATE_SUCCEEDED) << "job " << id;
+  }
+}
+
+TEST_F(SubmitJobsTest, Array_WaitingTask_ReasonNamesTheThrottle) {
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 8), &conn));
+  auto ids = Submit(Array(3, 1));
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  absl::StatusOr<v1::Job> waiting = core_->GetJob((*ids)[2]);
+  ASSERT_THAT(waiting, ::trainctl::testing::IsOk());
+  EXPECT_EQ(waiting->state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(waiting->reason(),
+              HasSubstr(absl::StrCat("array ", ids->front(), ": 1 of at most 1")));
+}
+
+TEST_F(SubmitJobsTest, SingleTaskStatus_FromAnOlderAgent_StillHandled) {
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 1), &conn));
+  ASSERT_TRUE(conn.sent[0].register_ack().accepts_task_status_batch());
+  auto ids = Submit({OneGpu("a")});
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  ASSERT_EQ(conn.Starts().size(), 1u);
+  TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(conn.Starts()[0])));
+  v1::AgentMessage exited;
+  *exited.mutable_task_status() = ExitOf(conn.Starts()[0]);
+  TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, exited));
+  EXPECT_EQ(core_->GetJob(ids->front())->state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+}  // namespace
+}  // namespace trainctl::coord
