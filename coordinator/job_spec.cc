@@ -110,6 +110,8 @@ bool IsReservedEnvVar(absl::string_view name) {
   for (absl::string_view r : kReserved) {
     if (name == r) return true;
   }
+  // trainctl's own knobs that a job sets for its ranks (docs/rendezvous.md).
+  if (name == "TRAINCTL_NCCL_UNIQUE_IDS") return false;
   return absl::StartsWith(name, "TRAINCTL_") ||
          absl::StartsWith(name, "TORCHELASTIC_");
 }

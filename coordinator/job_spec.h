@@ -80,7 +80,8 @@ std::string ArrayGroup(int64_t array_job_id);
 int TasksPerNode(const v1::JobSpec& spec, int gpus_on_node);
 
 // Environment variables trainctl sets (DESIGN.md section 4); a user may not
-// set them with --env.
+// set them with --env. TRAINCTL_NCCL_UNIQUE_IDS, a knob the ranks read, is
+// the user's to set.
 bool IsReservedEnvVar(absl::string_view name);
 
 }  // namespace trainctl::coord

@@ -93,9 +93,11 @@ struct PackerConfig {
   // ...the GPU's SM activity (utilization without GPM) within this many
   // percentage points...
   double plateau_activity_tolerance_pct = 5;
-  // ...and at least this busy, 0-100 (a trial still loading its data before
-  // it touches the GPU is flat at zero: not a plateau; our choice).
-  double plateau_min_activity_pct = 5;
+  // ...and at least this busy, 0-100: any kernel at all (a trial that has
+  // its CUDA context but still loads its data is flat at zero: not a
+  // plateau; our choice). Launch-bound trials (many tiny kernels) keep an
+  // H100 at 1-2 % SM activity (GPM) while they train, so the floor is low.
+  double plateau_min_activity_pct = 0.5;
   // Admit trials of a sweep up to the predicted count at once (rule 3).
   bool fast_ramp = true;
   // Fraction of each GPU's memory kept free (fragmentation, CUDA context

@@ -8,6 +8,7 @@ namespace trainctl::sched {
 namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kSec = 1000;
 
 PackGpu Gpu(std::string node, int index, int64_t total = 80 * kGiB) {
@@ -349,6 +350,26 @@ TEST(PackerTest, Observe_Idle_FlatAtZeroIsNoPlateau) {
   g.trials = {SweepTrial(1, 0, kGiB / 2, 4 * kGiB)};
   for (int64_t t = 2; t <= 12; t += 2) packer.Observe({g}, t * kSec);
   EXPECT_FALSE(packer.Settled("a", 0, 1, 0, 12 * kSec));
+}
+
+TEST(PackerTest, Observe_LaunchBoundAtTwoPercentSm_SettlesAndRampsToTheSweep) {
+  // Measured on an H100: a small MLP on tabular rows (many tiny kernels)
+  // trains at 2 % SM activity and 0 % DRAM bandwidth with 0.9 GiB, 15 s per
+  // trial alone. A 5 % floor never called that a plateau, so the sweep ran
+  // one trial at a time (104 s for 6) where all 6 at once took 18 s.
+  Packer packer;
+  PackGpu g = SweepGpu(2, 0, 900 * kMiB);
+  g.trials = {SweepTrial(1, 0, 900 * kMiB, 4 * kGiB)};
+  for (int64_t t = 2; t <= 10; t += 2) packer.Observe({g}, t * kSec);
+  EXPECT_TRUE(packer.Settled("a", 0, 1, 0, 10 * kSec));
+  // SM 2 %: floor(90 / 2) = 45; memory 0.9 GiB x 1.25: floor(72 / 1.1) = 65;
+  // DRAM 0 %: no limit -> k = 45: the whole sweep at once.
+  EXPECT_GE(packer.Planned("a", 0), 6);
+  for (int64_t job = 2; job <= 6; ++job) {
+    PackChoice c = packer.Choose({g}, 0, 10 * kSec, "s");
+    ASSERT_TRUE(c.gpu.has_value()) << "trial " << job << ": " << c.reason;
+    g.trials.push_back(SweepTrial(job, 10 * kSec, 0, c.reserved_bytes));
+  }
 }
 
 TEST(PackerTest, Observe_AfterRamp_CorrectsPlanByOne) {
