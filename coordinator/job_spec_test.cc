@@ -125,6 +125,20 @@ TEST(ValidateJobSpecTest, ValidateJobSpec_GoodShapes_Ok) {
   TC_EXPECT_OK(ValidateJobSpec(spec));
 }
 
+TEST(ValidateJobSpecTest, Env_NcclUniqueIdsIsTheUsers_OtherTrainctlNamesReserved) {
+  // A gang asks for several ncclUniqueIds (ncclCommInitRankScalable) with
+  // --env TRAINCTL_NCCL_UNIQUE_IDS=2; trainctl's own variables stay refused.
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(2);
+  spec.set_gpus_per_node(8);
+  (*spec.mutable_env())["TRAINCTL_NCCL_UNIQUE_IDS"] = "2";
+  TC_EXPECT_OK(ValidateJobSpec(spec));
+  (*spec.mutable_env())["TRAINCTL_TOKEN"] = "x";
+  absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("spec.env[TRAINCTL_TOKEN]"));
+}
+
 TEST(JobSpecTest, KindOf_GpusAndNodes_ExperimentOrGang) {
   v1::JobSpec spec = Spec();
   EXPECT_EQ(KindOf(spec), v1::JOB_KIND_EXPERIMENT);
