@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                  "for the ncclUniqueId (TRAINCTL_RENDEZVOUS_SOCKET) and it asks "
                  "the coordinator once per job attempt for all of them; every "
                  "call carries its attempt's TRAINCTL_TOKEN. 'auto': "
-                 "rendezvous.sock in the directory above --log-dir (the "
+                 "rendezvous-NODE.sock in the directory above --log-dir (the "
                  "agent's state directory); 'none': off (ranks ask the "
                  "coordinator directly)")
       ->capture_default_str();
@@ -481,7 +481,10 @@ int main(int argc, char** argv) {
     if (rendezvous_socket == "auto") {
       std::filesystem::path logs = std::filesystem::path(config.log_dir).lexically_normal();
       if (!logs.has_filename()) logs = logs.parent_path();  // "a/logs/"
-      rendezvous_socket = (logs.parent_path() / "rendezvous.sock").string();
+      // Named after the node: agents whose log dirs share a parent (several
+      // on one host, tests) must not bind one socket.
+      rendezvous_socket =
+          (logs.parent_path() / absl::StrCat("rendezvous-", config.node_name, ".sock")).string();
     }
     std::error_code ec;
     std::filesystem::create_directories(

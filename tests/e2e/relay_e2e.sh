@@ -38,10 +38,10 @@ start_agent() {
 }
 start_agent n1
 start_agent n2
-grep -q "rendezvous relay for this node's ranks on $WORK/agent-n1/rendezvous.sock" \
+grep -q "rendezvous relay for this node's ranks on $WORK/agent-n1/rendezvous-n1.sock" \
   "$WORK/agent-n1.log" || fail "agent n1 did not serve its relay in its state directory"
-[[ -S "$WORK/agent-n1/rendezvous.sock" ]] || fail "no socket at $WORK/agent-n1/rendezvous.sock"
-ok "each agent serves a relay on rendezvous.sock in its state directory"
+[[ -S "$WORK/agent-n1/rendezvous-n1.sock" ]] || fail "no socket at $WORK/agent-n1/rendezvous-n1.sock"
+ok "each agent serves a relay on rendezvous-NODE.sock in its state directory"
 
 # wait_state JOB REGEX: waits (30 s) until the job's state matches.
 wait_state() {
@@ -64,7 +64,7 @@ JOB=$("$BIN/trainctl" submit --name relay --nodes 2 --gpus-per-node 1 --no-prefl
 wait_state "$JOB" SUCCEEDED || fail "the 2-rank gang did not succeed"
 for r in 0 1; do
   "$BIN/trainctl" logs "$JOB" --rank "$r" >"$WORK/rank$r.log" 2>&1
-  grep -q "rendezvous via unix:$WORK/agent-n[12]/rendezvous.sock" "$WORK/rank$r.log" ||
+  grep -q "rendezvous via unix:$WORK/agent-n[12]/rendezvous-n[12].sock" "$WORK/rank$r.log" ||
     fail "rank $r did not use its node's relay: $(cat "$WORK/rank$r.log")"
   grep -q '"comm_ready_ms"' "$WORK/rank$r.log" || fail "rank $r has no result line"
 done
@@ -91,7 +91,7 @@ print(j.get("job", j).get("attempt", 0))')
 set +e
 out=$(TRAINCTL_JOB_ID=$JOB2 TRAINCTL_ATTEMPT=$ATTEMPT2 TRAINCTL_TOKEN=not-the-token RANK=1 \
   WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
-  TRAINCTL_RENDEZVOUS_SOCKET="$WORK/agent-n1/rendezvous.sock" "$PROBE" --timeout-ms 3000 2>&1)
+  TRAINCTL_RENDEZVOUS_SOCKET="$WORK/agent-n1/rendezvous-n1.sock" "$PROBE" --timeout-ms 3000 2>&1)
 rc=$?
 set -e
 ((rc != 0)) || fail "a wrong token got through the relay"
