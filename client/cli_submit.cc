@@ -111,7 +111,9 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
   sub->add_flag("--auto-pack", f.auto_pack,
                 "Experiments: let the coordinator pack trials onto GPUs from "
                 "measured memory and utilization (default off); --gpu-mem is "
-                "then the first memory request")
+                "then each trial's declared size: a sweep's trials are "
+                "started together while their declared sizes fit, and "
+                "measured after")
       ->excludes(gpus)
       ->excludes(nodes_opt)
       ->excludes(fraction);

@@ -269,7 +269,8 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
     if (auto it = refused.find({request, job->spec().sweep_id()}); it != refused.end()) {
       c.reason = it->second;
     } else {
-      c = packer_.Choose(gpus, request, now_ms, job->spec().sweep_id());
+      c = packer_.Choose(gpus, request, now_ms, job->spec().sweep_id(),
+                         /*declared=*/job->spec().gpu_memory_bytes() > 0);
     }
     if (!c.gpu.has_value()) {
       refused.emplace(std::make_pair(request, job->spec().sweep_id()), c.reason);

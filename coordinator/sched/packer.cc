@@ -18,7 +18,7 @@ Packer::Packer(PackerConfig config) : config_(config) {}
 
 PackChoice Packer::Choose(const std::vector<PackGpu>& gpus,
                           int64_t job_memory_bytes, int64_t now_ms,
-                          const std::string& group) const {
+                          const std::string& group, bool declared) const {
   PackChoice choice;
   // Best candidate so far: (has trials, trial count) larger is better.
   std::tuple<bool, int> best_rank{false, -1};
@@ -70,7 +70,11 @@ PackChoice Packer::Choose(const std::vector<PackGpu>& gpus,
       }
       // Rule 3: a sweep's trials up to the GPU's plan need no settling.
       const int planned = same_group && config_.fast_ramp ? PlannedFor(g, group) : 0;
-      const bool ramp = n > 0 && n < planned;
+      // Rule 3a: before the sweep's first plan here, declared sizes stand in
+      // for measurements (the memory checks below still apply).
+      const bool declared_start = same_group && config_.fast_ramp && declared &&
+                                  job_memory_bytes > 0 && planned == 0;
+      const bool ramp = (n > 0 && n < planned) || declared_start;
       if (!ramp && settling) {
         refuse(g, "waiting for its newest trial to settle before measuring");
         continue;

@@ -49,6 +49,20 @@
 //      moves the plan by at most one trial up or down. Rule 2 still admits
 //      one more on top of the plan where it finds room, so the ramp never
 //      admits fewer than rule 2 alone.
+//   3a. Declared start (trials that state their GPU memory: JobSpec.
+//      gpu_memory_bytes with auto_pack, `trainctl sweep --auto-pack
+//      --gpu-mem 4GiB`): before the first plan of a sweep on a GPU,
+//      trials of that sweep whose size is declared are admitted at once,
+//      without settling, while the declared sizes fit (the memory rule of 2
+//      with the declaration as the estimate, and every reservation on the
+//      GPU within its memory) and fewer than the GPU's cap and
+//      `max_tasks_per_gpu` run. A declaration is the user's bound, as a
+//      memory request is to Kubernetes or Slurm (`--mem`): the agent
+//      enforces it where it can (StartTask.shared_gpu_memory_limit_bytes).
+//      Compute is judged once they settle: the plan of rule 3 then holds new
+//      admissions to what SM activity and DRAM bandwidth allow. Without a
+//      declaration the first trial is measured alone (rules 1-3): a trial's
+//      memory is unknown until it ran, and a GPU out of memory kills trials.
 //   4. Back off: a trial that ran out of GPU memory caps its GPU at one
 //      fewer trial than it ran with and is requeued with a larger memory
 //      request (OnOutOfMemory); when the GPU's aggregate throughput
@@ -198,8 +212,11 @@ class Packer {
   // `group` is the job's sweep (JobSpec.sweep_id, empty for none): the fast
   // ramp (rule 3) admits it without waiting for settling only on a GPU whose
   // trials are all of that sweep.
+  // `declared`: `job_memory_bytes` is the trial's own declared size
+  // (JobSpec.gpu_memory_bytes), which enables rule 3a for it.
   PackChoice Choose(const std::vector<PackGpu>& gpus, int64_t job_memory_bytes,
-                    int64_t now_ms, const std::string& group = "") const;
+                    int64_t now_ms, const std::string& group = "",
+                    bool declared = false) const;
 
   // Takes one sample of every GPU in `gpus` (the same view Choose() gets),
   // called once per sample period: detects plateaus (rule 2), and where the

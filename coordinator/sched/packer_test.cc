@@ -481,5 +481,64 @@ TEST(PackerTest, ObserveThroughput_RampSkippedK_ComparesWithBestSmaller) {
   EXPECT_EQ(packer.Cap("a", 0), 4);
 }
 
+TEST(PackerTest, Choose_DeclaredSize_AdmitsTheSweepAtOnceUpToMemory) {
+  Packer packer;  // headroom 10 % of 80 GiB = 8 GiB; max 8 trials per GPU.
+  // Trials declared at 16 GiB each (`--gpu-memory 16GiB`). Nothing measured
+  // yet: each admitted trial may grow into its whole 16 GiB, so after k of
+  // them 80 - 8 - 16k GiB is free: k = 1, 2, 3, 4 fit (72 - 64 = 8 left),
+  // a fifth (16 > 8) does not.
+  PackGpu g = SweepGpu(0, 0, 0);
+  for (int64_t job = 1; job <= 4; ++job) {
+    PackChoice c = packer.Choose({g}, 16 * kGiB, 0, "s", /*declared=*/true);
+    ASSERT_TRUE(c.gpu.has_value()) << "trial " << job << ": " << c.reason;
+    EXPECT_EQ(c.reserved_bytes, 16 * kGiB);
+    g.trials.push_back(SweepTrial(job, 0, 0, c.reserved_bytes));
+  }
+  PackChoice c = packer.Choose({g}, 16 * kGiB, 0, "s", /*declared=*/true);
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("16.0 GiB"), std::string::npos) << c.reason;
+}
+
+TEST(PackerTest, Choose_SameSizeNotDeclared_WaitsForTheFirstToSettle) {
+  Packer packer;
+  // The same request learned, not declared (a raised request after an
+  // out-of-memory error): rule 1 admits the first, the second waits.
+  PackGpu g = SweepGpu(0, 0, 0);
+  g.trials = {SweepTrial(1, 0, 0, 16 * kGiB)};
+  PackChoice c = packer.Choose({g}, 16 * kGiB, 0, "s", /*declared=*/false);
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("settle"), std::string::npos) << c.reason;
+}
+
+TEST(PackerTest, Choose_DeclaredSize_AnotherSweepOnTheGpuStillWaits) {
+  Packer packer;
+  PackGpu g = SweepGpu(0, 0, 0);
+  g.trials = {SweepTrial(1, 0, 0, 4 * kGiB)};
+  g.trials[0].group = "other";
+  PackChoice c = packer.Choose({g}, 4 * kGiB, 0, "s", /*declared=*/true);
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("settle"), std::string::npos) << c.reason;
+}
+
+TEST(PackerTest, Observe_DeclaredBatchSettled_PlanHoldsNewTrialsToSm) {
+  Packer packer;  // SM target 90 %.
+  // Four declared 4 GiB trials started at once; they settle at 80 % SM
+  // activity together (20 % each) and 3 GiB each. Predict: SM allows
+  // floor(90 / 20) = 4, memory floor(72 / 3.75) = 19 -> 8: the plan is 4.
+  PackGpu g = SweepGpu(80, 20, 12 * kGiB);
+  for (int64_t job = 1; job <= 4; ++job) {
+    g.trials.push_back(SweepTrial(job, 0, 3 * kGiB, 4 * kGiB));
+  }
+  for (int64_t t = 2; t <= 10; t += 2) packer.Observe({g}, t * kSec);
+  EXPECT_EQ(packer.Planned("a", 0), 4);
+  // A fifth declared trial is no longer admitted on its declaration: the
+  // plan is full and SM activity (80 %) leaves room only by rule 2, which
+  // still admits one more below the 90 % target, as without a declaration.
+  g.sm_active_pct = 92;
+  PackChoice c = packer.Choose({g}, 4 * kGiB, 10 * kSec, "s", /*declared=*/true);
+  EXPECT_FALSE(c.gpu.has_value());
+  EXPECT_NE(c.reason.find("SM activity 92%"), std::string::npos) << c.reason;
+}
+
 }  // namespace
 }  // namespace trainctl::sched

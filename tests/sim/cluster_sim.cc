@@ -555,10 +555,12 @@ class Simulation {
       s->set_utilization_pct(used[g.uuid()] > 0 ? 60 : 0);
       // Odd GPUs report GPM counters (a Hopper host's), even ones only
       // utilization: the packer sees both kinds. 15 % SM and 8 % DRAM
-      // bandwidth per process on the GPU.
+      // bandwidth per process on the GPU; GPUs 3, 7, ... run launch-bound
+      // work instead (2 % SM per process, the small trials of a sweep).
       if (g.index() % 2 == 1) {
+        const int sm_per_process = g.index() % 4 == 3 ? 2 : 15;
         s->set_activity_source(v1::GPU_ACTIVITY_SOURCE_GPM);
-        s->set_sm_active_pct(std::min(100, 15 * procs_on[g.uuid()]));
+        s->set_sm_active_pct(std::min(100, sm_per_process * procs_on[g.uuid()]));
         s->set_dram_bw_pct(std::min(100, 8 * procs_on[g.uuid()]));
       } else {
         s->set_activity_source(v1::GPU_ACTIVITY_SOURCE_UTILIZATION);
@@ -724,6 +726,9 @@ class Simulation {
       (*spec.mutable_params())["lr"] = absl::StrCat(t);
       if ((a >> 4) % 2 == 0) {
         spec.set_auto_pack(true);
+        // Half of the auto-packed sweeps declare their trials' size (packer
+        // rule 3a: started together while the declarations fit).
+        if ((a >> 5) % 2 == 0) spec.set_gpu_memory_bytes(kGiB * (4 + 12 * ((a >> 6) % 2)));
       } else {
         spec.set_gpu_fraction(0.25);
       }
