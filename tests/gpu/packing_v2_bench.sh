@@ -10,12 +10,19 @@
 # run in every mode, and the makespan (first submit or launch to the last
 # trial's end) is measured:
 #   one_per_gpu     `trainctl sweep --gpus 1`: whole-GPU trials, one at a time;
-#   fixed_k         by hand, no trainctl: k trials at once on GPU 0, a new one
+#   fixed_k         by hand, no trainctl: k trials at once on GPU $GPU, a new one
 #                   started as one ends, for k in KS (k >= TRIALS is "all at
 #                   once", measured once);
 #   autopack        `trainctl sweep --auto-pack`;
-#   autopack_mps    the same with `trainctl-agent --mps` (skipped when the
-#                   agent has no --mps flag: autopack_mps_s is null).
+#   autopack_declared
+#                   `trainctl sweep --auto-pack --gpu-mem D`, D the trial's
+#                   size as its user would state it: the calibration run's
+#                   peak reserved by PyTorch plus 1 GiB for the CUDA
+#                   context, times 1.5, rounded up to whole GiB;
+#   autopack_mps, autopack_mps_declared
+#                   the two above with `trainctl-agent --mps` (skipped when
+#                   the agent has no --mps flag: null); with a declared size
+#                   MPS enforces it (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT).
 # Equal work per mode, so throughput ratios are inverse makespan ratios:
 #   autopack_vs_best_fixed_k = best_fixed_k_s / autopack_s,
 #   autopack_vs_one_per_gpu  = one_per_gpu_s / autopack_s.
@@ -28,8 +35,12 @@
 # here is stopped on exit. About 6-8 minutes per family with the defaults.
 #
 # Usage: packing_v2_bench.sh BUNDLE_DIR OUT_DIR [--family F]...
-#   env: TRIALS=6, KS="1 2 3 4 6 8", TRIAL_S=8, SAMPLE=1s (coordinator
-#   --usage-sample), MODE_TIMEOUT_S=150 (per trainctl mode).
+#   env: TRIALS=6, KS="1 2 3 4 6 8" (without 1, the one-per-GPU sweep
+#   stands for k = 1: fixed_k_1_from says so), TRIAL_S=8, SAMPLE=1s (coordinator
+#   --usage-sample), MODE_TIMEOUT_S=150 (per trainctl mode), GPU=0 (the
+#   NVML/PCI index used; instances on different GPUs may run at once),
+#   MODES (default: kN for each N in KS, then one auto decl mps mpsdecl;
+#   the order they run in: put the ones that matter most first).
 # Dry run without a GPU (plumbing only): DRY_RUN=1 uses a fake GPU; the
 # trials then fail at once (no CUDA) and the figures mean nothing.
 set -uo pipefail
@@ -63,7 +74,18 @@ TRIAL_S=${TRIAL_S:-8}
 SAMPLE=${SAMPLE:-1s}
 MODE_TIMEOUT_S=${MODE_TIMEOUT_S:-150}
 DRY_RUN=${DRY_RUN:-}
-AGENT_GPUS=(--gpus 0)
+# Modes in the order run: kN (fixed k = N by hand, one per k in KS), one,
+# auto, decl, mps, mpsdecl.
+if [[ -z "${MODES:-}" ]]; then
+  MODES=""
+  for k in $KS; do
+    k=$((k < TRIALS ? k : TRIALS))
+    [[ " $MODES " == *" k$k "* ]] || MODES+=" k$k"
+  done
+  MODES+=" one auto decl mps mpsdecl"
+fi
+GPU=${GPU:-0}
+AGENT_GPUS=(--gpus "$GPU")
 [[ -n "$DRY_RUN" ]] && AGENT_GPUS=(--fake-gpus 1:dry-run:80GiB)
 export NCCL_NVLS_ENABLE=0
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
@@ -91,11 +113,14 @@ kill_tree() {
   return 0
 }
 
-# Trials of this script (their command lines name the bundle's workload
-# file), in case an agent died without stopping them.
+# Trials of this script's current family (their command lines name the
+# bundle's workload file and the family), in case an agent died without
+# stopping them; an instance on another GPU runs other families.
+FAMILY=""
 kill_trials() {
   local p pids=()
-  for p in $(pgrep -f -- "$WL"); do pids+=("$p"); done
+  [[ -z "$FAMILY" ]] && return 0
+  for p in $(pgrep -f -- "$WL --family $FAMILY "); do pids+=("$p"); done
   if ((${#pids[@]} > 0)); then
     log "killing leftover trials: ${pids[*]}"
     kill -KILL "${pids[@]}" 2>/dev/null || true
@@ -137,7 +162,7 @@ HAVE_MPS=""
 log "agent MPS support: ${HAVE_MPS:-no (autopack_mps skipped)}"
 
 # start_cluster TAG [AGENT FLAGS...]: a coordinator with a fresh state dir
-# and one agent offering GPU 0; waits until `trainctl nodes` lists it.
+# and one agent offering GPU $GPU; waits until `trainctl nodes` lists it.
 start_cluster() {
   local tag=$1 i
   shift
@@ -195,17 +220,47 @@ print(sum(1 for j in d.get("jobs", []) if j.get("state") in ("JOB_STATE_SUCCEEDE
   mkdir -p "$WORK/trials-$tag"
   find "$WORK/logs-$tag" -name 'job-*.log' -exec cp {} "$WORK/trials-$tag/" \; 2>/dev/null
   for i in $(seq 1 30); do
-    pgrep -f -- "$WL" >/dev/null || break
+    pgrep -f -- "$WL --family $family " >/dev/null || break
     sleep 0.5
   done
 }
 
-# fixed_k TAG FAMILY STEPS K: TRIALS trials by hand on GPU 0, K at a time.
+# log_makespan FAMILY MODE: the mode's makespan in the log as soon as it
+# ended (first submit or launch to the last trial's end), and the
+# coordinator's placement lines, so that a run cut short still tells.
+log_makespan() {
+  local family=$1 m=$2 tag
+  case $m in k*) tag="$family-k$((${m#k} < TRIALS ? ${m#k} : TRIALS))" ;; *) tag="$family-$m" ;; esac
+  log "$tag: $("$PY" - "$WORK" "$tag" "$TRIALS" <<'PYEOF' 2>&1
+import glob, json, os, sys
+work, tag, trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    t0 = float(dict(l.strip().split("=", 1) for l in open(f"{work}/mode-{tag}.env"))["t_submit"])
+except (OSError, KeyError, ValueError):
+    print("no result"); sys.exit()
+ends = []
+for path in glob.glob(f"{work}/trials-{tag}/*.log"):
+    for line in open(path, errors="replace"):
+        if line.startswith("{") and '"final"' in line:
+            try:
+                ends.append(json.loads(line)["t"])
+            except (ValueError, KeyError):
+                pass
+print(f"{len(ends)}/{trials} trials ended, makespan {max(ends) - t0:.1f} s" if ends
+      else "no trial ended")
+PYEOF
+)"
+  if [[ -f "$WORK/coordinator-$tag.log" ]]; then
+    grep -h "auto-pack: job" "$WORK/coordinator-$tag.log" | sed "s/^/  $tag| /" >>"$LOG"
+  fi
+}
+
+# fixed_k TAG FAMILY STEPS K: TRIALS trials by hand on GPU $GPU, K at a time.
 fixed_k() {
   local tag=$1 family=$2 steps=$3 k=$4
   mkdir -p "$WORK/trials-$tag"
   log "$tag: $TRIALS trials by hand, $k at once"
-  CUDA_VISIBLE_DEVICES=0 timeout "$MODE_TIMEOUT_S" "$PY" - "$WL" "$family" "$steps" "$k" \
+  CUDA_VISIBLE_DEVICES=$GPU timeout "$MODE_TIMEOUT_S" "$PY" - "$WL" "$family" "$steps" "$k" \
     "$TRIALS" "$WORK/trials-$tag" "$WORK/mode-$tag.env" <<'PYEOF' 2>>"$LOG"
 import subprocess, sys, time
 wl, family, steps, k, trials, out, env = sys.argv[1:8]
@@ -227,8 +282,9 @@ PYEOF
 
 for family in "${FAMILIES[@]}"; do
   log "=== family $family"
+  FAMILY=$family
   kill_trials
-  CUDA_VISIBLE_DEVICES=0 timeout 90 "$PY" "$WL" --family "$family" --calibrate "$TRIAL_S" \
+  CUDA_VISIBLE_DEVICES=$GPU timeout 90 "$PY" "$WL" --family "$family" --calibrate "$TRIAL_S" \
     >"$WORK/calibrate-$family.log" 2>&1
   STEPS=$("$PY" -c 'import json,sys
 for l in open(sys.argv[1]):
@@ -236,23 +292,47 @@ for l in open(sys.argv[1]):
     "$WORK/calibrate-$family.log" 2>/dev/null | tail -n 1)
   [[ -z "$STEPS" ]] && { append_file "calibration $family" "$WORK/calibrate-$family.log"; STEPS=100; }
   log "$family: $STEPS steps for about $TRIAL_S s alone"
+  DECLARED_GIB=$("$PY" -c 'import json,math,sys
+for l in open(sys.argv[1]):
+    if "calibrated_steps" in l:
+        b = json.loads(l).get("peak_memory_reserved_bytes", 0)
+        print(max(1, math.ceil((b / 2**30 + 1) * 1.5)))' "$WORK/calibrate-$family.log" 2>/dev/null | tail -n 1)
+  DECLARED_GIB=${DECLARED_GIB:-4}
+  log "$family: declared size ${DECLARED_GIB}GiB"
+  echo "$DECLARED_GIB" >"$WORK/declared-$family"
   echo "$STEPS" >"$WORK/steps-$family"
-  done_ks=()
-  for k in $KS; do
-    eff=$((k < TRIALS ? k : TRIALS))
-    [[ " ${done_ks[*]:-} " == *" $eff "* ]] && continue
-    done_ks+=("$eff")
-    fixed_k "$family-k$eff" "$family" "$STEPS" "$eff"
+  for m in $MODES; do
+    case $m in
+      k*)
+        k=${m#k}
+        fixed_k "$family-k$((k < TRIALS ? k : TRIALS))" "$family" "$STEPS" "$((k < TRIALS ? k : TRIALS))"
+        ;;
+      one)
+        start_cluster "$family-one" || exit 1
+        trainctl_mode "$family-one" "$family" "$STEPS" --gpus 1
+        ;;
+      auto)
+        start_cluster "$family-auto" || exit 1
+        trainctl_mode "$family-auto" "$family" "$STEPS" --auto-pack
+        append_file "$family auto-pack: trainctl top" "$WORK/top-$family-auto.txt"
+        ;;
+      decl)
+        start_cluster "$family-decl" || exit 1
+        trainctl_mode "$family-decl" "$family" "$STEPS" --auto-pack --gpu-mem "${DECLARED_GIB}GiB"
+        ;;
+      mps | mpsdecl)
+        [[ -z "$HAVE_MPS" ]] && continue
+        start_cluster "$family-$m" --mps || exit 1
+        if [[ $m == mps ]]; then
+          trainctl_mode "$family-mps" "$family" "$STEPS" --auto-pack
+        else
+          trainctl_mode "$family-mpsdecl" "$family" "$STEPS" --auto-pack --gpu-mem "${DECLARED_GIB}GiB"
+        fi
+        ;;
+      *) log "unknown mode $m (skipped)" ;;
+    esac
+    log_makespan "$family" "$m"
   done
-  start_cluster "$family-one" || exit 1
-  trainctl_mode "$family-one" "$family" "$STEPS" --gpus 1
-  start_cluster "$family-auto" || exit 1
-  trainctl_mode "$family-auto" "$family" "$STEPS" --auto-pack
-  append_file "$family auto-pack: trainctl top" "$WORK/top-$family-auto.txt"
-  if [[ -n "$HAVE_MPS" ]]; then
-    start_cluster "$family-mps" --mps || exit 1
-    trainctl_mode "$family-mps" "$family" "$STEPS" --auto-pack
-  fi
   stop_cluster
 done
 
@@ -321,11 +401,23 @@ for fam in families.split():
     steps = open(os.path.join(work, f"steps-{fam}")).read().strip()
     one = mode(f"{fam}-one")
     auto = mode(f"{fam}-auto")
+    decl = mode(f"{fam}-decl")
     mps = mode(f"{fam}-mps")
+    mpsdecl = mode(f"{fam}-mpsdecl")
+    try:
+        declared_gib = int(open(os.path.join(work, f"declared-{fam}")).read())
+    except (OSError, ValueError):
+        declared_gib = None
     fixed = {}
     for k in ks:
         eff = min(k, trials)
         fixed[str(k)] = mode(f"{fam}-k{eff}")
+    # Without k = 1 in KS, k = 1 is the one-per-GPU sweep (one trial at a
+    # time, through trainctl): the same schedule, named so in the report.
+    k1_from = None
+    if "1" not in fixed and one:
+        fixed["1"] = one
+        k1_from = "one_per_gpu"
     timed = {k: v["makespan_s"] for k, v in fixed.items() if v and v["makespan_s"]}
     best_k = min(timed, key=timed.get) if timed else None
     def s(m):
@@ -335,24 +427,37 @@ for fam in families.split():
     w = {
         "steps_per_trial": int(steps),
         "one_per_gpu_s": s(one),
-        "fixed_k_s": {k: s(v) for k, v in fixed.items()},
+        "fixed_k_s": {k: s(v) for k, v in sorted(fixed.items(), key=lambda kv: int(kv[0]))},
+        "fixed_k_1_from": k1_from or "by hand",
         "best_fixed_k": int(best_k) if best_k else None,
         "best_fixed_k_s": timed.get(best_k) if best_k else None,
         "autopack_s": s(auto),
         "autopack_mps_s": s(mps),
+        "declared_gpu_mem_gib": declared_gib,
+        "autopack_declared_s": s(decl),
+        "autopack_mps_declared_s": s(mpsdecl),
         "autopack_vs_best_fixed_k": ratio(timed.get(best_k) if best_k else None, s(auto)),
         "autopack_vs_one_per_gpu": ratio(s(one), s(auto)),
         "autopack_mps_vs_best_fixed_k": ratio(timed.get(best_k) if best_k else None, s(mps)),
+        "autopack_declared_vs_best_fixed_k": ratio(timed.get(best_k) if best_k else None, s(decl)),
+        "autopack_declared_vs_one_per_gpu": ratio(s(one), s(decl)),
+        "autopack_mps_declared_vs_best_fixed_k": ratio(timed.get(best_k) if best_k else None,
+                                                       s(mpsdecl)),
         "oom_killed": {"one_per_gpu": one["oom_killed"] if one else None,
                        "fixed_k": {k: v["oom_killed"] if v else None for k, v in fixed.items()},
                        "autopack": auto["oom_killed"] if auto else None,
-                       "autopack_mps": mps["oom_killed"] if mps else None},
+                       "autopack_declared": decl["oom_killed"] if decl else None,
+                       "autopack_mps": mps["oom_killed"] if mps else None,
+                       "autopack_mps_declared": mpsdecl["oom_killed"] if mpsdecl else None},
         "autopack_packer": packer_log(f"{fam}-auto"),
-        "modes": {"one_per_gpu": one, "autopack": auto, "autopack_mps": mps},
+        "autopack_declared_packer": packer_log(f"{fam}-decl"),
+        "modes": {"one_per_gpu": one, "autopack": auto, "autopack_declared": decl,
+                  "autopack_mps": mps, "autopack_mps_declared": mpsdecl},
     }
     report["workloads"][fam] = w
 json.dump(report, open(out_path, "w"), indent=2)
-print(json.dumps({f: {k: v for k, v in w.items() if k not in ("modes", "autopack_packer")}
+print(json.dumps({f: {k: v for k, v in w.items()
+                      if k not in ("modes", "autopack_packer", "autopack_declared_packer")}
                   for f, w in report["workloads"].items()}, indent=2))
 PYEOF
 rc=$?

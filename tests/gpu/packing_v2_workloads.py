@@ -228,7 +228,8 @@ def main():
     end = time.time()
     if a.calibrate > 0:
         emit(calibrated_steps=int(done * a.calibrate / (end - t0)), seconds=a.calibrate,
-             warmup_s=round(t0 - T_PROCESS, 2))
+             warmup_s=round(t0 - T_PROCESS, 2),
+             peak_memory_reserved_bytes=torch.cuda.max_memory_reserved())
         return
     emit(final=True, t=end, samples=done * bs, samples_per_s=round(done * bs / (end - t0), 1),
          wall_s=round(end - T_PROCESS, 2), loss=round(float(loss), 4),
