@@ -53,7 +53,8 @@ CUR_PID=""       # the bounded command run_bounded waits on
 JOBS=()          # every job id submitted
 SUMMARIZED=0
 
-log() { echo "[$(date +%T) +$((SECONDS - T0))s] $*" | tee -a "$LOG" >&2; }
+# log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 left_s() { echo $((BUDGET_S - (SECONDS - T0))); }
 # cap_s WANT: WANT seconds, or what is left of the budget (at least 5).
 cap_s() {
@@ -66,8 +67,6 @@ cap_s() {
 rec() { "$PY" -c 'import json,sys; print(json.dumps(dict(a.split("=",1) for a in sys.argv[1:])))' "$@" >>"$REC"; }
 now_s() { date +%s.%N; }
 elapsed_s() { "$PY" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$1" "$2"; }
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-tc() { timeout 30 "$BIN/trainctl" --coordinator "$ADDR" "$@"; }
 # run_bounded CMD...: runs CMD in the background and waits for it, so that a
 # SIGINT/SIGTERM to this script is handled at once rather than after CMD.
 run_bounded() {
@@ -80,29 +79,9 @@ run_bounded() {
   return "$rc"
 }
 # append_file TITLE FILE: copies a raw log into gpu_proof.log.
-append_file() {
-  {
-    echo "===== $1 ($2)"
-    cat "$2" 2>/dev/null
-    echo
-  } >>"$LOG"
-}
 
 # kill_tree PID...: SIGTERM each process group (started with setsid), then
 # SIGKILL what is left after up to 10 s.
-kill_tree() {
-  local p i alive
-  for p in "$@"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
-  for i in $(seq 1 20); do
-    alive=0
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    ((alive == 0)) && break
-    sleep 0.5
-  done
-  for p in "$@"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done
-  for p in "$@"; do wait "$p" 2>/dev/null; done
-  return 0
-}
 
 # Task processes started by agents from this bundle (their command lines name
 # $BUNDLE), in case an agent died without stopping them.
@@ -483,20 +462,7 @@ if [[ -z "$PY" ]]; then
   exit 1
 fi
 
-# The bundle does not carry libnccl (it must match the host); take the host's,
-# or the one pip installed with torch.
-if ldd "$BIN/trainctl-nccl-allreduce" | grep -q 'libnccl.so.2 => not found'; then
-  nccl_dir=$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-  if [[ -z "$nccl_dir" || ! -e "$nccl_dir/libnccl.so.2" ]]; then
-    nccl_dir=$(dirname "$(timeout 20 find /usr /opt -name 'libnccl.so.2' -print -quit 2>/dev/null)")
-  fi
-  if [[ -e "$nccl_dir/libnccl.so.2" ]]; then
-    export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    log "using libnccl.so.2 from $nccl_dir"
-  else
-    log "WARNING: no libnccl.so.2 found; the NCCL example will not start"
-  fi
-fi
+use_host_nccl "the NCCL example"
 
 have_torch=0
 "$PY" -c 'import torch; assert torch.cuda.device_count() >= 2' 2>>"$LOG" && have_torch=1

@@ -94,24 +94,9 @@ T0=$SECONDS
 PIDS=()
 ADDR=""
 
-log() { echo "[$(date +%T) +$((SECONDS - T0))s] $*" | tee -a "$LOG" >&2; }
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-tc() { timeout 30 "$BIN/trainctl" --coordinator "$ADDR" "$@"; }
-append_file() { { echo "===== $1 ($2)"; cat "$2" 2>/dev/null; echo; } >>"$LOG"; }
+# log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-kill_tree() {
-  local p i alive
-  for p in "$@"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
-  for i in $(seq 1 20); do
-    alive=0
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    ((alive == 0)) && break
-    sleep 0.5
-  done
-  for p in "$@"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done
-  for p in "$@"; do wait "$p" 2>/dev/null; done
-  return 0
-}
 
 # Trials of this script's current family (their command lines name the
 # bundle's workload file and the family), in case an agent died without

@@ -48,34 +48,13 @@ T0=$SECONDS
 ADDR=""
 PIDS=()
 
-log() { echo "[$(date +%T) +$((SECONDS - T0))s] $*" | tee -a "$LOG" >&2; }
-append_file() {
-  {
-    echo "===== $1 ($2)"
-    cat "$2" 2>/dev/null
-    echo
-  } >>"$LOG"
-}
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-tc() { timeout 30 "$BIN/trainctl" --coordinator "$ADDR" "$@"; }
+# log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # rec SCENARIO MODE JOB RC DESCRIBE_JSON: one record for the report.
 rec() {
   "$PY" -c 'import json,sys; print(json.dumps(dict(zip(["scenario","mode","job","rc","describe"], sys.argv[1:]))))' "$@" >>"$REC"
 }
 
-kill_tree() {
-  local p i alive
-  for p in "$@"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
-  for i in $(seq 1 20); do
-    alive=0
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    ((alive == 0)) && break
-    sleep 0.5
-  done
-  for p in "$@"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done
-  for p in "$@"; do wait "$p" 2>/dev/null; done
-  return 0
-}
 
 stop_cluster() {
   if ((${#PIDS[@]} > 0)); then
@@ -267,18 +246,7 @@ if [[ -z "$PY" ]]; then
 fi
 # libnccl.so.2 from the host or pip (the bundle does not carry it); the
 # agents pass LD_LIBRARY_PATH on to the probes and the job.
-if ldd "$BIN/trainctl-nccl-allreduce" | grep -q 'libnccl.so.2 => not found'; then
-  nccl_dir=$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-  if [[ -z "$nccl_dir" || ! -e "$nccl_dir/libnccl.so.2" ]]; then
-    nccl_dir=$(dirname "$(timeout 20 find /usr /opt -name 'libnccl.so.2' -print -quit 2>/dev/null)")
-  fi
-  if [[ -e "$nccl_dir/libnccl.so.2" ]]; then
-    export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    log "using libnccl.so.2 from $nccl_dir"
-  else
-    log "WARNING: no libnccl.so.2 found; the NCCL probe will not start"
-  fi
-fi
+use_host_nccl "the NCCL probe"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv >"$WORK/smi.txt" 2>&1
 append_file "nvidia-smi" "$WORK/smi.txt"
 

@@ -45,11 +45,9 @@ PIDS=()
 ADDR=""
 MPORT=""
 
-log() { echo "[$(date +%T) +$((SECONDS - T0))s] $*" | tee -a "$LOG" >&2; }
+# log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rec() { "$PY" -c 'import json,sys; print(json.dumps(dict(a.split("=",1) for a in sys.argv[1:])))' "$@" >>"$REC"; }
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-tc() { timeout 30 "$BIN/trainctl" --coordinator "$ADDR" "$@"; }
-append_file() { { echo "===== $1"; cat "$2" 2>/dev/null; echo; } >>"$LOG"; }
 
 stop_cluster() {
   local p
@@ -166,14 +164,7 @@ PYEOF
 for b in trainctl trainctl-coordinator trainctl-agent trainctl-nccl-allreduce; do
   [[ -x "$BIN/$b" ]] || { log "ERROR: $BIN/$b missing (build with NCCL, rerun make_bundle.sh)"; exit 1; }
 done
-if ldd "$BIN/trainctl-nccl-allreduce" | grep -q 'libnccl.so.2 => not found'; then
-  nccl_dir=$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-  if [[ -z "$nccl_dir" || ! -e "$nccl_dir/libnccl.so.2" ]]; then
-    nccl_dir=$(dirname "$(timeout 20 find /usr /opt -name 'libnccl.so.2' -print -quit 2>/dev/null)")
-  fi
-  [[ -e "$nccl_dir/libnccl.so.2" ]] && export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  log "libnccl.so.2 from ${nccl_dir:-nowhere}"
-fi
+use_host_nccl "the NCCL runs"
 "$PY" -c 'import json,socket,subprocess,sys; print(json.dumps({"hostname": socket.gethostname(), "gpus": subprocess.run(["nvidia-smi","--query-gpu=index,name,driver_version","--format=csv,noheader"],capture_output=True,text=True).stdout}))' >"$WORK/env.json" 2>/dev/null || echo '{}' >"$WORK/env.json"
 
 if start_cluster a "node-a:0" "node-b:1"; then
