@@ -50,3 +50,29 @@ use_host_nccl() {
     log "WARNING: no libnccl.so.2 found; $1 will not start"
   fi
 }
+
+# packing_args SCRIPT ARGS...: the arguments of the packing_v2 scripts,
+# `BUNDLE_DIR OUT_DIR [--family F]...`, into BUNDLE (absolute), OUT
+# (absolute, created) and FAMILIES (default: all four families); exits 2
+# with the usage line on bad arguments.
+packing_args() {
+  local script=$1
+  shift
+  if [[ $# -lt 2 ]]; then
+    echo "usage: $script BUNDLE_DIR OUT_DIR [--family F]..." >&2
+    exit 2
+  fi
+  BUNDLE=$(cd "$1" && pwd) || exit 2
+  mkdir -p "$2" || exit 2
+  OUT=$(cd "$2" && pwd) || exit 2
+  shift 2
+  FAMILIES=()
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --family) FAMILIES+=("$2"); shift 2 ;;
+      *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+  done
+  ((${#FAMILIES[@]} == 0)) && FAMILIES=(cnn_loader mlp_tabular unet_small tfm_report)
+  return 0
+}

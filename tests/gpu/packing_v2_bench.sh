@@ -45,22 +45,9 @@
 # trials then fail at once (no CUDA) and the figures mean nothing.
 set -uo pipefail
 
-if [[ $# -lt 2 ]]; then
-  echo "usage: $0 BUNDLE_DIR OUT_DIR [--family F]..." >&2
-  exit 2
-fi
-BUNDLE=$(cd "$1" && pwd) || exit 2
-mkdir -p "$2" || exit 2
-OUT=$(cd "$2" && pwd) || exit 2
-shift 2
-FAMILIES=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --family) FAMILIES+=("$2"); shift 2 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-((${#FAMILIES[@]} == 0)) && FAMILIES=(cnn_loader mlp_tabular unet_small tfm_report)
+# log, append_file, free_port, tc, kill_tree, packing_args.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+packing_args "$0" "$@"
 
 BIN=$BUNDLE/bin
 SHARE=$BUNDLE/share
@@ -94,8 +81,6 @@ T0=$SECONDS
 PIDS=()
 ADDR=""
 
-# log, append_file, free_port, tc, kill_tree, use_host_nccl.
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 
 # Trials of this script's current family (their command lines name the

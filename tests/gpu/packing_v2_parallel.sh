@@ -11,22 +11,9 @@
 #   nvidia-smi lists).
 set -uo pipefail
 
-if [[ $# -lt 2 ]]; then
-  echo "usage: $0 BUNDLE_DIR OUT_DIR [--family F]..." >&2
-  exit 2
-fi
-BUNDLE=$1
-mkdir -p "$2" || exit 2
-OUT=$(cd "$2" && pwd) || exit 2
-shift 2
-FAMILIES=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --family) FAMILIES+=("$2"); shift 2 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-((${#FAMILIES[@]} == 0)) && FAMILIES=(cnn_loader mlp_tabular unet_small tfm_report)
+# packing_args.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+packing_args "$0" "$@"
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [[ -z "${GPUS:-}" ]]; then
   GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ')
