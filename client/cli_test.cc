@@ -342,14 +342,7 @@ TEST_F(CliTest, CancelArray_CancelsEveryUnfinishedTask) {
                         jobs { id: 57 state: JOB_STATE_SUCCEEDED }
                       )pb")),
                       Return(grpc::Status::OK)));
-  std::vector<int64_t> cancelled;
-  EXPECT_CALL(stub_, CancelJob(_, _, _))
-      .Times(2)
-      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::CancelJobRequest& r,
-                                 v1::CancelJobResponse*) {
-        cancelled.push_back(r.job_id());
-        return grpc::Status::OK;
-      }));
+  const std::vector<int64_t>& cancelled = ExpectCancels(2);
   ASSERT_EQ(Run({"cancel", "--array", "57"}), 0) << err_.str();
   EXPECT_EQ(listed.array_job_id(), 57);
   EXPECT_THAT(cancelled, ElementsAre(59, 58));
@@ -858,14 +851,7 @@ TEST_F(CliTest, Cancel_ByNameAndState_OnlyUnfinishedMatches) {
   EXPECT_CALL(stub_, ListJobs(_, _, _))
       .WillOnce(DoAll(SaveArg<1>(&list_request), SetArgPointee<2>(listed),
                       Return(grpc::Status::OK)));
-  std::vector<int64_t> ids;
-  EXPECT_CALL(stub_, CancelJob(_, _, _))
-      .Times(2)
-      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::CancelJobRequest& r,
-                                 v1::CancelJobResponse*) {
-        ids.push_back(r.job_id());
-        return grpc::Status::OK;
-      }));
+  const std::vector<int64_t>& ids = ExpectCancels(2);
   EXPECT_EQ(Run({"cancel", "--name", "lr", "--state", "pending"}), 0);
   ASSERT_EQ(list_request.states_size(), 1);
   EXPECT_EQ(list_request.states(0), v1::JOB_STATE_PENDING);
@@ -1312,14 +1298,7 @@ TEST_F(SweepCliTest, SweepDescribe_UnknownSweep_NotFoundExits1) {
 
 TEST_F(SweepCliTest, SweepCancel_MixedStates_CancelsOnlyNonFinalTrials) {
   ExpectListSweep(FourTrials());
-  std::vector<int64_t> cancelled;
-  EXPECT_CALL(stub_, CancelJob(_, _, _))
-      .Times(2)
-      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::CancelJobRequest& r,
-                                 v1::CancelJobResponse*) {
-        cancelled.push_back(r.job_id());
-        return grpc::Status::OK;
-      }));
+  const std::vector<int64_t>& cancelled = ExpectCancels(2);
   EXPECT_EQ(Run({"sweep", "cancel", "sw-test"}), 0) << err_.str();
   // 12 (running) and 13 (pending); 10 and 11 had ended.
   EXPECT_THAT(cancelled, ElementsAre(12, 13));

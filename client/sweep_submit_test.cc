@@ -78,11 +78,13 @@ class FakeSubmitService final : public v1::Coordinator::CallbackService {
   std::string fail_request_id;
 };
 
-// The CLI talks to FakeSubmitService through a real stub, with the system
-// clock and default options, as trainctl itself does.
-class SweepSubmitTest : public CliHarness<> {
+// The CLI talks to `Service` through a real stub over an in-process
+// channel, with the system clock and default options, as trainctl itself
+// does.
+template <typename Service>
+class InProcessSweepTest : public CliHarness<> {
  protected:
-  SweepSubmitTest() {
+  InProcessSweepTest() {
     grpc::ServerBuilder builder;
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
@@ -90,7 +92,7 @@ class SweepSubmitTest : public CliHarness<> {
     UseStub(grpc_stub_.get());
     options_.clock = nullptr;
   }
-  ~SweepSubmitTest() override { server_->Shutdown(); }
+  ~InProcessSweepTest() override { server_->Shutdown(); }
 
   // Runs `trainctl sweep --sweep-id sw --gpus 1 --grid i=0,..,N-1 -- echo {i}`.
   int RunSweep(int n) {
@@ -100,10 +102,12 @@ class SweepSubmitTest : public CliHarness<> {
                 "{i}"});
   }
 
-  FakeSubmitService service_;
+  Service service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Coordinator::Stub> grpc_stub_;
 };
+
+using SweepSubmitTest = InProcessSweepTest<FakeSubmitService>;
 
 TEST_F(SweepSubmitTest, Sweep_100Trials_SubmittedConcurrentlyEachOnce) {
   ASSERT_EQ(RunSweep(100), kExitOk) << err_.str();
@@ -159,30 +163,10 @@ class FakeBatchService final : public v1::Coordinator::CallbackService {
   int single_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-class SweepSubmitJobsTest : public CliHarness<> {
- protected:
-  SweepSubmitJobsTest() {
-    grpc::ServerBuilder builder;
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    grpc_stub_ = v1::Coordinator::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
-    UseStub(grpc_stub_.get());
-    options_.clock = nullptr;
-  }
-  ~SweepSubmitJobsTest() override { server_->Shutdown(); }
-
-  FakeBatchService service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::Coordinator::Stub> grpc_stub_;
-};
+using SweepSubmitJobsTest = InProcessSweepTest<FakeBatchService>;
 
 TEST_F(SweepSubmitJobsTest, Sweep_100Trials_OneSubmitJobsCallInTrialOrder) {
-  std::string grid = "i=";
-  for (int i = 0; i < 100; ++i) absl::StrAppend(&grid, i == 0 ? "" : ",", i);
-  ASSERT_EQ(Run({"sweep", "--sweep-id", "sw", "--gpus", "1", "--grid", grid, "--", "echo",
-                 "{i}"}),
-            kExitOk)
-      << err_.str();
+  ASSERT_EQ(RunSweep(100), kExitOk) << err_.str();
   absl::MutexLock lock(&service_.mu_);
   EXPECT_EQ(service_.single_calls_, 0);
   ASSERT_EQ(service_.calls_.size(), 1u);

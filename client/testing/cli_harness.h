@@ -110,6 +110,20 @@ class CliHarness : public ::testing::Test {
     return &submitted_;
   }
 
+  // Expects `times` CancelJob calls, all answered OK, and returns the job
+  // ids they named, in call order (kept in cancelled_).
+  const std::vector<int64_t>& ExpectCancels(int times) {
+    EXPECT_CALL(stub_, CancelJob(::testing::_, ::testing::_, ::testing::_))
+        .Times(times)
+        .WillRepeatedly([this](grpc::ClientContext*,
+                               const ::trainctl::v1::CancelJobRequest& r,
+                               ::trainctl::v1::CancelJobResponse*) {
+          cancelled_.push_back(r.job_id());
+          return grpc::Status::OK;
+        });
+    return cancelled_;
+  }
+
   MockStub stub_;
   FakeClock clock_;
   // What each Run passes to Cli; clock points to clock_.
@@ -121,6 +135,8 @@ class CliHarness : public ::testing::Test {
   Connection connection_;
   // The request ExpectSubmit saw.
   ::trainctl::v1::SubmitJobRequest submitted_;
+  // The job ids ExpectCancels saw.
+  std::vector<int64_t> cancelled_;
 
  private:
   ::trainctl::v1::Coordinator::StubInterface* stub() {
