@@ -298,6 +298,7 @@ int Agent::Fence(const std::string& why) {
   {
     absl::MutexLock lock(&mu_);
     for (auto& [key, entry] : tasks_) {
+      entry.stopped = true;
       if (entry.launching) entry.fence_after_launch = true;
       if (!entry.exited && entry.ref.pid() != 0) pids.push_back(entry.ref.pid());
     }
@@ -386,7 +387,10 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
       {
         absl::MutexLock lock(&mu_);
         auto it = tasks_.find(Key{r.job_id(), r.attempt(), r.rank()});
-        if (it != tasks_.end() && !it->second.exited) pid = it->second.ref.pid();
+        if (it != tasks_.end() && !it->second.exited) {
+          pid = it->second.ref.pid();
+          it->second.stopped = true;
+        }
       }
       if (pid == 0) break;  // Already ended; its exit is or will be reported.
       TC_LOG_INFO("stopping job {} rank {} (pid {})", r.job_id(), r.rank(), pid);
@@ -695,6 +699,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   int close_port = 0;
   std::string cgroup_dir;
   std::vector<std::vector<std::string>> container_cleanup;
+  bool stopped = false;
   std::optional<std::tuple<int64_t, int, int>> relay_rank;
   {
     absl::MutexLock lock(&mu_);
@@ -706,6 +711,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
     }
     cgroup_dir = it->second.cgroup_dir;
     container_cleanup = it->second.container_cleanup;
+    stopped = it->second.stopped;
     relay_rank = it->second.relay_rank;
   }
   RemoveFromRelay(relay_rank);
@@ -715,7 +721,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   // the runtime's cleanup (podman stop, rm: a container killed with its
   // `podman run` stays known to podman) runs its commands.
   ReleaseCgroup(cgroup_dir);
-  if (info.exit_code != 0 || info.signal != 0) {
+  if (stopped || info.exit_code != 0 || info.signal != 0) {
     for (const std::vector<std::string>& argv : container_cleanup) RunAndWait(argv);
   }
   {

@@ -206,6 +206,10 @@ class Agent {
     bool launching = false;
     // Fence() came while launching: kill the task once it has a pid.
     bool fence_after_launch = false;
+    // The agent stopped it (StopTask, Fence): its container, if any, is
+    // removed at its exit whatever the exit code (`podman run` stopped
+    // while it creates the container exits 0 and leaves it behind).
+    bool stopped = false;
     // The exit, when it came while launching (reported after RUNNING).
     std::optional<ExitInfo> early_exit;
     // Port of the PyTorch store opened for this task's job attempt (rank 0

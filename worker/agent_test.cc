@@ -211,7 +211,9 @@ TEST_F(AgentTest, Handle_StartTaskAsUser_LaunchedUnderThatAccountWithItsHome) {
   // The default work dir is the user's, private.
   struct stat st;
   ASSERT_EQ(stat(spec.workdir.c_str(), &st), 0);
-  if (geteuid() == 0) EXPECT_EQ(static_cast<int>(st.st_uid), nobody->run_as.uid);
+  if (geteuid() == 0) {
+    EXPECT_EQ(static_cast<int>(st.st_uid), nobody->run_as.uid);
+  }
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_THAT(sent_, SizeIs(1));
   EXPECT_EQ(sent_[0].task_status().run_as(), "nobody");
@@ -334,6 +336,52 @@ TEST_F(AgentTest, Handle_StartTaskWithImage_RunsThroughTheRuntimeWithEnvOffTheCo
   EXPECT_EQ(spec.env.at("TRAINCTL_TOKEN"), "s3cret-token");
   // The command runs inside, after the image.
   EXPECT_EQ(spec.argv.back(), "train.py");
+}
+
+TEST_F(AgentTest, ContainerTask_StoppedButExitedZero_ItsContainerIsRemoved) {
+  // `podman run` stopped while it creates the container exits 0 and leaves
+  // the container behind: after a stop the agent removes it whatever the
+  // exit code. A stand-in "podman" records the commands it gets.
+  std::filesystem::create_directories(log_dir_);
+  const std::string podman_path = log_dir_ + "/podman";
+  const std::string calls = log_dir_ + "/calls";
+  {
+    std::ofstream script(podman_path);
+    script << "#!/bin/sh\necho \"$*\" >>" << calls << "\n";
+  }
+  ASSERT_EQ(chmod(podman_path.c_str(), 0755), 0);
+  const ContainerRuntime podman(ContainerRuntimeKind::kPodman, podman_path, "4.3.1",
+                                /*rootless=*/false);
+  config_.container_runtime = &podman;
+  Make();
+  Connect();
+  auto read_calls = [&] {
+    std::ifstream in(calls);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_image("localhost/train:1");
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  // A container task that ends by itself with 0 was removed by `run --rm`.
+  launcher_.Exit(launcher_.launched.begin()->first, ExitInfo{0, 0});
+  EXPECT_THAT(read_calls(), SizeIs(0));
+
+  msg = Start(8, 0);
+  msg.mutable_start_task()->set_image("localhost/train:1");
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(2));
+  const int pid = launcher_.launched.rbegin()->first;
+  v1::CoordinatorMessage stop;
+  *stop.mutable_stop_task()->mutable_task() = msg.start_task().task();
+  agent_->Handle(stop);
+  ASSERT_THAT(launcher_.stopped, SizeIs(1));
+  launcher_.Exit(pid, ExitInfo{0, 0});
+  EXPECT_THAT(read_calls(), ElementsAre("stop --ignore --time=0 trainctl-j8-a0-r0",
+                                        "rm --force --ignore trainctl-j8-a0-r0"));
+  EXPECT_EQ(sent_.back().task_status().state(), v1::TASK_STATE_EXITED);
 }
 
 v1::CoordinatorMessage GangStart(int64_t job, int rank) {
