@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_target.h"
 #include "common/logging.h"
@@ -223,6 +224,9 @@ int main(int argc, char** argv) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   trainctl::InitLogging("agent", log_level);
+  // As in the coordinator: Debian's Abseil walks a global lock-order graph
+  // on every nested lock (Mutex deadlock detection); tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (guard) {
     // First, while this process has one thread (the guard forks).
     absl::StatusOr<trainctl::worker::GuardSplit> split =
