@@ -685,6 +685,10 @@ class Coordinator {
     }
   }
   void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One pass of ScheduleLocked: the scheduler's decisions on the pending
+  // queue, then the packer's. Returns whether another pass is due (a job
+  // array was cut shorter than what the pass could place).
+  bool SchedulePassLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Coalesced scheduling passes. An event that may change what can be placed
   // (submit, cancel, task exit, node change, time limit...) calls this at the
   // end of its locked section instead of ScheduleLocked(). The pass runs
@@ -728,9 +732,25 @@ class Coordinator {
    private:
     Coordinator* const c_;
   };
-  // Every PENDING job as the scheduler sees it.
-  std::vector<sched::JobRequest> PendingQueueLocked() const
+  // The pending tasks of one job array left out of a scheduling pass by
+  // PendingQueueLocked (`trimmed`, in id order), and the last task of the
+  // array the pass does see (`last_included`).
+  struct TrimmedArray {
+    int64_t last_included = 0;
+    std::vector<int64_t> trimmed;
+  };
+  // Every PENDING job as the scheduler sees it. With `trimmed`, the
+  // first-attempt tasks of a job array that are shaped like its first
+  // pending one (same request but for the index) are cut after as many as
+  // a pass could place or preempt for, plus one: one per schedulable GPU for
+  // whole-GPU tasks, one per T GPUs for gangs of T, max_tasks_per_gpu per
+  // GPU for shares. Those left out are listed by array id. Identical tasks
+  // are decided in id order, so the pass decides as it would on the full
+  // queue, and a 10,000-task array costs a pass a few dozen requests.
+  std::vector<sched::JobRequest> PendingQueueLocked(
+      absl::flat_hash_map<int64_t, TrimmedArray>* trimmed = nullptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Free capacity per GPU, and the jobs holding GPUs (their time limits, for
   // the reservation's ETA; owners, for quotas and fair share).
   // The scheduler's view, rebuilt in place in snapshot_cache_ (valid until
@@ -950,6 +970,10 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
       ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+  // Per job array cut by the last pass: the last task it decided and that
+  // task's reason, which the tasks left out were given (SchedulePassLocked).
+  absl::flat_hash_map<int64_t, std::pair<int64_t, std::string>> trimmed_reasons_
+      ABSL_GUARDED_BY(mu_);
   // SnapshotLocked's result, kept between calls so unchanged nodes cost no
   // allocation.
   mutable sched::ClusterSnapshot snapshot_cache_ ABSL_GUARDED_BY(mu_);

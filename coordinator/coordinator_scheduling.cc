@@ -169,7 +169,59 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
   return snap;
 }
 
-std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
+namespace {
+
+// Whether a and b, pending first attempts of one array, are the same
+// request to the scheduler (ToJobRequest) but for their ids.
+bool SameArrayRequest(const v1::JobSpec& a, const v1::JobSpec& b) {
+  return a.priority() == b.priority() && a.gpus() == b.gpus() && a.nodes() == b.nodes() &&
+         a.gpus_per_node() == b.gpus_per_node() && a.gpu_fraction() == b.gpu_fraction() &&
+         a.gpu_memory_bytes() == b.gpu_memory_bytes() &&
+         a.time_limit_ms() == b.time_limit_ms() && a.preemptible() == b.preemptible() &&
+         a.placement() == b.placement() && a.image().empty() == b.image().empty() &&
+         a.queue() == b.queue() && a.user() == b.user() && a.project() == b.project();
+}
+
+// A task that only differs from its array's others by its index: never
+// started, never excluded by pre-flight, not preempting.
+bool FirstAttemptOfArray(const v1::Job& job) {
+  return job.spec().has_array() && job.attempts_size() == 0 &&
+         job.preflight().excluded_size() == 0 && job.preempted_for_job_id() == 0;
+}
+
+// Most tasks shaped like `spec` that one pass can place or preempt for, plus
+// one (see PendingQueueLocked).
+int ArrayPassCap(const v1::JobSpec& spec, int schedulable_gpus, int max_tasks_per_gpu) {
+  if (KindOf(spec) == v1::JOB_KIND_GANG) {
+    const int per_task = spec.nodes() > 0 ? spec.nodes() * spec.gpus_per_node() : spec.gpus();
+    return schedulable_gpus / std::max(1, per_task) + 1;
+  }
+  const bool whole = spec.gpu_memory_bytes() == 0 &&
+                     (spec.gpu_fraction() <= 0 || spec.gpu_fraction() >= 1.0);
+  return schedulable_gpus * (whole ? 1 : std::max(1, max_tasks_per_gpu)) + 1;
+}
+
+}  // namespace
+
+std::vector<sched::JobRequest> Coordinator::PendingQueueLocked(
+    absl::flat_hash_map<int64_t, TrimmedArray>* trimmed) const {
+  // Per array: the spec of its first pending first-attempt task, and how
+  // many tasks shaped like it the queue holds.
+  struct ArrayCut {
+    const v1::JobSpec* first = nullptr;
+    int included = 0;
+    int cap = 0;
+  };
+  absl::flat_hash_map<int64_t, ArrayCut> cuts;
+  int schedulable_gpus = 0;
+  if (trimmed != nullptr) {
+    for (const auto& [name, e] : nodes_) {
+      if (e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY &&
+          e.stopping_unplaced.empty()) {
+        schedulable_gpus += e.node.gpus_size();
+      }
+    }
+  }
   // Preemptors whose victims' tasks are still stopping.
   absl::flat_hash_set<int64_t> waiting_on_victims;
   for (const DrainingTask& d : draining_) {
@@ -186,6 +238,23 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked() const {
     if (job.state() != v1::JOB_STATE_PENDING) return;
     // Auto-packed trials are placed by the packer, after the scheduler.
     if (job.spec().auto_pack()) return;
+    if (trimmed != nullptr && FirstAttemptOfArray(job)) {
+      const int64_t array = job.spec().array().array_job_id();
+      ArrayCut& cut = cuts[array];
+      if (cut.first == nullptr) {
+        cut.first = &job.spec();
+        cut.cap = ArrayPassCap(job.spec(), schedulable_gpus,
+                               config_.scheduler.max_tasks_per_gpu);
+      }
+      if (SameArrayRequest(*cut.first, job.spec())) {
+        if (cut.included >= cut.cap) {
+          (*trimmed)[array].trimmed.push_back(id);
+          return;
+        }
+        ++cut.included;
+        (*trimmed)[array].last_included = id;
+      }
+    }
     queue.push_back(ToJobRequest(job));
     queue.back().victims_stopping = waiting_on_victims.contains(id);
     // Queued since its submit, or since its last attempt ended (requeue).
@@ -254,10 +323,16 @@ void Coordinator::AwaitSchedulePass() {
 }
 
 void Coordinator::ScheduleLocked(Deferred& deferred) {
-  std::vector<sched::JobRequest> queue = PendingQueueLocked();
+  while (SchedulePassLocked(deferred)) {
+  }
+}
+
+bool Coordinator::SchedulePassLocked(Deferred& deferred) {
+  absl::flat_hash_map<int64_t, TrimmedArray> trimmed;
+  std::vector<sched::JobRequest> queue = PendingQueueLocked(&trimmed);
   if (queue.empty()) {
     PackPendingLocked(deferred);
-    return;
+    return false;
   }
   const absl::Time pass_start = clock_->Now();
   const std::vector<sched::Decision> decisions =
@@ -268,11 +343,13 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
   // The queue's jobs by id, for the decisions (a hash lookup each instead of
   // a btree walk: the pass decides every pending job). jobs_ gains and loses
   // no job while the decisions are applied, so the pointers stay valid.
+  // Only the queue's: the tasks of a job array left out of it are many.
   absl::flat_hash_map<int64_t, v1::Job*> queued;
   queued.reserve(queue.size());
-  ForEachActiveMutableLocked([&](v1::Job& job) {
-    if (job.state() == v1::JOB_STATE_PENDING) queued.emplace(job.id(), &job);
-  });
+  for (const sched::JobRequest& r : queue) {
+    auto it = jobs_.find(r.job_id);
+    if (it != jobs_.end()) queued.emplace(r.job_id, &it->second);
+  }
   for (const sched::Decision& d : decisions) {
     auto it = queued.find(d.job_id);
     if (it == queued.end()) continue;
@@ -320,12 +397,51 @@ void Coordinator::ScheduleLocked(Deferred& deferred) {
     }
   }
   in_pass_ = false;
+  // The tasks of an array left out of the pass wait for the same reason as
+  // the last one it decided, or fail with it (they would not fit either).
+  // Had that one started, the cut was too tight: pass again.
+  // The reasons are not copied again while the last pass left out the same
+  // tasks' predecessor with the same reason (trimmed_reasons_): the tasks
+  // left out only become fewer, and each already has it.
+  bool again = false;
+  absl::flat_hash_map<int64_t, std::pair<int64_t, std::string>> reasons;
+  for (auto& [array, cut] : trimmed) {
+    if (cut.trimmed.empty()) continue;
+    auto last = jobs_.find(cut.last_included);
+    if (last == jobs_.end()) continue;
+    const v1::Job& decided = last->second;
+    if (decided.state() != v1::JOB_STATE_PENDING &&
+        decided.state() != v1::JOB_STATE_FAILED) {
+      again = true;
+      continue;
+    }
+    if (decided.state() == v1::JOB_STATE_PENDING) {
+      auto memo = trimmed_reasons_.find(array);
+      const bool unchanged = memo != trimmed_reasons_.end() &&
+                             memo->second.first == cut.last_included &&
+                             memo->second.second == decided.reason();
+      reasons.emplace(array, std::make_pair(cut.last_included, decided.reason()));
+      if (unchanged) continue;
+    }
+    for (int64_t id : cut.trimmed) {
+      auto it = jobs_.find(id);
+      if (it == jobs_.end() || it->second.state() != v1::JOB_STATE_PENDING) continue;
+      v1::Job& job = it->second;
+      if (decided.state() == v1::JOB_STATE_PENDING) {
+        if (job.reason() != decided.reason()) job.set_reason(decided.reason());
+      } else if (TransitionLocked(job, v1::JOB_STATE_FAILED, decided.reason(), deferred)) {
+        PersistLocked(job);
+      }
+    }
+  }
+  trimmed_reasons_ = std::move(reasons);
   PackPendingLocked(deferred);
   if (config_.on_schedule_pass) {
     deferred.push_back([this, took = clock_->Now() - pass_start]() {
       config_.on_schedule_pass(took);
     });
   }
+  return again;
 }
 
 absl::flat_hash_map<std::string, absl::flat_hash_set<int>>

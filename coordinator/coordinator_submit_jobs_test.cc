@@ -250,6 +250,62 @@ TEST_F(SubmitJobsTest, Array_WaitingTask_ReasonNamesTheThrottle) {
               HasSubstr(absl::StrCat("array ", ids->front(), ": 1 of at most 1")));
 }
 
+TEST_F(SubmitJobsTest, Array_LargerThanTheCluster_TasksStartInIndexOrderAndWaitersShowWhy) {
+  // 40 one-GPU tasks on 2 GPUs. A pass sees only the first tasks an array
+  // could place (PendingQueueLocked); the rest still get the reason of the
+  // first waiting task, and all 40 run, in index order, 2 at a time.
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 2), &conn));
+  auto ids = Submit(Array(40, 0));
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  TC_ASSERT_OK(core_->WaitForWrites());
+  ASSERT_EQ(conn.Starts().size(), 2u);
+  const std::string third = core_->GetJob((*ids)[2])->reason();
+  EXPECT_THAT(third, HasSubstr("GPU"));
+  EXPECT_EQ(core_->GetJob((*ids)[39])->reason(), third);
+  size_t handled = 0;
+  std::vector<int> order;
+  for (int round = 0; round < 40 && handled < 40; ++round) {
+    EXPECT_LE(Active(), 2);
+    std::vector<v1::StartTask> starts = conn.Starts();
+    ASSERT_GT(starts.size(), handled) << "nothing new started in round " << round;
+    v1::AgentMessage batch;
+    for (size_t i = handled; i < starts.size(); ++i) {
+      order.push_back(std::stoi(starts[i].env().at("TRAINCTL_ARRAY_TASK_ID")));
+      TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(starts[i])));
+      *batch.mutable_task_status_batch()->add_statuses() = ExitOf(starts[i]);
+    }
+    handled = starts.size();
+    TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, batch));
+    TC_ASSERT_OK(core_->WaitForWrites());
+  }
+  ASSERT_EQ(order.size(), 40u);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(order[i], i);
+  for (int64_t id : *ids) {
+    EXPECT_EQ(core_->GetJob(id)->state(), v1::JOB_STATE_SUCCEEDED) << "job " << id;
+  }
+}
+
+TEST_F(SubmitJobsTest, Array_NeverFits_EveryTaskFailsNotOnlyThoseAPassSaw) {
+  // Accepted before any node joined; then a 2-GPU node joins and the tasks
+  // (4 GPUs each) can never run: all 10 fail with the reason, the ones a
+  // pass left out included.
+  std::vector<v1::JobSpec> specs = Array(10, 0);
+  for (v1::JobSpec& spec : specs) spec.set_gpus(4);
+  auto ids = Submit(std::move(specs));
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 2), &conn));
+  TC_ASSERT_OK(core_->WaitForWrites());
+  for (int64_t id : *ids) {
+    absl::StatusOr<v1::Job> job = core_->GetJob(id);
+    ASSERT_THAT(job, ::trainctl::testing::IsOk());
+    EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED) << "job " << id;
+    EXPECT_THAT(job->reason(), HasSubstr("cannot run on this cluster")) << "job " << id;
+  }
+  EXPECT_THAT(conn.Starts(), ::testing::SizeIs(0));
+}
+
 TEST_F(SubmitJobsTest, SingleTaskStatus_FromAnOlderAgent_StillHandled) {
   FakeConnection conn;
   TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 1), &conn));
