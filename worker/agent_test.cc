@@ -340,8 +340,9 @@ TEST_F(AgentTest, Handle_StartTaskWithImage_RunsThroughTheRuntimeWithEnvOffTheCo
 
 TEST_F(AgentTest, ContainerTask_StoppedButExitedZero_ItsContainerIsRemoved) {
   // `podman run` stopped while it creates the container exits 0 and leaves
-  // the container behind: after a stop the agent removes it whatever the
-  // exit code. A stand-in "podman" records the commands it gets.
+  // the container behind: the agent removes the container of a task it
+  // stopped whatever the exit code. A stand-in "podman" records the
+  // commands it gets.
   std::filesystem::create_directories(log_dir_);
   const std::string podman_path = log_dir_ + "/podman";
   const std::string calls = log_dir_ + "/calls";
