@@ -737,6 +737,8 @@ class Coordinator {
   // array the pass does see (`last_included`).
   struct TrimmedArray {
     int64_t last_included = 0;
+    // How many such tasks the queue may hold (see PendingQueueLocked).
+    int cap = 0;
     std::vector<int64_t> trimmed;
   };
   // Every PENDING job as the scheduler sees it. With `trimmed`, the
@@ -970,9 +972,9 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
       ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
-  // Per job array cut by the last pass: the last task it decided and that
-  // task's reason, which the tasks left out were given (SchedulePassLocked).
-  absl::flat_hash_map<int64_t, std::pair<int64_t, std::string>> trimmed_reasons_
+  // Per job array cut by the last pass: its cut (TrimmedArray::cap) and the
+  // reason the tasks left out were given (SchedulePassLocked).
+  absl::flat_hash_map<int64_t, std::pair<int, std::string>> trimmed_reasons_
       ABSL_GUARDED_BY(mu_);
   // SnapshotLocked's result, kept between calls so unchanged nodes cost no
   // allocation.

@@ -252,7 +252,9 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked(
           return;
         }
         ++cut.included;
-        (*trimmed)[array].last_included = id;
+        TrimmedArray& t = (*trimmed)[array];
+        t.last_included = id;
+        t.cap = cut.cap;
       }
     }
     queue.push_back(ToJobRequest(job));
@@ -400,11 +402,12 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
   // The tasks of an array left out of the pass wait for the same reason as
   // the last one it decided, or fail with it (they would not fit either).
   // Had that one started, the cut was too tight: pass again.
-  // The reasons are not copied again while the last pass left out the same
-  // tasks' predecessor with the same reason (trimmed_reasons_): the tasks
-  // left out only become fewer, and each already has it.
+  // The reasons are not copied again while the array's cut and reason are
+  // those of the last pass (trimmed_reasons_): with the same cut the tasks
+  // left out are those of the last pass but the ones that moved into the
+  // queue, and each already has the reason.
   bool again = false;
-  absl::flat_hash_map<int64_t, std::pair<int64_t, std::string>> reasons;
+  absl::flat_hash_map<int64_t, std::pair<int, std::string>> reasons;
   for (auto& [array, cut] : trimmed) {
     if (cut.trimmed.empty()) continue;
     auto last = jobs_.find(cut.last_included);
@@ -418,9 +421,9 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
     if (decided.state() == v1::JOB_STATE_PENDING) {
       auto memo = trimmed_reasons_.find(array);
       const bool unchanged = memo != trimmed_reasons_.end() &&
-                             memo->second.first == cut.last_included &&
+                             memo->second.first == cut.cap &&
                              memo->second.second == decided.reason();
-      reasons.emplace(array, std::make_pair(cut.last_included, decided.reason()));
+      reasons.emplace(array, std::make_pair(cut.cap, decided.reason()));
       if (unchanged) continue;
     }
     for (int64_t id : cut.trimmed) {
