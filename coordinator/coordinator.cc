@@ -760,10 +760,21 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
       // A job no registered node could ever hold is refused, not accepted
       // to fail at once (with no node yet, the cluster is still starting).
       const sched::ClusterSnapshot snapshot = SnapshotLocked();
+      // A job array's tasks are mostly one request: it is checked once.
+      const v1::JobSpec* checked = nullptr;
       for (size_t i = 0; i < specs.size() && refused.ok(); ++i) {
         if (specs[i].hold()) continue;
+        if (checked != nullptr && SameSchedulingRequest(*checked, specs[i])) continue;
+        checked = &specs[i];
         v1::Job candidate;
+        // The spec without its environment (ToJobRequest reads none of it):
+        // the maps are swapped out and back, not copied.
+        google::protobuf::Map<std::string, std::string> env, exported;
+        env.swap(*specs[i].mutable_env());
+        exported.swap(*specs[i].mutable_exported_env());
         *candidate.mutable_spec() = specs[i];
+        specs[i].mutable_env()->swap(env);
+        specs[i].mutable_exported_env()->swap(exported);
         candidate.set_kind(KindOf(specs[i]));
         if (std::optional<std::string> never =
                 scheduler_.WhyNeverFits(snapshot, ToJobRequest(candidate))) {

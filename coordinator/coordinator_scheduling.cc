@@ -171,17 +171,6 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
 
 namespace {
 
-// Whether a and b, pending first attempts of one array, are the same
-// request to the scheduler (ToJobRequest) but for their ids.
-bool SameArrayRequest(const v1::JobSpec& a, const v1::JobSpec& b) {
-  return a.priority() == b.priority() && a.gpus() == b.gpus() && a.nodes() == b.nodes() &&
-         a.gpus_per_node() == b.gpus_per_node() && a.gpu_fraction() == b.gpu_fraction() &&
-         a.gpu_memory_bytes() == b.gpu_memory_bytes() &&
-         a.time_limit_ms() == b.time_limit_ms() && a.preemptible() == b.preemptible() &&
-         a.placement() == b.placement() && a.image().empty() == b.image().empty() &&
-         a.queue() == b.queue() && a.user() == b.user() && a.project() == b.project();
-}
-
 // A task that only differs from its array's others by its index: never
 // started, never excluded by pre-flight, not preempting.
 bool FirstAttemptOfArray(const v1::Job& job) {
@@ -246,7 +235,7 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked(
         cut.cap = ArrayPassCap(job.spec(), schedulable_gpus,
                                config_.scheduler.max_tasks_per_gpu);
       }
-      if (SameArrayRequest(*cut.first, job.spec())) {
+      if (SameSchedulingRequest(*cut.first, job.spec())) {
         if (cut.included >= cut.cap) {
           (*trimmed)[array].trimmed.push_back(id);
           return;

@@ -19,43 +19,63 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("spec.", field, ": ", why));
 }
 
-// The first string field of `msg` (recursively; `bytes` fields excluded)
-// that is not valid UTF-8, as a path below `prefix` ("name", "command[2]",
-// "env[3].value"); empty when all are valid. proto3 refuses to serialize
-// such a string, so a gRPC client sees only a transport error; checked here
-// so in-process callers and the gateway get the field named. The check is
-// protobuf's own (IsStructurallyValidUTF8, what its parser applies).
+bool ValidUtf8(const std::string& v) {
+  return google::protobuf::internal::IsStructurallyValidUTF8(v.data(),
+                                                             static_cast<int>(v.size()));
+}
+
+// The first string field of `msg` (recursively; `bytes` and map fields
+// excluded) that is not valid UTF-8, as a path below `prefix` ("name",
+// "command[2]", "resources.queue"); empty when all are valid. proto3 refuses
+// to serialize such a string, so a gRPC client sees only a transport error;
+// checked here so in-process callers and the gateway get the field named.
+// The check is protobuf's own (IsStructurallyValidUTF8, what its parser
+// applies). Map fields are left to FirstInvalidUtf8Entry: through
+// reflection a map is copied into a repeated field of entries first, which
+// made this walk most of a 500-task array submit's CPU.
 std::string FirstInvalidUtf8Field(const google::protobuf::Message& msg,
                                   const std::string& prefix) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* r = msg.GetReflection();
   std::vector<const FieldDescriptor*> fields;
   r->ListFields(msg, &fields);
+  std::string scratch;
   for (const FieldDescriptor* f : fields) {
-    const std::string name = absl::StrCat(prefix, prefix.empty() ? "" : ".", f->name());
-    auto bad = [](const std::string& v) {
-      return !google::protobuf::internal::IsStructurallyValidUTF8(
-          v.data(), static_cast<int>(v.size()));
-    };
+    if (f->is_map()) continue;
+    auto name = [&] { return absl::StrCat(prefix, prefix.empty() ? "" : ".", f->name()); };
     if (f->type() == FieldDescriptor::TYPE_STRING) {
       if (!f->is_repeated()) {
-        if (bad(r->GetString(msg, f))) return name;
+        if (!ValidUtf8(r->GetStringReference(msg, f, &scratch))) return name();
         continue;
       }
       for (int i = 0; i < r->FieldSize(msg, f); ++i) {
-        if (bad(r->GetRepeatedString(msg, f, i))) return absl::StrCat(name, "[", i, "]");
+        if (!ValidUtf8(r->GetRepeatedStringReference(msg, f, i, &scratch))) {
+          return absl::StrCat(name(), "[", i, "]");
+        }
       }
     } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
       if (!f->is_repeated()) {
-        std::string sub = FirstInvalidUtf8Field(r->GetMessage(msg, f), name);
+        std::string sub = FirstInvalidUtf8Field(r->GetMessage(msg, f), name());
         if (!sub.empty()) return sub;
         continue;
       }
       for (int i = 0; i < r->FieldSize(msg, f); ++i) {
         std::string sub = FirstInvalidUtf8Field(r->GetRepeatedMessage(msg, f, i),
-                                                absl::StrCat(name, "[", i, "]"));
+                                                absl::StrCat(name(), "[", i, "]"));
         if (!sub.empty()) return sub;
       }
+    }
+  }
+  return "";
+}
+
+// The first entry of map field `field` whose key or value is not valid
+// UTF-8, as "FIELD[KEY]" (the key C-escaped); empty when all are valid.
+std::string FirstInvalidUtf8Entry(const google::protobuf::Map<std::string, std::string>& map,
+                                  absl::string_view field) {
+  for (const auto& [key, value] : map) {
+    if (!ValidUtf8(key) || !ValidUtf8(value)) {
+      return absl::StrCat(field, "[", absl::CHexEscape(key.substr(0, 64)), "]");
     }
   }
   return "";
@@ -118,8 +138,11 @@ bool IsReservedEnvVar(absl::string_view name) {
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                              const sched::PolicyConfig& policy) {
-  if (std::string field = FirstInvalidUtf8Field(spec, ""); !field.empty()) {
-    return Invalid(field, "is not valid UTF-8");
+  for (std::string field :
+       {FirstInvalidUtf8Field(spec, ""), FirstInvalidUtf8Entry(spec.env(), "env"),
+        FirstInvalidUtf8Entry(spec.params(), "params"),
+        FirstInvalidUtf8Entry(spec.exported_env(), "exported_env")}) {
+    if (!field.empty()) return Invalid(field, "is not valid UTF-8");
   }
   if (spec.name().size() > kMaxNameBytes) {
     return Invalid("name", absl::StrCat("at most ", kMaxNameBytes, " bytes"));
@@ -422,6 +445,16 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
                                     : spec.gpus();
   }
   return r;
+}
+
+bool SameSchedulingRequest(const v1::JobSpec& a, const v1::JobSpec& b) {
+  return a.priority() == b.priority() && a.gpus() == b.gpus() && a.nodes() == b.nodes() &&
+         a.gpus_per_node() == b.gpus_per_node() && a.gpu_fraction() == b.gpu_fraction() &&
+         a.gpu_memory_bytes() == b.gpu_memory_bytes() &&
+         a.time_limit_ms() == b.time_limit_ms() && a.preemptible() == b.preemptible() &&
+         a.placement() == b.placement() && a.image().empty() == b.image().empty() &&
+         a.array().max_running() == b.array().max_running() && a.queue() == b.queue() &&
+         a.user() == b.user() && a.project() == b.project();
 }
 
 std::string ArrayGroup(int64_t array_job_id) {

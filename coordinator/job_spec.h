@@ -71,6 +71,12 @@ v1::JobKind KindOf(const v1::JobSpec& spec);
 // group_max_running = array.max_running.
 sched::JobRequest ToJobRequest(const v1::Job& job);
 
+// Whether ToJobRequest makes the same request of a and b's jobs, but for
+// their ids, when both are first attempts of the same kind of submit (both
+// tasks of one array, or neither): same shape, priority, queue, owner, time
+// limit, preemptibility, placement and need of a container runtime.
+bool SameSchedulingRequest(const v1::JobSpec& a, const v1::JobSpec& b);
+
 // The scheduler group of job array `array_job_id` ("array 12"), shown in
 // wait reasons.
 std::string ArrayGroup(int64_t array_job_id);

@@ -104,7 +104,9 @@ TEST(ValidateJobSpecTest, ValidateJobSpec_InvalidUtf8_NamesTheField) {
   };
   check([](v1::JobSpec& s) { s.set_name("caf\xc3"); }, "name");
   check([](v1::JobSpec& s) { s.add_command("--lr=\xff"); }, "command[1]");
-  check([](v1::JobSpec& s) { (*s.mutable_env())["X"] = "\xe2\x82"; }, "env[0].value");
+  check([](v1::JobSpec& s) { (*s.mutable_env())["X"] = "\xe2\x82"; }, "env[X]");
+  check([](v1::JobSpec& s) { (*s.mutable_exported_env())["Y"] = "\xff"; }, "exported_env[Y]");
+  check([](v1::JobSpec& s) { (*s.mutable_params())["lr"] = "\xc3"; }, "params[lr]");
   v1::JobSpec ok;
   ok.add_command("python");
   ok.set_name("café ☕");
