@@ -732,9 +732,9 @@ class Coordinator {
    private:
     Coordinator* const c_;
   };
-  // The pending tasks of one job array left out of a scheduling pass by
-  // PendingQueueLocked (`trimmed`, in id order), and the last task of the
-  // array the pass does see (`last_included`).
+  // The pending tasks of one job array or sweep left out of a scheduling
+  // pass by PendingQueueLocked (`trimmed`, in id order), and the last task
+  // of it the pass does see (`last_included`).
   struct TrimmedArray {
     int64_t last_included = 0;
     // How many such tasks the queue may hold (see PendingQueueLocked).
@@ -742,13 +742,14 @@ class Coordinator {
     std::vector<int64_t> trimmed;
   };
   // Every PENDING job as the scheduler sees it. With `trimmed`, the
-  // first-attempt tasks of a job array that are shaped like its first
-  // pending one (same request but for the index) are cut after as many as
-  // a pass could place or preempt for, plus one: one per schedulable GPU for
-  // whole-GPU tasks, one per T GPUs for gangs of T, max_tasks_per_gpu per
-  // GPU for shares. Those left out are listed by array id. Identical tasks
-  // are decided in id order, so the pass decides as it would on the full
-  // queue, and a 10,000-task array costs a pass a few dozen requests.
+  // first-attempt tasks of a job array (or trials of a sweep) that make the
+  // same request as its first pending one (SameSchedulingRequest) are cut
+  // after as many as a pass could place or preempt for, plus one: one per
+  // schedulable GPU for whole-GPU tasks, one per T GPUs for gangs of T,
+  // max_tasks_per_gpu per GPU for shares. Those left out are listed by the
+  // array's id (a negative key for a sweep). Identical requests are decided
+  // in id order, so the pass decides as it would on the full queue, and a
+  // 10,000-task array costs a pass a few dozen requests.
   std::vector<sched::JobRequest> PendingQueueLocked(
       absl::flat_hash_map<int64_t, TrimmedArray>* trimmed = nullptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -972,8 +973,9 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
       ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
-  // Per job array cut by the last pass: its cut (TrimmedArray::cap) and the
-  // reason the tasks left out were given (SchedulePassLocked).
+  // Per job array or sweep cut by the last pass: its cut
+  // (TrimmedArray::cap) and the reason the tasks left out were given
+  // (SchedulePassLocked).
   absl::flat_hash_map<int64_t, std::pair<int, std::string>> trimmed_reasons_
       ABSL_GUARDED_BY(mu_);
   // SnapshotLocked's result, kept between calls so unchanged nodes cost no

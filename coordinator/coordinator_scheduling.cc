@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -171,11 +172,21 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
 
 namespace {
 
-// A task that only differs from its array's others by its index: never
-// started, never excluded by pre-flight, not preempting.
-bool FirstAttemptOfArray(const v1::Job& job) {
-  return job.spec().has_array() && job.attempts_size() == 0 &&
-         job.preflight().excluded_size() == 0 && job.preempted_for_job_id() == 0;
+// The batch `job` was submitted in, for PendingQueueLocked's cut: its job
+// array's id, or for a sweep's trial a negative key from the sweep id; 0
+// for any other job, and for a task that may differ from its batch's others
+// by more than its index (started before, excluded by pre-flight, or
+// preempting).
+int64_t BatchKey(const v1::Job& job) {
+  if (job.attempts_size() > 0 || job.preflight().excluded_size() > 0 ||
+      job.preempted_for_job_id() != 0) {
+    return 0;
+  }
+  if (job.spec().has_array()) return job.spec().array().array_job_id();
+  if (job.spec().sweep_id().empty()) return 0;
+  // Two sweeps sharing a key (a hash collision) are cut as one batch, which
+  // is still exact: the cut compares every trial's request with the first's.
+  return -static_cast<int64_t>(absl::HashOf(job.spec().sweep_id()) >> 1) - 1;
 }
 
 // Most tasks shaped like `spec` that one pass can place or preempt for, plus
@@ -227,8 +238,8 @@ std::vector<sched::JobRequest> Coordinator::PendingQueueLocked(
     if (job.state() != v1::JOB_STATE_PENDING) return;
     // Auto-packed trials are placed by the packer, after the scheduler.
     if (job.spec().auto_pack()) return;
-    if (trimmed != nullptr && FirstAttemptOfArray(job)) {
-      const int64_t array = job.spec().array().array_job_id();
+    const int64_t array = trimmed != nullptr ? BatchKey(job) : 0;
+    if (array != 0) {
       ArrayCut& cut = cuts[array];
       if (cut.first == nullptr) {
         cut.first = &job.spec();

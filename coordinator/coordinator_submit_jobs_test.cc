@@ -250,13 +250,31 @@ TEST_F(SubmitJobsTest, Array_WaitingTask_ReasonNamesTheThrottle) {
               HasSubstr(absl::StrCat("array ", ids->front(), ": 1 of at most 1")));
 }
 
-TEST_F(SubmitJobsTest, Array_LargerThanTheCluster_TasksStartInIndexOrderAndWaitersShowWhy) {
-  // 40 one-GPU tasks on 2 GPUs. A pass sees only the first tasks an array
-  // could place (PendingQueueLocked); the rest still get the reason of the
-  // first waiting task, and all 40 run, in index order, 2 at a time.
+// `count` trials of sweep "s1" (parameter i = 0..count-1), one GPU each.
+std::vector<v1::JobSpec> Sweep(int count) {
+  std::vector<v1::JobSpec> specs;
+  for (int i = 0; i < count; ++i) {
+    v1::JobSpec spec = OneGpu("trial");
+    spec.set_sweep_id("s1");
+    (*spec.mutable_params())["i"] = std::to_string(i);
+    (*spec.mutable_env())["TRIAL"] = std::to_string(i);
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+class BatchLargerThanClusterTest : public SubmitJobsTest,
+                                   public ::testing::WithParamInterface<bool> {};
+
+TEST_P(BatchLargerThanClusterTest, TasksStartInOrderAndWaitersShowWhy) {
+  // 40 one-GPU tasks of an array (or trials of a sweep) on 2 GPUs. A pass
+  // sees only the first tasks it could place (PendingQueueLocked); the rest
+  // still get the reason of the first waiting one, and all 40 run, in
+  // submit order, 2 at a time.
+  const bool sweep = GetParam();
   FakeConnection conn;
   TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 2), &conn));
-  auto ids = Submit(Array(40, 0));
+  auto ids = Submit(sweep ? Sweep(40) : Array(40, 0));
   ASSERT_THAT(ids, ::trainctl::testing::IsOk());
   TC_ASSERT_OK(core_->WaitForWrites());
   ASSERT_EQ(conn.Starts().size(), 2u);
@@ -271,7 +289,7 @@ TEST_F(SubmitJobsTest, Array_LargerThanTheCluster_TasksStartInIndexOrderAndWaite
     ASSERT_GT(starts.size(), handled) << "nothing new started in round " << round;
     v1::AgentMessage batch;
     for (size_t i = handled; i < starts.size(); ++i) {
-      order.push_back(std::stoi(starts[i].env().at("TRAINCTL_ARRAY_TASK_ID")));
+      order.push_back(std::stoi(starts[i].env().at(sweep ? "TRIAL" : "TRAINCTL_ARRAY_TASK_ID")));
       TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(starts[i])));
       *batch.mutable_task_status_batch()->add_statuses() = ExitOf(starts[i]);
     }
@@ -285,6 +303,11 @@ TEST_F(SubmitJobsTest, Array_LargerThanTheCluster_TasksStartInIndexOrderAndWaite
     EXPECT_EQ(core_->GetJob(id)->state(), v1::JOB_STATE_SUCCEEDED) << "job " << id;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ArrayOrSweep, BatchLargerThanClusterTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Sweep" : "Array";
+                         });
 
 TEST_F(SubmitJobsTest, Array_NeverFits_EveryTaskFailsNotOnlyThoseAPassSaw) {
   // Accepted before any node joined; then a 2-GPU node joins and the tasks
