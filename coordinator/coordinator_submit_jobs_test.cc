@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,6 +106,30 @@ class SubmitJobsTest : public ::testing::Test {
       n += j.state() == v1::JOB_STATE_SCHEDULED || j.state() == v1::JOB_STATE_RUNNING;
     }
     return n;
+  }
+
+  // Plays agent "a" until `total` tasks have started: each round every new
+  // StartTask is passed to `seen` and reported RUNNING, then all of them
+  // exit in one batch. Fails when a round starts nothing, or when more than
+  // `max_active` jobs hold GPUs before or after a round.
+  void RunAll(FakeConnection& conn, size_t total, int max_active,
+              const std::function<void(const v1::StartTask&)>& seen) {
+    size_t handled = 0;
+    for (size_t round = 0; round < total && handled < total; ++round) {
+      EXPECT_LE(Active(), max_active);
+      std::vector<v1::StartTask> starts = conn.Starts();
+      ASSERT_GT(starts.size(), handled) << "nothing new started in round " << round;
+      v1::AgentMessage batch;
+      for (size_t i = handled; i < starts.size(); ++i) {
+        seen(starts[i]);
+        TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(starts[i])));
+        *batch.mutable_task_status_batch()->add_statuses() = ExitOf(starts[i]);
+      }
+      EXPECT_LE(Active(), max_active);
+      handled = starts.size();
+      TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, batch));
+      TC_ASSERT_OK(core_->WaitForWrites());
+    }
   }
 
   std::string dir_;
@@ -208,28 +233,15 @@ TEST_F(SubmitJobsTest, Array_Throttle3On8Gpus_NeverMoreThan3RunAndAllFinish) {
   auto ids = Submit(Array(10, 3));
   ASSERT_THAT(ids, ::trainctl::testing::IsOk());
   TC_ASSERT_OK(core_->WaitForWrites());
-  size_t handled = 0;
   std::vector<std::string> task_ids;
-  for (int round = 0; round < 20 && handled < 10; ++round) {
-    EXPECT_LE(Active(), 3);
-    std::vector<v1::StartTask> starts = conn.Starts();
-    ASSERT_GT(starts.size(), handled) << "nothing new started in round " << round;
-    v1::AgentMessage batch;
-    for (size_t i = handled; i < starts.size(); ++i) {
-      const auto& env = starts[i].env();
-      task_ids.push_back(env.at("TRAINCTL_ARRAY_TASK_ID"));
-      EXPECT_EQ(env.at("SLURM_ARRAY_TASK_ID"), env.at("TRAINCTL_ARRAY_TASK_ID"));
-      EXPECT_EQ(env.at("TRAINCTL_ARRAY_JOB_ID"), absl::StrCat(ids->front()));
-      EXPECT_EQ(env.at("SLURM_ARRAY_JOB_ID"), absl::StrCat(ids->front()));
-      EXPECT_EQ(env.at("TRAINCTL_ARRAY_TASK_COUNT"), "10");
-      TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(starts[i])));
-      *batch.mutable_task_status_batch()->add_statuses() = ExitOf(starts[i]);
-    }
-    EXPECT_LE(Active(), 3);
-    handled = starts.size();
-    TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, batch));
-    TC_ASSERT_OK(core_->WaitForWrites());
-  }
+  RunAll(conn, 10, 3, [&](const v1::StartTask& start) {
+    const auto& env = start.env();
+    task_ids.push_back(env.at("TRAINCTL_ARRAY_TASK_ID"));
+    EXPECT_EQ(env.at("SLURM_ARRAY_TASK_ID"), env.at("TRAINCTL_ARRAY_TASK_ID"));
+    EXPECT_EQ(env.at("TRAINCTL_ARRAY_JOB_ID"), absl::StrCat(ids->front()));
+    EXPECT_EQ(env.at("SLURM_ARRAY_JOB_ID"), absl::StrCat(ids->front()));
+    EXPECT_EQ(env.at("TRAINCTL_ARRAY_TASK_COUNT"), "10");
+  });
   std::sort(task_ids.begin(), task_ids.end(),
             [](const std::string& a, const std::string& b) { return std::stoi(a) < std::stoi(b); });
   EXPECT_THAT(task_ids, ElementsAre("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"));
@@ -281,22 +293,10 @@ TEST_P(BatchLargerThanClusterTest, TasksStartInOrderAndWaitersShowWhy) {
   const std::string third = core_->GetJob((*ids)[2])->reason();
   EXPECT_THAT(third, HasSubstr("GPU"));
   EXPECT_EQ(core_->GetJob((*ids)[39])->reason(), third);
-  size_t handled = 0;
   std::vector<int> order;
-  for (int round = 0; round < 40 && handled < 40; ++round) {
-    EXPECT_LE(Active(), 2);
-    std::vector<v1::StartTask> starts = conn.Starts();
-    ASSERT_GT(starts.size(), handled) << "nothing new started in round " << round;
-    v1::AgentMessage batch;
-    for (size_t i = handled; i < starts.size(); ++i) {
-      order.push_back(std::stoi(starts[i].env().at(sweep ? "TRIAL" : "TRAINCTL_ARRAY_TASK_ID")));
-      TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(starts[i])));
-      *batch.mutable_task_status_batch()->add_statuses() = ExitOf(starts[i]);
-    }
-    handled = starts.size();
-    TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, batch));
-    TC_ASSERT_OK(core_->WaitForWrites());
-  }
+  RunAll(conn, 40, 2, [&](const v1::StartTask& start) {
+    order.push_back(std::stoi(start.env().at(sweep ? "TRIAL" : "TRAINCTL_ARRAY_TASK_ID")));
+  });
   ASSERT_EQ(order.size(), 40u);
   for (int i = 0; i < 40; ++i) EXPECT_EQ(order[i], i);
   for (int64_t id : *ids) {
