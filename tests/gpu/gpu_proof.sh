@@ -22,15 +22,9 @@
 # Usage: gpu_proof.sh BUNDLE_DIR OUT_DIR
 set -uo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 BUNDLE_DIR OUT_DIR" >&2
-  exit 2
-fi
-BUNDLE=$(cd "$1" && pwd) || exit 2
-mkdir -p "$2" || exit 2
-OUT=$(cd "$2" && pwd) || exit 2
-BIN=$BUNDLE/bin
-SHARE=$BUNDLE/share
+# bundle_args, log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bundle_args "$0" "$@"
 LOG=$OUT/gpu_proof.log
 WORK=$(mktemp -d /tmp/gpu_proof.XXXXXX)
 REC=$WORK/records.jsonl
@@ -53,8 +47,6 @@ CUR_PID=""       # the bounded command run_bounded waits on
 JOBS=()          # every job id submitted
 SUMMARIZED=0
 
-# log, append_file, free_port, tc, kill_tree, use_host_nccl.
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 left_s() { echo $((BUDGET_S - (SECONDS - T0))); }
 # cap_s WANT: WANT seconds, or what is left of the budget (at least 5).
 cap_s() {

@@ -51,21 +51,29 @@ use_host_nccl() {
   fi
 }
 
+# bundle_args SCRIPT BUNDLE_DIR OUT_DIR: sets BUNDLE (absolute), OUT
+# (absolute, created), BIN and SHARE (the bundle's bin/ and share/); exits 2
+# with SCRIPT's usage line on a missing argument.
+bundle_args() {
+  local script=$1
+  if [[ $# -lt 3 ]]; then
+    echo "usage: $script BUNDLE_DIR OUT_DIR${USAGE_MORE:-}" >&2
+    exit 2
+  fi
+  BUNDLE=$(cd "$2" && pwd) || exit 2
+  mkdir -p "$3" || exit 2
+  OUT=$(cd "$3" && pwd) || exit 2
+  BIN=$BUNDLE/bin
+  SHARE=$BUNDLE/share
+}
+
 # packing_args SCRIPT ARGS...: the arguments of the packing_v2 scripts,
 # `BUNDLE_DIR OUT_DIR [--family F]...`, into BUNDLE (absolute), OUT
 # (absolute, created) and FAMILIES (default: all four families); exits 2
 # with the usage line on bad arguments.
 packing_args() {
-  local script=$1
-  shift
-  if [[ $# -lt 2 ]]; then
-    echo "usage: $script BUNDLE_DIR OUT_DIR [--family F]..." >&2
-    exit 2
-  fi
-  BUNDLE=$(cd "$1" && pwd) || exit 2
-  mkdir -p "$2" || exit 2
-  OUT=$(cd "$2" && pwd) || exit 2
-  shift 2
+  USAGE_MORE=" [--family F]..." bundle_args "$1" "${@:2:2}"
+  shift 3
   FAMILIES=()
   while [[ $# -gt 0 ]]; do
     case $1 in

@@ -32,15 +32,9 @@
 # CPU stand-in printing the same JSON lines.
 set -uo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 BUNDLE_DIR OUT_DIR" >&2
-  exit 2
-fi
-BUNDLE=$(cd "$1" && pwd) || exit 2
-mkdir -p "$2" || exit 2
-OUT=$(cd "$2" && pwd) || exit 2
-BIN=$BUNDLE/bin
-SHARE=$BUNDLE/share
+# bundle_args, log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bundle_args "$0" "$@"
 LOG=$OUT/packing_proof.log
 WORK=$(mktemp -d /tmp/packing_proof.XXXXXX)
 PY=$(command -v python3 || true)
@@ -59,8 +53,6 @@ T0=$SECONDS
 PIDS=()
 ADDR=""
 
-# log, append_file, free_port, tc, kill_tree, use_host_nccl.
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 
 # Trials started by this script's agents (their command lines name the

@@ -49,8 +49,6 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 packing_args "$0" "$@"
 
-BIN=$BUNDLE/bin
-SHARE=$BUNDLE/share
 WL=$SHARE/packing_v2_workloads.py
 LOG=$OUT/packing_v2.log
 WORK=$(mktemp -d /tmp/packing_v2.XXXXXX)

@@ -25,14 +25,9 @@
 # Usage: preflight_proof.sh BUNDLE_DIR OUT_DIR
 set -uo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 BUNDLE_DIR OUT_DIR" >&2
-  exit 2
-fi
-BUNDLE=$(cd "$1" && pwd) || exit 2
-mkdir -p "$2" || exit 2
-OUT=$(cd "$2" && pwd) || exit 2
-BIN=$BUNDLE/bin
+# bundle_args, log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bundle_args "$0" "$@"
 LOG=$OUT/preflight_proof.log
 WORK=$(mktemp -d /tmp/preflight_proof.XXXXXX)
 REC=$WORK/records.jsonl
@@ -48,8 +43,6 @@ T0=$SECONDS
 ADDR=""
 PIDS=()
 
-# log, append_file, free_port, tc, kill_tree, use_host_nccl.
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # rec SCENARIO MODE JOB RC DESCRIBE_JSON: one record for the report.
 rec() {
   "$PY" -c 'import json,sys; print(json.dumps(dict(zip(["scenario","mode","job","rc","describe"], sys.argv[1:]))))' "$@" >>"$REC"

@@ -24,14 +24,9 @@
 # Usage: scalable_init_proof.sh BUNDLE_DIR OUT_DIR
 set -uo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 BUNDLE_DIR OUT_DIR" >&2
-  exit 2
-fi
-BUNDLE=$(cd "$1" && pwd) || exit 2
-mkdir -p "$2" || exit 2
-OUT=$(cd "$2" && pwd) || exit 2
-BIN=$BUNDLE/bin
+# bundle_args, log, append_file, free_port, tc, kill_tree, use_host_nccl.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bundle_args "$0" "$@"
 LOG=$OUT/scalable_init.log
 WORK=$(mktemp -d /tmp/scalable_init.XXXXXX)
 REC=$WORK/records.jsonl
@@ -45,8 +40,6 @@ PIDS=()
 ADDR=""
 MPORT=""
 
-# log, append_file, free_port, tc, kill_tree, use_host_nccl.
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rec() { "$PY" -c 'import json,sys; print(json.dumps(dict(a.split("=",1) for a in sys.argv[1:])))' "$@" >>"$REC"; }
 
 stop_cluster() {
