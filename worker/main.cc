@@ -153,8 +153,9 @@ int main(int argc, char** argv) {
                  "task: it kills the task when the agent dies, and puts it in "
                  "its cgroup and under its user's account. 'auto' (default): "
                  "the one next to this binary when the agent runs as root (it "
-                 "is needed to run tasks as their users), else none (the "
-                 "--guard covers agent death); 'none': never")
+                 "is needed to run tasks as their users), used only for tasks "
+                 "with an account or a cgroup while the --guard covers agent "
+                 "death for the rest, else none; 'none': never")
       ->capture_default_str();
   std::vector<std::string> task_env;
   app.add_option("--task-env", task_env,
@@ -227,10 +228,14 @@ int main(int argc, char** argv) {
   // As in the coordinator: Debian's Abseil walks a global lock-order graph
   // on every nested lock (Mutex deadlock detection); tests keep it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // The guard is up: it, not a shim per task, stops the tasks of a killed
+  // agent.
+  bool guarded = false;
   if (guard) {
     // First, while this process has one thread (the guard forks).
     absl::StatusOr<trainctl::worker::GuardSplit> split =
         trainctl::worker::SplitGuard(absl::Seconds(5));
+    guarded = split.ok();
     if (!split.ok()) {
       TC_LOG_WARN("cannot start the agent's guard ({}): tasks will OUTLIVE a "
                   "killed agent unless --task-shim is given",
@@ -513,6 +518,10 @@ int main(int argc, char** argv) {
   // Members in dependency order: hardware, then the agent, then the session.
   trainctl::worker::PosixProcessLauncher::Options launch_options;
   if (task_shim == "auto") {
+    // Found by itself: only for the tasks that need it (their account or
+    // cgroup) while the guard covers the agent's death. A --task-shim named
+    // on the command line starts every task.
+    launch_options.shim_every_task = !guarded;
     std::error_code ec;
     const std::filesystem::path next_to =
         std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /

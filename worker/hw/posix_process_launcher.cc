@@ -271,7 +271,10 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
   // after dropping to the account, so posix_spawn does not.
   std::vector<std::string> shim_args;
   std::string spawn_workdir = spec.workdir;
-  if (!options_.task_shim.empty()) {
+  const bool through_shim =
+      !options_.task_shim.empty() &&
+      (options_.shim_every_task || spec.run_as.has_value() || !spec.cgroup_dir.empty());
+  if (through_shim) {
     shim_args = {options_.task_shim};
     if (!spec.cgroup_dir.empty()) {
       shim_args.insert(shim_args.end(), {"--cgroup", spec.cgroup_dir});
@@ -299,7 +302,7 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
   for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   const std::string& exec_path =
-      options_.task_shim.empty() ? *program : options_.task_shim;
+      through_shim ? options_.task_shim : *program;
   std::vector<char*> envp;
   for (std::string& var : env_strings) envp.push_back(var.data());
   envp.push_back(nullptr);

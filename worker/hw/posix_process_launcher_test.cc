@@ -142,6 +142,17 @@ TEST_F(PosixProcessLauncherTest, Launch_StdoutAndStderr_LandInLogFile) {
             fs::perms::owner_read | fs::perms::owner_write);
 }
 
+TEST_F(PosixProcessLauncherTest, Launch_NoLogPath_OutputIsDiscardedAndNoFileMade) {
+  ExitWaiter exit;
+  LaunchSpec spec = Spec({"sh", "-c", "echo hi; echo err >&2; touch done"});
+  spec.log_path.clear();
+  TC_ASSERT_OK(launcher_.Launch(spec, exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);  // writing to /dev/null succeeded
+  EXPECT_TRUE(fs::exists(dir_ / "done"));
+  EXPECT_FALSE(fs::exists(dir_ / "logs"));
+}
+
 TEST_F(PosixProcessLauncherTest, Launch_ExistingLog_IsAppendedTo) {
   LaunchSpec spec = Spec({"sh", "-c", "echo attempt"});
   ExitWaiter first;
@@ -589,6 +600,50 @@ TEST_F(RunAsTest, Launch_RunAsWorkdirItMayNotEnter_Exit125WithTheReason) {
   EXPECT_EQ(exit.info.exit_code, 125);
   EXPECT_THAT(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"),
               HasSubstr("cannot enter the working directory"));
+}
+
+// With shim_every_task off (the agent's guard covers its death), a task
+// with no account and no cgroup starts directly: its parent is the launcher,
+// not trainctl-task-shim; one that runs as an account still goes through it.
+class ShimWhenNeededTest : public TaskShimTest {
+ protected:
+  PosixProcessLauncher when_needed_{{.task_shim = TRAINCTL_TASK_SHIM_PATH,
+                                     .shim_every_task = false,
+                                     .orphan_grace = absl::Milliseconds(200)}};
+};
+
+TEST_F(ShimWhenNeededTest, Launch_PlainTask_HasTheLauncherAsItsParent) {
+  ExitWaiter exit;
+  TC_ASSERT_OK(when_needed_.Launch(Spec({"sh", "-c", "echo $PPID"}), exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);
+  EXPECT_EQ(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"), absl::StrCat(getpid(), "\n"));
+}
+
+TEST_F(ShimWhenNeededTest, Launch_EveryTaskOption_PutsTheShimFirst) {
+  // The same task through `shimmed_` (shim_every_task, the default): its
+  // parent is the shim, whose command name says so.
+  ExitWaiter exit;
+  TC_ASSERT_OK(shimmed_.Launch(Spec({"sh", "-c", "cat /proc/$PPID/comm"}), exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_THAT(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"),
+              HasSubstr("trainctl-task-s"));
+}
+
+TEST_F(ShimWhenNeededTest, Launch_RunAsTask_StillGoesThroughTheShim) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (setuid to another account)";
+  absl::StatusOr<Account> nobody = LookupAccount("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << nobody.status();
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::others_exec);
+  LaunchSpec spec = Spec({"sh", "-c", "id -u; cat /proc/$PPID/comm"});
+  spec.run_as = nobody->run_as;
+  spec.workdir = "/";
+  ExitWaiter exit;
+  TC_ASSERT_OK(when_needed_.Launch(spec, exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_EQ(exit.info.exit_code, 0);
+  EXPECT_EQ(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"),
+            absl::StrCat(nobody->run_as.uid, "\ntrainctl-task-s\n"));
 }
 
 TEST_F(TaskShimTest, Launch_RunAsWithoutShim_FailedPrecondition) {
