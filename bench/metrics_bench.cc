@@ -36,7 +36,7 @@ bool g_smoke = false;
 
 class NullConnection : public coord::AgentConnection {
  public:
-  void Send(const v1::CoordinatorMessage& msg) override {
+  void Send(v1::CoordinatorMessage msg) override {
     if (msg.has_start_task()) last_start = msg.start_task();
   }
   void Close(const absl::Status&) override {}

@@ -114,7 +114,7 @@ class CountingStateStore : public coord::StateStore {
 // to start. Thread-safe (StartTask may come from the store's commit thread).
 class FakeAgentConnection : public coord::AgentConnection {
  public:
-  void Send(const v1::CoordinatorMessage& msg) override {
+  void Send(v1::CoordinatorMessage msg) override {
     if (!msg.has_start_task()) return;
     absl::MutexLock lock(&mu_);
     started_.push_back(msg.start_task().task());

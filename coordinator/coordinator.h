@@ -97,7 +97,9 @@ namespace trainctl::coord {
 class AgentConnection {
  public:
   virtual ~AgentConnection() = default;
-  virtual void Send(const v1::CoordinatorMessage& msg) = 0;
+  // Queues `msg` for the agent (taken by value: callers done with theirs
+  // move it in, sparing a copy of a StartTask and its environment).
+  virtual void Send(v1::CoordinatorMessage msg) = 0;
   // Ends the stream with `status` (e.g. a newer connection of the same node
   // took over).
   virtual void Close(const absl::Status& status) = 0;
@@ -808,7 +810,7 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopTaskLocked(const v1::Job& job, v1::Task& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendLocked(const std::string& node, const v1::CoordinatorMessage& msg)
+  void SendLocked(const std::string& node, v1::CoordinatorMessage msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a re-registration: tasks on a GPU that is gone or now smaller than
   // what is reserved on it are stopped and count as lost, so reservations

@@ -88,7 +88,7 @@ void Coordinator::BeginPreflightLocked(v1::Job& job) {
     probe->set_timeout_ms(std::max<int64_t>(
         1000, absl::ToInt64Milliseconds(config_.preflight_timeout) * 3 / 4));
     probe->set_run(run->index());
-    SendLocked(t.node(), msg);
+    SendLocked(t.node(), std::move(msg));
   }
 }
 

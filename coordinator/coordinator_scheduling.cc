@@ -569,7 +569,7 @@ v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
   v1::StartTask* start = msg.mutable_start_task();
   *start->mutable_task() = RefOf(job, t);
   start->mutable_argv()->CopyFrom(job.spec().command());
-  for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = v;
+  for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = std::move(v);
   start->set_workdir(job.spec().workdir());
   if (config_.run_jobs_as_user) start->set_run_as_user(job.spec().user());
   start->set_allow_root(config_.allow_root_jobs);
@@ -639,21 +639,20 @@ void Coordinator::SendStartsWhenStored(int64_t job_id, int attempt,
     const v1::TaskRef& ref = msg.start_task().task();
     for (const v1::Task& t : job.tasks()) {
       if (t.rank() == ref.rank() && t.state() == v1::TASK_STATE_STARTING) {
-        SendLocked(t.node(), msg);
+        SendLocked(t.node(), std::move(msg));
         break;
       }
     }
   }
 }
 
-void Coordinator::SendLocked(const std::string& node,
-                             const v1::CoordinatorMessage& msg) {
+void Coordinator::SendLocked(const std::string& node, v1::CoordinatorMessage msg) {
   auto it = nodes_.find(node);
   if (it == nodes_.end() || it->second.conn == nullptr) {
     TC_LOG_WARN("node {} is not connected; dropped a message to it", node);
     return;
   }
-  it->second.conn->Send(msg);
+  it->second.conn->Send(std::move(msg));
 }
 
 void Coordinator::StopTaskLocked(const v1::Job& job, v1::Task& task) {
@@ -662,7 +661,7 @@ void Coordinator::StopTaskLocked(const v1::Job& job, v1::Task& task) {
   v1::StopTask* stop = msg.mutable_stop_task();
   *stop->mutable_task() = RefOf(job, task);
   stop->set_grace_ms(absl::ToInt64Milliseconds(config_.stop_grace));
-  SendLocked(task.node(), msg);
+  SendLocked(task.node(), std::move(msg));
 }
 
 void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred) {

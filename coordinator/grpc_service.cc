@@ -547,10 +547,10 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
     StartRead(&in_);
   }
 
-  void Send(const v1::CoordinatorMessage& msg) override {
+  void Send(v1::CoordinatorMessage msg) override {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
-    out_.push_back(msg);
+    out_.push_back(std::move(msg));
     if (!writing_) {
       writing_ = true;
       StartWrite(&out_.front());

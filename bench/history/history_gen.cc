@@ -34,7 +34,7 @@ namespace {
 // Remembers the StartTask it receives. Single-threaded use.
 class Catcher : public coord::AgentConnection {
  public:
-  void Send(const v1::CoordinatorMessage& msg) override {
+  void Send(v1::CoordinatorMessage msg) override {
     if (msg.has_start_task()) started = msg.start_task().task();
   }
   void Close(const absl::Status&) override {}

@@ -119,7 +119,7 @@ class MessagePipe {
 // each job it is told to start. Thread-safe.
 class TokenCatcher : public coord::AgentConnection {
  public:
-  void Send(const v1::CoordinatorMessage& msg) override {
+  void Send(v1::CoordinatorMessage msg) override {
     if (!msg.has_start_task()) return;
     absl::MutexLock lock(&mu_);
     const auto& env = msg.start_task().env();

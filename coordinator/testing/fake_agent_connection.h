@@ -17,7 +17,7 @@ namespace trainctl::coord::testing {
 
 class FakeAgentConnection : public AgentConnection {
  public:
-  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
+  void Send(v1::CoordinatorMessage msg) override { sent.push_back(std::move(msg)); }
   void Close(const absl::Status& status) override { closed = status; }
 
   // The StartTask / StopTask messages sent so far, in order (copies).

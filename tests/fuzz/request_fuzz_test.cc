@@ -70,7 +70,7 @@ TEST(RequestFuzzTest, EpisodesAreDeterministic) {
 
 class RecordingConnection : public coord::AgentConnection {
  public:
-  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
+  void Send(v1::CoordinatorMessage msg) override { sent.push_back(std::move(msg)); }
   void Close(const absl::Status&) override {}
   std::vector<v1::CoordinatorMessage> sent;
 };

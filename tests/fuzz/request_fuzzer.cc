@@ -368,9 +368,9 @@ v1::RegisterNode PlausibleNode(Rng& r, const std::string& name) {
 class FakeConnection : public coord::AgentConnection {
  public:
   explicit FakeConnection(std::string node) : node(std::move(node)) {}
-  void Send(const v1::CoordinatorMessage& msg) override {
+  void Send(v1::CoordinatorMessage msg) override {
     if (closed_count > 0) ++sends_after_close;
-    sent.push_back(msg);
+    sent.push_back(std::move(msg));
   }
   void Close(const absl::Status&) override { ++closed_count; }
 

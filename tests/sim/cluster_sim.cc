@@ -61,8 +61,8 @@ static_assert(sizeof(kEvents) / sizeof(kEvents[0]) ==
 // `inbox` until a kDeliver event hands it to the agent.
 class SimConn : public coord::AgentConnection {
  public:
-  void Send(const v1::CoordinatorMessage& msg) override {
-    if (!closed) inbox.push_back(msg);
+  void Send(v1::CoordinatorMessage msg) override {
+    if (!closed) inbox.push_back(std::move(msg));
   }
   void Close(const absl::Status&) override { closed = true; }
   std::deque<v1::CoordinatorMessage> inbox;
