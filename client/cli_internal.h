@@ -323,6 +323,8 @@ struct Flags {
   std::string time_limit;
   bool preemptible = false;
   bool hold = false;
+  // --no-logs: JobSpec.discard_output.
+  bool no_logs = false;
   bool pack = false;
   bool spread = false;
   bool preflight = false;

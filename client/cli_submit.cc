@@ -88,6 +88,11 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
                 "Accept the job although no node of the cluster could hold it "
                 "now (more GPUs or nodes than it has): it waits for nodes that "
                 "will join instead of being refused");
+  sub->add_flag("--no-logs", f.no_logs,
+                "Discard the tasks' stdout and stderr, as Slurm's "
+                "--output=/dev/null: no log file is written and `trainctl "
+                "logs` has nothing to show (for many small tasks that write "
+                "their results elsewhere)");
   sub->add_flag("--preemptible", f.preemptible,
                 "May be stopped (SIGTERM, grace) and requeued for "
                 "higher-ranked work; may backfill onto reserved GPUs");
@@ -140,6 +145,7 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   spec->set_queue(flags->queue);
   spec->set_preemptible(flags->preemptible);
   spec->set_hold(flags->hold);
+  spec->set_discard_output(flags->no_logs);
   spec->set_user(flags->user);
   spec->set_project(flags->project);
   if (flags->pack) spec->set_placement(v1::GANG_PLACEMENT_PACK);

@@ -83,6 +83,12 @@ TEST_F(CliTest, Submit_WholeGpusEnvAndCommand_MapsToSpecAndPrintsId) {
   EXPECT_EQ(err_.str(), "");
 }
 
+TEST_F(CliTest, Submit_NoLogs_AsksToDiscardTheOutput) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--no-logs", "--", "sh", "-c", "date > /data/out"}), 0);
+  EXPECT_TRUE(submitted_.spec().discard_output());
+}
+
 TEST_F(CliTest, Submit_ExportAllByDefault_TheShellsEnvironmentButTrainctlsOwn) {
   const char* env[] = {"PATH=/home/u/venv/bin:/usr/bin",
                        "VIRTUAL_ENV=/home/u/venv",

@@ -1124,7 +1124,11 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
         if (t.rank() == rank) task = &t;
       }
       auto node = task ? nodes_.find(task->node()) : nodes_.end();
-      if (task == nullptr) {
+      if (job.spec().discard_output()) {
+        error = absl::FailedPreconditionError(absl::StrCat(
+            "job ", job_id, " discards its output (submitted with --no-logs): "
+            "no log was kept"));
+      } else if (task == nullptr) {
         error = absl::NotFoundError(
             job.tasks().empty()
                 ? absl::StrCat("job ", job_id, " has no logs yet: it is ",

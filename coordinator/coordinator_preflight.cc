@@ -78,6 +78,7 @@ void Coordinator::BeginPreflightLocked(v1::Job& job) {
     v1::StartTask* start = msg.mutable_start_task();
     start->clear_argv();
     start->clear_workdir();
+    start->clear_discard_output();  // the probe's result is read from its log
     (*start->mutable_env())["TRAINCTL_ATTEMPT"] = absl::StrCat(key);
     (*start->mutable_env())["TRAINCTL_TOKEN"] = run->token();
     (*start->mutable_env())["TRAINCTL_PREFLIGHT"] = absl::StrCat(run->index());

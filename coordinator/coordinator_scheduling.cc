@@ -576,6 +576,7 @@ v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
   start->set_image(job.spec().image());
   start->set_cpus(job.spec().cpus());
   start->set_memory_bytes(job.spec().memory_bytes());
+  start->set_discard_output(job.spec().discard_output());
   // An experiment sharing its GPU, and the memory it may use there
   // (StartTask.shared_gpu_memory_limit_bytes).
   if (t.gpu_indices_size() == 1 && t.reserved_bytes_per_gpu() > 0 && node != nodes_.end()) {

@@ -1070,6 +1070,25 @@ TEST_F(CoordinatorTest, TaskStatus_FromAnotherNode_DoesNotReleaseItsGpus) {
   EXPECT_THAT(a.Starts(), SizeIs(4));
 }
 
+TEST_F(CoordinatorTest, NoLogsJob_AgentToldToDiscardAndLogsRefusedSayingWhy) {
+  FakeConnection& a = Connect("a", 1);
+  v1::JobSpec spec = Spec();
+  spec.set_discard_output(true);
+  auto id = core_->SubmitJob(spec, "");
+  TC_ASSERT_OK(id);
+  auto starts = a.Starts();
+  ASSERT_THAT(starts, SizeIs(1));
+  EXPECT_TRUE(starts[0].discard_output());
+  Report("a", Status(starts[0], v1::TASK_STATE_RUNNING));
+  const size_t sent_before = a.sent.size();
+  std::optional<absl::StatusOr<v1::GetLogsResponse>> got;
+  core_->GetLogsAsync(*id, 0, 0, 0,
+                      [&](absl::StatusOr<v1::GetLogsResponse> r) { got = std::move(r); });
+  ASSERT_TRUE(got.has_value());
+  EXPECT_THAT(*got, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("--no-logs")));
+  EXPECT_EQ(a.sent.size(), sent_before);  // the agent was not asked
+}
+
 TEST_F(CoordinatorTest, LogChunk_FromAnotherNode_IsRefusedAndReadStaysOpen) {
   FakeConnection& a = Connect("a", 1);
   FakeConnection& b = Connect("b", 1);

@@ -106,6 +106,12 @@ void RunAndWait(const std::vector<std::string>& argv) {
   }
 }
 
+// The task's output goes to /dev/null (JobSpec.discard_output). Never for a
+// pre-flight probe: its result is read from its log.
+bool DiscardsOutput(const v1::StartTask& start) {
+  return start.discard_output() && !start.has_preflight();
+}
+
 }  // namespace
 
 Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launcher)
@@ -565,7 +571,8 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
       start.image().empty() && start.env().count("TRAINCTL_TOKEN") > 0) {
     spec.env["TRAINCTL_RENDEZVOUS_SOCKET"] = config_.rendezvous_socket;
   }
-  spec.log_path = LogPath(ref);
+  // Empty: the launcher sends stdout and stderr to /dev/null.
+  if (!DiscardsOutput(start)) spec.log_path = LogPath(ref);
   spec.workdir = start.workdir();
   if (spec.workdir.empty()) {
     // No workdir in the job: a scratch directory of its own per attempt.
@@ -611,6 +618,7 @@ void Agent::Start(const v1::StartTask& start) {
     entry.ref.set_pid(0);
     entry.launching = true;
     entry.preflight = start.has_preflight();
+    entry.discard_output = DiscardsOutput(start);
   }
   // Without the lock: directories, the program's lookup and the spawn take
   // milliseconds on a busy host, and exits, heartbeats and fencing must not
@@ -647,7 +655,7 @@ void Agent::Start(const v1::StartTask& start) {
   v1::AgentMessage msg;
   v1::TaskStatus* st = msg.mutable_task_status();
   *st->mutable_task() = ref;
-  st->set_log_path(made.ok() ? spec.log_path : LogPath(ref));
+  st->set_log_path(made.ok() || DiscardsOutput(start) ? spec.log_path : LogPath(ref));
   if (!pid.ok()) {
     TC_LOG_WARN("job {} rank {}: could not start: {}", ref.job_id(), ref.rank(),
                 pid.status().ToString());
@@ -790,7 +798,7 @@ int Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
   st->set_state(v1::TASK_STATE_EXITED);
   st->set_exit_code(info.exit_code);
   st->set_signal(info.signal);
-  st->set_log_path(LogPath(it->second.ref));
+  if (!it->second.discard_output) st->set_log_path(LogPath(it->second.ref));
   TC_LOG_INFO("job {} rank {} exited: code {}, signal {}", std::get<0>(key),
               std::get<2>(key), info.exit_code, info.signal);
   if (it->second.preflight) {

@@ -202,6 +202,8 @@ class Agent {
     bool exited = false;
     // A pre-flight probe: its exit carries the probe's result line.
     bool preflight = false;
+    // StartTask.discard_output: no log file, and none reported.
+    bool discard_output = false;
     // Between StartTask and the launch's result (ref.pid() is 0 meanwhile).
     bool launching = false;
     // Fence() came while launching: kill the task once it has a pid.

@@ -144,6 +144,36 @@ TEST_F(AgentTest, Handle_StartTask_LaunchesWithMergedEnvAndReportsRunning) {
   EXPECT_EQ(agent_->RunningTasks(), 0);
 }
 
+TEST_F(AgentTest, Handle_StartTaskDiscardingOutput_NoLogFileAndNoneReported) {
+  Make();
+  Connect();
+  v1::CoordinatorMessage start = Start(7, 0);
+  start.mutable_start_task()->set_discard_output(true);
+  agent_->Handle(start);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  // No log path: the launcher sends stdout and stderr to /dev/null.
+  EXPECT_EQ(launcher_.launched.begin()->second.log_path, "");
+  launcher_.Exit(1000, ExitInfo{0, 0});
+  ASSERT_THAT(sent_, SizeIs(2));
+  EXPECT_EQ(sent_[0].task_status().state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(sent_[0].task_status().log_path(), "");
+  EXPECT_EQ(sent_[1].task_status().state(), v1::TASK_STATE_EXITED);
+  EXPECT_EQ(sent_[1].task_status().log_path(), "");
+}
+
+TEST_F(AgentTest, Handle_PreflightProbeAskedToDiscard_KeepsItsLog) {
+  config_.preflight_probe = "/bin/true";
+  Make();
+  Connect();
+  v1::CoordinatorMessage start = Start(7, 0);
+  start.mutable_start_task()->set_discard_output(true);
+  start.mutable_start_task()->mutable_preflight()->set_run(1);
+  agent_->Handle(start);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  // The probe's result is read from its log.
+  EXPECT_NE(launcher_.launched.begin()->second.log_path, "");
+}
+
 TEST_F(AgentTest, Handle_TaskEndsBeforeLaunchReturns_RunningReportedBeforeExit) {
   Make();
   Connect();

@@ -26,6 +26,7 @@ EXTRA_OPTIONS = {
     "time_limit": "wall-clock limit of one attempt: seconds, timedelta or '2h'",
     "preemptible": "may be preempted and requeued (bool)",
     "hold": "accept a job no node could hold yet, to wait for nodes (bool)",
+    "no_logs": "discard the tasks' stdout and stderr: no log file (bool)",
     "placement": "gangs: 'pack' (fewest nodes, default) or 'spread'",
     "preflight": "gangs: True/False to force the NCCL pre-flight on/off",
     "user": "user the job is charged to (default: $USER without a token, "
@@ -178,6 +179,8 @@ def build_spec(command: Any, *, gpus: Optional[int] = None,
         spec.preemptible = _bool("preemptible", more["preemptible"])
     if "hold" in more:
         spec.hold = _bool("hold", more["hold"])
+    if "no_logs" in more:
+        spec.discard_output = _bool("no_logs", more["no_logs"])
     placement = more.get("placement")
     if placement is not None:
         if placement not in ("pack", "spread"):
