@@ -13,6 +13,7 @@
 #                                [--rounds 1] [--label TEXT]
 #                                [--baseline OTHER_BIN_DIR]
 #                                [--baseline-label TEXT] [--out FILE]
+#                                [--logs discard|keep] [--baseline-logs MODE]
 #
 # --label: what BIN_DIR was built from (recorded in the JSON), e.g. the
 # commit. --baseline: a second coordinator and agent from another build, up
@@ -21,6 +22,10 @@
 # builds meet the same minutes of a noisy host. --out: default
 # bench/results/array_scaling.json ("-" prints only). Each size runs
 # --rounds times; the JSON has every round and the medians per size.
+# --logs / --baseline-logs: the tasks' output, discarded (`--no-logs`, the
+# default, as compare.sh's Slurm rows use -o /dev/null) or kept in a log file
+# per task (`keep`; what a build without --no-logs can run). The baseline may
+# be BIN_DIR itself, to measure one build both ways.
 set -euo pipefail
 
 BIN=$(cd "${1:?usage: $0 BIN_DIR [options]}" && pwd)
@@ -33,6 +38,8 @@ OUT=$ROOT/bench/results/array_scaling.json
 LABEL=
 BASE=
 BASE_LABEL=
+LOGS=discard
+BASE_LOGS=discard
 while (($#)); do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -41,6 +48,8 @@ while (($#)); do
     --label) LABEL=$2; shift 2 ;;
     --baseline) BASE=$(cd "$2" && pwd); shift 2 ;;
     --baseline-label) BASE_LABEL=$2; shift 2 ;;
+    --logs) LOGS=$2; shift 2 ;;
+    --baseline-logs) BASE_LOGS=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -89,15 +98,16 @@ start_stack() {
 
 ticks() { awk '{print $14 + $15, $16 + $17}' "/proc/$1/stat"; }  # own, reaped children
 
-# run_array NAME BIN N TAG: one array of N on stack NAME; writes
+# run_array NAME BIN N TAG LOGS: one array of N on stack NAME; writes
 # $WORK/TAG.json (driver.py) and $WORK/TAG.cpu (coordinator, agent, tasks
 # ticks; CLK_TCK).
 run_array() {
-  local name=$1 bin=$2 n=$3 tag=$4 addr coord agent c0 a0 t0 c1 a1 t1
+  local name=$1 bin=$2 n=$3 tag=$4 logs=$5 addr coord agent c0 a0 t0 c1 a1 t1
   addr=ADDR_$name coord=COORD_$name agent=AGENT_$name
   read -r c0 _ < <(ticks "${!coord}"); read -r a0 t0 < <(ticks "${!agent}")
   TRAINCTL_COORDINATOR=${!addr} python3 "$HERE/driver.py" --trainctl "$bin/trainctl" \
-    --system trainctl --mode array --jobs "$n" --dir "$WORK/d-$tag" >"$WORK/$tag.json"
+    --system trainctl --mode array --jobs "$n" --dir "$WORK/d-$tag" \
+    --trainctl-logs "$logs" >"$WORK/$tag.json"
   read -r c1 _ < <(ticks "${!coord}"); read -r a1 t1 < <(ticks "${!agent}")
   echo "$((c1 - c0)) $((a1 - a0)) $((t1 - t0)) $(getconf CLK_TCK)" >"$WORK/$tag.cpu"
 }
@@ -105,15 +115,15 @@ jobs_per_s() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["
 
 start_stack main "$BIN"
 [[ -z $BASE ]] || start_stack base "$BASE"
-run_array main "$BIN" 50 warm-main
-[[ -z $BASE ]] || run_array base "$BASE" 50 warm-base
+run_array main "$BIN" 50 warm-main "$LOGS"
+[[ -z $BASE ]] || run_array base "$BASE" 50 warm-base "$BASE_LOGS"
 
 for n in $SIZES; do
   for r in $(seq 1 "$ROUNDS"); do
-    run_array main "$BIN" "$n" "array-$n-$r"
+    run_array main "$BIN" "$n" "array-$n-$r" "$LOGS"
     line="N=$n round $r: array $(jobs_per_s "$WORK/array-$n-$r.json") jobs/s"
     if [[ -n $BASE ]]; then
-      run_array base "$BASE" "$n" "base-$n-$r"
+      run_array base "$BASE" "$n" "base-$n-$r" "$BASE_LOGS"
       line+=", baseline $(jobs_per_s "$WORK/base-$n-$r.json") jobs/s"
     fi
     python3 "$HERE/driver.py" --system bare --jobs "$n" --dir "$WORK/b-$n-$r" >"$WORK/bare-$n-$r.json"
@@ -121,11 +131,12 @@ for n in $SIZES; do
   done
 done
 
-python3 - "$WORK" "$OUT" "$ROUNDS" "$SIZES" "$LABEL" "${BASE:+$BASE_LABEL}" "${BASE:+yes}" <<'EOF'
+python3 - "$WORK" "$OUT" "$ROUNDS" "$SIZES" "$LABEL" "${BASE:+$BASE_LABEL}" "${BASE:+yes}" \
+  "$LOGS" "$BASE_LOGS" <<'EOF'
 import json, statistics, sys
-work, out, rounds, sizes, label, base_label, has_base = (
+work, out, rounds, sizes, label, base_label, has_base, logs, base_logs = (
     sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), sys.argv[5],
-    sys.argv[6], sys.argv[7] == "yes")
+    sys.argv[6], sys.argv[7] == "yes", sys.argv[8], sys.argv[9])
 
 
 def one(tag, n):
@@ -138,10 +149,12 @@ def one(tag, n):
 
 result = {"benchmark": "job array cost per task vs array size (bench/slurm/array_scaling.sh)",
           "label": label,
+          "logs": logs,
           "job": "sh -c 'date +%s%N > F', one GPU each of 8 fake GPUs, one agent",
           "sizes": {}}
 if has_base:
     result["baseline_label"] = base_label
+    result["baseline_logs"] = base_logs
 for n in sizes:
     runs = []
     for r in range(1, rounds + 1):
@@ -154,11 +167,16 @@ for n in sizes:
     size = {"array_jobs_per_s_median": med("array", lambda a: a["jobs_per_s"]),
             "coordinator_cpu_ms_per_task_median":
                 med("array", lambda a: a["cpu_ms_per_task"]["coordinator"]),
+            "agent_cpu_ms_per_task_median":
+                med("array", lambda a: a["cpu_ms_per_task"]["agent"]),
+            "tasks_cpu_ms_per_task_median":
+                med("array", lambda a: a["cpu_ms_per_task"]["tasks"]),
             "ceiling_jobs_per_s_median": statistics.median(x["ceiling_jobs_per_s"] for x in runs)}
     if has_base:
         size["baseline_array_jobs_per_s_median"] = med("baseline_array", lambda a: a["jobs_per_s"])
-        size["baseline_coordinator_cpu_ms_per_task_median"] = med(
-            "baseline_array", lambda a: a["cpu_ms_per_task"]["coordinator"])
+        for part in ("coordinator", "agent", "tasks"):
+            size["baseline_%s_cpu_ms_per_task_median" % part] = med(
+                "baseline_array", lambda a: a["cpu_ms_per_task"][part])
     size["rounds"] = runs
     result["sizes"][n] = size
 text = json.dumps(result, indent=2)

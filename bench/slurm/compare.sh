@@ -4,6 +4,7 @@
 #   bench/slurm/compare.sh BIN_DIR [--jobs 500] [--concurrency 8] [--out FILE]
 #                          [--rounds 1] [--coordinator-args "ARGS"]
 #                          [--agent-args "ARGS"] [--no-slurm] [--tiny]
+#                          [--trainctl-logs discard|keep]
 #
 # Starts trainctl (trainctl-coordinator, state under $TMPDIR, + one
 # trainctl-agent with 8 fake GPUs) and, when slurmctld is installed, Slurm
@@ -34,6 +35,8 @@
 # 8`, driver.py --system bare): the ceiling any launcher could reach on this
 # host, and the ceiling's ratio to Slurm, the most any scheduler could show.
 # --tiny: 20 jobs (the ctest bench_slurm_smoke; Slurm only if installed).
+# --trainctl-logs: trainctl's jobs discard their output (`--no-logs`, the
+# default: Slurm's rows use -o /dev/null) or keep a log file per job.
 set -euo pipefail
 
 BIN=$(cd "${1:?usage: $0 BIN_DIR [options]}" && pwd)
@@ -45,6 +48,7 @@ CONC=8
 ROUNDS=1
 COORD_ARGS=
 AGENT_ARGS=
+TC_LOGS=discard
 OUT=$ROOT/bench/results/slurm_compare.json
 SLURM=auto
 while (($#)); do
@@ -54,6 +58,7 @@ while (($#)); do
     --rounds) ROUNDS=$2; shift 2 ;;
     --coordinator-args) COORD_ARGS=$2; shift 2 ;;
     --agent-args) AGENT_ARGS=$2; shift 2 ;;
+    --trainctl-logs) TC_LOGS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-slurm) SLURM=no; shift ;;
     --tiny) JOBS=20; shift ;;
@@ -145,6 +150,7 @@ run_driver() {  # SYSTEM MODE ROUND -> JSON file $WORK/SYSTEM-MODE-ROUND.json
   fi
   python3 "$HERE/driver.py" --system "$sys" --mode "$mode" --jobs "$JOBS" \
     --concurrency "$CONC" --dir "$WORK/stamps-$sys-$mode-$round" --trainctl "$BIN/trainctl" \
+    --trainctl-logs "$TC_LOGS" \
     >"$WORK/$sys-$mode-$round.json"
   if [[ $sys == trainctl ]]; then
     # CPU per job of each trainctl process over this run (where the ms go;
@@ -231,9 +237,9 @@ done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
 python3 - "$OUT" "$WORK" "$SLURM" "$load_start" "$load_end" "$ROUNDS" "$COORD_ARGS" "$AGENT_ARGS" \
-  "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
+  "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$TC_LOGS" <<'PY'
 import json, os, statistics, sys
-out, work, slurm, l0, l1, rounds, coord_args, agent_args, commit = sys.argv[1:]
+out, work, slurm, l0, l1, rounds, coord_args, agent_args, commit, tc_logs = sys.argv[1:]
 rounds = int(rounds)
 floor = None
 if os.path.exists(os.path.join(work, "floor.json")):
@@ -311,6 +317,7 @@ if "bare_batch" in rows:
 doc = {"benchmark": "trainctl vs Slurm 22.05, one host (bench/slurm/compare.sh)",
        "slurm": slurm == "yes", "rounds": rounds,
        "coordinator_args": coord_args, "agent_args": agent_args,
+       "trainctl_logs": tc_logs,
        "durability": ("trainctl: every ack and state change is fsynced first "
                       "(coordinator --sync full, group commit) unless "
                       "coordinator_args say otherwise; Slurm 22.05: slurmctld "

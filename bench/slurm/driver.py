@@ -52,22 +52,31 @@ def job_shell(directory, index):
     return "date +%%s%%N > %s/%s" % (directory, index)
 
 
+def log_flags(args):
+    """trainctl's flags for the jobs' output: --no-logs unless --trainctl-logs
+    keep. Slurm's rows discard theirs (-o /dev/null), so by default both
+    sides skip the log file."""
+    return ["--no-logs"] if args.trainctl_logs == "discard" else []
+
+
 def submit_argv(args, index):
     shell = job_shell(args.dir, index)
     if args.system == "trainctl":
-        return [args.trainctl, "submit", "--gpus", "1", "--", "sh", "-c", shell]
+        return [args.trainctl, "submit", "--gpus", "1"] + log_flags(args) + [
+            "--", "sh", "-c", shell]
     return ["sbatch", "--gres=gpu:1", "-o", "/dev/null", "-J", "bench", "--wrap", shell]
 
 
 def batch_argv(args):
     if args.mode == "array":
         return [args.trainctl, "submit", "--gpus", "1", "--export", args.export,
-                "--array", "0-%d" % (args.jobs - 1), "--", "sh", "-c",
+                "--array", "0-%d" % (args.jobs - 1)] + log_flags(args) + [
+                "--", "sh", "-c",
                 job_shell(args.dir, "$TRAINCTL_ARRAY_TASK_ID")]
     if args.system == "trainctl":
         grid = "i=" + ",".join(str(i) for i in range(args.jobs))
-        return [args.trainctl, "sweep", "--gpus", "1", "--grid", grid, "--",
-                "sh", "-c", job_shell(args.dir, "{i}")]
+        return [args.trainctl, "sweep", "--gpus", "1", "--grid", grid] + log_flags(args) + [
+                "--", "sh", "-c", job_shell(args.dir, "{i}")]
     return ["sbatch", "--array=0-%d" % (args.jobs - 1), "--gres=gpu:1", "-o",
             "/dev/null", "-J", "bench", "--wrap",
             job_shell(args.dir, "$SLURM_ARRAY_TASK_ID")]
@@ -130,6 +139,9 @@ def main():
     ap.add_argument("--export", default="ALL",
                     help="trainctl array mode: submit --export (ALL, as sbatch's default; "
                          "NONE sends no environment copy per task)")
+    ap.add_argument("--trainctl-logs", choices=["discard", "keep"], default="discard",
+                    help="trainctl rows: discard the jobs' output (--no-logs, as Slurm's "
+                         "-o /dev/null; the default) or keep a log file per job")
     args = ap.parse_args()
     if args.mode == "array" and args.system != "trainctl":
         ap.error("--mode array is trainctl's (Slurm's array is --mode batch)")
