@@ -626,8 +626,10 @@ void Agent::Start(const v1::StartTask& start) {
   // milliseconds on a busy host, and exits, heartbeats and fencing must not
   // wait for them. Handle() has one caller at a time, so no StopTask for
   // this task can be handled meanwhile; Fence() marks the entry instead.
-  const absl::StatusOr<LaunchSpec> made = SpecFor(start);
-  const LaunchSpec spec = made.ok() ? *made : LaunchSpec{};
+  absl::StatusOr<LaunchSpec> made = SpecFor(start);
+  // Moved out, not copied (its environment is the task's whole one); `made`
+  // keeps its status.
+  const LaunchSpec spec = made.ok() ? *std::move(made) : LaunchSpec{};
   absl::StatusOr<int> store_port =
       made.ok() ? OpenStoreFor(start) : absl::StatusOr<int>(made.status());
   // Registered before the process exists, so its first rendezvous call
