@@ -439,6 +439,20 @@ class Simulation {
     p.ref.set_pid(static_cast<int>(1000 + result_.processes_started));
     p.probe = start.has_preflight();
     if (p.probe) ++result_.preflight_runs;
+    // The agent discards a task's output exactly when its job asked
+    // (--no-logs), and never a pre-flight probe's: its result is read from
+    // its log.
+    if (absl::StatusOr<v1::Job> job = core_->GetJob(start.task().job_id()); job.ok()) {
+      const bool discard = job->spec().discard_output() && !p.probe;
+      if (start.discard_output() != discard) {
+        Violation("logs", absl::StrCat("job ", start.task().job_id(), " attempt ",
+                                       start.task().attempt(), " rank ", start.task().rank(),
+                                       p.probe ? " (pre-flight probe)" : "",
+                                       ": StartTask.discard_output is ",
+                                       start.discard_output(), ", the job asked ",
+                                       job->spec().discard_output()));
+      }
+    }
     p.owner = a.instance;
     const auto& env = start.env();
     if (auto it = env.find("TRAINCTL_TOKEN"); it != env.end()) p.token = it->second;
@@ -450,16 +464,19 @@ class Simulation {
     }
     auto res = reservations_.find(Key(start.task()));
     if (res != reservations_.end()) p.holds = res->second;
-    // The log file, where the real agent puts it: one writer per file.
-    const std::string path =
-        worker::TaskLogPath("/var/log/trainctl", a.cluster_id, start.task());
-    const std::string writer =
-        absl::StrCat("cluster ", generation_, " job ", std::get<0>(key), " attempt ",
-                     std::get<1>(key), " rank ", std::get<2>(key));
-    auto [it, fresh] = host.disk.try_emplace(path, writer);
-    if (!fresh && it->second != writer) {
-      Violation("logs", absl::StrCat("task ", writer, " appends to ", path,
-                                     ", the log of task ", it->second));
+    // The log file, where the real agent puts it: one writer per file. A
+    // task that discards its output has none.
+    std::string path;
+    if (!start.discard_output()) {
+      path = worker::TaskLogPath("/var/log/trainctl", a.cluster_id, start.task());
+      const std::string writer =
+          absl::StrCat("cluster ", generation_, " job ", std::get<0>(key), " attempt ",
+                       std::get<1>(key), " rank ", std::get<2>(key));
+      auto [it, fresh] = host.disk.try_emplace(path, writer);
+      if (!fresh && it->second != writer) {
+        Violation("logs", absl::StrCat("task ", writer, " appends to ", path,
+                                       ", the log of task ", it->second));
+      }
     }
     *st->mutable_task() = p.ref;
     st->set_state(v1::TASK_STATE_RUNNING);
@@ -714,6 +731,7 @@ class Simulation {
     }
     if ((a >> 16) % 4 == 0) spec.set_placement(v1::GANG_PLACEMENT_SPREAD);
     spec.set_preemptible((a >> 20) % 6 == 0);
+    spec.set_discard_output((a >> 24) % 4 == 0);  // its pre-flight probes keep logs
     Submit(spec, b);
   }
 
@@ -752,6 +770,7 @@ class Simulation {
       spec.mutable_array()->set_task_id(t);
       spec.mutable_array()->set_task_count(count);
       spec.mutable_array()->set_max_running(max_running);
+      spec.set_discard_output((a >> 10) % 2 == 0);  // `submit --array --no-logs`
       specs.push_back(std::move(spec));
     }
     const std::string request_id =

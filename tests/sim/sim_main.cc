@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -123,9 +124,17 @@ int main(int argc, char** argv) {
       s.events = trainctl::sim::Shrink(seed, s.events, r.first_invariant, options);
       const std::string path =
           absl::StrCat(shrink_dir, "/seed-", seed, "-", r.first_invariant, ".scenario");
+      std::error_code ec;
+      std::filesystem::create_directories(shrink_dir, ec);
       std::ofstream out(path);
       out << "# " << r.violations.front() << "\n" << trainctl::sim::FormatScenario(s);
-      std::printf("  shrunk to %zu events: %s\n", s.events.size(), path.c_str());
+      out.close();
+      if (!out) {
+        std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
+                     ec ? ec.message().c_str() : "write failed");
+      } else {
+        std::printf("  shrunk to %zu events: %s\n", s.events.size(), path.c_str());
+      }
     }
   }
   const double secs =
