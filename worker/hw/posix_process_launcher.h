@@ -43,7 +43,8 @@ namespace trainctl::worker {
 // the launcher owns its children's exit statuses.
 //
 // Thread-safe.
-// With Options::task_shim set, each task is started through
+// With Options::task_shim set, each task (or, with shim_every_task off,
+// each task with an account or a cgroup of its own) is started through
 // trainctl-task-shim (task_shim.cc), which watches the agent's pid and kills
 // the task's process group when the agent dies, even by SIGKILL: no task
 // outlives its agent. The pid returned by Launch() is then the shim's (the
