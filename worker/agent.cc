@@ -659,7 +659,7 @@ void Agent::Start(const v1::StartTask& start) {
   v1::AgentMessage msg;
   v1::TaskStatus* st = msg.mutable_task_status();
   *st->mutable_task() = ref;
-  st->set_log_path(made.ok() || DiscardsOutput(start) ? spec.log_path : LogPath(ref));
+  if (!DiscardsOutput(start)) st->set_log_path(made.ok() ? spec.log_path : LogPath(ref));
   if (!pid.ok()) {
     TC_LOG_WARN("job {} rank {}: could not start: {}", ref.job_id(), ref.rank(),
                 pid.status().ToString());
