@@ -161,10 +161,12 @@ absl::Status Coordinator::LoadLocked() {
     if (job.preempted_for_job_id() != 0) {
       victims_of_[job.preempted_for_job_id()].push_back(id);
     }
-    if (jobs_.emplace(id, std::move(job)).second) {
-      ++jobs_by_state_[StateSlot(jobs_.at(id).state())];
+    if (auto [it, added] = jobs_.emplace(id, std::move(job)); added) {
+      ++jobs_by_state_[StateSlot(it->second.state())];
+      HoldSharedEnvLocked(it->second);
     }
   }
+  TC_RETURN_IF_ERROR(LoadSharedEnvsLocked());
   for (auto& [sweep, ids] : sweep_jobs_) {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -421,6 +423,7 @@ void Coordinator::EvictRetiredLocked() {
     RetiredEntry& e = retired_[id];
     e.user = UserIndexLocked(it->second.spec().user());
     e.state = static_cast<uint8_t>(it->second.state());
+    ReleaseSharedEnvLocked(it->second);
     jobs_.erase(it);
   }
   evict_candidates_ = std::move(keep);
@@ -428,6 +431,38 @@ void Coordinator::EvictRetiredLocked() {
 
 bool Coordinator::KnownLocked(int64_t id) const {
   return jobs_.contains(id) || retired_.contains(id);
+}
+
+const google::protobuf::Map<std::string, std::string>* Coordinator::ExportedEnvLocked(
+    const v1::Job& job) const {
+  if (job.exported_env_job_id() == 0) return &job.spec().exported_env();
+  auto it = shared_envs_.find(job.exported_env_job_id());
+  return it == shared_envs_.end() ? nullptr : &it->second.env;
+}
+
+void Coordinator::HoldSharedEnvLocked(const v1::Job& job) {
+  if (job.exported_env_job_id() != 0) ++shared_envs_[job.exported_env_job_id()].refs;
+}
+
+void Coordinator::ReleaseSharedEnvLocked(const v1::Job& job) {
+  if (job.exported_env_job_id() == 0) return;
+  auto it = shared_envs_.find(job.exported_env_job_id());
+  if (it != shared_envs_.end() && --it->second.refs <= 0) shared_envs_.erase(it);
+}
+
+absl::Status Coordinator::LoadSharedEnvsLocked() {
+  for (auto& [holder, shared] : shared_envs_) {
+    if (!shared.env.empty()) continue;
+    v1::Job scratch;
+    absl::StatusOr<const v1::Job*> record = LookupLocked(holder, &scratch);
+    if (!record.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          shared.refs, " job(s) share the exported environment stored with job ",
+          holder, ", whose record cannot be read: ", record.status().message()));
+    }
+    shared.env = (*record)->spec().exported_env();
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const v1::Job*> Coordinator::LookupLocked(int64_t id,
@@ -640,6 +675,58 @@ void Coordinator::SubmitJobsAsync(std::vector<v1::JobSpec> specs,
   SubmitBatchAsync(std::move(specs), request_id, /*batch=*/true, std::move(done));
 }
 
+void Coordinator::SubmitJobArrayAsync(v1::JobSpec spec, const std::vector<int>& task_ids,
+                                      int max_running, const std::string& request_id,
+                                      SubmitJobsDone done) {
+  absl::Status invalid;
+  if (spec.has_array()) {
+    invalid = absl::InvalidArgumentError(
+        "spec.array: must be unset; the array is given by task_ids and max_running");
+  } else if (task_ids.empty()) {
+    invalid = absl::InvalidArgumentError("task_ids: empty; give at least one task id");
+  } else if (task_ids.size() > static_cast<size_t>(kMaxArrayTasks)) {
+    invalid = absl::InvalidArgumentError(absl::StrCat(
+        "task_ids: at most ", kMaxArrayTasks, " tasks per array, got ", task_ids.size()));
+  } else if (max_running < 0) {
+    invalid = absl::InvalidArgumentError(
+        absl::StrCat("max_running: ", max_running, " is negative; 0 means no limit"));
+  } else if (max_running > 0 && spec.auto_pack()) {
+    invalid = absl::InvalidArgumentError(
+        "max_running: a limit (%P) cannot apply to auto-packed jobs");
+  } else {
+    absl::flat_hash_set<int> seen;
+    for (size_t i = 0; i < task_ids.size() && invalid.ok(); ++i) {
+      if (task_ids[i] < 0) {
+        invalid = absl::InvalidArgumentError(
+            absl::StrCat("task_ids[", i, "]: ", task_ids[i], " is negative"));
+      } else if (!seen.insert(task_ids[i]).second) {
+        invalid = absl::InvalidArgumentError(
+            absl::StrCat("task_ids[", i, "]: ", task_ids[i], " appears twice"));
+      }
+    }
+  }
+  if (invalid.ok()) invalid = ValidateJobSpec(spec, config_.scheduler.policy);
+  if (!invalid.ok()) {
+    std::move(done)(std::move(invalid));
+    return;
+  }
+  // One copy of the spec per task, without the exported environment: the
+  // first job keeps it and the others share it.
+  google::protobuf::Map<std::string, std::string> exported;
+  exported.swap(*spec.mutable_exported_env());
+  std::vector<v1::JobSpec> specs(task_ids.size(), spec);
+  specs.front().mutable_exported_env()->swap(exported);
+  const int count = static_cast<int>(task_ids.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    v1::JobArray* array = specs[i].mutable_array();
+    array->set_task_id(task_ids[i]);
+    array->set_task_count(count);
+    array->set_max_running(max_running);
+  }
+  SubmitBatchAsync(std::move(specs), request_id, /*batch=*/true, std::move(done),
+                   /*exported_from_first=*/true);
+}
+
 namespace {
 
 // `s` with its field path moved under specs[index] ("spec.gpus: ..." ->
@@ -698,7 +785,7 @@ absl::Status ValidateArray(const std::vector<v1::JobSpec>& specs) {
 
 void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
                                    const std::string& request_id, bool batch,
-                                   SubmitJobsDone done) {
+                                   SubmitJobsDone done, bool exported_from_first) {
   if (specs.empty()) {
     std::move(done)(absl::InvalidArgumentError("specs: empty; give at least one job"));
     return;
@@ -707,6 +794,29 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
     std::move(done)(absl::InvalidArgumentError(absl::StrCat(
         "specs: at most ", kMaxArrayTasks, " jobs per call, got ", specs.size())));
     return;
+  }
+  // Specs exporting the same environment as the first (an array's tasks
+  // and a sweep's trials each carry a copy of the submitter's) keep it once:
+  // the first job's record holds it, the others refer to it
+  // (Job.exported_env_job_id), and it is validated once.
+  std::vector<bool> shares_env(specs.size(), false);
+  if (exported_from_first) {
+    if (!specs[0].exported_env().empty()) {
+      std::fill(shares_env.begin() + 1, shares_env.end(), true);
+    }
+  } else if (!specs[0].exported_env().empty()) {
+    const google::protobuf::Map<std::string, std::string>& first = specs[0].exported_env();
+    for (size_t i = 1; i < specs.size(); ++i) {
+      const google::protobuf::Map<std::string, std::string>& env = specs[i].exported_env();
+      if (env.size() != first.size()) continue;
+      const bool same = std::all_of(env.begin(), env.end(), [&first](const auto& kv) {
+        auto it = first.find(kv.first);
+        return it != first.end() && it->second == kv.second;
+      });
+      if (!same) continue;
+      shares_env[i] = true;
+      specs[i].clear_exported_env();
+    }
   }
   // All or nothing: every spec is checked before anything is stored.
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -801,6 +911,7 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
         if (job.spec().has_array()) {
           job.mutable_spec()->mutable_array()->set_array_job_id(first_id);
         }
+        if (shares_env[i]) job.set_exported_env_job_id(first_id);
         job.set_kind(KindOf(job.spec()));
         job.set_state(v1::JOB_STATE_PENDING);
         job.set_reason("waiting to be scheduled");
@@ -827,6 +938,9 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
       if (refused.ok()) {
         next_job_id_ = first_id + static_cast<int64_t>(jobs.size());
         if (!request_id.empty()) request_ids_[request_id] = first_id;
+        if (std::find(shares_env.begin(), shares_env.end(), true) != shares_env.end()) {
+          shared_envs_[first_id].env = jobs.front().spec().exported_env();
+        }
         for (v1::Job& job : jobs) {
           const int64_t id = job.id();
           ids.push_back(id);
@@ -834,6 +948,7 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
             sweep_jobs_[job.spec().sweep_id()].push_back(id);
           }
           TrackLocked(job);
+          HoldSharedEnvLocked(job);
           jobs_.emplace(id, std::move(job));
           ++jobs_by_state_[v1::JOB_STATE_PENDING];
           ++counters_.jobs_submitted;
@@ -883,7 +998,25 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
   absl::MutexLock lock(&mu_);
   v1::Job scratch;
   TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
-  return ForUserLocked(*job);
+  v1::Job out = ForUserLocked(*job);
+  if (job->exported_env_job_id() == 0) return out;
+  // The environment it shares: in memory while a job refers to it, else in
+  // the holder's record.
+  if (const auto* env = ExportedEnvLocked(*job); env != nullptr) {
+    *out.mutable_spec()->mutable_exported_env() = *env;
+    return out;
+  }
+  v1::Job holder_scratch;
+  absl::StatusOr<const v1::Job*> holder =
+      LookupLocked(job->exported_env_job_id(), &holder_scratch);
+  if (!holder.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "job ", job_id, ": its exported environment is stored with job ",
+        job->exported_env_job_id(), ", whose record cannot be read: ",
+        holder.status().message()));
+  }
+  *out.mutable_spec()->mutable_exported_env() = (*holder)->spec().exported_env();
+  return out;
 }
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,

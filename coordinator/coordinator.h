@@ -362,6 +362,20 @@ class Coordinator {
   void SubmitJobsAsync(std::vector<v1::JobSpec> specs,
                        const std::string& request_id, SubmitJobsDone done);
 
+  // A job array from one spec (SubmitJobArray; `trainctl submit --array`):
+  // the jobs SubmitJobsAsync makes of one copy of `spec` per task id, with
+  // JobSpec.array set (task_count = task_ids.size(), `max_running`), ids in
+  // task_ids order. The spec is validated once, and its exported
+  // environment is kept once, in the first job's record (the others refer to
+  // it: Job.exported_env_job_id), never copied per task. Errors: as
+  // SubmitJobsAsync, but INVALID_ARGUMENT names "spec.FIELD" (spec.array
+  // set; any field SubmitJob refuses), "task_ids" (empty, more than
+  // kMaxArrayTasks), "task_ids[i]" (negative, repeated) or "max_running"
+  // (negative, or with auto-pack).
+  void SubmitJobArrayAsync(v1::JobSpec spec, const std::vector<int>& task_ids,
+                           int max_running, const std::string& request_id,
+                           SubmitJobsDone done);
+
   // The job as users see it (no attempt token). A retired job is read from
   // the store. Errors: NOT_FOUND; those of StateStore::ReadJobs.
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
@@ -704,9 +718,13 @@ class Coordinator {
   bool RequestScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SubmitJobAsync (one spec, `batch` false: errors name "spec.field") and
   // SubmitJobsAsync (`batch` true: "specs[i].field").
+  // `exported_from_first`: specs after the first carry no exported
+  // environment of their own and export the first's (SubmitJobArrayAsync);
+  // otherwise any that carry one equal to the first's are made to share it.
   void SubmitBatchAsync(std::vector<v1::JobSpec> specs,
                         const std::string& request_id, bool batch,
-                        SubmitJobsDone done) ABSL_LOCKS_EXCLUDED(mu_);
+                        SubmitJobsDone done, bool exported_from_first = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks (without holding mu_) until the pass an earlier
   // RequestScheduleLocked() left to another event has run; runs it itself
   // once no event waits for mu_. So when a public method returns, the pass
@@ -868,6 +886,22 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether job `id` exists (in memory or retired).
   bool KnownLocked(int64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The exported environment `job` launches with: its own
+  // spec.exported_env, or the one it shares (Job.exported_env_job_id) from
+  // shared_envs_. Null only when a shared one is missing from memory, which
+  // LoadLocked and the submit path rule out.
+  const google::protobuf::Map<std::string, std::string>* ExportedEnvLocked(
+      const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `job` (just put into jobs_) as a user of the environment it
+  // shares, if any. `Release...` undoes it as the job leaves jobs_, dropping
+  // the environment with its last user.
+  void HoldSharedEnvLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseSharedEnvLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After loading: reads each environment that loaded jobs share into
+  // shared_envs_, from the holder in jobs_ or else from the store. Errors:
+  // DATA_LOSS when a holder's record cannot be read (records are never
+  // deleted, so the store lost it).
+  absl::Status LoadSharedEnvsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves retired jobs whose record is stored from jobs_ to retired_ (drops
   // the record from memory). Called from Tick() and after loading, never
   // while a caller holds a reference into jobs_.
@@ -962,6 +996,17 @@ class Coordinator {
   absl::flat_hash_map<std::string, uint32_t> user_index_ ABSL_GUARDED_BY(mu_);
   // Jobs that became inactive since the last EvictRetiredLocked().
   std::vector<int64_t> evict_candidates_ ABSL_GUARDED_BY(mu_);
+  // Exported environments stored once for many jobs (Job.exported_env_job_id):
+  // the holder job's id -> a copy of its spec.exported_env, and how many
+  // jobs in jobs_ refer to it. Filled at submit and at load (from the
+  // holder's record, read from the store when the holder has retired);
+  // dropped when the last job referring to it leaves jobs_, so a launch
+  // never reads the store for it.
+  struct SharedExportedEnv {
+    google::protobuf::Map<std::string, std::string> env;
+    int64_t refs = 0;
+  };
+  absl::flat_hash_map<int64_t, SharedExportedEnv> shared_envs_ ABSL_GUARDED_BY(mu_);
   // Jobs whose latest store write failed: kept in memory (the store's record
   // is stale) until a later write succeeds.
   absl::flat_hash_set<int64_t> unsaved_ ABSL_GUARDED_BY(mu_);

@@ -565,6 +565,14 @@ v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
   auto node = nodes_.find(t.node());
   ctx.node_cpu_count = node != nodes_.end() ? node->second.node.cpu_count() : 0;
   ctx.agent_store = agent_store;
+  ctx.exported_env = ExportedEnvLocked(job);
+  if (ctx.exported_env == nullptr) {
+    // LoadLocked and SubmitJobs keep a shared environment in memory while a
+    // job refers to it: this is a bug, and the task would start without it.
+    TC_LOG_ERROR("job {}: the exported environment it shares with job {} is not in memory; "
+                 "its task starts without it",
+                 job.id(), job.exported_env_job_id());
+  }
   v1::CoordinatorMessage msg;
   v1::StartTask* start = msg.mutable_start_task();
   *start->mutable_task() = RefOf(job, t);

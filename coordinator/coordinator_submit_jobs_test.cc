@@ -250,6 +250,160 @@ TEST_F(SubmitJobsTest, Array_Throttle3On8Gpus_NeverMoreThan3RunAndAllFinish) {
   }
 }
 
+TEST_F(SubmitJobsTest, Array_SameExportedEnv_StoredOnceAndEveryTaskStartsWithIt) {
+  // 5 tasks, one at a time, exporting one shell's environment, but task 3
+  // exports another (a client that builds its specs one by one).
+  std::vector<v1::JobSpec> specs = Array(5, 1);
+  for (v1::JobSpec& spec : specs) {
+    spec.set_export_policy("ALL");
+    (*spec.mutable_exported_env())["VIRTUAL_ENV"] = "/home/alice/venv";
+    (*spec.mutable_exported_env())["PATH"] = "/home/alice/venv/bin:/usr/bin";
+  }
+  (*specs[3].mutable_exported_env())["ONLY_TASK_3"] = "yes";
+  auto ids = Submit(specs);
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  TC_ASSERT_OK(core_->WaitForWrites());
+  const int64_t first = ids->front();
+
+  // The records: the first holds the environment; the others that exported
+  // the same refer to it and hold none; task 3 keeps its own.
+  absl::StatusOr<std::vector<v1::Job>> records = store_->ReadJobs(*ids);
+  ASSERT_THAT(records, ::trainctl::testing::IsOk());
+  ASSERT_EQ(records->size(), 5u);
+  for (const v1::Job& r : *records) {
+    const int index = static_cast<int>(r.id() - first);
+    if (index == 0) {
+      EXPECT_EQ(r.exported_env_job_id(), 0);
+      EXPECT_EQ(r.spec().exported_env_size(), 2);
+    } else if (index == 3) {
+      EXPECT_EQ(r.exported_env_job_id(), 0);
+      EXPECT_EQ(r.spec().exported_env_size(), 3);
+    } else {
+      EXPECT_EQ(r.exported_env_job_id(), first) << "job " << r.id();
+      EXPECT_EQ(r.spec().exported_env_size(), 0) << "job " << r.id();
+    }
+  }
+  // GetJob answers with the whole environment.
+  for (int64_t id : *ids) {
+    absl::StatusOr<v1::Job> job = core_->GetJob(id);
+    ASSERT_THAT(job, ::trainctl::testing::IsOk());
+    EXPECT_EQ(job->spec().exported_env().at("VIRTUAL_ENV"), "/home/alice/venv") << id;
+  }
+
+  auto expect_env = [&](const v1::StartTask& start) {
+    const auto& env = start.env();
+    const int64_t id = start.task().job_id();
+    EXPECT_EQ(env.at("VIRTUAL_ENV"), "/home/alice/venv") << "job " << id;
+    EXPECT_EQ(env.at("PATH"), "/home/alice/venv/bin:/usr/bin") << "job " << id;
+    EXPECT_EQ(env.count("ONLY_TASK_3"), id == first + 3 ? 1u : 0u) << "job " << id;
+  };
+  // Task 0 (the holder) runs and finishes, and its record leaves memory;
+  // task 1 starts. The coordinator then restarts over the store with the
+  // holder retired; the agent registers again with task 1 still running.
+  v1::StartTask second;
+  {
+    FakeConnection conn;
+    TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 8), &conn));
+    TC_ASSERT_OK(core_->WaitForWrites());
+    ASSERT_EQ(conn.Starts().size(), 1u);
+    const v1::StartTask start = conn.Starts()[0];
+    expect_env(start);
+    TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(start)));
+    v1::AgentMessage exit;
+    *exit.mutable_task_status() = ExitOf(start);
+    TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, exit));
+    TC_ASSERT_OK(core_->WaitForWrites());
+    core_->Tick();
+    EXPECT_EQ(core_->GetJob(first)->state(), v1::JOB_STATE_SUCCEEDED);
+    ASSERT_EQ(conn.Starts().size(), 2u);
+    second = conn.Starts()[1];
+    expect_env(second);
+    TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(second)));
+    TC_ASSERT_OK(core_->WaitForWrites());
+  }
+  Restart();
+  EXPECT_EQ(core_->GetJob((*ids)[4])->spec().exported_env().at("VIRTUAL_ENV"),
+            "/home/alice/venv");
+  FakeConnection conn;
+  v1::RegisterNode again = testing::FakeNodeRegistration("a", 8);
+  *again.add_running_tasks() = Running(second).task_status().task();
+  TC_ASSERT_OK(core_->RegisterAgent(again, &conn));
+  v1::AgentMessage exit;
+  *exit.mutable_task_status() = ExitOf(second);
+  TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, exit));
+  TC_ASSERT_OK(core_->WaitForWrites());
+  RunAll(conn, 3, 1, expect_env);
+  for (int64_t id : *ids) {
+    EXPECT_EQ(core_->GetJob(id)->state(), v1::JOB_STATE_SUCCEEDED) << "job " << id;
+  }
+}
+
+TEST_F(SubmitJobsTest, SubmitJobArray_OneSpec_OneJobPerTaskIdEnvironmentStoredOnce) {
+  v1::JobSpec spec = OneGpu("sweep-eval");
+  spec.set_export_policy("ALL");
+  (*spec.mutable_exported_env())["VIRTUAL_ENV"] = "/home/bob/venv";
+  absl::Notification done;
+  absl::StatusOr<std::vector<int64_t>> ids;
+  core_->SubmitJobArrayAsync(spec, {4, 0, 9}, 2, "", [&](absl::StatusOr<std::vector<int64_t>> r) {
+    ids = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  ASSERT_EQ(ids->size(), 3u);
+  TC_ASSERT_OK(core_->WaitForWrites());
+  // Jobs in task_ids order, each with its JobArray; the environment stored
+  // with the first only.
+  absl::StatusOr<std::vector<v1::Job>> records = store_->ReadJobs(*ids);
+  ASSERT_THAT(records, ::trainctl::testing::IsOk());
+  ASSERT_EQ(records->size(), 3u);
+  std::sort(records->begin(), records->end(),
+            [](const v1::Job& a, const v1::Job& b) { return a.id() < b.id(); });
+  const std::vector<int> task_ids = {4, 0, 9};
+  for (int i = 0; i < 3; ++i) {
+    const v1::Job& r = (*records)[i];
+    EXPECT_EQ(r.spec().name(), "sweep-eval");
+    EXPECT_EQ(r.spec().array().array_job_id(), ids->front());
+    EXPECT_EQ(r.spec().array().task_id(), task_ids[i]);
+    EXPECT_EQ(r.spec().array().task_count(), 3);
+    EXPECT_EQ(r.spec().array().max_running(), 2);
+    EXPECT_EQ(r.spec().exported_env_size(), i == 0 ? 1 : 0);
+    EXPECT_EQ(r.exported_env_job_id(), i == 0 ? 0 : ids->front());
+  }
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 8), &conn));
+  TC_ASSERT_OK(core_->WaitForWrites());
+  RunAll(conn, 3, 2, [&](const v1::StartTask& start) {
+    EXPECT_EQ(start.env().at("VIRTUAL_ENV"), "/home/bob/venv") << start.task().job_id();
+  });
+}
+
+TEST_F(SubmitJobsTest, SubmitJobArray_BadRequest_InvalidArgumentNamingTheField) {
+  auto submit = [&](v1::JobSpec spec, std::vector<int> task_ids, int max_running) {
+    absl::StatusOr<std::vector<int64_t>> ids;
+    core_->SubmitJobArrayAsync(std::move(spec), task_ids, max_running, "",
+                               [&](absl::StatusOr<std::vector<int64_t>> r) { ids = std::move(r); });
+    return ids;
+  };
+  using ::trainctl::testing::StatusIs;
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  v1::JobSpec with_array = OneGpu("x");
+  with_array.mutable_array()->set_task_id(1);
+  EXPECT_THAT(submit(with_array, {0, 1}, 0), StatusIs(invalid, HasSubstr("spec.array: must be unset")));
+  EXPECT_THAT(submit(OneGpu("x"), {}, 0), StatusIs(invalid, HasSubstr("task_ids: empty")));
+  EXPECT_THAT(submit(OneGpu("x"), {0, 3, 3}, 0),
+              StatusIs(invalid, HasSubstr("task_ids[2]: 3 appears twice")));
+  EXPECT_THAT(submit(OneGpu("x"), {0, -1}, 0), StatusIs(invalid, HasSubstr("task_ids[1]: -1 is negative")));
+  EXPECT_THAT(submit(OneGpu("x"), {0}, -2), StatusIs(invalid, HasSubstr("max_running: -2")));
+  v1::JobSpec packed = OneGpu("x");
+  packed.set_auto_pack(true);
+  EXPECT_THAT(submit(packed, {0, 1}, 1), StatusIs(invalid, HasSubstr("max_running: a limit (%P)")));
+  v1::JobSpec bad = OneGpu("x");
+  bad.set_gpus(-1);
+  EXPECT_THAT(submit(bad, {0, 1}, 0), StatusIs(invalid, HasSubstr("spec.gpus")));
+  EXPECT_TRUE(core_->ListJobs({}, 0).empty());
+}
+
 TEST_F(SubmitJobsTest, Array_WaitingTask_ReasonNamesTheThrottle) {
   FakeConnection conn;
   TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 8), &conn));

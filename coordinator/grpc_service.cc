@@ -242,21 +242,53 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
         [this, reactor, resp, who = *who,
          has_request_id = !req->request_id().empty()](
             absl::StatusOr<std::vector<int64_t>> ids) {
-          if (ids.ok() && has_request_id && !ids->empty()) {
-            // A request id already used by another user's jobs must not hand
-            // them to this caller.
-            absl::StatusOr<v1::Job> job = core_->GetJob(ids->front());
-            if (job.ok()) {
-              if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of");
-                  !s.ok()) {
-                ids = s;
-              }
-            }
-          }
-          if (ids.ok()) {
-            for (int64_t id : *ids) resp->add_job_ids(id);
-          }
-          reactor->Finish(ToGrpcStatus(ids.status()));
+          FinishSubmitJobs(who, has_request_id, std::move(ids), reactor, resp);
+        });
+    return reactor;
+  }
+
+  // Answers SubmitJobs and SubmitJobArray with the jobs' ids, once stored.
+  // A request id already used by another user's jobs must not hand them to
+  // this caller: PERMISSION_DENIED then.
+  void FinishSubmitJobs(const Principal& who, bool has_request_id,
+                        absl::StatusOr<std::vector<int64_t>> ids,
+                        grpc::ServerUnaryReactor* reactor, v1::SubmitJobsResponse* resp) {
+    if (ids.ok() && has_request_id && !ids->empty()) {
+      absl::StatusOr<v1::Job> job = core_->GetJob(ids->front());
+      if (job.ok()) {
+        if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of"); !s.ok()) {
+          ids = s;
+        }
+      }
+    }
+    if (ids.ok()) {
+      for (int64_t id : *ids) resp->add_job_ids(id);
+    }
+    reactor->Finish(ToGrpcStatus(ids.status()));
+  }
+
+  grpc::ServerUnaryReactor* SubmitJobArray(grpc::CallbackServerContext* ctx,
+                                           const v1::SubmitJobArrayRequest* req,
+                                           v1::SubmitJobsResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
+      reactor->Finish(ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    // Moved out of the request, as SubmitJobs' specs are.
+    v1::JobSpec spec = std::move(*const_cast<v1::SubmitJobArrayRequest*>(req)->mutable_spec());
+    if (absl::Status s = ApplySubmitter(*who, &spec); !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return reactor;
+    }
+    const std::vector<int> task_ids(req->task_ids().begin(), req->task_ids().end());
+    core_->SubmitJobArrayAsync(
+        std::move(spec), task_ids, req->max_running(), req->request_id(),
+        [this, reactor, resp, who = *who,
+         has_request_id = !req->request_id().empty()](
+            absl::StatusOr<std::vector<int64_t>> ids) {
+          FinishSubmitJobs(who, has_request_id, std::move(ids), reactor, resp);
         });
     return reactor;
   }

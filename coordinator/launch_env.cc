@@ -13,8 +13,9 @@ std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
                                                   const LaunchContext& ctx) {
   // The submitter's exported environment, then the job's --env, then the
   // launch contract: each wins over the one before (DESIGN.md section 4).
-  std::map<std::string, std::string> env(job.spec().exported_env().begin(),
-                                         job.spec().exported_env().end());
+  const google::protobuf::Map<std::string, std::string>& exported =
+      ctx.exported_env != nullptr ? *ctx.exported_env : job.spec().exported_env();
+  std::map<std::string, std::string> env(exported.begin(), exported.end());
   for (const auto& [k, v] : job.spec().env()) env[k] = v;
   auto set = [&env](const char* key, auto value) {
     env[key] = absl::StrCat(value);

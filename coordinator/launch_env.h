@@ -28,6 +28,10 @@ struct LaunchContext {
   // rank 0 creating it late. Only for gangs (WORLD_SIZE > 1), never for
   // pre-flight probes.
   bool agent_store = false;
+  // The job's exported environment when its record holds none of its own
+  // (Job.exported_env_job_id: stored once with another job); null: the
+  // job's spec.exported_env.
+  const google::protobuf::Map<std::string, std::string>* exported_env = nullptr;
 };
 
 // The variables trainctl sets for `task` of `job`'s current attempt, merged

@@ -453,6 +453,14 @@ class Simulation {
                                        job->spec().discard_output()));
       }
     }
+    // Every task starts with its job's exported environment, however the
+    // coordinator stores it (once per array, across its restarts).
+    if (std::string missing = MissingExported(start.task().job_id(), start.env());
+        !missing.empty()) {
+      Violation("environment", absl::StrCat("StartTask of job ", start.task().job_id(),
+                                            " attempt ", start.task().attempt(), " rank ",
+                                            start.task().rank(), ": exported ", missing));
+    }
     p.owner = a.instance;
     const auto& env = start.env();
     if (auto it = env.find("TRAINCTL_TOKEN"); it != env.end()) p.token = it->second;
@@ -651,7 +659,38 @@ class Simulation {
     if ((b >> 12) % 6 == 0) {
       spec.set_time_limit_ms(absl::ToInt64Milliseconds(absl::Seconds(20 + (b >> 16) % 100)));
     }
+    // `--export ALL` from one of two shells, or `--export NONE`. An array's
+    // tasks and a sweep's trials share `b`, so they export the same copy.
+    if (const uint64_t shell = (b >> 28) % 3; shell != 0) {
+      spec.set_export_policy("ALL");
+      auto& env = *spec.mutable_exported_env();
+      env["SIM_VENV"] = absl::StrCat("/home/", spec.user(), "/venv", shell);
+      env["SIM_PATH"] = absl::StrCat("/home/", spec.user(), "/venv", shell, "/bin:/usr/bin");
+      if (shell == 2) env["SIM_HF_HOME"] = "/data/hf";
+    }
     return spec;
+  }
+
+  // Remembers what job `id` was submitted to export, for the `environment`
+  // invariant.
+  void NoteExported(int64_t id, const v1::JobSpec& spec) {
+    if (spec.exported_env().empty()) return;
+    exported_[id] = std::map<std::string, std::string>(spec.exported_env().begin(),
+                                                       spec.exported_env().end());
+  }
+
+  // The `environment` invariant: what `env` (a StartTask's, or a job's spec
+  // as GetJob answers) lacks of job `id`'s submitted exported environment.
+  std::string MissingExported(int64_t id,
+                              const google::protobuf::Map<std::string, std::string>& env) {
+    auto it = exported_.find(id);
+    if (it == exported_.end()) return "";
+    for (const auto& [k, v] : it->second) {
+      auto got = env.find(k);
+      if (got == env.end()) return absl::StrCat(k, " is missing");
+      if (got->second != v) return absl::StrCat(k, " is ", got->second, ", submitted ", v);
+    }
+    return "";
   }
 
   void Submit(const v1::JobSpec& spec, uint64_t b) {
@@ -684,6 +723,7 @@ class Simulation {
     }
     request_ids_.push_back({request_id, *id});
     acked_.push_back(*id);
+    NoteExported(*id, spec);
   }
 
   void SubmitExperiment(uint64_t a, uint64_t b) {
@@ -754,8 +794,9 @@ class Simulation {
     }
   }
 
-  // A job array of 2-7 tasks in one SubmitJobs call, at most 0 (no limit),
-  // 1 or 2 running at once: all acked or none.
+  // A job array of 2-7 tasks in one call (SubmitJobs with a spec per task,
+  // or SubmitJobArray with one spec), at most 0 (no limit), 1 or 2 running
+  // at once: all acked or none.
   void SubmitArray(uint64_t a, uint64_t b) {
     const int count = 2 + static_cast<int>(a % 6);
     const int max_running = static_cast<int>((a >> 4) % 3);
@@ -771,17 +812,34 @@ class Simulation {
       spec.mutable_array()->set_task_count(count);
       spec.mutable_array()->set_max_running(max_running);
       spec.set_discard_output((a >> 10) % 2 == 0);  // `submit --array --no-logs`
+      // Now and then one task exports another environment than the first
+      // (a client other than the CLI): it keeps its own copy.
+      if (t == 1 && (a >> 12) % 4 == 0) {
+        (*spec.mutable_exported_env())["SIM_ONLY_TASK_1"] = "1";
+      }
       specs.push_back(std::move(spec));
     }
+    const std::vector<v1::JobSpec> submitted = specs;
     const std::string request_id =
         absl::StrCat("req-", generation_, "-", step_, "-", submitted_++);
     absl::Notification done;
     absl::StatusOr<std::vector<int64_t>> ids;
-    core_->SubmitJobsAsync(std::move(specs), request_id,
-                           [&](absl::StatusOr<std::vector<int64_t>> r) {
-                             ids = std::move(r);
-                             done.Notify();
-                           });
+    auto on_done = [&](absl::StatusOr<std::vector<int64_t>> r) {
+      ids = std::move(r);
+      done.Notify();
+    };
+    const bool one_env = (a >> 12) % 4 != 0;  // no task exports another environment
+    if ((a >> 14) % 2 == 0 && one_env) {
+      // `trainctl submit --array`: one spec for every task (SubmitJobArray).
+      v1::JobSpec one = specs.front();
+      one.clear_array();
+      std::vector<int> task_ids(count);
+      for (int t = 0; t < count; ++t) task_ids[t] = t;
+      core_->SubmitJobArrayAsync(std::move(one), task_ids, max_running, request_id,
+                                 std::move(on_done));
+    } else {
+      core_->SubmitJobsAsync(std::move(specs), request_id, std::move(on_done));
+    }
     done.WaitForNotification();
     Settle();
     if (!ids.ok()) {
@@ -794,7 +852,10 @@ class Simulation {
       Violation("submit", absl::StrCat("array of ", count, " acked with ", ids->size(), " ids"));
       return;
     }
-    for (int64_t id : *ids) acked_.push_back(id);
+    for (size_t i = 0; i < ids->size(); ++i) {
+      acked_.push_back((*ids)[i]);
+      NoteExported((*ids)[i], submitted[i]);
+    }
   }
 
   void Cancel(uint64_t a) {
@@ -1035,6 +1096,7 @@ class Simulation {
     acked_.clear();
     request_ids_.clear();
     final_.clear();
+    exported_.clear();
     // The operator restarts the agents against the new coordinator: their
     // processes end with them (SIGTERM on agent shutdown); their disks stay.
     for (auto& ap : agents_) {
@@ -1305,6 +1367,10 @@ class Simulation {
         Violation("acked-job-lost", absl::StrCat("job ", id, ": ", job.status().ToString()));
         continue;
       }
+      if (std::string missing = MissingExported(id, job->spec().exported_env());
+          !missing.empty()) {
+        Violation("environment", absl::StrCat("GetJob(", id, "): exported ", missing));
+      }
       if (fin != final_.end()) {
         if (job->state() != fin->second.first || job->end_time_ms() != fin->second.second) {
           Violation("final-changed",
@@ -1494,6 +1560,8 @@ class Simulation {
   int64_t submitted_ = 0;
   // Acked jobs seen final: their state and end time.
   std::map<int64_t, std::pair<v1::JobState, int64_t>> final_;
+  // Acked job id -> the exported environment it was submitted with.
+  absl::flat_hash_map<int64_t, std::map<std::string, std::string>> exported_;
   // (generation, job, attempt, rank) -> GPUs and bytes its StartTask reserved.
   std::map<std::tuple<int, int64_t, int, int>, std::vector<std::pair<std::string, int64_t>>>
       reservations_;
