@@ -166,10 +166,18 @@ class Session {
 
   int Submit(v1::SubmitJobRequest request, bool wait);
   // `submit --array`: one job of `request.spec()` per index of `array`
-  // (JobSpec.array set: task id, count, %P limit), all in one SubmitJobs
-  // call. Prints the array id (its first job's id), and the job ids on
-  // stderr. Errors as Submit's; nothing is submitted when the call fails.
+  // (JobSpec.array set: task id, count, %P limit), all in one
+  // SubmitJobArray call (the spec and its exported environment sent once),
+  // or where the coordinator lacks it (UNIMPLEMENTED) one SubmitJobs call
+  // with a spec per task. Prints the array id (its first job's id), and the
+  // job ids on stderr. Errors as Submit's; nothing is submitted when the
+  // call fails.
   int SubmitArray(const v1::SubmitJobRequest& request, const ArraySpec& array);
+  // The SubmitJobArray call of SubmitArray: the jobs' ids, or the call's
+  // error (UNIMPLEMENTED from a coordinator without it; INTERNAL when the
+  // reply's ids do not match the tasks).
+  absl::StatusOr<std::vector<int64_t>> SubmitArrayOnce(const v1::SubmitJobRequest& request,
+                                                       const ArraySpec& array);
   // Submits `specs` in SubmitJobs calls of at most kMaxArrayTaskCount jobs
   // and 12 MiB each (a job array must fit one call: INVALID_ARGUMENT
   // otherwise, before any call), with request ids "<request_id>", then

@@ -335,16 +335,37 @@ absl::StatusOr<std::vector<int64_t>> Session::SubmitMany(
   return ids;
 }
 
-int Session::SubmitArray(const v1::SubmitJobRequest& request, const ArraySpec& array) {
-  std::vector<v1::JobSpec> specs;
-  specs.reserve(array.task_ids.size());
-  for (int task_id : array.task_ids) {
-    v1::JobSpec& spec = specs.emplace_back(request.spec());
-    spec.mutable_array()->set_task_id(task_id);
-    spec.mutable_array()->set_task_count(static_cast<int>(array.task_ids.size()));
-    spec.mutable_array()->set_max_running(array.max_running);
+absl::StatusOr<std::vector<int64_t>> Session::SubmitArrayOnce(
+    const v1::SubmitJobRequest& request, const ArraySpec& array) {
+  v1::SubmitJobArrayRequest call;
+  *call.mutable_spec() = request.spec();
+  call.mutable_task_ids()->Assign(array.task_ids.begin(), array.task_ids.end());
+  call.set_max_running(array.max_running);
+  call.set_request_id(request.request_id());
+  v1::SubmitJobsResponse response;
+  if (absl::Status s = Call(&Stub::SubmitJobArray, call, &response); !s.ok()) return s;
+  if (response.job_ids_size() != call.task_ids_size()) {
+    return absl::InternalError(absl::StrFormat("the coordinator answered %d job ids for %d tasks",
+                                               response.job_ids_size(), call.task_ids_size()));
   }
-  absl::StatusOr<std::vector<int64_t>> ids = SubmitMany(specs, request.request_id());
+  return std::vector<int64_t>(response.job_ids().begin(), response.job_ids().end());
+}
+
+int Session::SubmitArray(const v1::SubmitJobRequest& request, const ArraySpec& array) {
+  absl::StatusOr<std::vector<int64_t>> ids = SubmitArrayOnce(request, array);
+  if (!ids.ok() && ids.status().code() == absl::StatusCode::kUnimplemented) {
+    // A coordinator without SubmitJobArray: one spec per task, each with the
+    // exported environment.
+    std::vector<v1::JobSpec> specs;
+    specs.reserve(array.task_ids.size());
+    for (int task_id : array.task_ids) {
+      v1::JobSpec& spec = specs.emplace_back(request.spec());
+      spec.mutable_array()->set_task_id(task_id);
+      spec.mutable_array()->set_task_count(static_cast<int>(array.task_ids.size()));
+      spec.mutable_array()->set_max_running(array.max_running);
+    }
+    ids = SubmitMany(specs, request.request_id());
+  }
   if (!ids.ok()) {
     if (ids.status().code() == absl::StatusCode::kUnimplemented) {
       return Fail(absl::UnimplementedError(absl::StrCat(

@@ -300,7 +300,32 @@ TEST_F(CliTest, Submit_Wait_PrintsIdThenExitsWithJobStatus) {
   EXPECT_THAT(err_.str(), HasSubstr("job 42 succeeded"));
 }
 
-TEST_F(CliTest, SubmitArray_SlurmSyntax_OneSubmitJobsCallWithTaskIds) {
+TEST_F(CliTest, SubmitArray_SlurmSyntax_OneSubmitJobArrayCallWithTheSpecOnce) {
+  v1::SubmitJobArrayRequest sent;
+  EXPECT_CALL(stub_, SubmitJobArray(_, _, _))
+      .WillOnce(Invoke([&](grpc::ClientContext*, const v1::SubmitJobArrayRequest& r,
+                           v1::SubmitJobsResponse* resp) {
+        sent = r;
+        for (int i = 0; i < r.task_ids_size(); ++i) resp->add_job_ids(57 + i);
+        return grpc::Status::OK;
+      }));
+  ASSERT_EQ(Run({"submit", "--name", "eval", "--array", "1,3,5-7%2", "--", "x"}), 0)
+      << err_.str();
+  // One spec, sent once with its exported environment, and the task ids.
+  EXPECT_EQ(sent.spec().name(), "eval");
+  EXPECT_FALSE(sent.spec().has_array());
+  EXPECT_EQ(sent.spec().export_policy(), "ALL");
+  EXPECT_THAT(sent.task_ids(), ::testing::ElementsAre(1, 3, 5, 6, 7));
+  EXPECT_EQ(sent.max_running(), 2);
+  // The array id (its first job's) alone on stdout, as for a plain submit.
+  EXPECT_EQ(out_.str(), "57\n");
+  EXPECT_THAT(err_.str(), HasSubstr("array 57: 5 job(s) submitted (jobs 57..61, at "
+                                    "most 2 running)"));
+}
+
+TEST_F(CliTest, SubmitArray_CoordinatorWithoutSubmitJobArray_OneSpecPerTaskInSubmitJobs) {
+  EXPECT_CALL(stub_, SubmitJobArray(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "unknown method")));
   v1::SubmitJobsRequest sent;
   EXPECT_CALL(stub_, SubmitJobs(_, _, _))
       .WillOnce(Invoke([&](grpc::ClientContext*, const v1::SubmitJobsRequest& r,
@@ -319,10 +344,7 @@ TEST_F(CliTest, SubmitArray_SlurmSyntax_OneSubmitJobsCallWithTaskIds) {
     EXPECT_EQ(sent.specs(i).array().task_count(), 5);
     EXPECT_EQ(sent.specs(i).array().max_running(), 2);
   }
-  // The array id (its first job's) alone on stdout, as for a plain submit.
   EXPECT_EQ(out_.str(), "57\n");
-  EXPECT_THAT(err_.str(), HasSubstr("array 57: 5 job(s) submitted (jobs 57..61, at "
-                                    "most 2 running)"));
 }
 
 TEST_F(CliTest, SubmitArray_BadSyntax_UsageErrorNamingTheFlag) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end test of job arrays through the real binaries: `trainctl submit
 # --array 0-9%3` on an agent with 8 fake GPUs submits 10 jobs in one
-# SubmitJobs call; every task sees its TRAINCTL_ARRAY_TASK_ID (and Slurm's
-# SLURM_ARRAY_TASK_ID), all 10 succeed, and never more than 3 run at once
+# SubmitJobArray call (the spec and the exported environment sent and
+# stored once); every task sees its TRAINCTL_ARRAY_TASK_ID (and Slurm's
+# SLURM_ARRAY_TASK_ID) and the submitting shell's environment, all 10 succeed, and never more than 3 run at once
 # (each task counts the tasks running beside it through marker files). Then
 # `list --array`, `describe`, `cancel --array` and a bad --array.
 # Usage: array_e2e.sh BUILD_BIN_DIR. Every wait is on a condition (trainctl
@@ -27,9 +28,10 @@ mkdir -p "$WORK/run"
 script='
 touch "$1/running.$TRAINCTL_ARRAY_TASK_ID"
 n=$(ls "$1" | grep -c "^running\.")
-echo "task=$TRAINCTL_ARRAY_TASK_ID slurm=$SLURM_ARRAY_TASK_ID array=$TRAINCTL_ARRAY_JOB_ID count=$TRAINCTL_ARRAY_TASK_COUNT running=$n"
+echo "task=$TRAINCTL_ARRAY_TASK_ID slurm=$SLURM_ARRAY_TASK_ID array=$TRAINCTL_ARRAY_JOB_ID count=$TRAINCTL_ARRAY_TASK_COUNT venv=$ARRAY_E2E_VENV running=$n"
 sleep 0.4
 rm "$1/running.$TRAINCTL_ARRAY_TASK_ID"'
+export ARRAY_E2E_VENV=/opt/venv-$$
 aid=$("$T" submit --name arr --gpus 1 --array 0-9%3 -- bash -c "$script" arr "$WORK/run" \
   2>"$WORK/submit.err") || fail "submit --array: $(cat "$WORK/submit.err")"
 [[ $aid =~ ^[0-9]+$ ]] || fail "submit --array printed '$aid', not an array id"
@@ -42,14 +44,14 @@ ok "array $aid: all 10 tasks succeeded"
 max=0
 for ((k = 0; k < 10; k++)); do
   out=$("$T" logs "$((aid + k))")
-  grep -E "^task=$k slurm=$k array=$aid count=10 running=[0-9]+$" <<<"$out" >/dev/null ||
-    fail "job $((aid + k)): log lacks task=$k: $out"
+  grep -E "^task=$k slurm=$k array=$aid count=10 venv=/opt/venv-$$ running=[0-9]+$" <<<"$out" >/dev/null ||
+    fail "job $((aid + k)): log lacks task=$k with the exported ARRAY_E2E_VENV: $out"
   n=${out##*running=}
   ((n > max)) && max=$n
 done
 ((max <= 3)) || fail "$max array tasks ran at once; the limit is 3"
 ((max >= 2)) || fail "at most $max task ran at once: the array did not run in parallel"
-ok "every task saw its TRAINCTL_ARRAY_TASK_ID / SLURM_ARRAY_TASK_ID; at most $max ran at once (limit 3)"
+ok "every task saw its TRAINCTL_ARRAY_TASK_ID / SLURM_ARRAY_TASK_ID and the exported environment; at most $max ran at once (limit 3)"
 
 # 2. list --array shows the 10 tasks; describe names the array.
 rows=$("$T" list --array "$aid" | tail -n +2 | grep -c "succeeded")
