@@ -83,6 +83,16 @@ int main(int argc, char** argv) {
   app.add_option("--log", log_level, "coordinator log level (off, error, info, debug)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
+  if (!options.sqlite_dir.empty()) {
+    // Made here: a missing directory would fail every seed at its setup.
+    std::error_code ec;
+    std::filesystem::create_directories(options.sqlite_dir, ec);
+    if (ec) {
+      std::cerr << "trainctl-cluster-sim: --sqlite-dir " << options.sqlite_dir << ": "
+                << ec.message() << "\n";
+      return 2;
+    }
+  }
 
   if (!replay.empty()) return Replay(replay, options);
 
