@@ -45,6 +45,7 @@ type fakeCoordinator struct {
 	jobs    []*pb.Job
 	submits []*pb.SubmitJobRequest
 	batches []*pb.SubmitJobsRequest
+	arrays  []*pb.SubmitJobArrayRequest
 	lists   []*pb.ListJobsRequest
 	authz   []string // authorization metadata of ListJobs calls
 }
@@ -114,6 +115,20 @@ func (f *fakeCoordinator) SubmitJobs(_ context.Context, req *pb.SubmitJobsReques
 	resp := &pb.SubmitJobsResponse{}
 	for i := range req.Specs {
 		resp.JobIds = append(resp.JobIds, int64(10+i))
+	}
+	return resp, nil
+}
+
+func (f *fakeCoordinator) SubmitJobArray(_ context.Context, req *pb.SubmitJobArrayRequest) (*pb.SubmitJobsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.arrays = append(f.arrays, req)
+	if f.err != nil {
+		return nil, f.err
+	}
+	resp := &pb.SubmitJobsResponse{}
+	for i := range req.TaskIds {
+		resp.JobIds = append(resp.JobIds, int64(20+i))
 	}
 	return resp, nil
 }

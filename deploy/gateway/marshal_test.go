@@ -128,6 +128,26 @@ func TestSubmitJobs_Batch_OneCallIdsInOrder(t *testing.T) {
 	}
 }
 
+func TestSubmitJobArray_OneSpecAndTaskIds_IdsInOrder(t *testing.T) {
+	f := &fakeCoordinator{}
+	web := startGatewayWith(t, f)
+	resp, body := post(t, web.URL+"/v1/jobs:array",
+		`{"spec": {"command": ["eval"], "exported_env": {"VIRTUAL_ENV": "/v"}},
+		  "task_ids": [0, 5, 7], "max_running": 2, "request_id": "r-3"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	ids, _ := object(t, body)["job_ids"].([]interface{})
+	if len(ids) != 3 || ids[0] != "20" || ids[2] != "22" {
+		t.Errorf("job_ids: %s", body)
+	}
+	if len(f.arrays) != 1 || len(f.arrays[0].TaskIds) != 3 || f.arrays[0].TaskIds[1] != 5 ||
+		f.arrays[0].MaxRunning != 2 || f.arrays[0].Spec.ExportedEnv["VIRTUAL_ENV"] != "/v" ||
+		f.arrays[0].RequestId != "r-3" {
+		t.Errorf("coordinator got %v", f.arrays)
+	}
+}
+
 func TestSubmitJob_KnownFields_ProtoAndCamelNamesAccepted(t *testing.T) {
 	f := &fakeCoordinator{}
 	web := startGatewayWith(t, f)

@@ -216,7 +216,25 @@ req GET /v1/sweeps
    && $(js 'j["truncated"]') == False ]] || fail "GET /v1/sweeps: HTTP $CODE"
 ok "GET /v1/sweeps: gw-sweep with 1 trial"
 
-# 9. The OpenAPI description: generated at build time, served by the gateway.
+# 9. A job array from one spec: each task runs with its TRAINCTL_ARRAY_TASK_ID
+# and the exported environment, stored once.
+req POST /v1/jobs:array '{"spec": {"name": "rest-array", "command": ["sh", "-c", "echo task=$TRAINCTL_ARRAY_TASK_ID venv=$GW_VENV"], "exported_env": {"GW_VENV": "/opt/v"}}, "task_ids": [3, 8], "max_running": 1}'
+[[ $CODE == 200 && $(js 'len(j["job_ids"])') == 2 ]] || fail "POST /v1/jobs:array: HTTP $CODE $(cat "$WORK/body")"
+aids=($(js '" ".join(j["job_ids"])'))
+for k in 0 1; do
+  wait_final "${aids[$k]}"
+  req GET "/v1/jobs/${aids[$k]}/logs"
+  want="task=$([[ $k == 0 ]] && echo 3 || echo 8) venv=/opt/v"
+  [[ $CODE == 200 && $(js 'j["data"].strip()') == "$want" ]] || fail "array job ${aids[$k]}: log $(cat "$WORK/body"), want '$want'"
+done
+req GET "/v1/jobs/${aids[1]}"
+[[ $(js 'j["job"]["spec"]["exported_env"]["GW_VENV"]') == /opt/v && $(js 'j["job"]["exported_env_job_id"]') == "${aids[0]}" ]] \
+  || fail "GET /v1/jobs/${aids[1]}: $(cat "$WORK/body")"
+req POST /v1/jobs:array '{"spec": {"command": ["true"]}, "task_ids": [1, 1]}'
+[[ $CODE == 400 && $(js 'j["message"]') == *'task_ids[1]: 1 appears twice'* ]] || fail "POST /v1/jobs:array with a repeated task id: HTTP $CODE"
+ok "POST /v1/jobs:array -> jobs ${aids[*]}: tasks 3 and 8 with the exported environment (stored with job ${aids[0]}); a repeated task id -> 400"
+
+# 10. The OpenAPI description: generated at build time, served by the gateway.
 req GET /v1/openapi.json
 [[ $CODE == 200 && $(js 'j["swagger"]') == 2.0 \
    && $(js 'sorted(p for p in j["paths"] if p.startswith("/v1/jobs/{job_id}/logs"))') == "['/v1/jobs/{job_id}/logs', '/v1/jobs/{job_id}/logs:stream']" \
