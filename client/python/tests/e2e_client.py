@@ -214,6 +214,15 @@ def run(cluster):
     check([j.name for j in trials] == ["pysweep-0", "pysweep-1"], "sweep names")
     ok("sweep %s: 2 trials, each with its lr" % sweep.id)
 
+    # 7. A job array from one spec: each task sees its TRAINCTL_ARRAY_TASK_ID.
+    array = client.submit_array(["sh", "-c", "echo task=$TRAINCTL_ARRAY_TASK_ID"], [5, 2, 9],
+                                max_running=1, gpu_fraction=0.25, name="pyarray")
+    check(array.wait(timeout=DEADLINE_S) == ["succeeded"] * 3, "array states")
+    check([j.logs().strip() for j in array.jobs] == ["task=5", "task=2", "task=9"],
+          "array logs: %r" % [j.logs() for j in array.jobs])
+    check(array.id == array.jobs[0].id, "array id %r" % array.id)
+    ok("submit_array: array %d, tasks 5, 2 and 9 each saw its task id" % array.id)
+
 
 def run_secure(cluster, certs, tokens):
     """TLS and bearer tokens: alice from her config file, bob from arguments;

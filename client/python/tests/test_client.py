@@ -245,5 +245,42 @@ class SweepClientTest(unittest.TestCase):
                          "trials are not submitted twice)")
 
 
+class JobArrayClientTest(unittest.TestCase):
+    def test_submit_array_one_call_with_the_spec_once_and_the_task_ids(self):
+        stub = FakeStub().answer("SubmitJobArray",
+                                 service_pb2.SubmitJobsResponse(job_ids=[40, 41, 42]))
+        array = Client._for_stub(stub).submit_array(
+            ["python", "eval.py"], range(0, 6, 2), max_running=2, gpus=1, name="eval",
+            env={"SHARD_DIR": "/data"}, request_id="r-1")
+        (request,) = stub.requests("SubmitJobArray")
+        self.assertEqual(list(request.task_ids), [0, 2, 4])
+        self.assertEqual(request.max_running, 2)
+        self.assertEqual(request.request_id, "r-1")
+        self.assertEqual(list(request.spec.command), ["python", "eval.py"])
+        self.assertEqual((request.spec.name, request.spec.gpus), ("eval", 1))
+        self.assertEqual(dict(request.spec.env), {"SHARD_DIR": "/data"})
+        self.assertFalse(request.spec.HasField("array"))
+        self.assertEqual(array.id, 40)
+        self.assertEqual([j.id for j in array.jobs], [40, 41, 42])
+        self.assertEqual(repr(array), "JobArray(id=40, tasks=3)")
+
+    def test_submit_array_bad_task_ids_and_keywords_refused_before_any_call(self):
+        stub = FakeStub()
+        client = Client._for_stub(stub)
+        with self.assertRaisesRegex(trainctl.InvalidArgument, r"task_ids\[1\]='2': expected an int"):
+            client.submit_array(["x"], [1, "2"])
+        with self.assertRaisesRegex(trainctl.InvalidArgument, "max_running=-1"):
+            client.submit_array(["x"], range(3), max_running=-1)
+        with self.assertRaisesRegex(TypeError, "'max_runing'"):
+            client.submit_array(["x"], range(3), max_runing=2)
+        self.assertEqual(stub.calls, [])
+
+    def test_submit_array_coordinator_message_reaches_the_caller(self):
+        stub = FakeStub().answer("SubmitJobArray", FakeRpcError(
+            grpc.StatusCode.INVALID_ARGUMENT, "task_ids[2]: 3 appears twice"))
+        with self.assertRaisesRegex(trainctl.InvalidArgument, r"task_ids\[2\]: 3 appears twice"):
+            Client._for_stub(stub).submit_array(["x"], [1, 2, 3, 3])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -54,14 +54,14 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # The client needs grpc and the generated stubs; report() outside a task
     # and the unit tests of the pure parts do not, so load it on first use.
-    if name in ("Client", "Job", "Node", "Gpu", "Sweep"):
+    if name in ("Client", "Job", "Node", "Gpu", "Sweep", "JobArray"):
         from trainctl import client as _client
         return getattr(_client, name)
     raise AttributeError("module 'trainctl' has no attribute %r" % name)
 
 
 __all__ = [
-    "Client", "Job", "Node", "Gpu", "Sweep", "report", "flush", "parse_byte_size",
+    "Client", "Job", "Node", "Gpu", "Sweep", "JobArray", "report", "flush", "parse_byte_size",
     "TrainctlError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded",
     "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted",
     "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented", "Internal",

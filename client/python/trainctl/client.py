@@ -297,19 +297,16 @@ class Node:
         return "Node(name=%r, state=%r, gpus=%d)" % (self.name, self.state, len(self.gpus))
 
 
-class Sweep:
-    """A submitted sweep: ``id`` (the sweep id its trials share), ``jobs``
-    (its trials, in trial order; each Job's ``params`` holds its values)."""
+class _JobGroup:
+    """Jobs submitted together (a sweep's trials, an array's tasks): ``id``
+    and ``jobs``, in submit order."""
 
-    def __init__(self, sweep_id: str, jobs: List[Job]):
-        self.id = sweep_id
+    def __init__(self, group_id: Union[str, int], jobs: List[Job]):
+        self.id = group_id
         self.jobs = jobs
 
-    def __repr__(self) -> str:
-        return "Sweep(id=%r, trials=%d)" % (self.id, len(self.jobs))
-
     def wait(self, timeout: Optional[float] = None) -> List[str]:
-        """Waits for every trial; returns their final states in trial order.
+        """Waits for every job; returns their final states in order.
         ``timeout``: seconds for all of them together. Raises TimeoutError."""
         deadline = None if timeout is None else time.monotonic() + timeout
         states = []
@@ -319,7 +316,7 @@ class Sweep:
         return states
 
     def cancel(self) -> None:
-        """Cancels every trial that has not ended (one that ends meanwhile is
+        """Cancels every job that has not ended (one that ends meanwhile is
         left as it ended)."""
         for job in self.jobs:
             if job.refresh().done:
@@ -328,6 +325,24 @@ class Sweep:
                 job.cancel()
             except FailedPrecondition:  # it ended between the read and the cancel
                 pass
+
+
+class Sweep(_JobGroup):
+    """A submitted sweep: ``id`` (the sweep id its trials share), ``jobs``
+    (its trials, in trial order; each Job's ``params`` holds its values).
+    ``wait()`` and ``cancel()`` act on every trial."""
+
+    def __repr__(self) -> str:
+        return "Sweep(id=%r, trials=%d)" % (self.id, len(self.jobs))
+
+
+class JobArray(_JobGroup):
+    """A submitted job array: ``id`` (the array id: its first job's id, as
+    Slurm's SLURM_ARRAY_JOB_ID), ``jobs`` (one per task id, in the order the
+    task ids were given). ``wait()`` and ``cancel()`` act on every task."""
+
+    def __repr__(self) -> str:
+        return "JobArray(id=%r, tasks=%d)" % (self.id, len(self.jobs))
 
 
 class Client:
@@ -450,6 +465,48 @@ class Client:
                                 func="submit", also_accepted=("request_id",), **more)
         request = service_pb2.SubmitJobRequest(spec=spec, request_id=request_id or "")
         return self.job(self._call("SubmitJob", request).job_id, read=False)
+
+    def submit_array(self, command: Sequence[str], task_ids: Iterable[int], *,
+                     max_running: int = 0, request_id: Optional[str] = None,
+                     **spec: Any) -> "JobArray":
+        """Submits a job array (``trainctl submit --array``, Slurm's
+        ``sbatch --array``) in one call: one job per task id, all or none.
+        Each task runs ``command`` with TRAINCTL_ARRAY_TASK_ID (and
+        SLURM_ARRAY_TASK_ID) set to its task id; the spec is sent and stored
+        once. Returns the JobArray.
+
+        Args:
+          command (list of str): argv of every task, as submit().
+          task_ids (iterable of int): the task ids, e.g. range(100): 1 to
+            10,000 distinct ints >= 0.
+          max_running (int): at most this many tasks hold GPUs at once
+            (Slurm's ``%P``); 0: no limit.
+          request_id (str): a retried call with the same id returns the same
+            jobs.
+          **spec: the options of submit() (gpus, gpu_fraction, env, name,
+            workdir, priority...), the same for every task.
+
+        Raises TypeError as submit(); InvalidArgument for task ids that are
+        not ints, a negative max_running, or what the coordinator refuses
+        (its message names "task_ids[i]", "max_running" or "spec.FIELD");
+        Unimplemented from a coordinator without SubmitJobArray.
+        """
+        ids = list(task_ids)
+        for i, t in enumerate(ids):
+            if isinstance(t, bool) or not isinstance(t, int):
+                raise InvalidArgument("task_ids[%d]=%r: expected an int >= 0" % (i, t))
+        if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 0:
+            raise InvalidArgument("max_running=%r: expected an int >= 0 (0: no limit)"
+                                  % (max_running,))
+        built = _spec.build_spec(command, default_user=self._default_user(),
+                                 func="submit_array",
+                                 also_accepted=("task_ids", "max_running", "request_id"),
+                                 **spec)
+        request = service_pb2.SubmitJobArrayRequest(spec=built, task_ids=ids,
+                                                    max_running=max_running,
+                                                    request_id=request_id or "")
+        job_ids = list(self._call("SubmitJobArray", request).job_ids)
+        return JobArray(job_ids[0] if job_ids else 0, [Job(self, i) for i in job_ids])
 
     def job(self, job_id: int, read: bool = True) -> Job:
         """The job ``job_id``; read now (GetJob) unless ``read`` is False.
