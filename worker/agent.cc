@@ -493,6 +493,18 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
 
 void Agent::ReleaseCgroup(const std::string& dir) const {
   if (config_.cgroups == nullptr || dir.empty()) return;
+  // Usually every process of the task ended with it: then there is nothing
+  // to kill or reap, only the directory to remove. It is on the path from a
+  // task's exit to its report (and so to the next task on its GPU): one read
+  // of cgroup.events instead of the usage files, the pid lists and
+  // cgroup.kill.
+  if (absl::StatusOr<bool> populated = config_.cgroups->Populated(dir);
+      populated.ok() && !*populated) {
+    if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
+      TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
+    }
+    return;
+  }
   // Processes that left the task's process group were reparented to the
   // agent (a child subreaper): once killed they are its zombies, which only
   // it can reap. The task's leader is already reaped by the launcher (this

@@ -459,6 +459,25 @@ absl::StatusOr<CgroupUsage> CgroupTree::ReadUsage(const std::string& dir) const 
   return u;
 }
 
+absl::StatusOr<bool> CgroupTree::Populated(const std::string& dir) const {
+  if (absl::Status s = CheckTaskDir(dir); !s.ok()) return s;
+  auto events = ReadText(dir + "/cgroup.events");
+  if (!events.ok()) {
+    if (!IsDir(dir)) return absl::NotFoundError(absl::StrCat(dir, " does not exist"));
+    return absl::InternalError(events.status().message());
+  }
+  for (absl::string_view line : absl::StrSplit(*events, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "populated ")) {
+      line = absl::StripAsciiWhitespace(line);
+      if (line == "0") return false;
+      if (line == "1") return true;
+      break;
+    }
+  }
+  return absl::InternalError(
+      absl::StrCat(dir, "/cgroup.events has no populated 0|1 line: \"", *events, "\""));
+}
+
 absl::Status CgroupTree::Kill(const std::string& dir, absl::Duration wait) const {
   if (absl::Status s = CheckTaskDir(dir); !s.ok()) return s;
   const bool have_kill = Exists(dir + "/cgroup.kill");

@@ -151,6 +151,13 @@ class CgroupTree {
   // malformed cpu.stat.
   absl::StatusOr<CgroupUsage> ReadUsage(const std::string& dir) const;
 
+  // Whether a live process is left in `dir` or below it: the "populated"
+  // line of its cgroup.events (cgroup v2; zombies do not count). One read,
+  // where ReadUsage() lists every pid. Errors: INVALID_ARGUMENT when `dir`
+  // is not a task cgroup of this tree; NOT_FOUND when it does not exist;
+  // INTERNAL when cgroup.events is unreadable or has no populated line.
+  absl::StatusOr<bool> Populated(const std::string& dir) const;
+
   // SIGKILLs every process in `dir` and its descendants: writes "1" to
   // cgroup.kill (Linux >= 5.14), or where that file is absent, SIGKILLs each
   // pid listed in the cgroup.procs files, round after round. Then waits until

@@ -361,11 +361,31 @@ TEST_F(TaskCgroupTest, TaskDirMethods_OutsideTheTasksDir_InvalidArgumentOrNotFou
         << dir;
     EXPECT_THAT(tree_->Remove(dir), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_))
         << dir;
+    EXPECT_THAT(tree_->Populated(dir), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_))
+        << dir;
   }
   const std::string gone = Base() + "/tasks/gone";
   EXPECT_THAT(tree_->ReadUsage(gone), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
   EXPECT_THAT(tree_->Kill(gone), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
   EXPECT_THAT(tree_->Remove(gone), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+}
+
+TEST_F(TaskCgroupTest, Populated_ReadsThePopulatedLineOfCgroupEvents) {
+  auto dir = tree_->CreateTaskCgroup("a", {});
+  ASSERT_THAT(dir, ::trainctl::testing::IsOk());
+  WriteFile(*dir + "/cgroup.events", "populated 1\nfrozen 0\n");
+  absl::StatusOr<bool> populated = tree_->Populated(*dir);
+  ASSERT_THAT(populated, ::trainctl::testing::IsOk());
+  EXPECT_TRUE(*populated);
+  WriteFile(*dir + "/cgroup.events", "populated 0\nfrozen 0\n");
+  populated = tree_->Populated(*dir);
+  ASSERT_THAT(populated, ::trainctl::testing::IsOk());
+  EXPECT_FALSE(*populated);
+  WriteFile(*dir + "/cgroup.events", "frozen 0\n");
+  EXPECT_THAT(tree_->Populated(*dir),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("no populated 0|1 line")));
+  std::filesystem::remove_all(*dir);
+  EXPECT_THAT(tree_->Populated(*dir), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
 }
 
 TEST_F(TaskCgroupTest, Kill_WithCgroupKill_WritesOneAndReturnsWhenEmpty) {
