@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/hw/accounts.h"
@@ -137,6 +138,17 @@ absl::Status Agent::Validate() {
     }
   }
   return absl::OkStatus();
+}
+
+Agent::~Agent() {
+  if (config_.cgroups == nullptr) return;
+  absl::MutexLock lock(&cgroup_pool_mu_);
+  for (const std::string& dir : cgroup_pool_) {
+    if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
+      TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
+    }
+  }
+  cgroup_pool_.clear();
 }
 
 absl::StatusOr<v1::RegisterNode> Agent::Registration() {
@@ -428,18 +440,30 @@ absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) 
     }
     return absl::OkStatus();
   }
+  const bool slot = limits.cpus <= 0 && limits.memory_bytes <= 0 && start.image().empty();
+  if (slot) {
+    absl::MutexLock lock(&cgroup_pool_mu_);
+    if (!cgroup_pool_.empty()) {
+      spec.cgroup_dir = std::move(cgroup_pool_.back());
+      cgroup_pool_.pop_back();
+      return absl::OkStatus();
+    }
+  }
   std::string cluster;
   {
     absl::MutexLock lock(&cluster_mu_);
     cluster = cluster_id_.substr(0, 8);
   }
   const std::string name =
-      absl::StrFormat("%s%sjob-%d.attempt-%d.rank-%d", cluster, cluster.empty() ? "" : "-",
-                      ref.job_id(), ref.attempt(), ref.rank());
+      slot ? absl::StrFormat("%s%sslot-%d", cluster, cluster.empty() ? "" : "-",
+                             next_cgroup_slot_.fetch_add(1))
+           : absl::StrFormat("%s%sjob-%d.attempt-%d.rank-%d", cluster,
+                             cluster.empty() ? "" : "-", ref.job_id(), ref.attempt(),
+                             ref.rank());
   absl::StatusOr<std::string> dir = config_.cgroups->CreateTaskCgroup(name, limits);
   if (dir.status().code() == absl::StatusCode::kAlreadyExists) {
     // Left by an agent that died: nothing of it may survive into this task.
-    ReleaseCgroup(absl::StrCat(config_.cgroups->tasks_dir(), "/", name));
+    ReleaseCgroup(absl::StrCat(config_.cgroups->tasks_dir(), "/", name), /*reuse=*/false);
     dir = config_.cgroups->CreateTaskCgroup(name, limits);
   }
   if (!dir.ok()) return dir.status();
@@ -491,15 +515,22 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
   return absl::OkStatus();
 }
 
-void Agent::ReleaseCgroup(const std::string& dir) const {
+void Agent::ReleaseCgroup(const std::string& dir, bool reuse) const {
   if (config_.cgroups == nullptr || dir.empty()) return;
   // Usually every process of the task ended with it: then there is nothing
-  // to kill or reap, only the directory to remove. It is on the path from a
-  // task's exit to its report (and so to the next task on its GPU): one read
-  // of cgroup.events instead of the usage files, the pid lists and
-  // cgroup.kill.
+  // to kill or reap, only the directory to remove, or for a slot to pool.
+  // It is on the path from a task's exit to its report (and so to the next
+  // task on its GPU): one read of cgroup.events instead of the usage files,
+  // the pid lists and cgroup.kill.
   if (absl::StatusOr<bool> populated = config_.cgroups->Populated(dir);
       populated.ok() && !*populated) {
+    if (reuse && absl::StrContains(std::filesystem::path(dir).filename().string(), "slot-")) {
+      absl::MutexLock lock(&cgroup_pool_mu_);
+      if (cgroup_pool_.size() < kMaxPooledCgroups) {
+        cgroup_pool_.push_back(dir);
+        return;
+      }
+    }
     if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
       TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
     }

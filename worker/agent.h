@@ -13,6 +13,7 @@
 // lists every task not yet reported as ended, so the coordinator sees real
 // exit codes across reconnects.
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -121,6 +122,9 @@ class Agent {
   // launcher must have made its last exit callback (e.g. been destroyed)
   // before the Agent is destroyed.
   Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launcher);
+  // Removes the pooled slot cgroups (PlaceInCgroup); task cgroups in use are
+  // their tasks' to release.
+  ~Agent();
 
   // Checks the offered GPUs exist. Errors: INVALID_ARGUMENT naming a GPU
   // index this host does not have; UNAVAILABLE from the inventory.
@@ -239,14 +243,19 @@ class Agent {
   // CgroupTree::CreateTaskCgroup and ContainerRuntime::WrapArgv.
   absl::StatusOr<LaunchSpec> SpecFor(const v1::StartTask& start) const;
   // Gives `spec` a cgroup of its own with the task's limits (when the agent
-  // has cgroups). Errors: FAILED_PRECONDITION for limits without cgroups;
-  // those of CgroupTree::CreateTaskCgroup.
+  // has cgroups): named after the task (<cluster>-job-J.attempt-A.rank-R)
+  // when it has limits (--cpus, --mem) or an image; otherwise a slot
+  // (<cluster>-slot-N), taken from the pool of emptied slots when there is
+  // one. Errors: FAILED_PRECONDITION for limits without cgroups; those of
+  // CgroupTree::CreateTaskCgroup.
   absl::Status PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const;
   // Wraps `spec` in the node's container runtime for start.image().
   // Errors: FAILED_PRECONDITION without a runtime; those of WrapArgv.
   absl::Status WrapInContainer(const v1::StartTask& start, LaunchSpec& spec) const;
-  // Kills what is left in a task's cgroup and removes it (logs failures).
-  void ReleaseCgroup(const std::string& dir) const;
+  // Kills what is left in a task's cgroup and removes it (logs failures);
+  // an emptied slot cgroup goes back to the pool instead while `reuse` and
+  // the pool has room (kMaxPooledCgroups).
+  void ReleaseCgroup(const std::string& dir, bool reuse = true) const;
   void OnExit(const Key& key, ExitInfo info);
   // Reports the exit of `it`'s task (and an out-of-memory line first).
   // Returns the port of a PyTorch store to close once mu_ is released (0:
@@ -281,6 +290,15 @@ class Agent {
   const Account agent_account_;
   const std::string instance_id_;
   // Its own lock: LogPath() is called with and without mu_ held.
+  // Emptied slot cgroups (PlaceInCgroup), reused by later tasks: every
+  // removed memory cgroup stays in the kernel, dying, while page cache its
+  // task charged is cached (every file it wrote), so a new cgroup per short
+  // task piles up thousands of them (bench/README.md, "What the cgroup per
+  // task costs"). Removed when the agent is destroyed.
+  static constexpr size_t kMaxPooledCgroups = 64;
+  mutable absl::Mutex cgroup_pool_mu_;
+  mutable std::vector<std::string> cgroup_pool_ ABSL_GUARDED_BY(cgroup_pool_mu_);
+  mutable std::atomic<int64_t> next_cgroup_slot_{0};
   mutable absl::Mutex cluster_mu_;
   std::string cluster_id_ ABSL_GUARDED_BY(cluster_mu_);
 

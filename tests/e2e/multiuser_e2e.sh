@@ -196,6 +196,23 @@ if [[ -n $CG ]] && grep -q "cgroup v2 at" "$WORK/agent.log"; then
   while kill -0 "$ESC" 2>/dev/null && ((SECONDS < end)); do read -rt 0.05 <> <(:) || true; done
   ! kill -0 "$ESC" 2>/dev/null || { ps -eo pid,pgid,sid,ppid,stat,user,cmd | grep -v "ps -eo" >&2; fail "the setsid'd process $ESC outlived its cancelled job"; }
   ok "each task in its own cgroup; a setsid'd process dies with its job at cancel"
+  # A task without limits runs in a slot cgroup; the next one reuses the
+  # slot the last one left (no new memory cgroup per short task). A task
+  # with a memory limit gets one named after it.
+  cg_of() { as "$A" "$TA" "$T" logs "$1" | sed -n 's/^0:://p'; }
+  s1=$(as "$A" "$TA" "$T" submit --workdir "$HOME_A" -- cat /proc/self/cgroup) || fail "slot submit 1"
+  as "$A" "$TA" "$T" wait "$s1" >/dev/null || fail "slot job $s1 failed"
+  s2=$(as "$A" "$TA" "$T" submit --workdir "$HOME_A" -- cat /proc/self/cgroup) || fail "slot submit 2"
+  as "$A" "$TA" "$T" wait "$s2" >/dev/null || fail "slot job $s2 failed"
+  c1=$(cg_of "$s1"); c2=$(cg_of "$s2")
+  [[ $c1 == */tasks/*slot-* ]] || fail "job $s1 ran in $c1, not a slot cgroup"
+  [[ $c1 == "$c2" ]] || fail "job $s2 ran in $c2, not in the slot $c1 that job $s1 left"
+  if grep -Eq "controllers: [a-z ]*memory" "$WORK/agent.log"; then
+    m=$(as "$A" "$TA" "$T" submit --mem 256MiB --workdir "$HOME_A" -- cat /proc/self/cgroup) || fail "--mem submit"
+    as "$A" "$TA" "$T" wait "$m" >/dev/null || fail "--mem job $m failed"
+    [[ $(cg_of "$m") == */tasks/*job-$m.attempt-0.rank-0 ]] || fail "--mem job $m ran in $(cg_of "$m")"
+  fi
+  ok "tasks without limits reuse an emptied slot cgroup ($c1); a --mem task gets its own"
 else
   echo "note: no writable cgroup v2 here: per-task cgroups not checked"
 fi
