@@ -143,12 +143,13 @@ absl::Status Agent::Validate() {
 Agent::~Agent() {
   if (config_.cgroups == nullptr) return;
   absl::MutexLock lock(&cgroup_pool_mu_);
-  for (const std::string& dir : cgroup_pool_) {
+  for (const auto& [user, dir] : cgroup_pool_) {
     if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
       TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
     }
   }
   cgroup_pool_.clear();
+  slot_users_.clear();
 }
 
 absl::StatusOr<v1::RegisterNode> Agent::Registration() {
@@ -441,11 +442,16 @@ absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) 
     return absl::OkStatus();
   }
   const bool slot = limits.cpus <= 0 && limits.memory_bytes <= 0 && start.image().empty();
+  // A slot is reused only by tasks of the account that last ran in it: its
+  // counters (memory.current, cpu.stat) still count that task's use.
+  const std::string& user = start.run_as_user();
   if (slot) {
     absl::MutexLock lock(&cgroup_pool_mu_);
-    if (!cgroup_pool_.empty()) {
-      spec.cgroup_dir = std::move(cgroup_pool_.back());
-      cgroup_pool_.pop_back();
+    for (auto it = cgroup_pool_.rbegin(); it != cgroup_pool_.rend(); ++it) {
+      if (it->first != user) continue;
+      spec.cgroup_dir = std::move(it->second);
+      cgroup_pool_.erase(std::next(it).base());
+      slot_users_[spec.cgroup_dir] = user;
       return absl::OkStatus();
     }
   }
@@ -468,6 +474,10 @@ absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) 
   }
   if (!dir.ok()) return dir.status();
   spec.cgroup_dir = *std::move(dir);
+  if (slot) {
+    absl::MutexLock lock(&cgroup_pool_mu_);
+    slot_users_[spec.cgroup_dir] = user;
+  }
   return absl::OkStatus();
 }
 
@@ -524,11 +534,15 @@ void Agent::ReleaseCgroup(const std::string& dir, bool reuse) const {
   // the pid lists and cgroup.kill.
   if (absl::StatusOr<bool> populated = config_.cgroups->Populated(dir);
       populated.ok() && !*populated) {
-    if (reuse && absl::StrContains(std::filesystem::path(dir).filename().string(), "slot-")) {
+    {
       absl::MutexLock lock(&cgroup_pool_mu_);
-      if (cgroup_pool_.size() < kMaxPooledCgroups) {
-        cgroup_pool_.push_back(dir);
-        return;
+      auto slot = slot_users_.find(dir);
+      if (slot != slot_users_.end()) {
+        if (reuse && cgroup_pool_.size() < kMaxPooledCgroups) {
+          cgroup_pool_.emplace_back(slot->second, dir);
+          return;
+        }
+        slot_users_.erase(slot);
       }
     }
     if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
@@ -556,6 +570,11 @@ void Agent::ReleaseCgroup(const std::string& dir, bool reuse) const {
     }
     TC_LOG_INFO("cgroup {}: killed {} process(es) that left the task's process group",
                 dir, usage->pids.size());
+  }
+  // A slot whose task left processes behind is not reused.
+  {
+    absl::MutexLock lock(&cgroup_pool_mu_);
+    slot_users_.erase(dir);
   }
   if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
     TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());

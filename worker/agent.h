@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/btree_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
@@ -246,7 +247,8 @@ class Agent {
   // has cgroups): named after the task (<cluster>-job-J.attempt-A.rank-R)
   // when it has limits (--cpus, --mem) or an image; otherwise a slot
   // (<cluster>-slot-N), taken from the pool of emptied slots when there is
-  // one. Errors: FAILED_PRECONDITION for limits without cgroups; those of
+  // one that last held a task of the same account. Errors:
+  // FAILED_PRECONDITION for limits without cgroups; those of
   // CgroupTree::CreateTaskCgroup.
   absl::Status PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const;
   // Wraps `spec` in the node's container runtime for start.image().
@@ -297,7 +299,12 @@ class Agent {
   // task costs"). Removed when the agent is destroyed.
   static constexpr size_t kMaxPooledCgroups = 64;
   mutable absl::Mutex cgroup_pool_mu_;
-  mutable std::vector<std::string> cgroup_pool_ ABSL_GUARDED_BY(cgroup_pool_mu_);
+  // (account the slot's last task ran as, its directory), newest last.
+  mutable std::vector<std::pair<std::string, std::string>> cgroup_pool_
+      ABSL_GUARDED_BY(cgroup_pool_mu_);
+  // Slot cgroups given to running tasks, and the account of each.
+  mutable absl::flat_hash_map<std::string, std::string> slot_users_
+      ABSL_GUARDED_BY(cgroup_pool_mu_);
   mutable std::atomic<int64_t> next_cgroup_slot_{0};
   mutable absl::Mutex cluster_mu_;
   std::string cluster_id_ ABSL_GUARDED_BY(cluster_mu_);

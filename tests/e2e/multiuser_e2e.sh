@@ -207,12 +207,16 @@ if [[ -n $CG ]] && grep -q "cgroup v2 at" "$WORK/agent.log"; then
   c1=$(cg_of "$s1"); c2=$(cg_of "$s2")
   [[ $c1 == */tasks/*slot-* ]] || fail "job $s1 ran in $c1, not a slot cgroup"
   [[ $c1 == "$c2" ]] || fail "job $s2 ran in $c2, not in the slot $c1 that job $s1 left"
+  b1=$(as "$B" "$TB" "$T" submit --workdir / -- cat /proc/self/cgroup) || fail "bob's slot submit"
+  as "$B" "$TB" "$T" wait "$b1" >/dev/null || fail "bob's slot job $b1 failed"
+  cb=$(as "$B" "$TB" "$T" logs "$b1" | sed -n 's/^0:://p')
+  [[ $cb == */tasks/*slot-* && $cb != "$c1" ]] || fail "bob's job $b1 ran in $cb (alice's slot: $c1)"
   if grep -Eq "controllers: [a-z ]*memory" "$WORK/agent.log"; then
     m=$(as "$A" "$TA" "$T" submit --mem 256MiB --workdir "$HOME_A" -- cat /proc/self/cgroup) || fail "--mem submit"
     as "$A" "$TA" "$T" wait "$m" >/dev/null || fail "--mem job $m failed"
     [[ $(cg_of "$m") == */tasks/*job-$m.attempt-0.rank-0 ]] || fail "--mem job $m ran in $(cg_of "$m")"
   fi
-  ok "tasks without limits reuse an emptied slot cgroup ($c1); a --mem task gets its own"
+  ok "tasks without limits reuse an emptied slot cgroup of their user ($c1; bob's: $cb); a --mem task gets its own"
 else
   echo "note: no writable cgroup v2 here: per-task cgroups not checked"
 fi
