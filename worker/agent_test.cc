@@ -17,6 +17,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/hw/cgroup.h"
 #include "worker/hw/fake_gpu_inventory.h"
 
 namespace trainctl::worker {
@@ -280,6 +281,63 @@ TEST_F(AgentTest, Handle_StartTaskOfRoot_RefusedUnlessAllowed) {
   agent_->Handle(msg);
   ASSERT_THAT(launcher_.launched, SizeIs(1));
   EXPECT_EQ(launcher_.launched.begin()->second.run_as->uid, 0);
+}
+
+// A fake cgroup v2 tree under the test's directory (plain files, as in
+// cgroup_test.cc): the agent's delegated cgroup offering cpu, memory, pids.
+absl::StatusOr<CgroupTree> FakeCgroupTree(const std::string& root) {
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::trunc) << text;
+  };
+  const std::string fs = root + "/fs", svc = fs + "/agent.service";
+  std::filesystem::create_directories(svc);
+  write(fs + "/cgroup.controllers", "cpu memory pids\n");
+  write(fs + "/cgroup.procs", "1\n");
+  write(fs + "/cgroup.subtree_control", "");
+  write(svc + "/cgroup.controllers", "cpu memory pids\n");
+  write(svc + "/cgroup.procs", absl::StrCat(getpid(), "\n"));
+  write(svc + "/cgroup.subtree_control", "");
+  write(svc + "/cgroup.type", "domain\n");
+  write(root + "/self-cgroup", "0::/agent.service\n");
+  return CgroupTree::Open(fs, root + "/self-cgroup");
+}
+
+TEST_F(AgentTest, Cgroups_TaskWithoutLimits_ReusesTheEmptiedSlotOfItsAccount) {
+  absl::StatusOr<CgroupTree> tree = FakeCgroupTree(log_dir_ + "/cg");
+  ASSERT_THAT(tree, ::trainctl::testing::IsOk());
+  config_.cgroups = &*tree;
+  Make();
+  Connect();
+  agent_->Handle(Start(1, 0));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const std::string slot = launcher_.launched.at(1000).cgroup_dir;
+  EXPECT_THAT(slot, ::testing::EndsWith("/tasks/slot-0"));
+  // The task ends with nothing left in its cgroup: the slot is kept.
+  std::ofstream(slot + "/cgroup.events") << "populated 0\nfrozen 0\n";
+  launcher_.Exit(1000, ExitInfo{0, 0});
+  EXPECT_TRUE(std::filesystem::is_directory(slot));
+  // The next such task of the same account runs in it.
+  agent_->Handle(Start(2, 0));
+  EXPECT_EQ(launcher_.launched.at(1001).cgroup_dir, slot);
+  launcher_.Exit(1001, ExitInfo{0, 0});
+  // A task of another account gets another slot; a task with a memory
+  // limit, a cgroup named after it.
+  v1::CoordinatorMessage other = Start(3, 0);
+  other.mutable_start_task()->set_run_as_user("root");
+  other.mutable_start_task()->set_allow_root(true);
+  agent_->Handle(other);
+  EXPECT_THAT(launcher_.launched.at(1002).cgroup_dir, ::testing::EndsWith("/tasks/slot-1"));
+  v1::CoordinatorMessage limited = Start(4, 0);
+  limited.mutable_start_task()->set_memory_bytes(int64_t{1} << 30);
+  agent_->Handle(limited);
+  EXPECT_THAT(launcher_.launched.at(1003).cgroup_dir,
+              ::testing::EndsWith("/tasks/job-4.attempt-0.rank-0"));
+  // The agent removes its pooled slots when it goes (before the tree it
+  // points to). On this fake tree rmdir works once the file is gone.
+  launcher_.Exit(1002, ExitInfo{0, 0});
+  std::filesystem::remove(slot + "/cgroup.events");
+  agent_.reset();
+  EXPECT_FALSE(std::filesystem::exists(slot));
 }
 
 TEST_F(AgentTest, Handle_SharedGpuTaskWithMps_GetsClientEnvCappedAtReservation) {
