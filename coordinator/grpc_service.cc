@@ -4,6 +4,7 @@
 #include <atomic>
 #include <deque>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -174,37 +175,47 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                       const v1::SubmitJobRequest* req,
                                       v1::SubmitJobResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
-    if (!who.ok()) {
-      reactor->Finish(ToGrpcStatus(who.status()));
-      return reactor;
-    }
     v1::JobSpec spec = req->spec();
-    if (absl::Status s = ApplySubmitter(*who, &spec); !s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
-      return reactor;
-    }
+    std::optional<Principal> who = SubmitterOrFinish(ctx, reactor, &spec);
+    if (!who) return reactor;
     // Answered when the job's write is durable, from the store's commit
     // thread: no server thread waits for the fsync (group commit).
     core_->SubmitJobAsync(
         spec, req->request_id(),
         [this, reactor, resp, who = *who,
          has_request_id = !req->request_id().empty()](absl::StatusOr<int64_t> id) {
-          if (id.ok() && has_request_id) {
-            // A request id already used by another user's job must not hand
-            // that job to this caller.
-            absl::StatusOr<v1::Job> job = core_->GetJob(*id);
-            if (job.ok()) {
-              if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of");
-                  !s.ok()) {
-                id = s;
-              }
-            }
-          }
+          if (id.ok() && has_request_id) id = OwnedByCaller(who, *id);
           if (id.ok()) resp->set_job_id(*id);
           reactor->Finish(ToGrpcStatus(id.status()));
         });
     return reactor;
+  }
+
+  // The caller, authenticated, with `spec` made theirs (ApplySubmitter);
+  // nullopt once `reactor` is finished with why not.
+  std::optional<Principal> SubmitterOrFinish(grpc::CallbackServerContext* ctx,
+                                             grpc::ServerUnaryReactor* reactor,
+                                             v1::JobSpec* spec) {
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::Status s = who.ok() ? ApplySubmitter(*who, spec) : who.status();
+    if (!s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return std::nullopt;
+    }
+    return *std::move(who);
+  }
+
+  // `id` when the job given for a repeated request id is the caller's to
+  // have; PERMISSION_DENIED when it is another user's (a request id already
+  // used by another user's job must not hand that job to this caller).
+  absl::StatusOr<int64_t> OwnedByCaller(const Principal& who, int64_t id) {
+    absl::StatusOr<v1::Job> job = core_->GetJob(id);
+    if (job.ok()) {
+      if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of"); !s.ok()) {
+        return s;
+      }
+    }
+    return id;
   }
 
   grpc::ServerUnaryReactor* SubmitJobs(grpc::CallbackServerContext* ctx,
@@ -254,11 +265,8 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                         absl::StatusOr<std::vector<int64_t>> ids,
                         grpc::ServerUnaryReactor* reactor, v1::SubmitJobsResponse* resp) {
     if (ids.ok() && has_request_id && !ids->empty()) {
-      absl::StatusOr<v1::Job> job = core_->GetJob(ids->front());
-      if (job.ok()) {
-        if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of"); !s.ok()) {
-          ids = s;
-        }
+      if (absl::StatusOr<int64_t> first = OwnedByCaller(who, ids->front()); !first.ok()) {
+        ids = first.status();
       }
     }
     if (ids.ok()) {
@@ -271,17 +279,10 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                            const v1::SubmitJobArrayRequest* req,
                                            v1::SubmitJobsResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
-    if (!who.ok()) {
-      reactor->Finish(ToGrpcStatus(who.status()));
-      return reactor;
-    }
     // Moved out of the request, as SubmitJobs' specs are.
     v1::JobSpec spec = std::move(*const_cast<v1::SubmitJobArrayRequest*>(req)->mutable_spec());
-    if (absl::Status s = ApplySubmitter(*who, &spec); !s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
-      return reactor;
-    }
+    std::optional<Principal> who = SubmitterOrFinish(ctx, reactor, &spec);
+    if (!who) return reactor;
     const std::vector<int> task_ids(req->task_ids().begin(), req->task_ids().end());
     core_->SubmitJobArrayAsync(
         std::move(spec), task_ids, req->max_running(), req->request_id(),

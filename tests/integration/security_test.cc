@@ -135,6 +135,20 @@ class SecurityTest : public ::testing::Test {
     return s;
   }
 
+  // A two-task job array from one spec (SubmitJobArray).
+  grpc::Status SubmitArray(const char* token, const std::string& user = "",
+                           const std::string& request_id = "") {
+    v1::SubmitJobArrayRequest req;
+    req.mutable_spec()->add_command("true");
+    req.mutable_spec()->set_gpus(1);
+    req.mutable_spec()->set_user(user);
+    req.add_task_ids(0);
+    req.add_task_ids(1);
+    req.set_request_id(request_id);
+    v1::SubmitJobsResponse resp;
+    return users_->SubmitJobArray(As(token).get(), req, &resp);
+  }
+
   grpc::Status GetJob(const char* token, int64_t id, v1::Job* job = nullptr) {
     v1::GetJobRequest req;
     req.set_job_id(id);
@@ -306,6 +320,13 @@ TEST_F(SecurityTest, ForbiddenCalls_AreRefused_AndChangeNothing) {
        grpc::StatusCode::PERMISSION_DENIED, "spec.user"},
       {"reuse another user's request id",
        [&] { return Submit(kBob, &unused, "", "alice-req-1"); },
+       grpc::StatusCode::PERMISSION_DENIED, "may not reuse the request_id"},
+      {"submit an array without a token", [&] { return SubmitArray(nullptr); },
+       grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
+      {"submit an array as another user", [&] { return SubmitArray(kBob, "alice"); },
+       grpc::StatusCode::PERMISSION_DENIED, "spec.user"},
+      {"reuse another user's request id for an array",
+       [&] { return SubmitArray(kBob, "", "alice-req-1"); },
        grpc::StatusCode::PERMISSION_DENIED, "may not reuse the request_id"},
       {"usage without a token", [&] { return GetJobUsage(nullptr, {}); },
        grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
