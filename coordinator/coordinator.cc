@@ -450,17 +450,22 @@ void Coordinator::ReleaseSharedEnvLocked(const v1::Job& job) {
   if (it != shared_envs_.end() && --it->second.refs <= 0) shared_envs_.erase(it);
 }
 
+absl::StatusOr<google::protobuf::Map<std::string, std::string>>
+Coordinator::HolderEnvLocked(int64_t holder) const {
+  v1::Job scratch;
+  absl::StatusOr<const v1::Job*> record = LookupLocked(holder, &scratch);
+  if (!record.ok()) {
+    return absl::DataLossError(absl::StrCat("the exported environment stored with job ",
+                                            holder, " cannot be read: ",
+                                            record.status().message()));
+  }
+  return (*record)->spec().exported_env();
+}
+
 absl::Status Coordinator::LoadSharedEnvsLocked() {
   for (auto& [holder, shared] : shared_envs_) {
     if (!shared.env.empty()) continue;
-    v1::Job scratch;
-    absl::StatusOr<const v1::Job*> record = LookupLocked(holder, &scratch);
-    if (!record.ok()) {
-      return absl::DataLossError(absl::StrCat(
-          shared.refs, " job(s) share the exported environment stored with job ",
-          holder, ", whose record cannot be read: ", record.status().message()));
-    }
-    shared.env = (*record)->spec().exported_env();
+    TC_ASSIGN_OR_RETURN(shared.env, HolderEnvLocked(holder));
   }
   return absl::OkStatus();
 }
@@ -1004,18 +1009,10 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
   // the holder's record.
   if (const auto* env = ExportedEnvLocked(*job); env != nullptr) {
     *out.mutable_spec()->mutable_exported_env() = *env;
-    return out;
+  } else {
+    TC_ASSIGN_OR_RETURN(*out.mutable_spec()->mutable_exported_env(),
+                        HolderEnvLocked(job->exported_env_job_id()));
   }
-  v1::Job holder_scratch;
-  absl::StatusOr<const v1::Job*> holder =
-      LookupLocked(job->exported_env_job_id(), &holder_scratch);
-  if (!holder.ok()) {
-    return absl::DataLossError(absl::StrCat(
-        "job ", job_id, ": its exported environment is stored with job ",
-        job->exported_env_job_id(), ", whose record cannot be read: ",
-        holder.status().message()));
-  }
-  *out.mutable_spec()->mutable_exported_env() = (*holder)->spec().exported_env();
   return out;
 }
 

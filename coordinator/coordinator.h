@@ -897,6 +897,11 @@ class Coordinator {
   // the environment with its last user.
   void HoldSharedEnvLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSharedEnvLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The exported environment stored in job `holder`'s record (in memory or
+  // read from the store). Errors: DATA_LOSS when the record cannot be read
+  // (records are never deleted).
+  absl::StatusOr<google::protobuf::Map<std::string, std::string>> HolderEnvLocked(
+      int64_t holder) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After loading: reads each environment that loaded jobs share into
   // shared_envs_, from the holder in jobs_ or else from the store. Errors:
   // DATA_LOSS when a holder's record cannot be read (records are never

@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/hw/accounts.h"
@@ -143,11 +142,7 @@ absl::Status Agent::Validate() {
 Agent::~Agent() {
   if (config_.cgroups == nullptr) return;
   absl::MutexLock lock(&cgroup_pool_mu_);
-  for (const auto& [user, dir] : cgroup_pool_) {
-    if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
-      TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
-    }
-  }
+  for (const auto& [user, dir] : cgroup_pool_) RemoveCgroup(dir);
   cgroup_pool_.clear();
   slot_users_.clear();
 }
@@ -528,54 +523,51 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
 void Agent::ReleaseCgroup(const std::string& dir, bool reuse) const {
   if (config_.cgroups == nullptr || dir.empty()) return;
   // Usually every process of the task ended with it: then there is nothing
-  // to kill or reap, only the directory to remove, or for a slot to pool.
-  // It is on the path from a task's exit to its report (and so to the next
-  // task on its GPU): one read of cgroup.events instead of the usage files,
-  // the pid lists and cgroup.kill.
-  if (absl::StatusOr<bool> populated = config_.cgroups->Populated(dir);
-      populated.ok() && !*populated) {
-    {
-      absl::MutexLock lock(&cgroup_pool_mu_);
-      auto slot = slot_users_.find(dir);
-      if (slot != slot_users_.end()) {
-        if (reuse && cgroup_pool_.size() < kMaxPooledCgroups) {
-          cgroup_pool_.emplace_back(slot->second, dir);
-          return;
-        }
-        slot_users_.erase(slot);
-      }
-    }
-    if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
+  // to kill or reap. It is on the path from a task's exit to its report (and
+  // so to the next task on its GPU): one read of cgroup.events instead of
+  // the usage files, the pid lists and cgroup.kill.
+  const absl::StatusOr<bool> populated = config_.cgroups->Populated(dir);
+  const bool emptied = populated.ok() && !*populated;
+  if (!emptied) {
+    // Processes that left the task's process group were reparented to the
+    // agent (a child subreaper): once killed they are its zombies, which
+    // only it can reap. The task's leader is already reaped by the launcher
+    // (this runs after its exit), so every pid here is such an escapee or
+    // one of its descendants, whose pid cannot be reused before it is
+    // reaped.
+    absl::StatusOr<CgroupUsage> usage = config_.cgroups->ReadUsage(dir);
+    if (absl::Status s = config_.cgroups->Kill(dir); !s.ok() && !absl::IsNotFound(s)) {
       TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
     }
-    return;
-  }
-  // Processes that left the task's process group were reparented to the
-  // agent (a child subreaper): once killed they are its zombies, which only
-  // it can reap. The task's leader is already reaped by the launcher (this
-  // runs after its exit), so every pid here is such an escapee or one of its
-  // descendants, whose pid cannot be reused before it is reaped.
-  absl::StatusOr<CgroupUsage> usage = config_.cgroups->ReadUsage(dir);
-  if (absl::Status s = config_.cgroups->Kill(dir); !s.ok() && !absl::IsNotFound(s)) {
-    TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
-  }
-  if (usage.ok() && !usage->pids.empty()) {
-    // A descendant becomes the agent's child only once its parent is
-    // reaped: reap round after round until a round reaps nothing.
-    for (bool reaped = true; reaped;) {
-      reaped = false;
-      for (int pid : usage->pids) {
-        if (waitpid(pid, nullptr, WNOHANG) == pid) reaped = true;
+    if (usage.ok() && !usage->pids.empty()) {
+      // A descendant becomes the agent's child only once its parent is
+      // reaped: reap round after round until a round reaps nothing.
+      for (bool reaped = true; reaped;) {
+        reaped = false;
+        for (int pid : usage->pids) {
+          if (waitpid(pid, nullptr, WNOHANG) == pid) reaped = true;
+        }
       }
+      TC_LOG_INFO("cgroup {}: killed {} process(es) that left the task's process group",
+                  dir, usage->pids.size());
     }
-    TC_LOG_INFO("cgroup {}: killed {} process(es) that left the task's process group",
-                dir, usage->pids.size());
   }
-  // A slot whose task left processes behind is not reused.
   {
+    // An emptied slot goes back to the pool; one whose task left processes
+    // behind is never reused.
     absl::MutexLock lock(&cgroup_pool_mu_);
-    slot_users_.erase(dir);
+    if (auto slot = slot_users_.find(dir); slot != slot_users_.end()) {
+      if (emptied && reuse && cgroup_pool_.size() < kMaxPooledCgroups) {
+        cgroup_pool_.emplace_back(slot->second, dir);
+        return;
+      }
+      slot_users_.erase(slot);
+    }
   }
+  RemoveCgroup(dir);
+}
+
+void Agent::RemoveCgroup(const std::string& dir) const {
   if (absl::Status s = config_.cgroups->Remove(dir); !s.ok() && !absl::IsNotFound(s)) {
     TC_LOG_WARN("cgroup {}: {}", dir, s.ToString());
   }

@@ -258,6 +258,8 @@ class Agent {
   // an emptied slot cgroup goes back to the pool instead while `reuse` and
   // the pool has room (kMaxPooledCgroups).
   void ReleaseCgroup(const std::string& dir, bool reuse = true) const;
+  // Removes the cgroup `dir` (logs a failure; one already gone is fine).
+  void RemoveCgroup(const std::string& dir) const;
   void OnExit(const Key& key, ExitInfo info);
   // Reports the exit of `it`'s task (and an out-of-memory line first).
   // Returns the port of a PyTorch store to close once mu_ is released (0:
