@@ -1,10 +1,13 @@
 // SubmitJobs: many jobs in one call, all or nothing, in one durable commit;
 // job arrays (JobSpec.array): ids, the launch environment, the %P throttle;
-// exits reported in one AgentMessage.task_status_batch. FakeClock and a real
+// starts and exits reported in one AgentMessage.task_status_batch; starts
+// to one agent written as one CoordinatorMessage.start_task_batch. FakeClock
+// and a real
 // SQLite store in a temp dir (restarted like a crashed coordinator); no
 // sleeps.
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -14,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/testing/status_matchers.h"
+#include "coordinator/agent_writes.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/testing/fake_agent_connection.h"
 #include "gmock/gmock.h"
@@ -495,6 +499,81 @@ TEST_F(SubmitJobsTest, SingleTaskStatus_FromAnOlderAgent_StillHandled) {
   *exited.mutable_task_status() = ExitOf(conn.Starts()[0]);
   TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, exited));
   EXPECT_EQ(core_->GetJob(ids->front())->state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(SubmitJobsTest, TaskStatusBatch_StartAndExitOfOneTask_RecordsBoth) {
+  // A short task's RUNNING and its exit, written together by the agent.
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 1), &conn));
+  clock_.Advance(absl::Seconds(5));
+  auto ids = Submit({OneGpu("a")});
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  ASSERT_EQ(conn.Starts().size(), 1u);
+  v1::AgentMessage batch;
+  *batch.mutable_task_status_batch()->add_statuses() =
+      Running(conn.Starts()[0]).task_status();
+  *batch.mutable_task_status_batch()->add_statuses() = ExitOf(conn.Starts()[0]);
+  TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, batch));
+  TC_ASSERT_OK(core_->WaitForWrites());
+  absl::StatusOr<v1::Job> job = core_->GetJob(ids->front());
+  ASSERT_THAT(job, ::trainctl::testing::IsOk());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_GT(job->tasks(0).start_time_ms(), 0);
+  EXPECT_EQ(job->tasks(0).pid(), 100);
+}
+
+v1::CoordinatorMessage StartOf(int64_t job, size_t env_bytes = 0) {
+  v1::CoordinatorMessage msg;
+  msg.mutable_start_task()->mutable_task()->set_job_id(job);
+  if (env_bytes > 0) {
+    (*msg.mutable_start_task()->mutable_env())["BIG"] = std::string(env_bytes, 'x');
+  }
+  return msg;
+}
+
+TEST(CoalesceLeadingStartsTest, RunOfStarts_OneBatchInOrderThenTheRest) {
+  std::deque<v1::CoordinatorMessage> queue = {StartOf(1), StartOf(2), StartOf(3)};
+  queue.emplace_back().mutable_stop_task()->mutable_task()->set_job_id(9);
+  queue.push_back(StartOf(4));
+  EXPECT_EQ(CoalesceLeadingStarts(queue), 3);
+  ASSERT_EQ(queue.size(), 3u);
+  ASSERT_TRUE(queue[0].has_start_task_batch());
+  ASSERT_EQ(queue[0].start_task_batch().starts_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(queue[0].start_task_batch().starts(i).task().job_id(), i + 1);
+  }
+  // A stop is never moved ahead of or behind the starts around it.
+  EXPECT_TRUE(queue[1].has_stop_task());
+  EXPECT_EQ(queue[2].start_task().task().job_id(), 4);
+}
+
+TEST(CoalesceLeadingStartsTest, LoneStartOrOtherFront_LeftAsItIs) {
+  std::deque<v1::CoordinatorMessage> lone = {StartOf(1)};
+  lone.emplace_back().mutable_stop_task();
+  EXPECT_EQ(CoalesceLeadingStarts(lone), 0);
+  EXPECT_TRUE(lone[0].has_start_task());
+  std::deque<v1::CoordinatorMessage> ack(1);
+  ack[0].mutable_register_ack();
+  ack.push_back(StartOf(1));
+  ack.push_back(StartOf(2));
+  EXPECT_EQ(CoalesceLeadingStarts(ack), 0);
+  EXPECT_TRUE(ack[0].has_register_ack());
+  EXPECT_EQ(ack.size(), 3u);
+}
+
+TEST(CoalesceLeadingStartsTest, LongOrLargeRun_SplitWithinTheLimits) {
+  std::deque<v1::CoordinatorMessage> many;
+  for (int i = 0; i < kMaxStartsPerBatch + 10; ++i) many.push_back(StartOf(i));
+  EXPECT_EQ(CoalesceLeadingStarts(many), kMaxStartsPerBatch);
+  ASSERT_EQ(many.size(), 11u);
+  EXPECT_EQ(many[1].start_task().task().job_id(), kMaxStartsPerBatch);
+  // Three starts of 400 KiB of environment each: two fit in 1 MiB.
+  std::deque<v1::CoordinatorMessage> large = {StartOf(1, 400 << 10), StartOf(2, 400 << 10),
+                                              StartOf(3, 400 << 10)};
+  EXPECT_EQ(CoalesceLeadingStarts(large), 2);
+  ASSERT_EQ(large.size(), 2u);
+  EXPECT_LE(large[0].ByteSizeLong(), kMaxStartBatchBytes + 64);
+  EXPECT_EQ(large[1].start_task().task().job_id(), 3);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "coordinator/agent_writes.h"
 
 namespace trainctl::coord {
 namespace {
@@ -572,8 +573,10 @@ class GrpcCoordinatorServices::RendezvousApi : public v1::Rendezvous::CallbackSe
 namespace {
 
 // One agent's stream. Reads are handled one at a time, in order; writes are
-// queued (one outstanding StartWrite at a time, as gRPC requires). Deletes
-// itself in OnDone, after telling the core it is gone.
+// queued (one outstanding StartWrite at a time, as gRPC requires), and
+// starts queued behind a write in flight go as one start_task_batch to an
+// agent that takes them (coordinator/agent_writes.h). Deletes itself in
+// OnDone, after telling the core it is gone.
 class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
                                                    v1::CoordinatorMessage>,
                     public AgentConnection {
@@ -599,6 +602,12 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
     }
   }
 
+  // Writes the front of the queue, merging the starts there first.
+  void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (batch_starts_) CoalesceLeadingStarts(out_);
+    StartWrite(&out_.front());
+  }
+
   void Close(const absl::Status& status) override { FinishOnce(ToGrpcStatus(status)); }
 
   void OnReadDone(bool ok) override {
@@ -622,6 +631,10 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
       }
       // Set before registering: once registered, messages may arrive.
       node_ = in_.register_().node().name();
+      {
+        absl::MutexLock lock(&mu_);
+        batch_starts_ = in_.register_().accepts_start_task_batch();
+      }
       absl::Status registered = core_->RegisterAgent(in_.register_(), this);
       if (!registered.ok()) {
         node_.clear();
@@ -643,7 +656,7 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
     absl::MutexLock lock(&mu_);
     out_.pop_front();
     if (ok && !out_.empty() && !finished_) {
-      StartWrite(&out_.front());
+      StartNextWriteLocked();
     } else {
       writing_ = false;
     }
@@ -671,6 +684,8 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
   std::deque<v1::CoordinatorMessage> out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // RegisterNode.accepts_start_task_batch of the agent on this stream.
+  bool batch_starts_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -173,6 +173,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   node->set_agent_version("0.1.0");
   reg.set_fences(config_.fences);
   reg.set_agent_instance_id(instance_id_);
+  reg.set_accepts_start_task_batch(true);
   for (const GpuInfo& g : gpus) {
     if (!offered.empty() && !offered.contains(g.index)) continue;
     v1::Gpu* gpu = node->add_gpus();
@@ -394,6 +395,11 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
   switch (msg.msg_case()) {
     case v1::CoordinatorMessage::kStartTask:
       Start(msg.start_task());
+      break;
+    case v1::CoordinatorMessage::kStartTaskBatch:
+      // In order, as that many start_task messages: their RUNNING reports
+      // leave in the same order.
+      for (const v1::StartTask& start : msg.start_task_batch().starts()) Start(start);
       break;
     case v1::CoordinatorMessage::kStopTask: {
       const v1::TaskRef& r = msg.stop_task().task();

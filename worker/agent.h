@@ -157,9 +157,10 @@ class Agent {
   // The stream ended: reports queue until the next Connected().
   void Disconnected();
 
-  // Handles StartTask, StopTask and ReadLog. One caller at a time (the
-  // stream's reader): a StartTask's launch runs here without the agent's
-  // lock, and a StopTask must not overtake it.
+  // Handles StartTask (alone or in a StartTaskBatch, started in order),
+  // StopTask and ReadLog. One caller at a time (the stream's reader): a
+  // StartTask's launch runs here without the agent's lock, and a StopTask
+  // must not overtake it.
   void Handle(const v1::CoordinatorMessage& msg);
 
   // Fencing: kills (SIGKILL to the process group, no grace) every task

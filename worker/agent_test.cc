@@ -145,6 +145,30 @@ TEST_F(AgentTest, Handle_StartTask_LaunchesWithMergedEnvAndReportsRunning) {
   EXPECT_EQ(agent_->RunningTasks(), 0);
 }
 
+TEST_F(AgentTest, Handle_StartTaskBatch_StartsEachInOrderAndSaysItTakesBatches) {
+  Make();
+  Connect();
+  // The coordinator batches starts only for agents that say they take them.
+  EXPECT_TRUE(agent_->Registration()->accepts_start_task_batch());
+  v1::CoordinatorMessage batch;
+  for (int64_t job : {7, 8, 9}) {
+    *batch.mutable_start_task_batch()->add_starts() = Start(job, 0).start_task();
+  }
+  agent_->Handle(batch);
+  ASSERT_THAT(launcher_.launched, SizeIs(3));
+  ASSERT_THAT(sent_, SizeIs(3));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(sent_[i].task_status().state(), v1::TASK_STATE_RUNNING);
+    EXPECT_EQ(sent_[i].task_status().task().job_id(), 7 + i);
+    EXPECT_EQ(sent_[i].task_status().task().pid(), 1000 + i);
+  }
+  EXPECT_EQ(launcher_.launched.at(1002).env.at("RANK"), "0");
+  EXPECT_EQ(agent_->RunningTasks(), 3);
+  // A start repeated in a later batch is not launched twice.
+  agent_->Handle(batch);
+  EXPECT_THAT(launcher_.launched, SizeIs(3));
+}
+
 TEST_F(AgentTest, Handle_StartTaskDiscardingOutput_NoLogFileAndNoneReported) {
   Make();
   Connect();
