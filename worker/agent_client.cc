@@ -63,9 +63,11 @@ std::shared_ptr<grpc::Channel> CoordinatorChannel(
 }
 
 GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address,
-                                   std::shared_ptr<grpc::ChannelCredentials> credentials)
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                   absl::Duration report_linger)
     : agent_(agent),
       address_(std::move(coordinator_address)),
+      report_linger_(report_linger),
       channel_(CoordinatorChannel(address_, std::move(credentials))) {}
 
 void GrpcAgentSession::Watchdog() {
@@ -179,10 +181,11 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
                                         ack.register_ack().lease_ms())))
                      : "");
 
-  // One writer thread; the agent and the heartbeat thread only queue (exits
-  // that pile up meanwhile go as one batch to a coordinator that takes them).
+  // One writer thread; the agent and the heartbeat thread only queue (task
+  // statuses that pile up meanwhile, or within the linger, go as one batch to
+  // a coordinator that takes them).
   OutboxQueue outbox([&stream](const v1::AgentMessage& m) { return stream->Write(m); },
-                     ack.register_ack().accepts_task_status_batch());
+                     ack.register_ack().accepts_task_status_batch(), report_linger_);
   auto write = [&outbox](const v1::AgentMessage& msg) { outbox.Push(msg); };
   agent_->Connected(write, ack.register_ack().cluster_id());
   if (!registered_.HasBeenNotified()) registered_.Notify();

@@ -49,9 +49,12 @@ class GrpcAgentSession {
  public:
   // `agent` is not owned and must outlive the session. `credentials` null
   // means a plaintext channel (insecure mode); MakeAgentTlsCredentials gives
-  // mutual TLS.
+  // mutual TLS. `report_linger`: how long a task status may wait for the
+  // ones that follow it before it is written (OutboxQueue); zero writes each
+  // as soon as the stream is free.
   GrpcAgentSession(Agent* agent, std::string coordinator_address,
-                   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+                   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+                   absl::Duration report_linger = absl::ZeroDuration());
 
   // Connects, serves, reconnects; returns after Shutdown().
   void Run();
@@ -74,6 +77,7 @@ class GrpcAgentSession {
 
   Agent* const agent_;
   const std::string address_;
+  const absl::Duration report_linger_;
   std::shared_ptr<grpc::Channel> channel_;
   absl::Notification shutdown_;
   absl::Notification registered_;

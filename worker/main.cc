@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <csignal>
 #include <cstdlib>
@@ -164,6 +165,16 @@ int main(int argc, char** argv) {
                  "always get PATH, LANG, LANGUAGE, LC_*, TZ, LD_LIBRARY_PATH, "
                  "CUDA_* and NCCL_*; nothing else of the agent's environment")
       ->delimiter(',');
+  double report_linger_ms = 2;
+  app.add_option("--report-linger-ms", report_linger_ms,
+                 "task start and exit reports are written at most once per "
+                 "this many ms: the first after a quiet spell at once, those "
+                 "that follow within it together, so that a burst of short "
+                 "tasks costs the coordinator one message, one scheduling "
+                 "pass and one commit (heartbeats and log reads never wait); "
+                 "0: each report as soon as the stream is free")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
   std::string cgroups_mode = "auto";
   app.add_option("--cgroups", cgroups_mode,
                  "auto: a cgroup v2 per task under the agent's own cgroup "
@@ -547,7 +558,9 @@ int main(int argc, char** argv) {
       std::make_unique<trainctl::worker::PosixProcessLauncher>(launch_options);
   trainctl::worker::Agent agent(config, inventory.get(), launcher.get());
   if (absl::Status s = agent.Validate(); !s.ok()) return Fail(s.ToString());
-  trainctl::worker::GrpcAgentSession session(&agent, coordinator, credentials);
+  trainctl::worker::GrpcAgentSession session(
+      &agent, coordinator, credentials,
+      absl::Microseconds(std::llround(report_linger_ms * 1000)));
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

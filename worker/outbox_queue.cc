@@ -1,22 +1,21 @@
 #include "worker/outbox_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace trainctl::worker {
 namespace {
 
-bool IsExit(const v1::AgentMessage& m) {
-  return m.has_task_status() && m.task_status().state() != v1::TASK_STATE_RUNNING;
-}
+bool IsTaskStatus(const v1::AgentMessage& m) { return m.has_task_status(); }
 
 }  // namespace
 
-std::vector<v1::AgentMessage> CoalesceTaskExits(std::vector<v1::AgentMessage> msgs) {
+std::vector<v1::AgentMessage> CoalesceTaskStatuses(std::vector<v1::AgentMessage> msgs) {
   std::vector<v1::AgentMessage> out;
   out.reserve(msgs.size());
   for (size_t i = 0; i < msgs.size();) {
     size_t end = i;
-    while (end < msgs.size() && IsExit(msgs[end])) ++end;
+    while (end < msgs.size() && IsTaskStatus(msgs[end])) ++end;
     if (end - i >= 2) {
       v1::AgentMessage batch;
       v1::TaskStatusBatch* b = batch.mutable_task_status_batch();
@@ -33,9 +32,10 @@ std::vector<v1::AgentMessage> CoalesceTaskExits(std::vector<v1::AgentMessage> ms
   return out;
 }
 
-OutboxQueue::OutboxQueue(Writer write, bool batch_exits)
+OutboxQueue::OutboxQueue(Writer write, bool batch_statuses, absl::Duration linger)
     : write_(std::move(write)),
-      batch_exits_(batch_exits),
+      batch_statuses_(batch_statuses),
+      linger_(batch_statuses ? linger : absl::ZeroDuration()),
       writer_([this] { WriteLoop(); }) {}
 
 OutboxQueue::~OutboxQueue() { Close(); }
@@ -43,6 +43,7 @@ OutboxQueue::~OutboxQueue() { Close(); }
 void OutboxQueue::Push(v1::AgentMessage msg) {
   absl::MutexLock lock(&mu_);
   if (closing_ || broken_) return;
+  if (!IsTaskStatus(msg)) urgent_ = true;
   queue_.push_back(std::move(msg));
 }
 
@@ -52,6 +53,10 @@ void OutboxQueue::Close() {
     closing_ = true;
   }
   if (writer_.joinable()) writer_.join();
+}
+
+bool OutboxQueue::WriteNowLocked() const {
+  return closing_ || urgent_ || queue_.size() >= kMaxLingerStatuses;
 }
 
 void OutboxQueue::WriteLoop() {
@@ -65,10 +70,29 @@ void OutboxQueue::WriteLoop() {
           },
           this));
       if (queue_.empty()) return;  // Closing, everything written.
+      if (linger_ > absl::ZeroDuration()) {
+        // Only task statuses queued, and statuses were written less than
+        // `linger_` ago (tasks are starting and ending in quick
+        // succession): the ones that follow join them until `linger_` after
+        // that write. After a quiet spell the deadline has passed: written
+        // at once.
+        mu_.AwaitWithDeadline(
+            absl::Condition(
+                +[](OutboxQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+                  return q->WriteNowLocked();
+                },
+                this),
+            last_status_write_ + linger_);
+      }
       batch.swap(queue_);
+      urgent_ = false;
+      if (linger_ > absl::ZeroDuration() &&
+          std::any_of(batch.begin(), batch.end(), IsTaskStatus)) {
+        last_status_write_ = absl::Now();
+      }
     }
     // Messages queued while these are written go in the next round.
-    if (batch_exits_) batch = CoalesceTaskExits(std::move(batch));
+    if (batch_statuses_) batch = CoalesceTaskStatuses(std::move(batch));
     for (const v1::AgentMessage& m : batch) {
       if (!write_(m)) {
         absl::MutexLock lock(&mu_);
