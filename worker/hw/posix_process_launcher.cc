@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -231,6 +232,39 @@ PosixProcessLauncher::~PosixProcessLauncher() {
   for (std::thread& t : threads) t.join();
 }
 
+absl::StatusOr<std::string> PosixProcessLauncher::FindProgram(const LaunchSpec& spec) {
+  const std::string& program = spec.argv[0];
+  if (options_.program_lookup_ttl <= absl::ZeroDuration() || program.empty() ||
+      program.find('/') != std::string::npos) {
+    return ResolveProgram(spec);
+  }
+  auto path_it = spec.env.find("PATH");
+  // The workdir is part of the key: an empty or relative PATH entry is
+  // searched there.
+  const std::string key = absl::StrCat(
+      program, absl::string_view("\0", 1),
+      path_it != spec.env.end() ? path_it->second : "", absl::string_view("\0", 1),
+      spec.workdir);
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&lookups_mu_);
+    auto it = lookups_.find(key);
+    if (it != lookups_.end() && now < it->second.expires &&
+        IsExecutableFile(InWorkdir(spec.workdir, it->second.path))) {
+      return it->second.path;
+    }
+  }
+  absl::StatusOr<std::string> found = ResolveProgram(spec);
+  absl::MutexLock lock(&lookups_mu_);
+  if (!found.ok()) {
+    lookups_.erase(key);
+    return found;
+  }
+  if (lookups_.size() >= kMaxProgramLookups) lookups_.clear();
+  lookups_[key] = ProgramLookup{*found, now + options_.program_lookup_ttl};
+  return found;
+}
+
 absl::StatusOr<int> PosixProcessLauncher::Launch(
     const LaunchSpec& spec, absl::AnyInvocable<void(ExitInfo)> on_exit) {
   if (spec.argv.empty()) {
@@ -256,7 +290,7 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
         "root, and may start tasks only as itself",
         spec.run_as->user, spec.run_as->uid, static_cast<int>(geteuid())));
   }
-  absl::StatusOr<std::string> program = ResolveProgram(spec);
+  absl::StatusOr<std::string> program = FindProgram(spec);
   if (!program.ok()) return program.status();
   absl::StatusOr<int> log_fd = OpenLog(spec.log_path, spec.run_as);
   if (!log_fd.ok()) return log_fd.status();

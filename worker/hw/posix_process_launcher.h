@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,6 +65,14 @@ class PosixProcessLauncher : public ProcessLauncher {
     // How long the shim waits after SIGTERM before SIGKILL, once the agent
     // is gone.
     absl::Duration orphan_grace = absl::Seconds(5);
+    // How long a PATH lookup of a program name is reused for tasks with the
+    // same name, PATH and workdir. A reused path is checked (one stat) before
+    // each launch and looked up again when it is no longer an executable
+    // file; a program put earlier in the PATH is seen once this has passed
+    // (bash's command hash keeps it until `hash -r`). The lookup is about a
+    // tenth of the agent's CPU per task on a long PATH (bench/README.md).
+    // Zero: every launch looks the program up.
+    absl::Duration program_lookup_ttl = absl::Seconds(1);
   };
 
   PosixProcessLauncher() : PosixProcessLauncher(Options()) {}
@@ -101,8 +110,17 @@ class PosixProcessLauncher : public ProcessLauncher {
     absl::Time kill_deadline = absl::InfiniteFuture();
   };
 
+  // A PATH lookup kept for Options::program_lookup_ttl.
+  struct ProgramLookup {
+    std::string path;
+    absl::Time expires;
+  };
+
   void Wait(int pid);
   void Housekeep();
+  // The path to execute for spec.argv[0] (see Launch), from the lookup cache
+  // when it holds a fresh entry that is still an executable file.
+  absl::StatusOr<std::string> FindProgram(const LaunchSpec& spec);
 
   const Options options_;
 
@@ -114,6 +132,11 @@ class PosixProcessLauncher : public ProcessLauncher {
   // Waiter threads not yet in finished_ (still waiting or running on_exit).
   int active_waiters_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // PATH lookups by program name, PATH and workdir (FindProgram); at most
+  // kMaxProgramLookups, all dropped when full.
+  static constexpr size_t kMaxProgramLookups = 1024;
+  absl::Mutex lookups_mu_;
+  absl::flat_hash_map<std::string, ProgramLookup> lookups_ ABSL_GUARDED_BY(lookups_mu_);
   // Wakes Housekeep() on a new deadline, a finished waiter or shutdown.
   absl::CondVar housekeeping_cv_;
   std::thread housekeeper_;

@@ -229,6 +229,53 @@ TEST_F(PosixProcessLauncherTest, Launch_ProgramInTaskPathOnly_IsFound) {
   EXPECT_THAT(ReadFile(spec.log_path), HasSubstr("hello from"));
 }
 
+// Writes an executable script at `path` that prints `text`.
+void WriteScript(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << "#!/bin/sh\necho " << text << "\n";
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_ReusedLookupWhoseProgramMoved_FindsItAgain) {
+  // The first launch finds tc-where in a/; a later one with the same PATH
+  // reuses that lookup, but a/tc-where is gone by then: the PATH is searched
+  // again (b/), and once it is gone from every directory the launch is
+  // NOT_FOUND naming it, as without the reuse.
+  WriteScript(dir_ / "a" / "tc-where", "from-a");
+  LaunchSpec spec = Spec({"tc-where"});
+  spec.env["PATH"] = (dir_ / "a").string() + ":" + (dir_ / "b").string() + ":/usr/bin:/bin";
+  ExitWaiter first;
+  TC_ASSERT_OK(launcher_.Launch(spec, first.Callback()));
+  ASSERT_TRUE(first.Wait());
+  fs::remove(dir_ / "a" / "tc-where");
+  WriteScript(dir_ / "b" / "tc-where", "from-b");
+  ExitWaiter second;
+  TC_ASSERT_OK(launcher_.Launch(spec, second.Callback()));
+  ASSERT_TRUE(second.Wait());
+  EXPECT_EQ(second.info.exit_code, 0);
+  EXPECT_THAT(ReadFile(spec.log_path), HasSubstr("from-a\nfrom-b"));
+  fs::remove(dir_ / "b" / "tc-where");
+  EXPECT_THAT(launcher_.Launch(spec, [](ExitInfo) {}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("tc-where")));
+}
+
+TEST_F(PosixProcessLauncherTest, Launch_NoLookupReuse_ProgramPutEarlierInPathIsRunAtOnce) {
+  PosixProcessLauncher::Options options;
+  options.program_lookup_ttl = absl::ZeroDuration();
+  PosixProcessLauncher launcher(options);
+  WriteScript(dir_ / "b" / "tc-where", "from-b");
+  LaunchSpec spec = Spec({"tc-where"});
+  spec.env["PATH"] = (dir_ / "a").string() + ":" + (dir_ / "b").string() + ":/usr/bin:/bin";
+  ExitWaiter first;
+  TC_ASSERT_OK(launcher.Launch(spec, first.Callback()));
+  ASSERT_TRUE(first.Wait());
+  WriteScript(dir_ / "a" / "tc-where", "from-a");
+  ExitWaiter second;
+  TC_ASSERT_OK(launcher.Launch(spec, second.Callback()));
+  ASSERT_TRUE(second.Wait());
+  EXPECT_THAT(ReadFile(spec.log_path), HasSubstr("from-b\nfrom-a"));
+}
+
 TEST_F(PosixProcessLauncherTest, Launch_MissingProgram_IsNotFoundNamingIt) {
   ExitWaiter exit;
   EXPECT_THAT(launcher_.Launch(Spec({"tc-no-such-program", "--x"}),
