@@ -490,20 +490,21 @@ std::vector<int64_t> Coordinator::ActiveIdsLocked() const {
   return {active_.begin(), active_.end()};
 }
 
-absl::Status Coordinator::EnqueueJobLocked(const v1::Job& job) {
-  absl::StatusOr<WriteTicket> ticket = store_->EnqueuePutJob(job);
+absl::Status Coordinator::EnqueueJobLocked(const v1::Job& job, bool lazily) {
+  absl::StatusOr<WriteTicket> ticket =
+      lazily ? store_->EnqueuePutJobLazily(job) : store_->EnqueuePutJob(job);
   if (!ticket.ok()) return ticket.status();
   last_ticket_ = std::max(last_ticket_, *ticket);
   return absl::OkStatus();
 }
 
-void Coordinator::PersistLocked(const v1::Job& job) {
+void Coordinator::PersistLocked(const v1::Job& job, bool lazily) {
   TrackLocked(job);
   // Queued, not waited for: whoever replies on the strength of this write
   // (SubmitJob, CancelJob, a StartTask) waits for its ticket outside mu_.
   // `s` says whether the store took it (a synchronous store: stored); a
   // queued write that later fails to commit is logged by its waiter.
-  absl::Status s = EnqueueJobLocked(job);
+  absl::Status s = EnqueueJobLocked(job, lazily);
   NoteStoredLocked(job.id(), s);
   if (!s.ok()) {
     TC_LOG_ERROR("could not store job {}: {}", job.id(), s.ToString());

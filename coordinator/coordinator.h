@@ -668,8 +668,12 @@ class Coordinator {
   void ReportIllegalTransitionLocked(const absl::Status& error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Persists `job`; logs (does not return) a store failure after the fact
-  // (only submit and cancel can refuse the user).
-  void PersistLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // (only submit and cancel can refuse the user). `lazily`: a change whose
+  // loss in a crash the next agent registration repairs (a task's RUNNING):
+  // the write rides with the next commit (StateStore::EnqueuePutJobLazily)
+  // instead of costing one of its own.
+  void PersistLocked(const v1::Job& job, bool lazily = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps active_ in step with `job` (called on every job change).
   void TrackLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ids of active_ (a copy, for loops that change jobs).
@@ -811,9 +815,10 @@ class Coordinator {
   // Waits (without mu_) until the write `ticket` is durable. Errors:
   // UNAVAILABLE when it failed.
   absl::Status WaitStored(WriteTicket ticket) ABSL_LOCKS_EXCLUDED(mu_);
-  // Queues `job`'s write (StateStore::EnqueuePutJob) and returns its status;
-  // the ticket goes into last_ticket_.
-  absl::Status EnqueueJobLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `job`'s write (StateStore::EnqueuePutJob, or EnqueuePutJobLazily
+  // when `lazily`) and returns its status; the ticket goes into last_ticket_.
+  absl::Status EnqueueJobLocked(const v1::Job& job, bool lazily = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // MASTER_PORTs held by jobs with live tasks, by rank 0's node (only
   // `node`'s when not null). O(active jobs).

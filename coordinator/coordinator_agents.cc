@@ -120,8 +120,13 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
       }
       if (task != nullptr && task->state() != v1::TASK_STATE_STOPPING) {
         if (task->state() == v1::TASK_STATE_STARTING) {
-          TaskToLocked(jt->second, *task, v1::TASK_STATE_RUNNING);
-          task->set_pid(ref.pid());
+          // Its RUNNING report was lost with the previous coordinator (or its
+          // lazily written record with a crash): handled as that report, so
+          // the job becomes RUNNING once all its ranks are, as it would have.
+          v1::TaskStatus running;
+          *running.mutable_task() = ref;
+          running.set_state(v1::TASK_STATE_RUNNING);
+          HandleTaskStatusLocked(n.name(), running, deferred);
         }
         continue;
       }
@@ -334,7 +339,9 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
         })) {
       TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred);
     }
-    PersistLocked(job);
+    // Lost in a crash, it comes back with the agent's registration (the task
+    // is listed as running): not worth a commit of its own.
+    PersistLocked(job, /*lazily=*/true);
     return;
   }
   if (!ended) return;

@@ -522,6 +522,71 @@ TEST_F(SubmitJobsTest, TaskStatusBatch_StartAndExitOfOneTask_RecordsBoth) {
   EXPECT_EQ(job->tasks(0).pid(), 100);
 }
 
+TEST_F(SubmitJobsTest, Restart_RunningReportNeverStored_RegistrationMakesTheJobRunning) {
+  // The task started, but its RUNNING never reached the store (lost with the
+  // coordinator, or a lazy write not yet committed): after the restart the
+  // record says SCHEDULED. The agent's registration lists the task as
+  // running: the job is RUNNING again, with a start time, and ends as usual.
+  v1::StartTask start;
+  int64_t id = 0;
+  {
+    FakeConnection conn;
+    TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 1), &conn));
+    auto ids = Submit({OneGpu("a")});
+    ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+    id = ids->front();
+    TC_ASSERT_OK(core_->WaitForWrites());
+    ASSERT_EQ(conn.Starts().size(), 1u);
+    start = conn.Starts()[0];
+  }
+  Restart();
+  EXPECT_EQ(core_->GetJob(id)->state(), v1::JOB_STATE_SCHEDULED);
+  clock_.Advance(absl::Seconds(3));
+  FakeConnection conn;
+  v1::RegisterNode again = testing::FakeNodeRegistration("a", 1);
+  *again.add_running_tasks() = Running(start).task_status().task();
+  TC_ASSERT_OK(core_->RegisterAgent(again, &conn));
+  absl::StatusOr<v1::Job> job = core_->GetJob(id);
+  ASSERT_THAT(job, ::trainctl::testing::IsOk());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job->tasks(0).state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(job->tasks(0).pid(), 100);
+  EXPECT_GT(job->tasks(0).start_time_ms(), 0);
+  EXPECT_THAT(conn.Stops(), ::testing::SizeIs(0));
+  v1::AgentMessage exited;
+  *exited.mutable_task_status() = ExitOf(start);
+  TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, exited));
+  TC_ASSERT_OK(core_->WaitForWrites());
+  EXPECT_EQ(core_->GetJob(id)->state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(SubmitJobsTest, RunningReport_StoredWithTheNextCommit) {
+  // A RUNNING report starts no commit of its own (the flush is set past the
+  // test's life); the task's exit commits it too. Restarted, the record has
+  // the start time.
+  store_->SetLazyFlush(absl::Hours(1));
+  FakeConnection conn;
+  TC_ASSERT_OK(core_->RegisterAgent(testing::FakeNodeRegistration("a", 1), &conn));
+  clock_.Advance(absl::Seconds(5));
+  auto ids = Submit({OneGpu("a")});
+  ASSERT_THAT(ids, ::trainctl::testing::IsOk());
+  TC_ASSERT_OK(core_->WaitForWrites());
+  ASSERT_EQ(conn.Starts().size(), 1u);
+  const int64_t before = store_->commit_stats().commits;
+  TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, Running(conn.Starts()[0])));
+  clock_.Advance(absl::Seconds(2));
+  v1::AgentMessage exited;
+  *exited.mutable_task_status() = ExitOf(conn.Starts()[0]);
+  TC_ASSERT_OK(core_->HandleAgentMessage("a", &conn, exited));
+  TC_ASSERT_OK(core_->WaitForWrites());
+  EXPECT_EQ(store_->commit_stats().commits - before, 1);
+  Restart();
+  absl::StatusOr<v1::Job> job = core_->GetJob(ids->front());
+  ASSERT_THAT(job, ::trainctl::testing::IsOk());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job->tasks(0).end_time_ms() - job->tasks(0).start_time_ms(), 2000);
+}
+
 v1::CoordinatorMessage StartOf(int64_t job, size_t env_bytes = 0) {
   v1::CoordinatorMessage msg;
   msg.mutable_start_task()->mutable_task()->set_job_id(job);

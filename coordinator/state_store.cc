@@ -480,8 +480,13 @@ SqliteStateStore::~SqliteStateStore() {
   committer_.join();  // It commits what is queued first.
 }
 
-WriteTicket SqliteStateStore::EnqueueLocked(Write w) {
+WriteTicket SqliteStateStore::EnqueueLocked(Write w, bool lazy) {
   const WriteTicket ticket = ++last_ticket_;
+  if (!lazy) {
+    last_eager_ = ticket;
+  } else if (oldest_lazy_ == absl::InfiniteFuture()) {
+    oldest_lazy_ = absl::Now();
+  }
   if (w.kind == Write::Kind::kJob) {
     auto [it, fresh] = queued_jobs_.try_emplace(w.job_id, queue_.size());
     if (!fresh) {
@@ -499,16 +504,28 @@ WriteTicket SqliteStateStore::EnqueueLocked(Write w) {
   return ticket;
 }
 
-absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutJob(const v1::Job& job) {
-  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
+SqliteStateStore::Write SqliteStateStore::JobWrite(const v1::Job& job) {
   Write w;
   w.kind = Write::Kind::kJob;
   w.job_id = job.id();
-  w.blob = job.SerializeAsString();  // Outside the lock.
+  w.blob = job.SerializeAsString();
   w.summary = SummaryOf(job);
   w.retired = IsRetired(job);
+  return w;
+}
+
+absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutJob(const v1::Job& job) {
+  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
+  Write w = JobWrite(job);  // Outside the lock.
   absl::MutexLock lock(&queue_mu_);
   return EnqueueLocked(std::move(w));
+}
+
+absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutJobLazily(const v1::Job& job) {
+  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
+  Write w = JobWrite(job);
+  absl::MutexLock lock(&queue_mu_);
+  return EnqueueLocked(std::move(w), /*lazy=*/true);
 }
 
 absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutNode(const v1::Node& node) {
@@ -553,7 +570,15 @@ void SqliteStateStore::WhenDurable(WriteTicket ticket,
 }
 
 bool SqliteStateStore::HasWorkLocked() const {
-  return stopping_ || (holds_ == 0 && last_ticket_ > durable_);
+  if (stopping_) return true;
+  if (holds_ > 0 || last_ticket_ == durable_) return false;
+  return last_eager_ > durable_ || !callbacks_.empty() || draining_ > 0 ||
+         absl::Now() >= oldest_lazy_ + lazy_flush_;
+}
+
+void SqliteStateStore::SetLazyFlush(absl::Duration after) {
+  absl::MutexLock lock(&queue_mu_);
+  lazy_flush_ = after;
 }
 
 void SqliteStateStore::HoldCommits() {
@@ -577,11 +602,22 @@ void SqliteStateStore::CommitLoop() {
     WriteTicket from, upto;
     {
       absl::MutexLock lock(&queue_mu_);
-      queue_mu_.Await(absl::Condition(this, &SqliteStateStore::HasWorkLocked));
+      const absl::Condition has_work(this, &SqliteStateStore::HasWorkLocked);
+      while (!HasWorkLocked()) {
+        // Lazy writes alone wake nobody when their time is up: wait until
+        // then at most. Past it (commits are held), any change wakes us.
+        const absl::Time flush_at = oldest_lazy_ + lazy_flush_;
+        if (absl::Now() < flush_at) {
+          queue_mu_.AwaitWithDeadline(has_work, flush_at);
+        } else {
+          queue_mu_.Await(has_work);
+        }
+      }
       if (last_ticket_ == durable_) return;  // Stopping, nothing queued.
       batch.swap(queue_);
       queued_jobs_.clear();
       queued_nodes_.clear();
+      oldest_lazy_ = absl::InfiniteFuture();
       from = durable_;
       upto = last_ticket_;
     }
@@ -682,8 +718,10 @@ void SqliteStateStore::Drain() {
     SqliteStateStore* store;
     WriteTicket upto;
   } arg{this, last_ticket_};
+  ++draining_;  // Lazy writes too: commit them now.
   queue_mu_.Await(absl::Condition(
       +[](Arg* a) { return a->store->durable_ >= a->upto; }, &arg));
+  --draining_;
 }
 
 absl::StatusOr<StoredState> SqliteStateStore::LoadTables(bool with_jobs) {

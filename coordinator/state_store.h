@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "trainctl/v1/metrics.pb.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -83,6 +84,17 @@ class StateStore {
   // together). Errors: INVALID_ARGUMENT for id <= 0; UNAVAILABLE / INTERNAL
   // when the write was refused at once (the default, synchronous path).
   virtual absl::StatusOr<WriteTicket> EnqueuePutJob(const v1::Job& job);
+
+  // As EnqueuePutJob, for a write that nobody waits for and whose loss in a
+  // crash the coordinator repairs by itself (a task's RUNNING: the agent's
+  // next registration lists the task again). It starts no commit of its own:
+  // it goes with the next commit of another write, at once when someone
+  // waits for its ticket (WhenDurable, WaitDurable, a read), and at the
+  // latest kLazyFlush after it was queued. The default is EnqueuePutJob.
+  static constexpr absl::Duration kLazyFlush = absl::Seconds(1);
+  virtual absl::StatusOr<WriteTicket> EnqueuePutJobLazily(const v1::Job& job) {
+    return EnqueuePutJob(job);
+  }
 
   // As EnqueuePutJob, for node `node.name()`. Errors: INVALID_ARGUMENT for an
   // empty name; UNAVAILABLE / INTERNAL as above.
@@ -246,11 +258,16 @@ class SqliteStateStore : public StateStore {
   absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
       int64_t job_id, const std::string& key) override;
   absl::StatusOr<WriteTicket> EnqueuePutJob(const v1::Job& job) override;
+  absl::StatusOr<WriteTicket> EnqueuePutJobLazily(const v1::Job& job) override;
   absl::StatusOr<WriteTicket> EnqueuePutNode(const v1::Node& node) override;
   void WhenDurable(WriteTicket ticket,
                    absl::AnyInvocable<void(absl::Status) &&> done) override;
   void HoldCommits() override;
   void ReleaseCommits() override;
+
+  // How long a lazy write may wait for another commit (default kLazyFlush);
+  // tests use other values.
+  void SetLazyFlush(absl::Duration after) ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   // Commits made so far (transactions, i.e. fsyncs with kFull) and the writes
   // they carried after coalescing; for benchmarks and tests.
@@ -296,9 +313,17 @@ class SqliteStateStore : public StateStore {
   // Load(), or without the jobs table when !with_jobs.
   absl::StatusOr<StoredState> LoadTables(bool with_jobs);
 
-  WriteTicket EnqueueLocked(Write w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Queues `w`; a `lazy` write starts no commit by itself (see
+  // EnqueuePutJobLazily).
+  WriteTicket EnqueueLocked(Write w, bool lazy = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // A Write of `job` (serialized outside any lock).
+  static Write JobWrite(const v1::Job& job);
   absl::Status StatusOfLocked(WriteTicket ticket) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Whether the commit thread should commit now: stopping, or not held and
+  // a write is queued that is not lazy, waited for (a callback or a Drain)
+  // or lazy for lazy_flush_ already.
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // The commit thread's loop; runs until `stopping_` and the queue is empty.
   void CommitLoop();
@@ -313,6 +338,14 @@ class SqliteStateStore : public StateStore {
   absl::flat_hash_map<std::string, size_t> queued_nodes_ ABSL_GUARDED_BY(queue_mu_);
   WriteTicket last_ticket_ ABSL_GUARDED_BY(queue_mu_) = 0;
   WriteTicket durable_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  // The last ticket of a write that is not lazy.
+  WriteTicket last_eager_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  // When the oldest lazy write now queued was queued; InfiniteFuture() when
+  // none is.
+  absl::Time oldest_lazy_ ABSL_GUARDED_BY(queue_mu_) = absl::InfiniteFuture();
+  // Drain() calls waiting for a commit.
+  int draining_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  absl::Duration lazy_flush_ ABSL_GUARDED_BY(queue_mu_) = kLazyFlush;
   // Callbacks waiting for a ticket, run in ticket order, then registration.
   absl::btree_multimap<WriteTicket, absl::AnyInvocable<void(absl::Status) &&>>
       callbacks_ ABSL_GUARDED_BY(queue_mu_);

@@ -454,6 +454,64 @@ TEST(SqliteStateStoreTest, HoldCommits_WritesQueuedWhileHeld_OneCommit) {
   EXPECT_EQ(state->jobs[0].state(), v1::JOB_STATE_SCHEDULED);
 }
 
+// Opens a SQLite store in a fresh directory named `name`.
+std::unique_ptr<SqliteStateStore> FreshSqlite(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto store = SqliteStateStore::Open(dir + "/state.db");
+  EXPECT_THAT(store, ::trainctl::testing::IsOk());
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+// A lazy write costs no commit of its own: it goes with the next write that
+// does. (The flush is set past any test's life, so nothing else commits it.)
+TEST(SqliteStateStoreTest, LazyWrite_RidesWithTheNextCommit) {
+  std::unique_ptr<SqliteStateStore> store = FreshSqlite("sqlite-lazy-rides");
+  ASSERT_NE(store, nullptr);
+  store->SetLazyFlush(absl::Hours(1));
+  const SqliteStateStore::CommitStats before = store->commit_stats();
+  auto lazy = store->EnqueuePutJobLazily(MakeJob(1, v1::JOB_STATE_RUNNING));
+  TC_ASSERT_OK(lazy);
+  auto eager = store->EnqueuePutJob(MakeJob(2, v1::JOB_STATE_SUCCEEDED));
+  TC_ASSERT_OK(eager);
+  TC_ASSERT_OK(store->WaitDurable(*eager));
+  const SqliteStateStore::CommitStats after = store->commit_stats();
+  EXPECT_EQ(after.commits - before.commits, 1);
+  EXPECT_EQ(after.writes - before.writes, 2);
+  TC_EXPECT_OK(store->WaitDurable(*lazy));
+}
+
+// Whoever waits for a lazy write, or reads, gets it committed at once.
+TEST(SqliteStateStoreTest, LazyWrite_WaitedForOrRead_CommittedAtOnce) {
+  std::unique_ptr<SqliteStateStore> store = FreshSqlite("sqlite-lazy-waited");
+  ASSERT_NE(store, nullptr);
+  store->SetLazyFlush(absl::Hours(1));
+  auto waited = store->EnqueuePutJobLazily(MakeJob(1, v1::JOB_STATE_RUNNING));
+  TC_ASSERT_OK(waited);
+  TC_ASSERT_OK(store->WaitDurable(*waited));
+  TC_ASSERT_OK(store->EnqueuePutJobLazily(MakeJob(2, v1::JOB_STATE_RUNNING)));
+  auto state = store->Load();
+  TC_ASSERT_OK(state);
+  ASSERT_THAT(state->jobs, SizeIs(2));
+  EXPECT_EQ(state->jobs[1].state(), v1::JOB_STATE_RUNNING);
+}
+
+// Alone and not waited for, a lazy write is still committed once its flush
+// time is up.
+TEST(SqliteStateStoreTest, LazyWrite_Alone_CommittedAfterTheFlush) {
+  std::unique_ptr<SqliteStateStore> store = FreshSqlite("sqlite-lazy-alone");
+  ASSERT_NE(store, nullptr);
+  store->SetLazyFlush(absl::Milliseconds(20));
+  const int64_t before = store->commit_stats().commits;
+  TC_ASSERT_OK(store->EnqueuePutJobLazily(MakeJob(1, v1::JOB_STATE_RUNNING)));
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (store->commit_stats().commits == before && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(store->commit_stats().commits - before, 1);
+}
+
 // The state holds jobs' environments and tokens: owner-only, also when an
 // older file was world-readable.
 TEST(SqliteStateStoreTest, Open_NewOrLaxFile_Mode0600) {
