@@ -1423,6 +1423,16 @@ class Simulation {
                                             t.node()));
       }
     }
+    // A job all of whose ranks run is RUNNING: also when their RUNNING
+    // reports died with a coordinator and came back with the registrations.
+    if (job.state() == v1::JOB_STATE_SCHEDULED && job.preflight().probe_attempt() == 0 &&
+        job.tasks_size() > 0 &&
+        std::all_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) {
+          return t.state() == v1::TASK_STATE_RUNNING;
+        })) {
+      Violation("running-state", absl::StrCat("job ", job.id(),
+                                              " is SCHEDULED with every rank RUNNING"));
+    }
     if (job.kind() != v1::JOB_KIND_GANG) return;
     if (job.state() != v1::JOB_STATE_SCHEDULED && job.state() != v1::JOB_STATE_RUNNING) {
       return;
