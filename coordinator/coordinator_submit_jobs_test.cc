@@ -607,7 +607,7 @@ TEST(CoalesceLeadingStartsTest, RunOfStarts_OneBatchInOrderThenTheRest) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(queue[0].start_task_batch().starts(i).task().job_id(), i + 1);
   }
-  // A stop is never moved ahead of or behind the starts around it.
+  // A StopTask is never moved ahead of or behind the starts around it.
   EXPECT_TRUE(queue[1].has_stop_task());
   EXPECT_EQ(queue[2].start_task().task().job_id(), 4);
 }
