@@ -504,28 +504,24 @@ WriteTicket SqliteStateStore::EnqueueLocked(Write w, bool lazy) {
   return ticket;
 }
 
-SqliteStateStore::Write SqliteStateStore::JobWrite(const v1::Job& job) {
+absl::StatusOr<WriteTicket> SqliteStateStore::EnqueueJob(const v1::Job& job, bool lazy) {
+  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
   Write w;
   w.kind = Write::Kind::kJob;
   w.job_id = job.id();
-  w.blob = job.SerializeAsString();
+  w.blob = job.SerializeAsString();  // Outside the lock.
   w.summary = SummaryOf(job);
   w.retired = IsRetired(job);
-  return w;
+  absl::MutexLock lock(&queue_mu_);
+  return EnqueueLocked(std::move(w), lazy);
 }
 
 absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutJob(const v1::Job& job) {
-  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
-  Write w = JobWrite(job);  // Outside the lock.
-  absl::MutexLock lock(&queue_mu_);
-  return EnqueueLocked(std::move(w));
+  return EnqueueJob(job, /*lazy=*/false);
 }
 
 absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutJobLazily(const v1::Job& job) {
-  if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
-  Write w = JobWrite(job);
-  absl::MutexLock lock(&queue_mu_);
-  return EnqueueLocked(std::move(w), /*lazy=*/true);
+  return EnqueueJob(job, /*lazy=*/true);
 }
 
 absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutNode(const v1::Node& node) {

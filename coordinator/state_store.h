@@ -317,8 +317,10 @@ class SqliteStateStore : public StateStore {
   // EnqueuePutJobLazily).
   WriteTicket EnqueueLocked(Write w, bool lazy = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
-  // A Write of `job` (serialized outside any lock).
-  static Write JobWrite(const v1::Job& job);
+  // EnqueuePutJob (or, when `lazy`, EnqueuePutJobLazily): serializes `job`
+  // outside the lock and queues it. Errors: INVALID_ARGUMENT for id <= 0.
+  absl::StatusOr<WriteTicket> EnqueueJob(const v1::Job& job, bool lazy)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
   absl::Status StatusOfLocked(WriteTicket ticket) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // Whether the commit thread should commit now: stopping, or not held and

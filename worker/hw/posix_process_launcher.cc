@@ -246,14 +246,14 @@ absl::StatusOr<std::string> PosixProcessLauncher::FindProgram(const LaunchSpec& 
       path_it != spec.env.end() ? path_it->second : "", absl::string_view("\0", 1),
       spec.workdir);
   const absl::Time now = absl::Now();
+  std::string reused;
   {
     absl::MutexLock lock(&lookups_mu_);
     auto it = lookups_.find(key);
-    if (it != lookups_.end() && now < it->second.expires &&
-        IsExecutableFile(InWorkdir(spec.workdir, it->second.path))) {
-      return it->second.path;
-    }
+    if (it != lookups_.end() && now < it->second.expires) reused = it->second.path;
   }
+  // Checked without the lock: a stat.
+  if (!reused.empty() && IsExecutableFile(InWorkdir(spec.workdir, reused))) return reused;
   absl::StatusOr<std::string> found = ResolveProgram(spec);
   absl::MutexLock lock(&lookups_mu_);
   if (!found.ok()) {
