@@ -30,6 +30,7 @@
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/state_store.h"
+#include "tests/sim/commit_queue_store.h"
 #include "worker/task_paths.h"
 
 namespace trainctl::sim {
@@ -125,6 +126,7 @@ class Simulation {
   ~Simulation() {
     core_.reset();
     sqlite_.reset();
+    queued_.reset();
     for (const std::string& p : paths_) {
       std::remove(p.c_str());
       std::remove((p + "-wal").c_str());
@@ -229,6 +231,11 @@ class Simulation {
       }
       sqlite_ = std::move(*store);
       store_ = sqlite_.get();
+    } else if (options_.store == "queue") {
+      // A new process: what the last one committed, an empty queue.
+      if (fresh) memory_ = std::make_unique<coord::MemoryStateStore>();
+      queued_ = std::make_unique<CommitQueueStore>(memory_.get(), &clock_);
+      store_ = queued_.get();
     } else if (fresh) {
       memory_ = std::make_unique<coord::MemoryStateStore>();
       store_ = memory_.get();
@@ -1079,6 +1086,9 @@ class Simulation {
   }
 
   void CoordinatorCrash() {
+    // kill -9: the writes still queued are lost and none of their callbacks
+    // runs (StartTasks held back for them are never sent).
+    if (queued_ != nullptr) result_.writes_lost += queued_->Crash();
     core_.reset();
     if (!OpenStore(/*fresh=*/false) || !StartCoordinator()) return;
     for (auto& ap : agents_) {
@@ -1227,6 +1237,13 @@ class Simulation {
   // ------------------------------------------------------------ dispatch
 
   void Apply(const Event& e) {
+    // Between events the commit thread catches up, except when the event is
+    // the crash that interrupts it.
+    if (queued_ != nullptr && e.type != EventType::kCoordinatorCrash) {
+      if (absl::Status s = queued_->CommitThreadTurn(); !s.ok()) {
+        Violation("setup", absl::StrCat("commit: ", s.ToString()));
+      }
+    }
     switch (e.type) {
       case EventType::kSubmitExperiment:
         SubmitExperiment(e.a, e.b);
@@ -1556,6 +1573,8 @@ class Simulation {
   // Store, then the coordinator over it (destroyed first).
   std::unique_ptr<coord::MemoryStateStore> memory_;
   std::unique_ptr<coord::SqliteStateStore> sqlite_;
+  // Store "queue": over memory_, which keeps what it committed.
+  std::unique_ptr<CommitQueueStore> queued_;
   std::string sqlite_path_;
   std::vector<std::string> paths_;
   coord::StateStore* store_ = nullptr;
@@ -1661,6 +1680,7 @@ std::vector<Event> Shrink(uint64_t seed, std::vector<Event> events,
 
 std::string FormatScenario(const Scenario& scenario) {
   std::string out = absl::StrCat("seed ", scenario.seed, "\n");
+  if (scenario.store != "memory") absl::StrAppend(&out, "store ", scenario.store, "\n");
   for (const Event& e : scenario.events) {
     absl::StrAppend(&out, EventName(e.type), " ", e.a, " ", e.b, "\n");
   }
@@ -1683,6 +1703,16 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& text) {
             "scenario line ", line_no, ": want 'seed <n>' first, got '", line, "'"));
       }
       have_seed = true;
+      continue;
+    }
+    if (words[0] == "store" && scenario.events.empty()) {
+      if (words.size() != 2 || (words[1] != "memory" && words[1] != "queue" &&
+                                words[1] != "sqlite")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "scenario line ", line_no, ": want 'store memory|queue|sqlite', got '", line,
+            "'"));
+      }
+      scenario.store = std::string(words[1]);
       continue;
     }
     Event e;

@@ -78,8 +78,12 @@ struct Event {
 };
 
 struct SimOptions {
-  // Which store the coordinator runs on: "memory" or "sqlite" (a file under
-  // sqlite_dir, synchronous=NORMAL; reopened after a crash).
+  // Which store the coordinator runs on: "memory" (every write durable at
+  // once), "queue" (writes wait in a commit queue as behind SqliteStateStore's
+  // group commit, and a crash loses what was not committed, as kill -9 does:
+  // CommitQueueStore) or "sqlite" (a file under sqlite_dir,
+  // synchronous=NORMAL; reopened after a crash, which commits its queue
+  // first).
   std::string store = "memory";
   std::string sqlite_dir = "/tmp";
   // Simulated agents (nodes) at the start, and GPUs each (80 GiB each).
@@ -105,6 +109,8 @@ struct SimResult {
   // Rendezvous fetches answered with the right ncclUniqueId.
   int64_t rendezvous_fetched = 0;
   int64_t preemptions = 0;
+  // Queued writes the crashes lost (store "queue").
+  int64_t writes_lost = 0;
   // Invariant violations, each "step N (event): invariant: detail".
   std::vector<std::string> violations;
   // The invariant name of the first violation ("" when none).
@@ -139,12 +145,16 @@ std::vector<Event> Shrink(uint64_t seed, std::vector<Event> events,
 struct Scenario {
   uint64_t seed = 0;
   std::vector<Event> events;
+  // The store it fails on (SimOptions::store); "memory" unless a "store
+  // <name>" line says otherwise.
+  std::string store = "memory";
 };
 
-// Text form of a scenario: a line "seed <n>", then one line per event,
-// "<name> <a> <b>". ParseScenario reads it back (blank lines and lines
-// starting with '#' are skipped). Errors: INVALID_ARGUMENT naming the line
-// that does not parse, or a missing seed line.
+// Text form of a scenario: a line "seed <n>", a line "store <name>" when the
+// store is not "memory", then one line per event, "<name> <a> <b>".
+// ParseScenario reads it back (blank lines and lines starting with '#' are
+// skipped). Errors: INVALID_ARGUMENT naming the line that does not parse (an
+// unknown store included), or a missing seed line.
 std::string FormatScenario(const Scenario& scenario);
 absl::StatusOr<Scenario> ParseScenario(const std::string& text);
 

@@ -78,7 +78,10 @@ TEST_F(ClusterSimTest, Scenarios_EveryRecordedBug_StaysFixed) {
     text << in.rdbuf();
     absl::StatusOr<Scenario> s = ParseScenario(text.str());
     ASSERT_TRUE(s.ok()) << entry.path() << ": " << s.status();
-    SimResult r = RunEvents(s->seed, s->events, SimOptions());
+    SimOptions options;
+    options.store = s->store;
+    options.sqlite_dir = ::testing::TempDir();
+    SimResult r = RunEvents(s->seed, s->events, options);
     EXPECT_THAT(r.violations, IsEmpty()) << entry.path() << "\n" << Describe(r);
     ++replayed;
   }
@@ -86,10 +89,11 @@ TEST_F(ClusterSimTest, Scenarios_EveryRecordedBug_StaysFixed) {
 }
 
 TEST_F(ClusterSimTest, ParseScenario_FormatRoundTrip_SameEvents) {
-  Scenario s{42, GenerateEvents(42, 50)};
+  Scenario s{42, GenerateEvents(42, 50), "queue"};
   absl::StatusOr<Scenario> back = ParseScenario(FormatScenario(s));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->seed, 42u);
+  EXPECT_EQ(back->store, "queue");
   ASSERT_EQ(back->events.size(), s.events.size());
   for (size_t i = 0; i < s.events.size(); ++i) {
     EXPECT_EQ(back->events[i].type, s.events[i].type);
@@ -104,6 +108,7 @@ TEST_F(ClusterSimTest, ParseScenario_UnknownEvent_InvalidArgumentNamingTheLine) 
   EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
   EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("line 3"));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseScenario("submit_gang 1 2\n").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseScenario("seed 1\nstore disk\n").status()));
 }
 
 }  // namespace

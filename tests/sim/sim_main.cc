@@ -1,6 +1,6 @@
 // trainctl-cluster-sim: the long run of the cluster simulation (tests/sim/README.md).
 //
-//   trainctl-cluster-sim --seeds 1-5000 --events 2000 [--store memory|sqlite]
+//   trainctl-cluster-sim --seeds 1-5000 --events 2000 [--store memory|queue|sqlite]
 //       [--min-nodes 2 --max-nodes 5 --max-gpus-per-node 4]
 //       [--json FILE] [--shrink-dir DIR] [--max-shrinks 3]
 //   trainctl-cluster-sim --replay tests/sim/seeds/NAME.scenario [--log info]
@@ -48,7 +48,9 @@ int Replay(const std::string& path, const SimOptions& options) {
     std::cerr << "trainctl-cluster-sim: " << path << ": " << scenario.status().message() << "\n";
     return 2;
   }
-  SimResult r = trainctl::sim::RunEvents(scenario->seed, scenario->events, options);
+  SimOptions replay_options = options;
+  replay_options.store = scenario->store;  // The store it failed on.
+  SimResult r = trainctl::sim::RunEvents(scenario->seed, scenario->events, replay_options);
   std::printf("replayed %lld events of seed %llu: %zu violation(s)\n",
               static_cast<long long>(r.events),
               static_cast<unsigned long long>(scenario->seed), r.violations.size());
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", seeds, "seed range A-B (inclusive)");
   app.add_option("--events", events, "events per seed")->check(CLI::PositiveNumber);
   app.add_option("--store", options.store, "coordinator store")
-      ->check(CLI::IsMember({"memory", "sqlite"}));
+      ->check(CLI::IsMember({"memory", "queue", "sqlite"}));
   app.add_option("--sqlite-dir", options.sqlite_dir, "where SQLite stores go");
   app.add_option("--min-nodes", options.min_nodes, "simulated nodes, at least")
       ->check(CLI::Range(1, 64));
@@ -79,7 +81,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the totals here");
   app.add_option("--shrink-dir", shrink_dir, "write shrunk failing scenarios here");
   app.add_option("--max-shrinks", max_shrinks, "failing seeds to shrink");
-  app.add_option("--replay", replay, "run one scenario file");
+  app.add_option("--replay", replay, "run one scenario file (on the store it names)");
   app.add_option("--log", log_level, "coordinator log level (off, error, info, debug)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
   options.stop_at_first_violation = true;
   const auto start = std::chrono::steady_clock::now();
   int64_t total_events = 0, processes = 0, probes = 0, preemptions = 0, failed_seeds = 0,
-          fetched = 0;
+          fetched = 0, writes_lost = 0;
   std::map<std::string, int64_t> by_invariant, by_type, end_states;
   std::vector<std::string> samples;
   int shrunk = 0;
@@ -121,6 +123,7 @@ int main(int argc, char** argv) {
     probes += r.preflight_runs;
     preemptions += r.preemptions;
     fetched += r.rendezvous_fetched;
+    writes_lost += r.writes_lost;
     for (const auto& [k, n] : r.events_by_type) by_type[k] += n;
     for (const auto& [k, n] : r.job_end_states) end_states[k] += n;
     if (r.violations.empty()) continue;
@@ -130,7 +133,8 @@ int main(int argc, char** argv) {
     std::printf("FAIL %s\n", r.violations.front().c_str());
     if (!shrink_dir.empty() && shrunk < max_shrinks) {
       ++shrunk;
-      trainctl::sim::Scenario s{seed, trainctl::sim::GenerateEvents(seed, events)};
+      trainctl::sim::Scenario s{seed, trainctl::sim::GenerateEvents(seed, events),
+                                options.store};
       s.events = trainctl::sim::Shrink(seed, s.events, r.first_invariant, options);
       const std::string path =
           absl::StrCat(shrink_dir, "/seed-", seed, "-", r.first_invariant, ".scenario");
@@ -150,13 +154,13 @@ int main(int argc, char** argv) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("seeds %llu-%llu: %lld events in %.1f s (%.0f events/s), %lld processes, "
-              "%lld pre-flight probes, %lld preemptions, %lld ncclUniqueIds fetched; "
-              "%lld failing seed(s)\n",
+              "%lld pre-flight probes, %lld preemptions, %lld ncclUniqueIds fetched, "
+              "%lld queued writes lost in crashes; %lld failing seed(s)\n",
               static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
               static_cast<long long>(total_events), secs, total_events / secs,
               static_cast<long long>(processes), static_cast<long long>(probes),
               static_cast<long long>(preemptions), static_cast<long long>(fetched),
-              static_cast<long long>(failed_seeds));
+              static_cast<long long>(writes_lost), static_cast<long long>(failed_seeds));
   for (const auto& [k, n] : by_invariant) {
     std::printf("  %s: %lld\n", k.c_str(), static_cast<long long>(n));
   }
@@ -175,6 +179,7 @@ int main(int argc, char** argv) {
     f["preflight_probes"].set_number_value(static_cast<double>(probes));
     f["preemptions"].set_number_value(static_cast<double>(preemptions));
     f["rendezvous_ids_fetched"].set_number_value(static_cast<double>(fetched));
+    f["writes_lost_in_crashes"].set_number_value(static_cast<double>(writes_lost));
     f["failing_seeds"].set_number_value(static_cast<double>(failed_seeds));
     auto put_map = [&](const char* name, const std::map<std::string, int64_t>& m) {
       auto& s = *f[name].mutable_struct_value()->mutable_fields();
