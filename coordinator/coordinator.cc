@@ -641,8 +641,15 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
   auto it = waiters_.find(job.id());
   if (it == waiters_.end()) return;
   for (Waiter& w : it->second) {
-    deferred.push_back([done = std::move(w.done), j = Redacted(job)]() mutable {
-      done(std::move(j));
+    // Run after the caller's PersistLocked of this state: answered once the
+    // end is stored, so a crash never takes back an end a waiter saw.
+    deferred.push_back([this, done = std::move(w.done), j = Redacted(job)]() mutable {
+      WriteTicket ticket;
+      {
+        absl::MutexLock lock(&mu_);
+        ticket = last_ticket_;
+      }
+      AnswerWhenStored(ticket, std::move(j), std::move(done));
     });
   }
   waiters_.erase(it);
@@ -992,7 +999,7 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
   });
 }
 
-absl::Status Coordinator::WaitStored(WriteTicket ticket) {
+absl::Status Coordinator::WaitStored(WriteTicket ticket) const {
   absl::Status s = store_->WaitDurable(ticket);
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat("not stored: ", s.message()));
@@ -1001,19 +1008,27 @@ absl::Status Coordinator::WaitStored(WriteTicket ticket) {
 }
 
 absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
-  absl::MutexLock lock(&mu_);
-  v1::Job scratch;
-  TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
-  v1::Job out = ForUserLocked(*job);
-  if (job->exported_env_job_id() == 0) return out;
-  // The environment it shares: in memory while a job refers to it, else in
-  // the holder's record.
-  if (const auto* env = ExportedEnvLocked(*job); env != nullptr) {
-    *out.mutable_spec()->mutable_exported_env() = *env;
-  } else {
-    TC_ASSIGN_OR_RETURN(*out.mutable_spec()->mutable_exported_env(),
-                        HolderEnvLocked(job->exported_env_job_id()));
+  v1::Job out;
+  WriteTicket durable_at = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Job scratch;
+    TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
+    out = ForUserLocked(*job);
+    if (IsFinal(job->state())) durable_at = last_ticket_;
+    if (job->exported_env_job_id() != 0) {
+      // The environment it shares: in memory while a job refers to it, else
+      // in the holder's record.
+      if (const auto* env = ExportedEnvLocked(*job); env != nullptr) {
+        *out.mutable_spec()->mutable_exported_env() = *env;
+      } else {
+        TC_ASSIGN_OR_RETURN(*out.mutable_spec()->mutable_exported_env(),
+                            HolderEnvLocked(job->exported_env_job_id()));
+      }
+    }
   }
+  // A final state is shown once stored: a crash never takes it back.
+  if (durable_at != 0) TC_RETURN_IF_ERROR(WaitStored(durable_at));
   return out;
 }
 
@@ -1030,6 +1045,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
   std::vector<int64_t> retired_ids;
   std::vector<size_t> retired_slots;
   std::vector<int64_t> retired_points;
+  WriteTicket durable_at = 0;
   {
     absl::MutexLock lock(&mu_);
     const auto user_it = user.empty() ? user_index_.end() : user_index_.find(user);
@@ -1089,6 +1105,17 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
           ++r;
         }
       }
+    }
+    // (Retired jobs are placeholders here, read from the store below.)
+    for (const v1::Job& job : out) {
+      if (IsFinal(job.state())) durable_at = last_ticket_;
+    }
+  }
+  // Final states are shown once stored (as GetJob); reading retired records
+  // from the store below waits for its queue as well.
+  if (durable_at != 0) {
+    if (absl::Status s = WaitStored(durable_at); !s.ok()) {
+      TC_LOG_ERROR("list: final states shown before they were stored: {}", s.ToString());
     }
   }
   if (retired_ids.empty()) return out;
@@ -1168,6 +1195,7 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
 void Coordinator::WaitJobAsync(int64_t job_id, absl::Duration timeout,
                                JobDone done) {
   absl::StatusOr<v1::Job> now_result;
+  WriteTicket durable_at = 0;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -1186,8 +1214,23 @@ void Coordinator::WaitJobAsync(int64_t job_id, absl::Duration timeout,
       waiters_[job_id].push_back({clock_->Now() + timeout, std::move(done)});
       return;
     }
+    if (now_result.ok() && IsFinal(now_result->state())) durable_at = last_ticket_;
   }
-  done(std::move(now_result));
+  AnswerWhenStored(durable_at, std::move(now_result), std::move(done));
+}
+
+void Coordinator::AnswerWhenStored(WriteTicket ticket, absl::StatusOr<v1::Job> job,
+                                   JobDone done) const {
+  store_->WhenDurable(ticket, [job = std::move(job), done = std::move(done)](
+                                  absl::Status stored) mutable {
+    if (!stored.ok()) {
+      done(absl::UnavailableError(absl::StrCat(
+          "job ", job.ok() ? job->id() : 0, " ended, but its end may not have been stored: ",
+          stored.message(), "; wait again")));
+      return;
+    }
+    done(std::move(job));
+  });
 }
 
 absl::StatusOr<v1::WhyJobResponse> Coordinator::WhyJob(int64_t job_id) const {

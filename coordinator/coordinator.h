@@ -377,7 +377,11 @@ class Coordinator {
                            SubmitJobsDone done);
 
   // The job as users see it (no attempt token). A retired job is read from
-  // the store. Errors: NOT_FOUND; those of StateStore::ReadJobs.
+  // the store. A final state is returned only once it is stored (waiting for
+  // the store's commit when it is not yet), so no crash takes back an end a
+  // client saw; other states are the live ones, stored or not. Errors:
+  // NOT_FOUND; those of StateStore::ReadJobs; UNAVAILABLE when the final
+  // state could not be stored.
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
 
   // Newest first; `states` empty means all; at most `limit` (0: 1000).
@@ -388,7 +392,8 @@ class Coordinator {
   // index, so a long history of other jobs costs nothing); an unknown sweep
   // gives an empty list. A non-empty `user` keeps only jobs whose spec.user
   // is that user (the user API's view for non-admins); `limit` counts the
-  // jobs kept.
+  // jobs kept. Final states are returned once stored, as by GetJob (a
+  // failed write is logged).
   // A non-zero `array_job_id` keeps only that job array's tasks (the ids
   // from array_job_id to array_job_id + task_count - 1, which a job array
   // always has); an unknown array gives an empty list.
@@ -405,8 +410,10 @@ class Coordinator {
   // reason) when the job has already ended: nothing was cancelled.
   absl::StatusOr<v1::Job> CancelJob(int64_t job_id);
 
-  // Calls `done` with the job once it is final, or at `timeout` from now with
-  // its current state (the caller checks the state). Errors: NOT_FOUND.
+  // Calls `done` with the job once it is final and that state is stored (a
+  // crash never takes back an end a waiter saw), or at `timeout` from now with
+  // its current state (the caller checks the state). Errors: NOT_FOUND;
+  // UNAVAILABLE when the final state could not be stored.
   void WaitJobAsync(int64_t job_id, absl::Duration timeout, JobDone done);
 
   // Every node with its GPUs and the tasks placed on each GPU.
@@ -814,7 +821,12 @@ class Coordinator {
                             absl::Status stored) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits (without mu_) until the write `ticket` is durable. Errors:
   // UNAVAILABLE when it failed.
-  absl::Status WaitStored(WriteTicket ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status WaitStored(WriteTicket ticket) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls `done(job)` once the write `ticket` is durable (inline when it is
+  // already; else on the store's commit thread), or UNAVAILABLE when it
+  // failed. For answers that show a final state (WaitJobAsync).
+  void AnswerWhenStored(WriteTicket ticket, absl::StatusOr<v1::Job> job,
+                        JobDone done) const ABSL_LOCKS_EXCLUDED(mu_);
   // Queues `job`'s write (StateStore::EnqueuePutJob, or EnqueuePutJobLazily
   // when `lazily`) and returns its status; the ticket goes into last_ticket_.
   absl::Status EnqueueJobLocked(const v1::Job& job, bool lazily = false)
