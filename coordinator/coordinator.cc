@@ -102,14 +102,14 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
 Coordinator::~Coordinator() { WaitForWrites().IgnoreError(); }
 
 absl::Status Coordinator::WaitForWrites() {
-  WriteTicket last;
-  {
-    absl::MutexLock lock(&mu_);
-    last = last_ticket_;
-  }
-  // Callbacks run in ticket order, so held-back StartTasks up to `last` go
-  // out before this returns.
-  return store_->WaitDurable(last);
+  // Callbacks run in ticket order, so held-back StartTasks up to the last
+  // ticket go out before this returns.
+  return store_->WaitDurable(LastTicket());
+}
+
+WriteTicket Coordinator::LastTicket() const {
+  absl::MutexLock lock(&mu_);
+  return last_ticket_;
 }
 
 void Coordinator::SetAdvertiseAddress(std::string address) {
@@ -644,12 +644,7 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
     // Run after the caller's PersistLocked of this state: answered once the
     // end is stored, so a crash never takes back an end a waiter saw.
     deferred.push_back([this, done = std::move(w.done), j = Redacted(job)]() mutable {
-      WriteTicket ticket;
-      {
-        absl::MutexLock lock(&mu_);
-        ticket = last_ticket_;
-      }
-      AnswerWhenStored(ticket, std::move(j), std::move(done));
+      AnswerWhenStored(LastTicket(), std::move(j), std::move(done));
     });
   }
   waiters_.erase(it);

@@ -822,6 +822,8 @@ class Coordinator {
   // Waits (without mu_) until the write `ticket` is durable. Errors:
   // UNAVAILABLE when it failed.
   absl::Status WaitStored(WriteTicket ticket) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The ticket of the latest write queued (last_ticket_), read under mu_.
+  WriteTicket LastTicket() const ABSL_LOCKS_EXCLUDED(mu_);
   // Calls `done(job)` once the write `ticket` is durable (inline when it is
   // already; else on the store's commit thread), or UNAVAILABLE when it
   // failed. For answers that show a final state (WaitJobAsync).

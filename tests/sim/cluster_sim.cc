@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -205,7 +206,12 @@ class Simulation {
     // Fetches are answered on the publishing call: no thread of its own.
     config_.rendezvous_fanout_threads = 1;
     if (!OpenStore(/*fresh=*/true) || !StartCoordinator()) return false;
-    for (auto& a : agents_) Register(*a, /*same_instance=*/true);
+    for (auto& a : agents_) {
+      if (absl::Status s = Register(*a, /*same_instance=*/true); !s.ok()) {
+        Violation("setup", absl::StrCat(a->name, " could not register: ", s.ToString()));
+        return false;
+      }
+    }
     Check(false);
     return true;
   }
@@ -384,6 +390,15 @@ class Simulation {
     }
     Settle();
     return s;
+  }
+
+  // Registers `a` again; when the coordinator refuses (its name still held
+  // by a live stream, say) the agent stays unregistered, and the Tick loop
+  // registers it at its next heartbeat, as the real agent retries.
+  void RegisterOrRetryLater(Agent& a) {
+    if (absl::Status s = Register(a, /*same_instance=*/true); !s.ok()) {
+      TC_LOG_DEBUG("sim: {} not registered yet: {}", a.name, s.ToString());
+    }
   }
 
   void Send(Agent& a, const v1::AgentMessage& msg) {
@@ -959,7 +974,7 @@ class Simulation {
     ag.partitioned = false;
     if (ag.conn != nullptr) core_->AgentDisconnected(ag.name, ag.conn);
     ag.conn = nullptr;
-    Register(ag, /*same_instance=*/true);
+    RegisterOrRetryLater(ag);
   }
 
   void Reconnect(uint64_t a, uint64_t b) {
@@ -968,7 +983,7 @@ class Simulation {
     SimConn* old = ag.conn;
     if (b % 2 == 0 && old != nullptr) core_->AgentDisconnected(ag.name, old);
     ag.conn = nullptr;
-    Register(ag, /*same_instance=*/true);
+    RegisterOrRetryLater(ag);
     if (b % 2 != 0 && old != nullptr) core_->AgentDisconnected(ag.name, old);
   }
 
@@ -990,7 +1005,7 @@ class Simulation {
     ag.conn = nullptr;
     for (const TaskKey& k : dead) EndProc(ag, k, 1, 0);  // Remembered, not sent.
     // Its processes are gone from the GPU; the restarted agent registers.
-    Register(ag, /*same_instance=*/true);
+    RegisterOrRetryLater(ag);
   }
 
   void Impostor(uint64_t a) {
@@ -1706,11 +1721,11 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& text) {
       continue;
     }
     if (words[0] == "store" && scenario.events.empty()) {
-      if (words.size() != 2 || (words[1] != "memory" && words[1] != "queue" &&
-                                words[1] != "sqlite")) {
+      if (words.size() != 2 ||
+          std::find(std::begin(kStores), std::end(kStores), words[1]) == std::end(kStores)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "scenario line ", line_no, ": want 'store memory|queue|sqlite', got '", line,
-            "'"));
+            "scenario line ", line_no, ": want 'store ", absl::StrJoin(kStores, "|"),
+            "', got '", line, "'"));
       }
       scenario.store = std::string(words[1]);
       continue;

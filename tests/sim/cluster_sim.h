@@ -77,6 +77,9 @@ struct Event {
   uint64_t b = 0;
 };
 
+// The stores a run may use (SimOptions::store, a scenario's "store" line).
+inline constexpr const char* kStores[] = {"memory", "queue", "sqlite"};
+
 struct SimOptions {
   // Which store the coordinator runs on: "memory" (every write durable at
   // once), "queue" (writes wait in a commit queue as behind SqliteStateStore's

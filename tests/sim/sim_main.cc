@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", seeds, "seed range A-B (inclusive)");
   app.add_option("--events", events, "events per seed")->check(CLI::PositiveNumber);
   app.add_option("--store", options.store, "coordinator store")
-      ->check(CLI::IsMember({"memory", "queue", "sqlite"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(trainctl::sim::kStores),
+                                                     std::end(trainctl::sim::kStores))));
   app.add_option("--sqlite-dir", options.sqlite_dir, "where SQLite stores go");
   app.add_option("--min-nodes", options.min_nodes, "simulated nodes, at least")
       ->check(CLI::Range(1, 64));
