@@ -7,8 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -26,28 +27,32 @@ class GrpcRendezvousUpstream::Impl {
   ~Impl() { CancelAll(); }
 
   void CancelAll() {
+    // TryCancel outside the lock: gRPC may run a call's callback inline, and
+    // the callback takes the lock. The copies keep the contexts alive.
+    std::vector<std::shared_ptr<Call>> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      calls.reserve(in_flight_.size());
+      for (auto& [raw, call] : in_flight_) calls.push_back(call);
+    }
+    for (const std::shared_ptr<Call>& call : calls) call->ctx.TryCancel();
+    calls.clear();
     absl::MutexLock lock(&mu_);
-    for (grpc::ClientContext* ctx : contexts_) ctx->TryCancel();
     mu_.Await(absl::Condition(
-        +[](absl::flat_hash_set<grpc::ClientContext*>* c) { return c->empty(); },
-        &contexts_));
+        +[](int* unfinished) { return *unfinished == 0; },
+        &unfinished_calls_));
   }
 
   void Fetch(const v1::FetchUniqueIdRequest& request, UniqueIdsDone done) {
-    struct Call {
-      grpc::ClientContext ctx;
-      v1::FetchUniqueIdRequest req;
-      v1::FetchUniqueIdResponse resp;
-      UniqueIdsDone done;
-    };
-    auto* call = new Call;
+    auto owned = std::make_shared<FetchCall>();
+    FetchCall* call = owned.get();
     call->req = request;
     call->done = std::move(done);
     const absl::Duration wait = request.timeout_ms() > 0
                                     ? absl::Milliseconds(request.timeout_ms())
                                     : absl::Seconds(120);
     call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + wait + grace_));
-    Started(&call->ctx);
+    Started(std::move(owned));
     stub_->async()->FetchUniqueId(
         &call->ctx, &call->req, &call->resp, [this, call](grpc::Status status) {
           absl::StatusOr<std::vector<std::string>> ids;
@@ -62,47 +67,72 @@ class GrpcRendezvousUpstream::Impl {
             ids = std::vector<std::string>{};  // an arrivals report, not yet published
           }
           call->done(std::move(ids));
-          Finished(&call->ctx);
-          delete call;
+          Finished(call);
         });
   }
 
   void Publish(const v1::PublishUniqueIdRequest& request,
                absl::AnyInvocable<void(absl::Status)> done) {
-    struct Call {
-      grpc::ClientContext ctx;
-      v1::PublishUniqueIdRequest req;
-      v1::PublishUniqueIdResponse resp;
-      absl::AnyInvocable<void(absl::Status)> done;
-    };
-    auto* call = new Call;
+    auto owned = std::make_shared<PublishCall>();
+    PublishCall* call = owned.get();
     call->req = request;
     call->done = std::move(done);
     call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-    Started(&call->ctx);
+    Started(std::move(owned));
     stub_->async()->PublishUniqueId(&call->ctx, &call->req, &call->resp,
                                     [this, call](grpc::Status status) {
                                       call->done(FromGrpcStatus(status));
-                                      Finished(&call->ctx);
-                                      delete call;
+                                      Finished(call);
                                     });
   }
 
  private:
-  void Started(grpc::ClientContext* ctx) {
+  // One call in flight; its context must outlive the call's callback.
+  struct Call {
+    virtual ~Call() = default;
+    grpc::ClientContext ctx;
+  };
+  struct FetchCall : Call {
+    v1::FetchUniqueIdRequest req;
+    v1::FetchUniqueIdResponse resp;
+    UniqueIdsDone done;
+  };
+  struct PublishCall : Call {
+    v1::PublishUniqueIdRequest req;
+    v1::PublishUniqueIdResponse resp;
+    absl::AnyInvocable<void(absl::Status)> done;
+  };
+
+  void Started(std::shared_ptr<Call> call) {
     absl::MutexLock lock(&mu_);
-    contexts_.insert(ctx);
+    Call* raw = call.get();
+    in_flight_.emplace(raw, std::move(call));
+    ++unfinished_calls_;
   }
-  void Finished(grpc::ClientContext* ctx) {
+
+  // The end of a call's callback. The context (which holds a reference to
+  // the channel) is destroyed before CancelAll may return: were the owner to
+  // drop the channel first, its last reference would go on gRPC's callback
+  // thread, and gRPC would free the completion queue that thread polls.
+  void Finished(Call* call) {
+    std::shared_ptr<Call> owned;
+    {
+      absl::MutexLock lock(&mu_);
+      auto node = in_flight_.extract(call);
+      owned = std::move(node.mapped());
+    }
+    owned.reset();  // unless CancelAll holds a copy, which it drops itself
     absl::MutexLock lock(&mu_);
-    contexts_.erase(ctx);
+    --unfinished_calls_;
   }
 
   const std::unique_ptr<v1::Rendezvous::Stub> stub_;
   const absl::Duration grace_;
   absl::Mutex mu_;
-  // The calls in flight.
-  absl::flat_hash_set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
+  // The calls in flight, by address.
+  absl::flat_hash_map<Call*, std::shared_ptr<Call>> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Calls started whose callback has not yet finished (Finished).
+  int unfinished_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 GrpcRendezvousUpstream::GrpcRendezvousUpstream(std::shared_ptr<grpc::Channel> channel,

@@ -42,9 +42,11 @@ class GrpcRendezvousUpstream : public RendezvousUpstream {
                     absl::AnyInvocable<void(absl::Status)> done) override;
 
   // Cancels every call in flight (their `done` get CANCELLED) and returns
-  // once all their callbacks have run: call it before destroying what the
-  // callbacks reach (the relay), since a long-poll may otherwise last its
-  // whole timeout.
+  // once all their callbacks have run and each call's context (with its
+  // reference to the channel) is destroyed: call it before destroying what
+  // the callbacks reach (the relay), since a long-poll may otherwise last its
+  // whole timeout. After it returns, dropping the channel cannot happen on
+  // one of gRPC's callback threads.
   void CancelAll();
 
  private:

@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -115,6 +117,36 @@ TEST_F(RelayServerTest, CancelAll_FetchWaitingAtCoordinator_EndsAtOnce) {
   upstream_->CancelAll();
   rank.join();
   EXPECT_THAT(got, StatusIs(absl::StatusCode::kAborted, HasSubstr("shutting down")));
+}
+
+TEST(GrpcRendezvousUpstreamTest, DestroyedAtOnceAfterCancelAll_EveryCallbackRanOnce) {
+  // The agent's shutdown order: CancelAll, then destroy the upstream (and
+  // with it the last reference to its channel). gRPC runs the calls'
+  // callbacks on its own threads; a callback still finishing after CancelAll
+  // returned would drop the channel's last reference there, and gRPC then
+  // frees the completion queue that thread is running on (an abort in
+  // grpc_cq_internal_unref). Many rounds, so that a narrow window is hit.
+  testing::FakeRendezvousServer coordinator("tok");
+  ASSERT_TRUE(coordinator.ok());
+  std::atomic<int> callbacks{0};
+  constexpr int kRounds = 500;
+  for (int round = 0; round < kRounds; ++round) {
+    auto upstream = std::make_unique<GrpcRendezvousUpstream>(grpc::CreateChannel(
+        coordinator.address(), grpc::InsecureChannelCredentials()));
+    v1::FetchUniqueIdRequest fetch;
+    fetch.set_job_id(5);
+    fetch.set_token("tok");
+    fetch.set_rank(1);
+    fetch.set_timeout_ms(200);  // the fake's long-poll ends soon after
+    upstream->FetchAsync(fetch, [&](absl::StatusOr<std::vector<std::string>> ids) {
+      EXPECT_FALSE(ids.ok());
+      callbacks.fetch_add(1);
+    });
+    upstream->CancelAll();
+    EXPECT_EQ(callbacks.load(), round + 1) << "CancelAll returned before the callback ran";
+    upstream.reset();
+  }
+  EXPECT_EQ(callbacks.load(), kRounds);
 }
 
 TEST(RelayServerStartTest, PathTooLong_InvalidArgument) {
