@@ -131,8 +131,9 @@ TEST(GrpcRendezvousUpstreamTest, DestroyedAtOnceAfterCancelAll_EveryCallbackRanO
   std::atomic<int> callbacks{0};
   constexpr int kRounds = 500;
   for (int round = 0; round < kRounds; ++round) {
-    auto upstream = std::make_unique<GrpcRendezvousUpstream>(grpc::CreateChannel(
-        coordinator.address(), grpc::InsecureChannelCredentials()));
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials());
+    auto upstream = std::make_unique<GrpcRendezvousUpstream>(channel);
     v1::FetchUniqueIdRequest fetch;
     fetch.set_job_id(5);
     fetch.set_token("tok");
@@ -144,7 +145,11 @@ TEST(GrpcRendezvousUpstreamTest, DestroyedAtOnceAfterCancelAll_EveryCallbackRanO
     });
     upstream->CancelAll();
     EXPECT_EQ(callbacks.load(), round + 1) << "CancelAll returned before the callback ran";
+    // Only this test and the upstream's stub hold the channel: no call's
+    // context is left to drop it on a gRPC thread.
+    EXPECT_EQ(channel.use_count(), 2) << "round " << round;
     upstream.reset();
+    channel.reset();
   }
   EXPECT_EQ(callbacks.load(), kRounds);
 }
