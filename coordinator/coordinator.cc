@@ -99,7 +99,11 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
   AddJobEdgeListenersLocked();
 }
 
-Coordinator::~Coordinator() { WaitForWrites().IgnoreError(); }
+Coordinator::~Coordinator() {
+  if (absl::Status s = WaitForWrites(); !s.ok()) {
+    TC_LOG_ERROR("shutdown: the last state writes were not stored: {}", s.ToString());
+  }
+}
 
 absl::Status Coordinator::WaitForWrites() {
   // Callbacks run in ticket order, so held-back StartTasks up to the last
@@ -1343,6 +1347,11 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
       return absl::InvalidArgumentError(absl::StrCat(
           "points[", i, "].value: ", p.key(), " must be finite, got ", p.value()));
     }
+    if (p.key() == kThroughputMetricKey && p.value() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "points[", i, "].value: ", kThroughputMetricKey,
+          " (the throughput the auto-packer compares) must be >= 0, got ", p.value()));
+    }
     if (p.step() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "points[", i, "].step: must be >= 0, got ", p.step()));
@@ -1404,7 +1413,12 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
   // point of the report wins).
   for (auto p = points.rbegin(); p != points.rend(); ++p) {
     if (p->key() == kThroughputMetricKey) {
-      ReportThroughput(job_id, p->value()).IgnoreError();
+      // The value was checked above, so this fails only for a job that no
+      // longer exists; the points are stored either way.
+      if (absl::Status s = ReportThroughput(job_id, p->value()); !s.ok()) {
+        TC_LOG_WARN("job {}: reported {} not passed to the auto-packer: {}", job_id,
+                    kThroughputMetricKey, s.ToString());
+      }
       break;
     }
   }

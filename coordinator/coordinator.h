@@ -444,7 +444,8 @@ class Coordinator {
   // so metric writes never hold up scheduling or agents.
   // Errors: INVALID_ARGUMENT naming the field (no points or more than
   // kMaxPointsPerReport, a key not of 1-128 [A-Za-z0-9_.:/-], a value that is
-  // not finite, a negative step, a rank outside the attempt); UNAUTHENTICATED
+  // not finite, a negative step, a negative `samples_per_s`
+  // (kThroughputMetricKey), a rank outside the attempt); UNAUTHENTICATED
   // when req.token is empty; NOT_FOUND for an unknown job; PERMISSION_DENIED
   // when req.attempt is not the job's current attempt or the token is not its
   // token; RESOURCE_EXHAUSTED when the job would pass

@@ -19,6 +19,7 @@
 namespace trainctl::coord {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::DoubleNear;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
@@ -183,6 +184,19 @@ TEST_F(ExperimentRecordTest, ReportMetrics_BadPoints_InvalidArgumentNamingField)
   rank.set_rank(1);
   EXPECT_THAT(core_->ReportMetrics(rank),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank")));
+}
+
+TEST_F(ExperimentRecordTest, ReportMetrics_NegativeThroughput_RefusedOtherNegativesKept) {
+  SubmitRunning(v1::JobSpec());
+  // samples_per_s feeds the auto-packer; a negative one is an error the
+  // reporter sees, not a point silently left out of packing.
+  EXPECT_THAT(core_->ReportMetrics(FromRank0({Point("loss", 1, 1),
+                                              Point(Coordinator::kThroughputMetricKey, -5, 1)})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("points[1].value"), HasSubstr("samples_per_s"))));
+  // Any other key may be negative (a log-likelihood, a reward).
+  TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point("reward", -5, 1)})));
+  TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point(Coordinator::kThroughputMetricKey, 0, 2)})));
 }
 
 TEST_F(ExperimentRecordTest, ReportMetrics_PastCap_ResourceExhaustedAlsoAfterRestart) {

@@ -432,8 +432,12 @@ int main(int argc, char** argv) {
         continue;
       }
       if (absl::Status s = mps->Start(g.index, g.uuid); !s.ok()) {
-        (void)mps->StopAll();
-        return Fail(absl::StrCat("--mps: ", s.message()));
+        // The daemons already started are stopped; failing that is said too.
+        absl::Status stopped = mps->StopAll();
+        return Fail(absl::StrCat("--mps: ", s.message(),
+                                 stopped.ok() ? "" : absl::StrCat(
+                                     "; stopping the MPS daemons already started "
+                                     "also failed: ", stopped.message())));
       }
     }
     config.mps = mps.get();
