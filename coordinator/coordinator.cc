@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/secrets.h"
 #include "common/logging.h"
+#include "common/metric_rules.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/launch_env.h"
@@ -31,25 +32,7 @@ constexpr int kDefaultLogBytes = 1 << 20;
 constexpr int kMaxLogBytes = 2 << 20;  // fits gRPC's default 4 MiB message limit
 constexpr absl::Duration kDefaultFetchTimeout = absl::Seconds(120);
 constexpr absl::Duration kMaxFetchTimeout = absl::Seconds(3600);
-constexpr size_t kMaxMetricKeyBytes = 128;
 constexpr double kMsPerHour = 3600.0 * 1000.0;
-
-// Metric keys: 1-128 bytes of [A-Za-z0-9_.:/-] ("loss", "val/acc").
-absl::Status CheckMetricKey(absl::string_view field, absl::string_view key) {
-  if (key.empty() || key.size() > kMaxMetricKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": must be 1 to ", kMaxMetricKeyBytes, " bytes, got ", key.size()));
-  }
-  for (char c : key) {
-    if (!(absl::ascii_isalnum(c) || c == '_' || c == '.' || c == ':' ||
-          c == '/' || c == '-')) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": \"", key,
-                       "\" may hold only letters, digits and _ . : / -"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // "EXITED" for TASK_STATE_EXITED.
 std::string ShortTaskState(v1::TaskState state) {
@@ -1342,20 +1325,8 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
   }
   for (int i = 0; i < req.points_size(); ++i) {
     const v1::MetricPoint& p = req.points(i);
-    TC_RETURN_IF_ERROR(CheckMetricKey(absl::StrCat("points[", i, "].key"), p.key()));
-    if (!std::isfinite(p.value())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "points[", i, "].value: ", p.key(), " must be finite, got ", p.value()));
-    }
-    if (p.key() == kThroughputMetricKey && p.value() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "points[", i, "].value: ", kThroughputMetricKey,
-          " (the throughput the auto-packer compares) must be >= 0, got ", p.value()));
-    }
-    if (p.step() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "points[", i, "].step: must be >= 0, got ", p.step()));
-    }
+    TC_RETURN_IF_ERROR(
+        CheckMetricPoint(absl::StrCat("points[", i, "]"), p.key(), p.value(), p.step()));
   }
   if (req.token().empty()) {
     return absl::UnauthenticatedError(

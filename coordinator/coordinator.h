@@ -444,8 +444,8 @@ class Coordinator {
   // so metric writes never hold up scheduling or agents.
   // Errors: INVALID_ARGUMENT naming the field (no points or more than
   // kMaxPointsPerReport, a key not of 1-128 [A-Za-z0-9_.:/-], a value that is
-  // not finite, a negative step, a negative `samples_per_s`
-  // (kThroughputMetricKey), a rank outside the attempt); UNAUTHENTICATED
+  // not finite, a negative step, a negative `samples_per_s`: CheckMetricPoint
+  // in common/metric_rules.h; a rank outside the attempt); UNAUTHENTICATED
   // when req.token is empty; NOT_FOUND for an unknown job; PERMISSION_DENIED
   // when req.attempt is not the job's current attempt or the token is not its
   // token; RESOURCE_EXHAUSTED when the job would pass
@@ -534,12 +534,10 @@ class Coordinator {
       const std::vector<int64_t>& job_ids, int max_samples,
       const std::string& user = "") const;
 
-  // The metric key ReportMetrics forwards to ReportThroughput.
-  static constexpr char kThroughputMetricKey[] = "samples_per_s";
-
-  // The latest throughput a job reports, samples/s (its `samples_per_s`
-  // metric through ReportMetrics, kThroughputMetricKey). The packer compares the sum over the trials of
-  // a GPU as trials are added (back-off on flat or falling throughput).
+  // The latest throughput a job reports, samples/s: ReportMetrics forwards
+  // its `samples_per_s` points (kThroughputMetricKey, common/metric_rules.h).
+  // The packer compares the sum over the trials of a GPU as trials are added
+  // (back-off on flat or falling throughput).
   // Errors: NOT_FOUND for an unknown job; INVALID_ARGUMENT for a negative or
   // non-finite value.
   absl::Status ReportThroughput(int64_t job_id, double samples_per_s);

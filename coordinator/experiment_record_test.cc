@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/metric_rules.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/testing/fake_agent_connection.h"
@@ -191,12 +192,12 @@ TEST_F(ExperimentRecordTest, ReportMetrics_NegativeThroughput_RefusedOtherNegati
   // samples_per_s feeds the auto-packer; a negative one is an error the
   // reporter sees, not a point silently left out of packing.
   EXPECT_THAT(core_->ReportMetrics(FromRank0({Point("loss", 1, 1),
-                                              Point(Coordinator::kThroughputMetricKey, -5, 1)})),
+                                              Point(kThroughputMetricKey, -5, 1)})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("points[1].value"), HasSubstr("samples_per_s"))));
   // Any other key may be negative (a log-likelihood, a reward).
   TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point("reward", -5, 1)})));
-  TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point(Coordinator::kThroughputMetricKey, 0, 2)})));
+  TC_ASSERT_OK(core_->ReportMetrics(FromRank0({Point(kThroughputMetricKey, 0, 2)})));
 }
 
 TEST_F(ExperimentRecordTest, ReportMetrics_PastCap_ResourceExhaustedAlsoAfterRestart) {

@@ -1,11 +1,10 @@
 #include "worker/nccl/metrics_reporter.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/metric_rules.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
 #include "worker/nccl/rendezvous_client.h"
@@ -14,7 +13,6 @@ namespace trainctl::worker {
 namespace {
 
 constexpr int kMaxPointsPerReport = 1000;
-constexpr size_t kMaxKeyBytes = 128;
 constexpr absl::Duration kRpcDeadline = absl::Seconds(10);
 
 class GrpcMetricsSink : public MetricsSink {
@@ -35,21 +33,6 @@ class GrpcMetricsSink : public MetricsSink {
 
 }  // namespace
 
-absl::Status CheckMetricKey(const std::string& key) {
-  if (key.empty() || key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metric key \"", key, "\": must be 1 to ", kMaxKeyBytes, " bytes"));
-  }
-  for (char c : key) {
-    if (!(absl::ascii_isalnum(c) || c == '_' || c == '.' || c == ':' ||
-          c == '/' || c == '-')) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "metric key \"", key, "\": only letters, digits and _ . : / -"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<MetricsSink>> NewGrpcMetricsSink(
     const std::string& address) {
   if (address.empty()) {
@@ -66,15 +49,9 @@ MetricsReporter::MetricsReporter(const RankEnv& env, MetricsSink* sink,
 
 absl::Status MetricsReporter::Report(const std::string& key, double value,
                                      int64_t step) {
-  if (absl::Status s = CheckMetricKey(key); !s.ok()) return s;
-  if (!std::isfinite(value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metric ", key, ": value must be finite, got ", value));
-  }
-  if (step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metric ", key, ": step must be >= 0, got ", step));
-  }
+  // The coordinator's rule, checked here so that one bad point is refused
+  // alone, not with the batch it would have been sent in.
+  if (absl::Status s = CheckMetricPoint("metric", key, value, step); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(buffer_.size()) >= options_.max_pending_points) {
     return absl::ResourceExhaustedError(absl::StrCat(

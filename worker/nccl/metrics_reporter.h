@@ -70,8 +70,10 @@ class MetricsReporter {
                   MetricsReporterOptions options = {});
 
   // Buffers (key, value, step); sends the buffer when it is due (above).
-  // Errors: INVALID_ARGUMENT for a key not of 1-128 [A-Za-z0-9_.:/-], a value
-  // that is not finite or a negative step (the point is not buffered);
+  // Errors: INVALID_ARGUMENT for a point the coordinator would refuse
+  // (CheckMetricPoint, common/metric_rules.h: a key not of 1-128
+  // [A-Za-z0-9_.:/-], a value that is not finite, a negative samples_per_s,
+  // a negative step); the point is not buffered;
   // RESOURCE_EXHAUSTED when max_pending_points are waiting; and the errors
   // of a send it triggered, as Flush().
   absl::Status Report(const std::string& key, double value, int64_t step);
@@ -97,10 +99,6 @@ class MetricsReporter {
   std::vector<v1::MetricPoint> buffer_ ABSL_GUARDED_BY(mu_);
   absl::Time oldest_ ABSL_GUARDED_BY(mu_);
 };
-
-// The same key rule as the coordinator's: 1 to 128 bytes of
-// [A-Za-z0-9_.:/-]. Errors: INVALID_ARGUMENT saying why.
-absl::Status CheckMetricKey(const std::string& key);
 
 }  // namespace trainctl::worker
 

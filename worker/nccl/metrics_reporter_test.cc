@@ -115,6 +115,10 @@ TEST_F(MetricsReporterTest, Report_BadPoint_InvalidArgumentNotBuffered) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("finite")));
   EXPECT_THAT(reporter_.Report("loss", 1, -1),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("step")));
+  // The coordinator would refuse the whole batch for it, with the good
+  // points in it.
+  EXPECT_THAT(reporter_.Report("samples_per_s", -3, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("samples_per_s")));
   EXPECT_EQ(reporter_.Pending(), 0);
 }
 
