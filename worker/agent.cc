@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/secrets.h"
 #include "common/status_macros.h"
 #include "worker/hw/accounts.h"
 #include "worker/task_paths.h"
@@ -110,6 +112,21 @@ void RunAndWait(const std::vector<std::string>& argv) {
 // pre-flight probe: its result is read from its log.
 bool DiscardsOutput(const v1::StartTask& start) {
   return start.discard_output() && !start.has_preflight();
+}
+
+// The node's part of its task cgroups' names. Agents that share a host (each
+// offering some of its GPUs, --gpus) share one `tasks` directory, and a name
+// one of them finds taken is treated as left by a dead agent and its
+// processes killed: the names must differ between nodes. The node name itself
+// where it is 1-64 bytes of [A-Za-z0-9._-] (not "." or ".."), else "node-"
+// and 16 hex digits of its SHA-256.
+std::string CgroupNodePart(const std::string& node) {
+  const bool plain =
+      !node.empty() && node.size() <= 64 && node != "." && node != ".." &&
+      std::all_of(node.begin(), node.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+      });
+  return plain ? node : absl::StrCat("node-", Sha256Hex(node).substr(0, 16));
 }
 
 }  // namespace
@@ -456,17 +473,16 @@ absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) 
       return absl::OkStatus();
     }
   }
-  std::string cluster;
+  std::string prefix;
   {
     absl::MutexLock lock(&cluster_mu_);
-    cluster = cluster_id_.substr(0, 8);
+    if (!cluster_id_.empty()) prefix = absl::StrCat(cluster_id_.substr(0, 8), "-");
   }
+  absl::StrAppend(&prefix, CgroupNodePart(config_.node_name), "-");
   const std::string name =
-      slot ? absl::StrFormat("%s%sslot-%d", cluster, cluster.empty() ? "" : "-",
-                             next_cgroup_slot_.fetch_add(1))
-           : absl::StrFormat("%s%sjob-%d.attempt-%d.rank-%d", cluster,
-                             cluster.empty() ? "" : "-", ref.job_id(), ref.attempt(),
-                             ref.rank());
+      slot ? absl::StrFormat("%sslot-%d", prefix, next_cgroup_slot_.fetch_add(1))
+           : absl::StrFormat("%sjob-%d.attempt-%d.rank-%d", prefix, ref.job_id(),
+                             ref.attempt(), ref.rank());
   absl::StatusOr<std::string> dir = config_.cgroups->CreateTaskCgroup(name, limits);
   if (dir.status().code() == absl::StatusCode::kAlreadyExists) {
     // Left by an agent that died: nothing of it may survive into this task.

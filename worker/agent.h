@@ -245,10 +245,12 @@ class Agent {
   // CgroupTree::CreateTaskCgroup and ContainerRuntime::WrapArgv.
   absl::StatusOr<LaunchSpec> SpecFor(const v1::StartTask& start) const;
   // Gives `spec` a cgroup of its own with the task's limits (when the agent
-  // has cgroups): named after the task (<cluster>-job-J.attempt-A.rank-R)
-  // when it has limits (--cpus, --mem) or an image; otherwise a slot
-  // (<cluster>-slot-N), taken from the pool of emptied slots when there is
-  // one that last held a task of the same account. Errors:
+  // has cgroups): named after the task
+  // (<cluster>-<node>-job-J.attempt-A.rank-R) when it has limits (--cpus,
+  // --mem) or an image; otherwise a slot (<cluster>-<node>-slot-N), taken
+  // from the pool of emptied slots when there is one that last held a task of
+  // the same account. The node's name is in both, as agents sharing a host
+  // share the `tasks` directory. Errors:
   // FAILED_PRECONDITION for limits without cgroups; those of
   // CgroupTree::CreateTaskCgroup.
   absl::Status PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const;

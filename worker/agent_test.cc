@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <utility>
 #include <map>
@@ -335,7 +336,7 @@ TEST_F(AgentTest, Cgroups_TaskWithoutLimits_ReusesTheEmptiedSlotOfItsAccount) {
   agent_->Handle(Start(1, 0));
   ASSERT_THAT(launcher_.launched, SizeIs(1));
   const std::string slot = launcher_.launched.at(1000).cgroup_dir;
-  EXPECT_THAT(slot, ::testing::EndsWith("/tasks/slot-0"));
+  EXPECT_THAT(slot, ::testing::EndsWith("/tasks/n1-slot-0"));
   // The task ends with nothing left in its cgroup: the slot is kept.
   std::ofstream(slot + "/cgroup.events") << "populated 0\nfrozen 0\n";
   launcher_.Exit(1000, ExitInfo{0, 0});
@@ -350,18 +351,67 @@ TEST_F(AgentTest, Cgroups_TaskWithoutLimits_ReusesTheEmptiedSlotOfItsAccount) {
   other.mutable_start_task()->set_run_as_user("root");
   other.mutable_start_task()->set_allow_root(true);
   agent_->Handle(other);
-  EXPECT_THAT(launcher_.launched.at(1002).cgroup_dir, ::testing::EndsWith("/tasks/slot-1"));
+  EXPECT_THAT(launcher_.launched.at(1002).cgroup_dir, ::testing::EndsWith("/tasks/n1-slot-1"));
   v1::CoordinatorMessage limited = Start(4, 0);
   limited.mutable_start_task()->set_memory_bytes(int64_t{1} << 30);
   agent_->Handle(limited);
   EXPECT_THAT(launcher_.launched.at(1003).cgroup_dir,
-              ::testing::EndsWith("/tasks/job-4.attempt-0.rank-0"));
+              ::testing::EndsWith("/tasks/n1-job-4.attempt-0.rank-0"));
   // The agent removes its pooled slots when it goes (before the tree it
   // points to). On this fake tree rmdir works once the file is gone.
   launcher_.Exit(1002, ExitInfo{0, 0});
   std::filesystem::remove(slot + "/cgroup.events");
   agent_.reset();
   EXPECT_FALSE(std::filesystem::exists(slot));
+}
+
+TEST_F(AgentTest, Cgroups_TwoAgentsOnOneHost_NeitherKillsTheOthersTask) {
+  // Two agents on one host, each offering some of its GPUs (--gpus), share
+  // the host's cgroup tree. A cgroup name an agent finds taken is treated as
+  // left by a dead agent and its processes are killed, so the two must never
+  // pick the same name: each one's first slot was "slot-0".
+  absl::StatusOr<CgroupTree> tree = FakeCgroupTree(log_dir_ + "/cg");
+  ASSERT_THAT(tree, ::trainctl::testing::IsOk());
+  config_.cgroups = &*tree;
+  Make();
+  Connect();
+  AgentConfig other_config = config_;
+  other_config.node_name = "n2";
+  other_config.log_dir = log_dir_ + "/n2";
+  FakeGpuInventory other_inventory(FakeGpuSpec{4, "Fake H200", int64_t{141} << 30}, "n2");
+  FakeLauncher other_launcher;
+  Agent other(other_config, &other_inventory, &other_launcher);
+  other.Connected([](const v1::AgentMessage&) {});
+
+  agent_->Handle(Start(1, 0));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const std::string mine = launcher_.launched.at(1000).cgroup_dir;
+  // What the kernel would offer in a live cgroup: a kill writes "1" here.
+  std::ofstream(mine + "/cgroup.kill") << "";
+  other.Handle(Start(1, 1));
+  ASSERT_THAT(other_launcher.launched, SizeIs(1));
+  const std::string theirs = other_launcher.launched.at(1000).cgroup_dir;
+  EXPECT_THAT(mine, ::testing::EndsWith("/tasks/n1-slot-0"));
+  EXPECT_THAT(theirs, ::testing::EndsWith("/tasks/n2-slot-0"));
+  std::ifstream kill(mine + "/cgroup.kill");
+  const std::string written((std::istreambuf_iterator<char>(kill)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, "") << "n2's agent killed n1's task";
+  EXPECT_TRUE(std::filesystem::is_directory(mine));
+  std::filesystem::remove(mine + "/cgroup.kill");
+}
+
+TEST_F(AgentTest, Cgroups_NodeNameNotAValidCgroupName_HashedIntoTheName) {
+  absl::StatusOr<CgroupTree> tree = FakeCgroupTree(log_dir_ + "/cg");
+  ASSERT_THAT(tree, ::trainctl::testing::IsOk());
+  config_.cgroups = &*tree;
+  config_.node_name = "rack 4/gpu 7";
+  Make();
+  Connect();
+  agent_->Handle(Start(1, 0));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  EXPECT_THAT(launcher_.launched.at(1000).cgroup_dir,
+              ::testing::MatchesRegex(".*/tasks/node-[0-9a-f]{16}-slot-0"));
 }
 
 TEST_F(AgentTest, Handle_SharedGpuTaskWithMps_GetsClientEnvCappedAtReservation) {
