@@ -833,10 +833,15 @@ class Coordinator {
   absl::Status EnqueueJobLocked(const v1::Job& job, bool lazily = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // MASTER_PORTs held by jobs with live tasks, by rank 0's node (only
-  // `node`'s when not null). O(active jobs).
+  // The host a node's MASTER_PORTs are counted on: its address, or its name
+  // when it has none (or is unknown; then the reference is to `node`).
+  // Agents sharing a host share its ports.
+  const std::string& PortHostLocked(const std::string& node) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // MASTER_PORTs held by jobs with live tasks, by the host of rank 0's node
+  // (PortHostLocked; only `only_host`'s when not null). O(active jobs).
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> PortsInUseLocked(
-      const std::string* node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      const std::string* only_host) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task of the current attempt ended or could not start; decides the
   // attempt's fate.
   void OnTaskEndedLocked(v1::Job& job, Deferred& deferred)

@@ -116,7 +116,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
       }
     }
     // As PortsInUseLocked(nullptr), in the same walk.
-    if (live) snapshot_ports_[job.tasks(0).node()].insert(job.master_port());
+    if (live) snapshot_ports_[PortHostLocked(job.tasks(0).node())].insert(job.master_port());
   });
   for (const DrainingTask& d : draining_) reserve(d.task);
   // Who holds what, for quotas, fair share, preemption and ETAs.
@@ -447,13 +447,19 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
   return again;
 }
 
+const std::string& Coordinator::PortHostLocked(const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.node.address().empty()) return node;
+  return it->second.node.address();
+}
+
 absl::flat_hash_map<std::string, absl::flat_hash_set<int>>
-Coordinator::PortsInUseLocked(const std::string* node) const {
+Coordinator::PortsInUseLocked(const std::string* only_host) const {
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> used;
   ForEachActiveLocked([&](const v1::Job& job) {
     if (job.tasks().empty()) return;
-    const std::string& host = job.tasks(0).node();
-    if (node != nullptr && host != *node) return;
+    const std::string& host = PortHostLocked(job.tasks(0).node());
+    if (only_host != nullptr && host != *only_host) return;
     for (const v1::Task& t : job.tasks()) {
       if (HoldsGpus(job, t)) {
         used[host].insert(job.master_port());
@@ -471,12 +477,15 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
   // one scan per placement, O(pending jobs) each).
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> scanned;
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>>* by_node = &scanned;
+  // Agents that share a host (each offering some of its GPUs) share its
+  // ports: they are counted by address.
+  const std::string host = PortHostLocked(node.node.name());
   if (in_pass_) {
     by_node = &snapshot_ports_;
   } else {
-    scanned = PortsInUseLocked(&node.node.name());
+    scanned = PortsInUseLocked(&host);
   }
-  absl::flat_hash_set<int>& used = (*by_node)[node.node.name()];
+  absl::flat_hash_set<int>& used = (*by_node)[host];
   const int span = hi - lo + 1;
   for (int i = 0; i < span; ++i) {
     const int port = lo + (node.next_port - lo + i + span) % span;

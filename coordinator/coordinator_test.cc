@@ -211,6 +211,28 @@ TEST_F(CoordinatorTest, SubmitJob_QuarterGpus_FourShareOneGpu) {
   EXPECT_THAT(ports, SizeIs(4));
 }
 
+TEST_F(CoordinatorTest, SubmitJob_TwoAgentsOnOneHost_JobsGetDistinctMasterPorts) {
+  // Two agents on one host, each offering one of its GPUs, with the same
+  // (default) port range: rank 0 of each job binds MASTER_PORT on the same
+  // address, so the ports are counted per host, not per node.
+  std::map<std::string, std::unique_ptr<FakeConnection>>& conns = conns_;
+  for (const char* name : {"gpu0", "gpu1"}) {
+    v1::RegisterNode reg = NodeReg(name, 1);
+    reg.mutable_node()->set_address("10.0.0.7");
+    conns[name] = std::make_unique<FakeConnection>();
+    TC_ASSERT_OK(core_->RegisterAgent(reg, conns[name].get()));
+  }
+  TC_ASSERT_OK(core_->SubmitJob(Spec(), ""));
+  TC_ASSERT_OK(core_->SubmitJob(Spec(), ""));
+  ASSERT_THAT(conns["gpu0"]->Starts(), SizeIs(1));
+  ASSERT_THAT(conns["gpu1"]->Starts(), SizeIs(1));
+  const v1::StartTask first = conns["gpu0"]->Starts()[0];
+  const v1::StartTask second = conns["gpu1"]->Starts()[0];
+  EXPECT_EQ(first.env().at("MASTER_ADDR"), "10.0.0.7");
+  EXPECT_EQ(second.env().at("MASTER_ADDR"), "10.0.0.7");
+  EXPECT_NE(first.env().at("MASTER_PORT"), second.env().at("MASTER_PORT"));
+}
+
 TEST_F(CoordinatorTest, SubmitJob_GangOverTwoNodes_RanksAndSharedMaster) {
   FakeConnection& a = Connect("a", 2);
   FakeConnection& b = Connect("b", 2);
