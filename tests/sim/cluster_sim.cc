@@ -353,7 +353,9 @@ class Simulation {
     v1::RegisterNode reg;
     v1::Node* n = reg.mutable_node();
     n->set_name(a.name);
-    n->set_address(absl::StrCat(a.name, ".sim"));
+    // Hosts 2k and 2k+1 share an address, as two agents on one host
+    // (each offering some of its GPUs) do: MASTER_PORTs are per address.
+    n->set_address(absl::StrCat("addr-", a.host / 2, ".sim"));
     n->set_cpu_count(32);
     n->set_port_min(29500);
     n->set_port_max(29599);
@@ -1385,6 +1387,8 @@ class Simulation {
     // Jobs of each job array holding GPUs (SCHEDULED or RUNNING), against
     // its %P limit.
     absl::flat_hash_map<int64_t, std::pair<int, int>> array_running;
+    // (MASTER_ADDR, MASTER_PORT) of the jobs with live tasks: no two share one.
+    std::map<std::pair<std::string, int>, int64_t> master_ports;
     for (int64_t id : acked_) {
       auto fin = final_.find(id);
       if (fin != final_.end() && !full) continue;
@@ -1415,6 +1419,17 @@ class Simulation {
         final_[id] = {job->state(), job->end_time_ms()};
       }
       CheckJob(*job, lost);
+      const bool live = std::any_of(job->tasks().begin(), job->tasks().end(),
+                                    [](const v1::Task& t) { return coord::IsLive(t.state()); });
+      if (live && !coord::IsFinal(job->state()) && job->master_port() > 0) {
+        auto [it, fresh] =
+            master_ports.try_emplace({job->master_addr(), job->master_port()}, id);
+        if (!fresh) {
+          Violation("master-port", absl::StrCat("jobs ", it->second, " and ", id,
+                                                " both have MASTER_PORT ", job->master_port(),
+                                                " on ", job->master_addr()));
+        }
+      }
     }
     for (const auto& [array, rl] : array_running) {
       if (rl.second > 0 && rl.first > rl.second) {
