@@ -479,10 +479,16 @@ class Coordinator {
   // A name held by another agent that is still connected and heartbeating
   // is refused; the same agent instance (RegisterNode.agent_instance_id)
   // reconnecting takes its node back, closing its older stream.
+  // A GPU (by UUID) offered by another node that is not lost is refused:
+  // two agents on one host offering the same GPU would have it given to two
+  // jobs.
   // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
-  // index, bad port range); ALREADY_EXISTS when another connected agent
-  // holds the node name (the message names its address); UNAVAILABLE when
-  // the store failed. Nothing is sent on `conn` and nothing changes then.
+  // index or UUID, bad port range); ALREADY_EXISTS when another connected
+  // agent holds the node name, or another node whose agent is connected
+  // offers one of its GPUs (the message names that node and its address; the
+  // agent exits); UNAVAILABLE when the GPU's other node has lost its agent
+  // but is not yet lost (the agent registers again later), or when the store
+  // failed. Nothing is sent on `conn` and nothing changes then.
   absl::Status RegisterAgent(const v1::RegisterNode& reg, AgentConnection* conn);
 
   // The stream of `conn` ended. The node stays READY until its heartbeats
@@ -613,6 +619,12 @@ class Coordinator {
   // (RegisterNode.agent_instance_id), or it has been silent for
   // kHolderSilentHeartbeats heartbeat intervals. Errors: ALREADY_EXISTS
   // naming the holder's address, otherwise.
+  // OK when no other node that is not lost offers a GPU with a UUID of
+  // reg.node's (UUIDs are the same for a GPU whichever agent finds it).
+  // Errors: ALREADY_EXISTS naming the other node and GPU when that node's
+  // agent is connected; UNAVAILABLE when it is disconnected but not yet lost.
+  absl::Status CheckGpusFreeLocked(const v1::RegisterNode& reg) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
                                        AgentConnection* conn) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -36,10 +36,15 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
         absl::StrCat("node.gpus: at most ", kMaxGpusPerNode, " GPUs"));
   }
   absl::flat_hash_set<int> indices;
+  absl::flat_hash_set<std::string> uuids;
   for (const v1::Gpu& g : n.gpus()) {
     if (!indices.insert(g.index()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("node.gpus: GPU index ", g.index(), " appears twice"));
+    }
+    if (!g.uuid().empty() && !uuids.insert(g.uuid()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node.gpus: GPU UUID ", g.uuid(), " appears twice"));
     }
     if (g.memory_total_bytes() <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -56,6 +61,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
   {
     EventLock lock(this);
     TC_RETURN_IF_ERROR(CheckNodeNameFreeLocked(reg, conn));
+    TC_RETURN_IF_ERROR(CheckGpusFreeLocked(reg));
     // Stored first: a registration that cannot be stored changes nothing.
     v1::Node updated = n;
     auto prior = nodes_.find(n.name());
@@ -185,6 +191,32 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
   }
   RunDeferred(deferred);
   if (await_pass) AwaitSchedulePass();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::CheckGpusFreeLocked(const v1::RegisterNode& reg) const {
+  if (reg.node().gpus().empty()) return absl::OkStatus();
+  absl::flat_hash_map<absl::string_view, int> mine;  // UUID -> index
+  for (const v1::Gpu& g : reg.node().gpus()) {
+    if (!g.uuid().empty()) mine.emplace(g.uuid(), g.index());
+  }
+  for (const auto& [name, e] : nodes_) {
+    if (name == reg.node().name() || e.node.state() == v1::NODE_STATE_LOST) continue;
+    for (const v1::Gpu& g : e.node.gpus()) {
+      auto it = mine.find(g.uuid());
+      if (it == mine.end()) continue;
+      const std::string what = absl::StrCat(
+          "node.gpus: GPU ", it->second, " (", g.uuid(), ") is already offered by node ",
+          name, " at ", e.node.address(), " as its GPU ", g.index());
+      if (e.conn != nullptr) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            what, ": agents sharing a host must offer disjoint GPUs (--gpus)"));
+      }
+      return absl::UnavailableError(absl::StrCat(
+          what, ", whose agent is gone; it is free once that node is lost (",
+          absl::FormatDuration(config_.node_timeout), " after its last heartbeat)"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -233,6 +233,39 @@ TEST_F(CoordinatorTest, SubmitJob_TwoAgentsOnOneHost_JobsGetDistinctMasterPorts)
   EXPECT_NE(first.env().at("MASTER_PORT"), second.env().at("MASTER_PORT"));
 }
 
+TEST_F(CoordinatorTest, RegisterAgent_GpusOfAnotherLiveNode_RefusedUntilThatNodeIsLost) {
+  // A second agent on host "a", started with its own --node-name but without
+  // --gpus, offers a's GPUs (the same UUIDs).
+  Connect("a", 2);
+  v1::RegisterNode bis = NodeReg("a", 2);
+  bis.mutable_node()->set_name("a-bis");
+  FakeConnection bis_conn;
+  EXPECT_THAT(core_->RegisterAgent(bis, &bis_conn),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       AllOf(HasSubstr("GPU-a-0"), HasSubstr("node a at a.example"),
+                             HasSubstr("--gpus"))));
+  EXPECT_TRUE(bis_conn.sent.empty());
+  EXPECT_THAT(core_->ListNodes(), SizeIs(1));
+  // The same UUID twice in one inventory.
+  v1::RegisterNode twice = NodeReg("c", 2);
+  twice.mutable_node()->mutable_gpus(1)->set_uuid("GPU-c-0");
+  FakeConnection twice_conn;
+  EXPECT_THAT(core_->RegisterAgent(twice, &twice_conn),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("GPU-c-0")));
+  // a's agent is gone but a is not lost yet: try again later.
+  core_->AgentDisconnected("a", conns_["a"].get());
+  EXPECT_THAT(core_->RegisterAgent(bis, &bis_conn),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("once that node is lost")));
+  // Once a is lost, its GPUs may be offered under the new name.
+  clock_.Advance(absl::Seconds(11));
+  core_->Tick();
+  TC_ASSERT_OK(core_->RegisterAgent(bis, &bis_conn));
+  // And a's old agent coming back with them is the one refused.
+  FakeConnection again;
+  EXPECT_THAT(core_->RegisterAgent(NodeReg("a", 2), &again),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("node a-bis")));
+}
+
 TEST_F(CoordinatorTest, SubmitJob_GangOverTwoNodes_RanksAndSharedMaster) {
   FakeConnection& a = Connect("a", 2);
   FakeConnection& b = Connect("b", 2);

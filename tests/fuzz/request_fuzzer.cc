@@ -833,15 +833,26 @@ class Episode {
         current_.count(node_name) > 0 &&
         (holder == instance_.end() || holder->second != reg.agent_instance_id() ||
          reg.agent_instance_id().empty());
+    // A GPU UUID another node offered at its last accepted registration.
+    bool gpu_of_other = false;
+    for (const v1::Gpu& g : reg.node().gpus()) {
+      for (const auto& [other, uuids] : node_uuids_) {
+        if (other != node_name && uuids.count(g.uuid()) > 0) gpu_of_other = true;
+      }
+    }
     FakeConnection* conn = NewConn(node_name);
     Trace(reg);
     absl::Status s = core_->RegisterAgent(reg, conn);
     Trace(s.ToString());
     if (!s.ok()) {
-      // ALREADY_EXISTS only for a name another connected agent holds.
+      // ALREADY_EXISTS only for a name another connected agent holds, or
+      // (also UNAVAILABLE) a GPU another node offers.
       if (s.code() != absl::StatusCode::kInvalidArgument &&
           !(s.code() == absl::StatusCode::kUnavailable && store_failing_) &&
-          !(s.code() == absl::StatusCode::kAlreadyExists && held_by_other)) {
+          !(s.code() == absl::StatusCode::kAlreadyExists && held_by_other) &&
+          !((s.code() == absl::StatusCode::kAlreadyExists ||
+             s.code() == absl::StatusCode::kUnavailable) &&
+            gpu_of_other)) {
         Violation(absl::StrCat("RegisterAgent: ", s.ToString()));
       }
       if (!conn->sent.empty()) Violation("RegisterAgent failed but sent on the stream");
@@ -855,6 +866,11 @@ class Episode {
     }
     current_[reg.node().name()] = conn;
     instance_[reg.node().name()] = reg.agent_instance_id();
+    std::set<std::string>& uuids = node_uuids_[reg.node().name()];
+    uuids.clear();
+    for (const v1::Gpu& g : reg.node().gpus()) {
+      if (!g.uuid().empty()) uuids.insert(g.uuid());
+    }
     TrackInventory(reg, kKnownShrunkInventory);
   }
 
@@ -1352,6 +1368,8 @@ class Episode {
   // GPU memory each node last registered with, and the GPUs whose memory a
   // later registration shrank.
   std::map<std::string, std::map<int, int64_t>> gpu_memory_;
+  // Node name -> the GPU UUIDs of its last accepted registration.
+  std::map<std::string, std::set<std::string>> node_uuids_;
   std::map<std::pair<std::string, int>, const char*> shrunk_;
   const bool tracing_ = std::getenv("TRAINCTL_FUZZ_TRACE") != nullptr;
 };

@@ -1010,12 +1010,30 @@ class Simulation {
     RegisterOrRetryLater(ag);
   }
 
-  void Impostor(uint64_t a) {
+  void Impostor(uint64_t a, uint64_t b) {
     Agent& holder = *agents_[a % agents_.size()];
     // Only while the holder is connected and heartbeating (the coordinator
     // frees a name silent for 3 heartbeat intervals).
     if (!Connected(holder) || holder.conn->closed ||
         clock_.Now() - holder.last_contact > 2 * config_.heartbeat_interval) {
+      return;
+    }
+    if ((b >> 1) % 2 == 1 && !holder.gpus.empty()) {
+      // A second agent on the same host started with its own --node-name
+      // but without --gpus: it offers the holder's GPUs (the same UUIDs).
+      Agent thief;
+      thief.name = absl::StrCat(holder.name, "-bis");
+      thief.host = holder.host;
+      thief.instance = NewInstance();
+      thief.gpus = holder.gpus;
+      conns_.push_back(std::make_unique<SimConn>());
+      absl::Status s = core_->RegisterAgent(Registration(thief), conns_.back().get());
+      Settle();
+      if (!absl::IsAlreadyExists(s)) {
+        Violation("identity",
+                  absl::StrCat("node ", thief.name, " was registered with the GPUs of live node ",
+                               holder.name, " (answer: ", s.ToString(), ")"));
+      }
       return;
     }
     // A second agent on the same host, started without --node-name.
@@ -1305,7 +1323,7 @@ class Simulation {
         ShrinkGpus(e.a);
         break;
       case EventType::kImpostor:
-        Impostor(e.a);
+        Impostor(e.a, e.b);
         break;
       case EventType::kForgedReport:
         ForgedReport(e.a, e.b);
