@@ -4,7 +4,6 @@
 #include <cassert>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -1089,8 +1088,9 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
       }
     }
     // (Retired jobs are placeholders here, read from the store below.)
-    for (const v1::Job& job : out) {
-      if (IsFinal(job.state())) durable_at = last_ticket_;
+    if (std::any_of(out.begin(), out.end(),
+                    [](const v1::Job& job) { return IsFinal(job.state()); })) {
+      durable_at = last_ticket_;
     }
   }
   // Final states are shown once stored (as GetJob); reading retired records

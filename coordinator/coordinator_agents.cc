@@ -195,11 +195,11 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
 }
 
 absl::Status Coordinator::CheckGpusFreeLocked(const v1::RegisterNode& reg) const {
-  if (reg.node().gpus().empty()) return absl::OkStatus();
   absl::flat_hash_map<absl::string_view, int> mine;  // UUID -> index
   for (const v1::Gpu& g : reg.node().gpus()) {
     if (!g.uuid().empty()) mine.emplace(g.uuid(), g.index());
   }
+  if (mine.empty()) return absl::OkStatus();
   for (const auto& [name, e] : nodes_) {
     if (name == reg.node().name() || e.node.state() == v1::NODE_STATE_LOST) continue;
     for (const v1::Gpu& g : e.node.gpus()) {

@@ -476,16 +476,16 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
   // In a pass, one scan of the active jobs serves all its placements (was:
   // one scan per placement, O(pending jobs) each).
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> scanned;
-  absl::flat_hash_map<std::string, absl::flat_hash_set<int>>* by_node = &scanned;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int>>* by_host = &scanned;
   // Agents that share a host (each offering some of its GPUs) share its
   // ports: they are counted by address.
-  const std::string host = PortHostLocked(node.node.name());
+  const std::string& host = PortHostLocked(node.node.name());
   if (in_pass_) {
-    by_node = &snapshot_ports_;
+    by_host = &snapshot_ports_;
   } else {
     scanned = PortsInUseLocked(&host);
   }
-  absl::flat_hash_set<int>& used = (*by_node)[host];
+  absl::flat_hash_set<int>& used = (*by_host)[host];
   const int span = hi - lo + 1;
   for (int i = 0; i < span; ++i) {
     const int port = lo + (node.next_port - lo + i + span) % span;

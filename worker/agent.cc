@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 
 #include <algorithm>
@@ -121,11 +120,7 @@ bool DiscardsOutput(const v1::StartTask& start) {
 // where it is 1-64 bytes of [A-Za-z0-9._-] (not "." or ".."), else "node-"
 // and 16 hex digits of its SHA-256.
 std::string CgroupNodePart(const std::string& node) {
-  const bool plain =
-      !node.empty() && node.size() <= 64 && node != "." && node != ".." &&
-      std::all_of(node.begin(), node.end(), [](char c) {
-        return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
-      });
+  const bool plain = node.size() <= 64 && IsValidCgroupName(node);
   return plain ? node : absl::StrCat("node-", Sha256Hex(node).substr(0, 16));
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <functional>
 #include <utility>
 #include <map>
@@ -327,10 +328,22 @@ absl::StatusOr<CgroupTree> FakeCgroupTree(const std::string& root) {
   return CgroupTree::Open(fs, root + "/self-cgroup");
 }
 
-TEST_F(AgentTest, Cgroups_TaskWithoutLimits_ReusesTheEmptiedSlotOfItsAccount) {
-  absl::StatusOr<CgroupTree> tree = FakeCgroupTree(log_dir_ + "/cg");
-  ASSERT_THAT(tree, ::trainctl::testing::IsOk());
-  config_.cgroups = &*tree;
+// AgentTest with a fake cgroup tree (above) as the agent's.
+class AgentCgroupTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<CgroupTree> tree = FakeCgroupTree(log_dir_ + "/cg");
+    ASSERT_THAT(tree, ::trainctl::testing::IsOk());
+    tree_.emplace(*std::move(tree));
+    config_.cgroups = &*tree_;
+  }
+  // The agent goes first: it removes its pooled slots from the tree.
+  void TearDown() override { agent_.reset(); }
+
+  std::optional<CgroupTree> tree_;
+};
+
+TEST_F(AgentCgroupTest, Cgroups_TaskWithoutLimits_ReusesTheEmptiedSlotOfItsAccount) {
   Make();
   Connect();
   agent_->Handle(Start(1, 0));
@@ -365,14 +378,11 @@ TEST_F(AgentTest, Cgroups_TaskWithoutLimits_ReusesTheEmptiedSlotOfItsAccount) {
   EXPECT_FALSE(std::filesystem::exists(slot));
 }
 
-TEST_F(AgentTest, Cgroups_TwoAgentsOnOneHost_NeitherKillsTheOthersTask) {
+TEST_F(AgentCgroupTest, Cgroups_TwoAgentsOnOneHost_NeitherKillsTheOthersTask) {
   // Two agents on one host, each offering some of its GPUs (--gpus), share
   // the host's cgroup tree. A cgroup name an agent finds taken is treated as
   // left by a dead agent and its processes are killed, so the two must never
   // pick the same name: each one's first slot was "slot-0".
-  absl::StatusOr<CgroupTree> tree = FakeCgroupTree(log_dir_ + "/cg");
-  ASSERT_THAT(tree, ::trainctl::testing::IsOk());
-  config_.cgroups = &*tree;
   Make();
   Connect();
   AgentConfig other_config = config_;
@@ -401,10 +411,7 @@ TEST_F(AgentTest, Cgroups_TwoAgentsOnOneHost_NeitherKillsTheOthersTask) {
   std::filesystem::remove(mine + "/cgroup.kill");
 }
 
-TEST_F(AgentTest, Cgroups_NodeNameNotAValidCgroupName_HashedIntoTheName) {
-  absl::StatusOr<CgroupTree> tree = FakeCgroupTree(log_dir_ + "/cg");
-  ASSERT_THAT(tree, ::trainctl::testing::IsOk());
-  config_.cgroups = &*tree;
+TEST_F(AgentCgroupTest, Cgroups_NodeNameNotAValidCgroupName_HashedIntoTheName) {
   config_.node_name = "rack 4/gpu 7";
   Make();
   Connect();

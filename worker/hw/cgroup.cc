@@ -132,14 +132,6 @@ std::string FirstPids(const std::vector<int>& pids) {
   return s;
 }
 
-bool ValidName(absl::string_view name) {
-  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
-  });
-}
-
 // `path` without trailing slashes ("/" stays "/").
 std::string TrimSlashes(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -155,6 +147,14 @@ absl::Status NotWritable(const std::string& what, int err) {
 }
 
 }  // namespace
+
+bool IsValidCgroupName(absl::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+  });
+}
 
 absl::StatusOr<CgroupTree> CgroupTree::Open(std::string cgroupfs_root,
                                            std::string self_cgroup_file) {
@@ -359,7 +359,7 @@ std::string CgroupTree::RelativePath(const std::string& dir) const {
 absl::Status CgroupTree::CheckTaskDir(const std::string& dir) const {
   const std::string prefix = tasks_ + "/";
   if (dir.size() <= prefix.size() || dir.compare(0, prefix.size(), prefix) != 0 ||
-      !ValidName(absl::string_view(dir).substr(prefix.size()))) {
+      !IsValidCgroupName(absl::string_view(dir).substr(prefix.size()))) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, " is not a task cgroup of this agent (a directory right under ",
                      tasks_, ")"));
@@ -370,7 +370,7 @@ absl::Status CgroupTree::CheckTaskDir(const std::string& dir) const {
 
 absl::StatusOr<std::string> CgroupTree::CreateTaskCgroup(absl::string_view name,
                                                          const CgroupLimits& limits) const {
-  if (!ValidName(name)) {
+  if (!IsValidCgroupName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bad task cgroup name \"", name,
         "\": use 1 to 255 of [A-Za-z0-9._-], not \".\" or \"..\""));

@@ -81,6 +81,10 @@ struct CgroupUsage {
   std::vector<int> pids;
 };
 
+// True when `name` may name a task cgroup: 1 to 255 bytes of [A-Za-z0-9._-],
+// not "." or ".." (what CgroupTree::CreateTaskCgroup accepts).
+bool IsValidCgroupName(absl::string_view name);
+
 // The agent's delegated cgroup v2 subtree (see the file comment).
 class CgroupTree {
  public:
