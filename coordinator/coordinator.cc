@@ -988,29 +988,36 @@ absl::Status Coordinator::WaitStored(WriteTicket ticket) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
-  v1::Job out;
-  WriteTicket durable_at = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    v1::Job scratch;
-    TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
-    out = ForUserLocked(*job);
-    if (IsFinal(job->state())) durable_at = last_ticket_;
-    if (job->exported_env_job_id() != 0) {
-      // The environment it shares: in memory while a job refers to it, else
-      // in the holder's record.
-      if (const auto* env = ExportedEnvLocked(*job); env != nullptr) {
-        *out.mutable_spec()->mutable_exported_env() = *env;
-      } else {
-        TC_ASSIGN_OR_RETURN(*out.mutable_spec()->mutable_exported_env(),
-                            HolderEnvLocked(job->exported_env_job_id()));
-      }
+absl::StatusOr<v1::Job> Coordinator::JobNow(int64_t job_id, WriteTicket* durable_at) const {
+  absl::MutexLock lock(&mu_);
+  v1::Job scratch;
+  TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
+  v1::Job out = ForUserLocked(*job);
+  if (IsFinal(job->state())) *durable_at = last_ticket_;
+  if (job->exported_env_job_id() != 0) {
+    // The environment it shares: in memory while a job refers to it, else
+    // in the holder's record.
+    if (const auto* env = ExportedEnvLocked(*job); env != nullptr) {
+      *out.mutable_spec()->mutable_exported_env() = *env;
+    } else {
+      TC_ASSIGN_OR_RETURN(*out.mutable_spec()->mutable_exported_env(),
+                          HolderEnvLocked(job->exported_env_job_id()));
     }
   }
+  return out;
+}
+
+absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
+  WriteTicket durable_at = 0;
+  TC_ASSIGN_OR_RETURN(v1::Job out, JobNow(job_id, &durable_at));
   // A final state is shown once stored: a crash never takes it back.
   if (durable_at != 0) TC_RETURN_IF_ERROR(WaitStored(durable_at));
   return out;
+}
+
+absl::StatusOr<v1::Job> Coordinator::PeekJob(int64_t job_id) const {
+  WriteTicket unused = 0;
+  return JobNow(job_id, &unused);
 }
 
 std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,

@@ -383,6 +383,11 @@ class Coordinator {
   // NOT_FOUND; those of StateStore::ReadJobs; UNAVAILABLE when the final
   // state could not be stored.
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
+  // GetJob without the wait: the live state, stored or not. For what never
+  // changes (the owner, the spec), and for code on the store's callback
+  // thread (a submit's `done`), where waiting for a later commit would wait
+  // on itself. Errors: those of GetJob but UNAVAILABLE.
+  absl::StatusOr<v1::Job> PeekJob(int64_t job_id) const;
 
   // Newest first; `states` empty means all; at most `limit` (0: 1000).
   // Retired jobs (IsRetired) are filtered on their in-memory summary and only
@@ -623,6 +628,10 @@ class Coordinator {
   // reg.node's (UUIDs are the same for a GPU whichever agent finds it).
   // Errors: ALREADY_EXISTS naming the other node and GPU when that node's
   // agent is connected; UNAVAILABLE when it is disconnected but not yet lost.
+  // The job as GetJob shows it, now; `durable_at` gets the ticket to wait
+  // for when its state is final (else it is left as it is).
+  absl::StatusOr<v1::Job> JobNow(int64_t job_id, WriteTicket* durable_at) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CheckGpusFreeLocked(const v1::RegisterNode& reg) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckNodeNameFreeLocked(const v1::RegisterNode& reg,

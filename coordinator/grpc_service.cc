@@ -209,8 +209,10 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   // `id` when the job given for a repeated request id is the caller's to
   // have; PERMISSION_DENIED when it is another user's (a request id already
   // used by another user's job must not hand that job to this caller).
+  // Runs on the store's callback thread (the submit's `done`): PeekJob, as
+  // GetJob's wait for a final state's commit would wait on this thread.
   absl::StatusOr<int64_t> OwnedByCaller(const Principal& who, int64_t id) {
-    absl::StatusOr<v1::Job> job = core_->GetJob(id);
+    absl::StatusOr<v1::Job> job = core_->PeekJob(id);
     if (job.ok()) {
       if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of"); !s.ok()) {
         return s;
