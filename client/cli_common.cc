@@ -190,15 +190,6 @@ std::string JsonToYaml(const std::string& json) {
   return std::string(emitter.c_str()) + "\n";
 }
 
-bool LooksSecret(absl::string_view name) {
-  const std::string upper = absl::AsciiStrToUpper(name);
-  for (absl::string_view word :
-       {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "KEY", "AUTH"}) {
-    if (absl::StrContains(upper, word)) return true;
-  }
-  return false;
-}
-
 std::map<std::string, std::string> MaskSecrets(
     const google::protobuf::Map<std::string, std::string>& env) {
   std::map<std::string, std::string> out;
@@ -206,12 +197,6 @@ std::map<std::string, std::string> MaskSecrets(
     out[name] = LooksSecret(name) ? "****" : value;
   }
   return out;
-}
-
-bool IsEnvName(absl::string_view name) {
-  if (name.empty() || absl::ascii_isdigit(name[0])) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
 }
 
 std::string FormatValue(double v) { return absl::StrFormat("%.6g", v); }

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -37,6 +38,8 @@
 #include "client/array_spec.h"
 #include "client/sweep.h"
 #include "common/clock.h"
+#include "common/env_names.h"
+#include "common/proto_utf8.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -97,17 +100,17 @@ std::string JsonToYaml(const std::string& json);
 std::vector<std::string> JobStateNames();
 // Whether a job in state `s` has ended (it never changes again).
 bool IsFinal(v1::JobState s);
-// Valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
-bool IsEnvName(absl::string_view name);
+// IsEnvName and IsReservedEnvVar: common/env_names.h (the coordinator's
+// rules).
+using ::trainctl::IsEnvName;
+using ::trainctl::IsReservedEnvVar;
 // The candidate closest to `word` by edit distance (Levenshtein: one
 // insertion, deletion or substitution each), when at most `max_distance`
 // away; "" when none is. Ties go to the first candidate.
 std::string ClosestName(absl::string_view word, const std::vector<std::string>& candidates,
                         int max_distance = 2);
-// A variable whose value `describe` masks: its name holds TOKEN, SECRET,
-// PASSWORD, PASSWD, CREDENTIAL, KEY or AUTH (any case), e.g. HF_TOKEN,
-// AWS_SECRET_ACCESS_KEY, WANDB_API_KEY.
-bool LooksSecret(absl::string_view name);
+// LooksSecret (common/env_names.h): a variable whose value `describe` masks.
+using ::trainctl::LooksSecret;
 // `env` with the values of LooksSecret names replaced by "****".
 std::map<std::string, std::string> MaskSecrets(
     const google::protobuf::Map<std::string, std::string>& env);
@@ -143,10 +146,17 @@ class Session {
                                         Resp*);
 
   // Calls `method` with a deadline; on failure returns a status whose
-  // message is what the user should read.
+  // message is what the user should read. A request holding a string that
+  // is not UTF-8 (proto3 cannot carry it) is not sent: INVALID_ARGUMENT
+  // naming the field ("spec.name: is not valid UTF-8").
   template <typename Req, typename Resp>
   absl::Status Call(Method<Req, Resp> method, const Req& request,
                     Resp* response, absl::Duration deadline = kRpcDeadline) {
+    if (std::string field = FirstInvalidUtf8Field(request, "", /*include_maps=*/true);
+        !field.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": is not valid UTF-8 (a name, argument or value must be text)"));
+    }
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     grpc::Status status = (stub_->*method)(&context, request, response);

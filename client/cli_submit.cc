@@ -62,7 +62,8 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
       ->allow_extra_args(false);
   sub->add_option("--export", f.export_policy,
                   "Environment the task gets from this shell, as Slurm's "
-                  "--export: ALL (default: every variable but TRAINCTL_*), "
+                  "--export: ALL (default: every variable but the launch contract's: "
+                  "TRAINCTL_*, RANK, CUDA_VISIBLE_DEVICES, ...), "
                   "NONE, or NAME1,NAME2,NAME=VALUE (only those), optionally "
                   "after ALL,. --env and the launch contract win over it")
       ->capture_default_str();
@@ -215,8 +216,11 @@ std::string ApplyExport(absl::string_view policy, const char* const* environ,
     if (eq == absl::string_view::npos) continue;
     all.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
   }
+  // ALL leaves out the launch contract's names (a shell inside a task has
+  // RANK, CUDA_VISIBLE_DEVICES, TRAINCTL_*: trainctl sets them anew) and
+  // the shell's own bookkeeping.
   auto exportable = [](absl::string_view name) {
-    return IsEnvName(name) && !absl::StartsWith(name, "TRAINCTL_") && name != "PWD" &&
+    return IsEnvName(name) && !IsReservedEnvVar(name) && name != "PWD" &&
            name != "OLDPWD" && name != "SHLVL" && name != "_";
   };
   auto* out = spec->mutable_exported_env();
@@ -237,6 +241,15 @@ std::string ApplyExport(absl::string_view policy, const char* const* environ,
           "--export %s: \"%s\" is not a variable name or NAME=VALUE (ALL may "
           "come first only; NONE only alone)",
           policy, item);
+    }
+  }
+  for (const std::string& item : items) {
+    const std::string name = item.substr(0, item.find('='));
+    if (IsReservedEnvVar(name)) {
+      return absl::StrFormat(
+          "--export %s: %s is set by trainctl (launch contract) and cannot be "
+          "exported",
+          policy, name);
     }
   }
   for (const std::string& item : items) {

@@ -149,6 +149,9 @@ absl::Status Coordinator::LoadLocked() {
     }
     if (auto [it, added] = jobs_.emplace(id, std::move(job)); added) {
       ++jobs_by_state_[StateSlot(it->second.state())];
+      if (it->second.state() == v1::JOB_STATE_PENDING) {
+        ++pending_by_user_[it->second.spec().user()];
+      }
       HoldSharedEnvLocked(it->second);
     }
   }
@@ -201,6 +204,33 @@ absl::Status Coordinator::LoadLocked() {
                          : absl::StrCat("; ", stale,
                                         " tasks whose end was not stored are "
                                         "taken as ended"));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::PendingLimitLocked(const std::vector<v1::JobSpec>& specs) const {
+  const int64_t asked = static_cast<int64_t>(specs.size());
+  const int64_t pending = jobs_by_state_[v1::JOB_STATE_PENDING];
+  if (config_.max_pending_jobs > 0 && pending + asked > config_.max_pending_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the cluster has ", pending, " pending jobs and at most ", config_.max_pending_jobs,
+        " may wait (trainctl-coordinator --max-pending-jobs); this submit asks for ", asked,
+        " more: submit again once jobs have started or ended"));
+  }
+  if (config_.max_pending_jobs_per_user <= 0) return absl::OkStatus();
+  absl::flat_hash_map<std::string, int64_t> per_user;
+  for (const v1::JobSpec& spec : specs) ++per_user[spec.user()];
+  for (const auto& [user, n] : per_user) {
+    auto it = pending_by_user_.find(user);
+    const int64_t mine = it == pending_by_user_.end() ? 0 : it->second;
+    if (mine + n > config_.max_pending_jobs_per_user) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "user \"", user, "\" has ", mine, " pending jobs and at most ",
+          config_.max_pending_jobs_per_user,
+          " may wait (trainctl-coordinator --max-pending-jobs-per-user, as Slurm's "
+          "MaxSubmitJobs); this submit asks for ", n,
+          " more: cancel held jobs or submit again once some have started"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -538,6 +568,11 @@ bool Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
   }
   --jobs_by_state_[StateSlot(from)];
   ++jobs_by_state_[StateSlot(to)];
+  if (from == v1::JOB_STATE_PENDING) {
+    auto it = pending_by_user_.find(job.spec().user());
+    if (it != pending_by_user_.end() && --it->second <= 0) pending_by_user_.erase(it);
+  }
+  if (to == v1::JOB_STATE_PENDING) ++pending_by_user_[job.spec().user()];
   job.set_state(to);
   job.set_reason(std::string(reason));
   if (to == v1::JOB_STATE_RUNNING) job.set_start_time_ms(now_ms);
@@ -860,7 +895,8 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
         retried = true;
       }
     }
-    if (!retried && !nodes_.empty()) {
+    if (!retried) refused = PendingLimitLocked(specs);
+    if (!retried && refused.ok() && !nodes_.empty()) {
       // A job no registered node could ever hold is refused, not accepted
       // to fail at once (with no node yet, the cluster is still starting).
       const sched::ClusterSnapshot snapshot = SnapshotLocked();
@@ -943,6 +979,7 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
           }
           TrackLocked(job);
           HoldSharedEnvLocked(job);
+          ++pending_by_user_[job.spec().user()];
           jobs_.emplace(id, std::move(job));
           ++jobs_by_state_[v1::JOB_STATE_PENDING];
           ++counters_.jobs_submitted;

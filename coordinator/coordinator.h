@@ -123,6 +123,14 @@ struct CoordinatorConfig {
   // submit (Job.checkpoint_dir), so changing the flag later leaves older jobs
   // where they were.
   std::string checkpoint_root;
+  // Jobs one user may have PENDING (held ones included) at once, and jobs
+  // the whole cluster may have PENDING; 0: no limit. A submit that would go
+  // over either is RESOURCE_EXHAUSTED naming the limit, and nothing of it is
+  // stored (Slurm's MaxSubmitJobs per association and MaxJobCount, whose
+  // default is 10,000). Defaults: 50,000 per user (five full job arrays),
+  // 500,000 in all, about 0.7 KiB of the coordinator's memory each.
+  int64_t max_pending_jobs_per_user = 50'000;
+  int64_t max_pending_jobs = 500'000;
   // Run each task as its job's user (StartTask.run_as_user = JobSpec.user):
   // on with authentication (--tokens-file), when the user is who the token
   // says; off without it, when the user is only the client's claim and tasks
@@ -657,6 +665,12 @@ class Coordinator {
   // tasks were resolved so.
   int ResolveStaleReservationsLocked(Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `specs`, submitted now, keep the PENDING jobs within
+  // CoordinatorConfig.max_pending_jobs and, for each user, within
+  // max_pending_jobs_per_user. Errors: RESOURCE_EXHAUSTED naming the limit,
+  // its flag, the jobs pending and the jobs asked for.
+  absl::Status PendingLimitLocked(const std::vector<v1::JobSpec>& specs) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The one place a job changes state (state_machine.h's job table) and
   // where the effects of an edge happen (attempt records, rendezvous, a new
@@ -1097,6 +1111,8 @@ class Coordinator {
   // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes
   // state.
   std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state_ ABSL_GUARDED_BY(mu_){};
+  // PENDING jobs per JobSpec.user (CoordinatorConfig.max_pending_jobs_per_user).
+  absl::flat_hash_map<std::string, int64_t> pending_by_user_ ABSL_GUARDED_BY(mu_);
   // When each rendezvous group opened at placement (for
   // on_rendezvous_published); an entry goes at the first publish or when the
   // group closes.

@@ -588,6 +588,7 @@ v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
   start->mutable_argv()->CopyFrom(job.spec().command());
   for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = std::move(v);
   start->set_workdir(job.spec().workdir());
+  start->set_checkpoint_dir(job.checkpoint_dir());
   if (config_.run_jobs_as_user) start->set_run_as_user(job.spec().user());
   start->set_allow_root(config_.allow_root_jobs);
   start->set_image(job.spec().image());

@@ -123,7 +123,6 @@ TEST_F(CoordinatorTest, SubmitJob_Authenticated_TaskRunsAsTheJobsUserWithItsExpo
   spec.set_user("alice");
   (*spec.mutable_exported_env())["VIRTUAL_ENV"] = "/home/alice/venv";
   (*spec.mutable_exported_env())["PATH"] = "/home/alice/venv/bin:/usr/bin";
-  (*spec.mutable_exported_env())["RANK"] = "99";  // the launch contract wins
   (*spec.mutable_env())["PATH"] = "/opt/bin";     // --env wins over the export
   spec.set_export_policy("ALL");
   auto id = core_->SubmitJob(spec, "");

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/env_names.h"
 #include "common/logging.h"
 #include "coordinator/agent_writes.h"
 
@@ -44,6 +45,20 @@ absl::StatusOr<Principal> CallerOf(const TokenAuthenticator* tokens,
   absl::string_view header;
   if (it != metadata.end()) header = absl::string_view(it->second.data(), it->second.size());
   return tokens->Authenticate(header);
+}
+
+// `job` as the user API shows it: the values of its environment variables
+// whose names look secret (LooksSecret: HF_TOKEN, AWS_SECRET_ACCESS_KEY) are
+// "****", as `trainctl describe` shows them, so that a token exported from
+// the submitter's shell is not read back in clear over REST or from a
+// terminal log. The tasks get the real values (StartTask).
+v1::Job Shown(v1::Job job) {
+  for (auto* env : {job.mutable_spec()->mutable_env(), job.mutable_spec()->mutable_exported_env()}) {
+    for (auto& [name, value] : *env) {
+      if (LooksSecret(name)) value = "****";
+    }
+  }
+  return job;
 }
 
 }  // namespace
@@ -302,7 +317,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                    v1::GetJobResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
     absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read");
-    if (job.ok()) *resp->mutable_job() = std::move(*job);
+    if (job.ok()) *resp->mutable_job() = Shown(std::move(*job));
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
   }
@@ -337,7 +352,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     for (v1::Job& job :
          core_->ListJobs(states, req->limit(), req->sweep_id(), *owner,
                          req->array_job_id())) {
-      *resp->add_jobs() = std::move(job);
+      *resp->add_jobs() = Shown(std::move(job));
     }
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -349,7 +364,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     auto* reactor = ctx->DefaultReactor();
     absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "cancel");
     if (job.ok()) job = core_->CancelJob(req->job_id());
-    if (job.ok()) *resp->mutable_job() = std::move(*job);
+    if (job.ok()) *resp->mutable_job() = Shown(std::move(*job));
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
   }
@@ -376,7 +391,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                         [reactor, resp](absl::StatusOr<v1::Job> job) {
                           if (job.ok()) {
                             resp->set_done(IsFinal(job->state()));
-                            *resp->mutable_job() = std::move(*job);
+                            *resp->mutable_job() = Shown(std::move(*job));
                           }
                           reactor->Finish(ToGrpcStatus(job.status()));
                         });

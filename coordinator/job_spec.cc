@@ -1,5 +1,8 @@
 #include "coordinator/job_spec.h"
 
+#include "common/env_names.h"
+#include "common/proto_utf8.h"
+
 #include "coordinator/asha.h"
 
 #include <cmath>
@@ -19,55 +22,7 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("spec.", field, ": ", why));
 }
 
-bool ValidUtf8(const std::string& v) {
-  return google::protobuf::internal::IsStructurallyValidUTF8(v.data(),
-                                                             static_cast<int>(v.size()));
-}
-
-// The first string field of `msg` (recursively; `bytes` and map fields
-// excluded) that is not valid UTF-8, as a path below `prefix` ("name",
-// "command[2]", "resources.queue"); empty when all are valid. proto3 refuses
-// to serialize such a string, so a gRPC client sees only a transport error;
-// checked here so in-process callers and the gateway get the field named.
-// The check is protobuf's own (IsStructurallyValidUTF8, what its parser
-// applies). Map fields are left to FirstInvalidUtf8Entry: through
-// reflection a map is copied into a repeated field of entries first, which
-// made this walk most of a 500-task array submit's CPU.
-std::string FirstInvalidUtf8Field(const google::protobuf::Message& msg,
-                                  const std::string& prefix) {
-  using google::protobuf::FieldDescriptor;
-  const google::protobuf::Reflection* r = msg.GetReflection();
-  std::vector<const FieldDescriptor*> fields;
-  r->ListFields(msg, &fields);
-  std::string scratch;
-  for (const FieldDescriptor* f : fields) {
-    if (f->is_map()) continue;
-    auto name = [&] { return absl::StrCat(prefix, prefix.empty() ? "" : ".", f->name()); };
-    if (f->type() == FieldDescriptor::TYPE_STRING) {
-      if (!f->is_repeated()) {
-        if (!ValidUtf8(r->GetStringReference(msg, f, &scratch))) return name();
-        continue;
-      }
-      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
-        if (!ValidUtf8(r->GetRepeatedStringReference(msg, f, i, &scratch))) {
-          return absl::StrCat(name(), "[", i, "]");
-        }
-      }
-    } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
-      if (!f->is_repeated()) {
-        std::string sub = FirstInvalidUtf8Field(r->GetMessage(msg, f), name());
-        if (!sub.empty()) return sub;
-        continue;
-      }
-      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
-        std::string sub = FirstInvalidUtf8Field(r->GetRepeatedMessage(msg, f, i),
-                                                absl::StrCat(name(), "[", i, "]"));
-        if (!sub.empty()) return sub;
-      }
-    }
-  }
-  return "";
-}
+bool ValidUtf8(const std::string& v) { return IsValidUtf8(v); }
 
 // The first entry of map field `field` whose key or value is not valid
 // UTF-8, as "FIELD[KEY]" (the key C-escaped); empty when all are valid.
@@ -79,14 +34,6 @@ std::string FirstInvalidUtf8Entry(const google::protobuf::Map<std::string, std::
     }
   }
   return "";
-}
-
-bool IsEnvName(absl::string_view s) {
-  if (s.empty() || absl::ascii_isdigit(s[0])) return false;
-  for (char c : s) {
-    if (!absl::ascii_isalnum(c) && c != '_') return false;
-  }
-  return true;
 }
 
 bool IsSweepId(absl::string_view s) {
@@ -121,25 +68,10 @@ std::string QueueNames(const sched::PolicyConfig& policy) {
 
 }  // namespace
 
-bool IsReservedEnvVar(absl::string_view name) {
-  static constexpr absl::string_view kReserved[] = {
-      "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "RANK",
-      "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-      "GROUP_WORLD_SIZE", "NODE_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE",
-      "ROLE_NAME"};
-  for (absl::string_view r : kReserved) {
-    if (name == r) return true;
-  }
-  // trainctl's own knobs that a job sets for its ranks (docs/rendezvous.md).
-  if (name == "TRAINCTL_NCCL_UNIQUE_IDS") return false;
-  return absl::StartsWith(name, "TRAINCTL_") ||
-         absl::StartsWith(name, "TORCHELASTIC_");
-}
-
 absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                              const sched::PolicyConfig& policy) {
   for (std::string field :
-       {FirstInvalidUtf8Field(spec, ""), FirstInvalidUtf8Entry(spec.env(), "env"),
+       {FirstInvalidUtf8Field(spec, "", /*include_maps=*/false), FirstInvalidUtf8Entry(spec.env(), "env"),
         FirstInvalidUtf8Entry(spec.params(), "params"),
         FirstInvalidUtf8Entry(spec.exported_env(), "exported_env")}) {
     if (!field.empty()) return Invalid(field, "is not valid UTF-8");
@@ -201,6 +133,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
     if (!IsEnvName(key)) {
       return Invalid(absl::StrCat("exported_env[", absl::CHexEscape(key.substr(0, 64)), "]"),
                      "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (IsReservedEnvVar(key)) {
+      // The launch contract's names: the agent acts on some of them as root
+      // (TRAINCTL_CHECKPOINT_DIR was created and handed to the user), so
+      // none may come from the submitter's shell.
+      return Invalid(absl::StrCat("exported_env[", key, "]"),
+                     "is set by trainctl (launch contract) and cannot be exported; "
+                     "unset it or leave it out of --export");
     }
     if (value.find('\0') != std::string::npos) {
       return Invalid(absl::StrCat("exported_env[", key, "]"), "value contains a NUL byte");

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "common/env_names.h"
 #include "coordinator/sched/scheduler.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -86,10 +87,22 @@ std::string ArrayGroup(int64_t array_job_id);
 // one per GPU unless tasks_per_node == 1. Experiments: 1.
 int TasksPerNode(const v1::JobSpec& spec, int gpus_on_node);
 
-// Environment variables trainctl sets (DESIGN.md section 4); a user may not
-// set them with --env. TRAINCTL_NCCL_UNIQUE_IDS, a knob the ranks read, is
-// the user's to set.
-bool IsReservedEnvVar(absl::string_view name);
+// Bytes `task` reserves on one of its GPUs, a GPU of `gpu_total_bytes` of
+// memory: all of it for a task that holds its GPUs whole (Task.whole_gpus:
+// gangs, whole-GPU experiments), else its share, reserved_bytes_per_gpu.
+// No GPU's size ever stands for another's: a gang over 80 and 40 GiB GPUs
+// holds 80 GiB on the first and 40 GiB on the second.
+int64_t TaskBytesOnGpu(const v1::Task& task, int64_t gpu_total_bytes);
+
+// The part of that GPU the task holds, in [0, 1]: 1 for whole GPUs (and when
+// the GPU's size is unknown, <= 0), else reserved_bytes_per_gpu /
+// gpu_total_bytes, at most 1. GPU-hours count this per GPU.
+double TaskShareOfGpu(const v1::Task& task, int64_t gpu_total_bytes);
+
+// IsReservedEnvVar and IsEnvName live in common/env_names.h (the CLI and the
+// agent apply the same rules).
+using ::trainctl::IsEnvName;
+using ::trainctl::IsReservedEnvVar;
 
 }  // namespace trainctl::coord
 

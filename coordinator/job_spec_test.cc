@@ -70,6 +70,12 @@ TEST(ValidateJobSpecTest, ValidateJobSpec_BadFields_NameTheField) {
        "spec.command[1]"},
       {[](v1::JobSpec& s) { (*s.mutable_exported_env())["BASH_FUNC_x%%"] = "() {"; },
        "spec.exported_env[BASH_FUNC_x%%]"},
+      // The launch contract's names may not come from the submitter's shell
+      // either: the agent (root) acted on TRAINCTL_CHECKPOINT_DIR.
+      {[](v1::JobSpec& s) { (*s.mutable_exported_env())["TRAINCTL_CHECKPOINT_DIR"] = "/etc"; },
+       "spec.exported_env[TRAINCTL_CHECKPOINT_DIR]"},
+      {[](v1::JobSpec& s) { (*s.mutable_exported_env())["CUDA_VISIBLE_DEVICES"] = "0"; },
+       "spec.exported_env[CUDA_VISIBLE_DEVICES]"},
       {[](v1::JobSpec& s) {
          for (int i = 0; i < 300; ++i) {
            (*s.mutable_exported_env())[absl::StrCat("V", i)] = std::string(4000, 'x');

@@ -101,6 +101,18 @@ int main(int argc, char** argv) {
                  "of the coordinator, not of the OS; lower latency on slow "
                  "disks)")
       ->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
+  int64_t max_pending_jobs_per_user = 50'000, max_pending_jobs = 500'000;
+  app.add_option("--max-pending-jobs-per-user", max_pending_jobs_per_user,
+                 "jobs one user may have pending (held ones included) at once; a "
+                 "submit past it is RESOURCE_EXHAUSTED (Slurm's MaxSubmitJobs); 0: no "
+                 "limit")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-pending-jobs", max_pending_jobs,
+                 "jobs the whole cluster may have pending at once (Slurm's "
+                 "MaxJobCount); 0: no limit")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--checkpoint-root", checkpoint_root,
                  "absolute path, the same on every node (a shared file system), "
                  "under which each job gets TRAINCTL_CHECKPOINT_DIR=<root>/<job id>, "
@@ -320,7 +332,15 @@ int main(int argc, char** argv) {
   config.heartbeat_interval = ToDuration(heartbeat);
   config.stop_grace = ToDuration(stop_grace);
   config.advertise_address = advertise;
+  // Lexically normal ("/shared//ckpt/" -> "/shared/ckpt"): agents make and
+  // hand over only <root>/<job id> of a normal path (worker/job_dirs.h).
+  if (!checkpoint_root.empty()) {
+    checkpoint_root = std::filesystem::path(checkpoint_root).lexically_normal().string();
+    while (checkpoint_root.size() > 1 && checkpoint_root.back() == '/') checkpoint_root.pop_back();
+  }
   config.checkpoint_root = checkpoint_root;
+  config.max_pending_jobs_per_user = max_pending_jobs_per_user;
+  config.max_pending_jobs = max_pending_jobs;
   config.max_metric_points_per_job = max_metric_points;
   if (!scheduler_config.empty()) {
     auto policy = trainctl::coord::LoadSchedulerConfig(scheduler_config);

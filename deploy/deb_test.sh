@@ -78,7 +78,7 @@ dpkg -i "${debs[@]}" >"$WORK/dpkg.log" 2>&1 || fail "dpkg -i: $(tail -30 "$WORK/
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" | grep -q "install ok installed" || fail "$p is not installed"
 done
-for b in trainctl trainctl-coordinator trainctl-agent trainctl-task-shim trainctl-gateway; do
+for b in trainctl trainctl-coordinator trainctl-agent trainctl-task-shim trainctl-container-env trainctl-gateway; do
   [[ $(command -v "$b") == /usr/bin/$b ]] || fail "$b is not /usr/bin/$b on PATH"
 done
 /usr/bin/trainctl --version | grep -E '[0-9]+\.[0-9]+\.[0-9]+' >/dev/null || fail "trainctl --version"

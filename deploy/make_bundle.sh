@@ -4,7 +4,8 @@
 # driver, CUDA and NCCL):
 #
 #   OUT/bin/    trainctl, trainctl-coordinator, trainctl-agent,
-#               trainctl-task-shim, trainctl-gateway, trainctl-nccl-allreduce:
+#               trainctl-task-shim, trainctl-container-env, trainctl-gateway,
+#               trainctl-nccl-allreduce:
 #               every tool of BUILD/bin but tests, benchmarks, fuzzers and
 #               simulators (TRAINCTL_BUNDLE_BENCH=1 keeps the benchmarks, the
 #               simulators and test probes, e.g. for a benchmark on a GPU host)

@@ -88,7 +88,7 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/deploy/prometheus/
         FILES_MATCHING PATTERN "*.yml" PATTERN "*_test.yml" EXCLUDE)
 
 # ---- trainctl-agent
-install(TARGETS trainctl-agent trainctl-task-shim RUNTIME
+install(TARGETS trainctl-agent trainctl-task-shim trainctl-container-env RUNTIME
         DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT agent)
 # The NCCL parts as files: their RUNPATH (the CUDA library dir they were
 # linked against) stays as built, which install(TARGETS) would try, and

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "common/secrets.h"
 #include "common/status_macros.h"
 #include "worker/hw/accounts.h"
+#include "worker/job_dirs.h"
 #include "worker/task_paths.h"
 
 #include <fcntl.h>
@@ -76,9 +78,19 @@ void GiveToAccount(const std::string& dir, const std::optional<RunAs>& run_as) {
   }
 }
 
-// podman's name for the container of task `ref`.
-std::string ContainerName(const v1::TaskRef& ref) {
-  return absl::StrFormat("trainctl-j%d-a%d-r%d", ref.job_id(), ref.attempt(), ref.rank());
+// podman's name for the container of task `ref` of cluster `cluster_id`:
+// trainctl-<cluster>-j<job>-a<attempt>-r<rank>. The cluster's id is in it
+// because job ids start again at 1 in every cluster, and `--replace` (and
+// the cleanup after a kill) would remove another cluster's container of the
+// same name where two clusters' agents share a host's podman. Characters
+// outside podman's name rule become '_'.
+std::string ContainerName(const std::string& cluster_id, const v1::TaskRef& ref) {
+  std::string cluster = cluster_id.substr(0, 32);
+  for (char& c : cluster) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+  }
+  return absl::StrFormat("trainctl-%s%sj%d-a%d-r%d", cluster, cluster.empty() ? "" : "-",
+                         ref.job_id(), ref.attempt(), ref.rank());
 }
 
 // Runs `argv` (argv[0] an absolute path) with no output and waits for it.
@@ -505,9 +517,7 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
   c.argv = spec.argv;
   c.env = spec.env;
   c.workdir = spec.workdir;
-  for (const std::string& dir : {spec.workdir, start.env().count("TRAINCTL_CHECKPOINT_DIR")
-                                                   ? start.env().at("TRAINCTL_CHECKPOINT_DIR")
-                                                   : std::string()}) {
+  for (const std::string& dir : {spec.workdir, start.checkpoint_dir()}) {
     if (!dir.empty() && std::find(c.mounts.begin(), c.mounts.end(), dir) == c.mounts.end()) {
       c.mounts.push_back(dir);
     }
@@ -520,19 +530,66 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
   const Account& who = spec.run_as.has_value() ? Account{*spec.run_as, "", ""} : agent_account_;
   c.uid = who.run_as.uid;
   c.gid = who.run_as.gid;
-  c.name = ContainerName(start.task());
+  {
+    absl::MutexLock lock(&cluster_mu_);
+    c.name = ContainerName(cluster_id_, start.task());
+  }
   if (config_.cgroups != nullptr && !spec.cgroup_dir.empty()) {
     c.cgroup_parent = config_.cgroups->RelativePath(spec.cgroup_dir);
   }
+  if (runtime->kind() == ContainerRuntimeKind::kPodman) {
+    c.env_file = ContainerEnvPath(start.task());
+    absl::StatusOr<std::string> content = runtime->EnvFileContent(c);
+    if (!content.ok()) return content.status();
+    TC_RETURN_IF_ERROR(WritePrivateFile(c.env_file, *content, c.uid, c.gid));
+  }
   absl::StatusOr<WrappedLaunch> wrapped = runtime->WrapArgv(c);
-  if (!wrapped.ok()) return wrapped.status();
+  if (!wrapped.ok()) {
+    unlink(c.env_file.c_str());
+    return wrapped.status();
+  }
   spec.argv = std::move(wrapped->argv);
   spec.env = std::move(wrapped->env);
-  if (runtime->kind() == ContainerRuntimeKind::kPodman && !runtime->rootless()) {
+  if (runtime->kind() == ContainerRuntimeKind::kPodman && !runtime->rootless() &&
+      spec.run_as.has_value()) {
     // Root podman starts the container as the job's uid:gid (--user) itself:
-    // the runtime must stay root, so the shim does not drop to the account.
-    // The log stays the agent's (0600); `trainctl logs` serves it.
-    spec.run_as.reset();
+    // the runtime must stay root, so the shim does not drop to the account;
+    // but it checks, as the account, that the account can enter every
+    // directory podman mounts as root (the work dir, the checkpoint dir).
+    spec.keep_root = true;
+    spec.check_dirs = c.mounts;
+  }
+  return absl::OkStatus();
+}
+
+std::string Agent::ContainerEnvPath(const v1::TaskRef& ref) const {
+  absl::MutexLock lock(&cluster_mu_);
+  return absl::StrCat(::trainctl::worker::ClusterDir(config_.log_dir, cluster_id_), "/containers/",
+                      ContainerName(cluster_id_, ref), ".env");
+}
+
+absl::Status Agent::WritePrivateFile(const std::string& path, const std::string& content,
+                                     int uid, int gid) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", ec.message()));
+  // Only the agent's account reaches the files through the directory; the
+  // task's account reads its own through podman's bind mount.
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  unlink(path.c_str());  // left by an agent that died
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+  if (fd < 0) return absl::InternalError(absl::StrCat("create ", path, ": ", std::strerror(errno)));
+  bool ok = static_cast<size_t>(write(fd, content.data(), content.size())) == content.size();
+  if (ok && uid >= 0 && static_cast<uid_t>(uid) != geteuid()) {
+    ok = fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(std::max(gid, 0))) == 0;
+  }
+  const int err = errno;
+  close(fd);
+  if (!ok) {
+    unlink(path.c_str());
+    return absl::InternalError(absl::StrCat("write ", path, ": ", std::strerror(err)));
   }
   return absl::OkStatus();
 }
@@ -659,14 +716,13 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
   // The job's checkpoint directory (coordinator --checkpoint-root, on a file
   // system shared by the nodes): created here so the task can write into it
   // at once; a failure is left for the task to meet (and report) itself.
-  if (auto ckpt = spec.env.find("TRAINCTL_CHECKPOINT_DIR"); ckpt != spec.env.end()) {
-    std::error_code ec;
-    std::filesystem::create_directories(ckpt->second, ec);
-    if (ec) {
-      TC_LOG_WARN("job {}: cannot create TRAINCTL_CHECKPOINT_DIR {}: {}",
-                  ref.job_id(), ckpt->second, ec.message());
-    } else {
-      GiveToAccount(ckpt->second, spec.run_as);
+  // Only StartTask.checkpoint_dir, which the coordinator derives from its
+  // own configuration: never the TRAINCTL_CHECKPOINT_DIR of the task's
+  // environment (job_dirs.h).
+  if (!start.checkpoint_dir().empty()) {
+    if (absl::Status s = MakeCheckpointDir(start.checkpoint_dir(), ref.job_id(), spec.run_as);
+        !s.ok()) {
+      TC_LOG_WARN("job {}: checkpoint directory: {}", ref.job_id(), s.ToString());
     }
   }
   if (start.has_preflight()) return spec;
@@ -716,7 +772,10 @@ void Agent::Start(const v1::StartTask& start) {
   if (!pid.ok() && store_port.ok() && *store_port > 0) {
     config_.torch_store->Close(*store_port);
   }
-  if (!pid.ok() && made.ok()) ReleaseCgroup(spec.cgroup_dir);
+  if (!pid.ok() && made.ok()) {
+    ReleaseCgroup(spec.cgroup_dir);
+    if (!start.image().empty()) unlink(ContainerEnvPath(ref).c_str());
+  }
   if (!pid.ok()) RemoveFromRelay(relay_rank);
 
   int close_port = 0;
@@ -746,7 +805,15 @@ void Agent::Start(const v1::StartTask& start) {
   entry.relay_rank = relay_rank;
   entry.cgroup_dir = spec.cgroup_dir;
   if (!start.image().empty() && config_.container_runtime != nullptr) {
-    entry.container_cleanup = config_.container_runtime->CleanupCommands(ContainerName(ref));
+    std::string name;
+    {
+      absl::MutexLock cluster_lock(&cluster_mu_);
+      name = ContainerName(cluster_id_, ref);
+    }
+    entry.container_cleanup = config_.container_runtime->CleanupCommands(name);
+    if (config_.container_runtime->kind() == ContainerRuntimeKind::kPodman) {
+      entry.container_env_file = ContainerEnvPath(ref);
+    }
   }
   entry.ref.set_pid(*pid);
   st->mutable_task()->set_pid(*pid);
@@ -782,6 +849,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   int close_port = 0;
   std::string cgroup_dir;
   std::vector<std::vector<std::string>> container_cleanup;
+  std::string container_env_file;
   bool stopped = false;
   std::optional<std::tuple<int64_t, int, int>> relay_rank;
   {
@@ -794,6 +862,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
     }
     cgroup_dir = it->second.cgroup_dir;
     container_cleanup = it->second.container_cleanup;
+    container_env_file = it->second.container_env_file;
     stopped = it->second.stopped;
     relay_rank = it->second.relay_rank;
   }
@@ -807,6 +876,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   if (stopped || info.exit_code != 0 || info.signal != 0) {
     for (const std::vector<std::string>& argv : container_cleanup) RunAndWait(argv);
   }
+  if (!container_env_file.empty()) unlink(container_env_file.c_str());
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);

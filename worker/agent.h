@@ -231,6 +231,9 @@ class Agent {
     // A container task: the runtime commands that remove what a killed
     // container leaves (ContainerRuntime::CleanupCommands), run at its exit.
     std::vector<std::vector<std::string>> container_cleanup;
+    // A podman task: its environment file (ContainerEnvPath), removed at its
+    // exit.
+    std::string container_env_file;
   };
 
   // Launches `start` (no lock held while spawning) and reports RUNNING or
@@ -257,6 +260,16 @@ class Agent {
   // Wraps `spec` in the node's container runtime for start.image().
   // Errors: FAILED_PRECONDITION without a runtime; those of WrapArgv.
   absl::Status WrapInContainer(const v1::StartTask& start, LaunchSpec& spec) const;
+  // Where a podman task's environment file goes (ContainerLaunch::env_file):
+  // <ClusterDir>/containers/<container name>.env, in a directory of mode
+  // 0700 that only the agent's account enters.
+  std::string ContainerEnvPath(const v1::TaskRef& ref) const;
+  // Writes `content` to a new file at `path` (mode 0400, owned by uid:gid
+  // when uid >= 0; a file already there is replaced, a link never
+  // followed), creating its directory with mode 0700.
+  // Errors: INTERNAL with errno's text when it cannot be made or written.
+  static absl::Status WritePrivateFile(const std::string& path, const std::string& content,
+                                       int uid, int gid);
   // Kills what is left in a task's cgroup and removes it (logs failures);
   // an emptied slot cgroup goes back to the pool instead while `reuse` and
   // the pool has room (kMaxPooledCgroups).

@@ -481,9 +481,14 @@ TEST_F(AgentTest, Handle_StartTaskNeedsWhatTheNodeLacks_StartFailedWithTheReason
   EXPECT_FALSE(agent_->Registration()->node().cgroups());
 }
 
-TEST_F(AgentTest, Handle_StartTaskWithImage_RunsThroughTheRuntimeWithEnvOffTheCommandLine) {
+// podman runs as root: the task's variables (a token, an LD_PRELOAD) reach
+// the container through a file only the task's account reads, never through
+// podman's own environment or command line.
+TEST_F(AgentTest, Handle_StartTaskWithImage_EnvInAPrivateFileNotInPodmansEnvOrArgv) {
+  ContainerRuntime::Options options;
+  options.env_exec = "/usr/bin/trainctl-container-env";
   const ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
-                                /*rootless=*/false);
+                                /*rootless=*/false, options);
   config_.container_runtime = &podman;
   Make();
   Connect();
@@ -491,9 +496,11 @@ TEST_F(AgentTest, Handle_StartTaskWithImage_RunsThroughTheRuntimeWithEnvOffTheCo
   v1::CoordinatorMessage msg = Start(7, 0);
   msg.mutable_start_task()->set_image("localhost/train:1");
   (*msg.mutable_start_task()->mutable_env())["TRAINCTL_TOKEN"] = "s3cret-token";
+  (*msg.mutable_start_task()->mutable_env())["LD_PRELOAD"] = "/home/u/evil.so";
   agent_->Handle(msg);
   ASSERT_THAT(launcher_.launched, SizeIs(1));
-  const LaunchSpec& spec = launcher_.launched.begin()->second;
+  const int pid = launcher_.launched.begin()->first;
+  const LaunchSpec spec = launcher_.launched.begin()->second;
   ASSERT_FALSE(spec.argv.empty());
   EXPECT_EQ(spec.argv[0], "/usr/bin/podman");
   EXPECT_THAT(spec.argv, ::testing::Contains("localhost/train:1"));
@@ -501,10 +508,51 @@ TEST_F(AgentTest, Handle_StartTaskWithImage_RunsThroughTheRuntimeWithEnvOffTheCo
   for (const std::string& arg : spec.argv) {
     EXPECT_THAT(arg, ::testing::Not(HasSubstr("s3cret-token")));
   }
-  // The token reaches the container through podman's environment.
-  EXPECT_EQ(spec.env.at("TRAINCTL_TOKEN"), "s3cret-token");
-  // The command runs inside, after the image.
+  EXPECT_FALSE(spec.env.count("TRAINCTL_TOKEN"));
+  EXPECT_FALSE(spec.env.count("LD_PRELOAD"));
+  // The file podman mounts: mode 0400, both variables in it.
+  const std::string file = log_dir_ + "/containers/trainctl-j7-a0-r0.env";
+  EXPECT_THAT(spec.argv, ::testing::Contains(file + ":/.trainctl/env:ro"));
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  std::ifstream in(file, std::ios::binary);
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(content, HasSubstr(std::string("TRAINCTL_TOKEN=s3cret-token\0", 28)));
+  EXPECT_THAT(content, HasSubstr(std::string("LD_PRELOAD=/home/u/evil.so\0", 27)));
+  // The command runs inside, after the image and env-exec.
   EXPECT_EQ(spec.argv.back(), "train.py");
+  // Gone with the task.
+  launcher_.Exit(pid, ExitInfo{0, 0});
+  EXPECT_NE(stat(file.c_str(), &st), 0);
+}
+
+// An exported TRAINCTL_CHECKPOINT_DIR=/etc made the root agent create and
+// chown that path to the user: the agent acts only on
+// StartTask.checkpoint_dir, which the coordinator derives from its root.
+TEST_F(AgentTest, Handle_CheckpointDir_MadeFromItsFieldNeverFromTheEnvironment) {
+  Make();
+  Connect();
+  const std::string dir = std::filesystem::path(log_dir_).lexically_normal().string();
+  const std::string victim = dir + "/victim-dir";
+  v1::CoordinatorMessage msg = Start(7, 0);
+  (*msg.mutable_start_task()->mutable_env())["TRAINCTL_CHECKPOINT_DIR"] = victim;
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  EXPECT_FALSE(std::filesystem::exists(victim));
+  msg = Start(8, 0);
+  msg.mutable_start_task()->set_checkpoint_dir(dir + "/ckpt/8");
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(2));
+  struct stat st {};
+  ASSERT_EQ(stat((dir + "/ckpt/8").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  // A path the coordinator never derives (not <root>/<job id>) is not made.
+  msg = Start(9, 0);
+  msg.mutable_start_task()->set_checkpoint_dir(victim);
+  agent_->Handle(msg);
+  EXPECT_FALSE(std::filesystem::exists(victim));
 }
 
 TEST_F(AgentTest, ContainerTask_StoppedButExitedZero_ItsContainerIsRemoved) {
@@ -520,8 +568,10 @@ TEST_F(AgentTest, ContainerTask_StoppedButExitedZero_ItsContainerIsRemoved) {
     script << "#!/bin/sh\necho \"$*\" >>" << calls << "\n";
   }
   ASSERT_EQ(chmod(podman_path.c_str(), 0755), 0);
+  ContainerRuntime::Options options;
+  options.env_exec = "/usr/bin/trainctl-container-env";
   const ContainerRuntime podman(ContainerRuntimeKind::kPodman, podman_path, "4.3.1",
-                                /*rootless=*/false);
+                                /*rootless=*/false, options);
   config_.container_runtime = &podman;
   Make();
   Connect();

@@ -199,6 +199,18 @@ int main(int argc, char** argv) {
   app.add_option("--container-run-args", container_run_args,
                  "arguments after `run`/`exec`, split at spaces (e.g. "
                  "\"--ulimit nofile=65536:65536\")");
+  std::string container_env_exec = "auto";
+  app.add_option("--container-env-exec", container_env_exec,
+                 "trainctl-container-env, the first program of every podman "
+                 "container (it sets the task's variables inside, so none "
+                 "passes through root podman's environment); auto: the one "
+                 "next to this agent. podman is not used without it");
+  bool task_no_new_privs = true;
+  app.add_option("--task-no-new-privs", task_no_new_privs,
+                 "true: tasks of other accounts run with no_new_privs, so a set-uid "
+                 "program (sudo) or file capability gives them nothing; false: "
+                 "they may gain what such programs give")
+      ->capture_default_str();
   bool run_tasks_as_agent = false;
   app.add_flag("--run-tasks-as-agent", run_tasks_as_agent,
                "run every task as this agent's account, whatever user the job "
@@ -322,6 +334,26 @@ int main(int argc, char** argv) {
                                                       : trainctl::worker::ContainerRuntimeKind::kNone;
     options.global_args = absl::StrSplit(container_global_args, ' ', absl::SkipEmpty());
     options.run_args = absl::StrSplit(container_run_args, ' ', absl::SkipEmpty());
+    if (container_env_exec == "auto") {
+      std::error_code ec;
+      container_env_exec =
+          (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
+           "trainctl-container-env")
+              .string();
+    }
+    if (access(container_env_exec.c_str(), X_OK) == 0) {
+      options.env_exec = std::filesystem::absolute(container_env_exec).string();
+    } else if (container_runtime != "apptainer") {
+      // podman without it could only pass the task's variables through its
+      // own (root) environment: podman is not used.
+      TC_LOG_WARN("no trainctl-container-env at {}: podman is not used for jobs with an image",
+                  container_env_exec);
+      if (container_runtime == "podman") {
+        return Fail(absl::StrCat("--container-runtime podman needs trainctl-container-env (",
+                                 container_env_exec, " is not an executable)"));
+      }
+      options.want = trainctl::worker::ContainerRuntimeKind::kApptainer;
+    }
     const char* path = std::getenv("PATH");
     absl::StatusOr<trainctl::worker::ContainerRuntime> found =
         trainctl::worker::ContainerRuntime::Detect(path != nullptr ? path : "", options);
@@ -534,6 +566,7 @@ int main(int argc, char** argv) {
 
   // Members in dependency order: hardware, then the agent, then the session.
   trainctl::worker::PosixProcessLauncher::Options launch_options;
+  launch_options.no_new_privs = task_no_new_privs;
   if (task_shim == "auto") {
     // Found by itself: only for the tasks that need it (their account or
     // cgroup) while the guard covers the agent's death. A --task-shim named

@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,6 +62,40 @@ type gatewayConfig struct {
 	DialOptions []grpc.DialOption
 	// /readyz waits this long for the coordinator's answer. 0 means 1 s.
 	ReadyTimeout time.Duration
+	// Largest request body read, bytes; 0 means maxBodyBytes (the
+	// coordinator's gRPC message limit: nothing larger could be sent on).
+	MaxBodyBytes int64
+	// Refuse a /v1/ request without an `Authorization` header (401) before
+	// reading its body: set where the coordinator authenticates
+	// (--tokens-file), so that anonymous callers cannot make the gateway
+	// read and buffer bodies.
+	RequireAuth bool
+}
+
+// maxBodyBytes is trainctl-coordinator's largest gRPC message (16 MiB,
+// kMaxMessageBytes in coordinator/grpc_service.cc).
+const maxBodyBytes = 16 << 20
+
+// limitRequests answers 413 for a body over maxBytes (declared or read) and,
+// with requireAuth, 401 for a /v1/ request without credentials, before
+// anything of the body is read. Four anonymous 100 MB POSTs raised the
+// gateway's memory from 16 MiB to 2.1 GiB before this.
+func limitRequests(h http.Handler, maxBytes int64, requireAuth bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requireAuth && strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/v1/openapi.json" &&
+			r.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeJSONErrorCode(w, "unauthenticated: send Authorization: Bearer TOKEN", http.StatusUnauthorized, codes.Unauthenticated)
+			return
+		}
+		if r.ContentLength > maxBytes {
+			writeJSONErrorCode(w, fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, maxBytes),
+				http.StatusRequestEntityTooLarge, codes.ResourceExhausted)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // The project's version, set by build.sh (-ldflags "-X main.version=...").
@@ -79,6 +114,11 @@ func writeJSONError(w http.ResponseWriter, msg string, httpCode int) {
 	case http.StatusMethodNotAllowed:
 		code = codes.Unimplemented
 	}
+	writeJSONErrorCode(w, msg, httpCode, code)
+}
+
+// writeJSONErrorCode is writeJSONError with the gRPC code given.
+func writeJSONErrorCode(w http.ResponseWriter, msg string, httpCode int, code codes.Code) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(httpCode)
 	json.NewEncoder(w).Encode(map[string]interface{}{"error": msg, "message": msg, "code": code})
@@ -125,6 +165,9 @@ func noCache(h http.Handler) http.Handler {
 func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = maxBodyBytes
 	}
 	runtime.OtherErrorHandler = func(w http.ResponseWriter, _ *http.Request, msg string, code int) {
 		writeJSONError(w, msg, code)
@@ -173,7 +216,7 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 			writeJSONError(w, "not found: the REST API is under /v1/ (described at /v1/openapi.json)", http.StatusNotFound)
 		})
 	}
-	return mux, nil
+	return limitRequests(mux, cfg.MaxBodyBytes, cfg.RequireAuth), nil
 }
 
 func main() {
@@ -184,6 +227,7 @@ func main() {
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	staticDir := flag.String("static-dir", "", "directory of static files (the web dashboard, client/web/dist) to serve outside /v1/; empty: none")
 	readyTimeout := flag.Duration("ready-timeout", time.Second, "how long /readyz waits for the coordinator to answer before it says 503")
+	requireAuth := flag.Bool("require-auth", false, "refuse /v1/ requests without an Authorization header (401) before reading their body; set when the coordinator runs with --tokens-file")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -213,6 +257,7 @@ func main() {
 		StaticDir:       *staticDir,
 		DialOptions:     opts,
 		ReadyTimeout:    *readyTimeout,
+		RequireAuth:     *requireAuth,
 	})
 	if err != nil {
 		log.Fatalf("trainctl-gateway: %v", err)

@@ -304,3 +304,50 @@ func TestNoStaticDir_JSON404(t *testing.T) {
 		t.Errorf("HTTP %d: %s", resp.StatusCode, body)
 	}
 }
+
+// A body over the limit is refused (413) before it is read, declared or not,
+// and the coordinator is never called.
+func TestLimitRequests_BodyOverLimit_413WithoutReadingIt(t *testing.T) {
+	f := &fakeCoordinator{}
+	web := serveGateway(t, gatewayConfig{CoordinatorAddr: startFake(t, f), MaxBodyBytes: 1024})
+	big := `{"spec":{"command":["` + strings.Repeat("x", 4096) + `"]}}`
+	resp, body := post(t, web.URL+"/v1/jobs", big)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "over the limit of 1024 bytes") {
+		t.Fatalf("declared 4 KiB body: %d %s", resp.StatusCode, body)
+	}
+	// Chunked (no Content-Length): cut at the limit while reading.
+	req, _ := http.NewRequest("POST", web.URL+"/v1/jobs", ioutil.NopCloser(strings.NewReader(big)))
+	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
+	resp2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode < 400 {
+		t.Fatalf("chunked 4 KiB body: %d, want an error", resp2.StatusCode)
+	}
+	if f.submitted() != 0 {
+		t.Fatalf("the coordinator was called %d times", f.submitted())
+	}
+}
+
+// With -require-auth a request without credentials is refused (401) before
+// its body is read; one with them goes through.
+func TestLimitRequests_RequireAuth_401WithoutAuthorization(t *testing.T) {
+	web := serveGateway(t, gatewayConfig{CoordinatorAddr: startFake(t, &fakeCoordinator{}), RequireAuth: true})
+	resp, body := get(t, web.URL+"/v1/nodes", "")
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "Authorization: Bearer") {
+		t.Fatalf("GET /v1/nodes without credentials: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, web.URL+"/v1/nodes", "Bearer tok-1"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/nodes with credentials: %d %s", resp.StatusCode, body)
+	}
+}
+
+// submitted is the number of SubmitJob calls the fake saw.
+func (f *fakeCoordinator) submitted() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.submits)
+}

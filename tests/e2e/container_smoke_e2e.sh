@@ -6,14 +6,19 @@
 #  1. output, exit code, a mounted host directory as working directory, and
 #     the task's variables (a secret, an empty one) arrive inside;
 #  2. while it runs, the secret is in no process's command line
-#     (/proc/*/cmdline), only in podman's environment;
+#     (/proc/*/cmdline) and not in root podman's environment (it reaches the
+#     container through trainctl-container-env's file);
 #  3. SIGTERM to `podman run` (what the launcher's Stop sends) ends it: 143
 #     when podman forwarded it to the task (--init), 0 when it came before
 #     podman's signal proxy; with CleanupCommands no container is left;
 #  4. with --cgroup-parent at a task cgroup (cgroup v2, as CgroupTree makes
 #     them), the container lands below it and cgroup.kill of the task cgroup
 #     kills `podman run`, conmon and the container; CleanupCommands() then
-#     removes podman's record of it (skipped without a writable v2).
+#     removes podman's record of it (skipped without a writable v2);
+#  5. through trainctl (coordinator, agent, CLI): a job with --image runs,
+#     a cancelled one leaves no container;
+#  6. a job's LD_PRELOAD (a library that writes a file wherever it loads)
+#     reaches the task but is loaded by no root process (podman, conmon).
 # Exits 77 (ctest: skipped), saying why, where podman, catatonit or a static
 # busybox is missing, or where podman cannot run a container at all (also
 # with the fallbacks below). Usage: container_smoke_e2e.sh BUILD_BIN_DIR.
@@ -91,7 +96,7 @@ done
 [[ -n $found ]] || skip "podman cannot run a container here: $(printf '%s; ' "${why[@]}")"
 ((${#why[@]} == 0)) || echo "note: plain podman failed here, using the '$found' fallback (${why[*]})"
 
-probe_args=()
+probe_args=(--env-exec "$BIN/trainctl-container-env" --env-file "$WORK/task.env")
 for a in "${G[@]}"; do probe_args+=(--global-arg "$a"); done
 for a in "${R[@]}"; do probe_args+=(--run-arg "$a"); done
 SECRET="tok-$$-$RANDOM-not-for-cmdline"
@@ -132,9 +137,12 @@ PIDS+=("$pid")
 wait_line "$WORK/run2.out" '^ready$' >/dev/null
 leaks=$(grep -lasF -f "$WORK/secret.pattern" /proc/[0-9]*/cmdline || true)
 [[ -z $leaks ]] || { echo "FAIL: secret in command lines: $leaks"; exit 1; }
-grep -qasF -f "$WORK/secret.pattern" "/proc/$pid/environ" ||
-  { echo "FAIL: secret not even in podman's environment (check broken?)"; exit 1; }
-ok "while running, the secret is in podman's environment and in no /proc/*/cmdline"
+grep -qasF PATH= "/proc/$pid/environ" ||
+  { echo "FAIL: cannot read podman's environment (check broken?)"; exit 1; }
+if grep -qasF -f "$WORK/secret.pattern" "/proc/$pid/environ"; then
+  echo "FAIL: the task's secret is in root podman's own environment"; exit 1
+fi
+ok "while running, the secret is in no /proc/*/cmdline and not in podman's environment"
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
@@ -212,15 +220,49 @@ out=$("${T[@]}" logs "$id")
 grep -qx "job $id rank 0 in $WORK/job" <<<"$out" && grep -qx "image rootfs" <<<"$out" ||
   { echo "FAIL: container job output: $out"; exit 1; }
 ok "trainctl submit --image: job $id ran in the image with its launch environment and workdir"
+
+# 6. A variable the loader, podman or conmon honour never reaches them as
+# root: a library in LD_PRELOAD (the user's own, in --env and in the
+# exported shell) would write a file as whoever loads it.
+if command -v cc >/dev/null; then
+  mkdir -p "$WORK/evil" && chmod 0777 "$WORK/evil"
+  printf '%s\n' '#include <stdio.h>' '#include <unistd.h>' \
+    '__attribute__((constructor)) static void pwn(void) {' \
+    '  char p[4096]; snprintf(p, sizeof p, "%s/loaded-by-uid-%d", EVIL_DIR, (int)geteuid());' \
+    '  FILE* f = fopen(p, "w"); if (f) fclose(f); }' >"$WORK/evil/evil.c"
+  cc -shared -fPIC -DEVIL_DIR="\"$WORK/evil\"" -o "$WORK/evil/evil.so" "$WORK/evil/evil.c"
+  # The check itself: the library does write its file where it is loaded.
+  LD_PRELOAD=$WORK/evil/evil.so /bin/true
+  [[ -e $WORK/evil/loaded-by-uid-$(id -u) ]] || { echo "FAIL: evil.so check broken"; exit 1; }
+  rm -f "$WORK/evil"/loaded-by-uid-*
+  # (--export NAME=VALUE: as exported from a shell, without loading the
+  # library into the CLI itself.)
+  id=$("${T[@]}" submit --image "$IMG" --env "TMPDIR=$WORK/evil" \
+    --export "ALL,LD_PRELOAD=$WORK/evil/evil.so,CONTAINERS_CONF=$WORK/evil/containers.conf" \
+    -- /bin/busybox sh -c 'echo "preload=$LD_PRELOAD tmpdir=$TMPDIR"')
+  "${T[@]}" wait "$id" >/dev/null || { "${T[@]}" logs "$id"; echo "FAIL: job $id"; exit 1; }
+  out=$("${T[@]}" logs "$id")
+  grep -qxF "preload=$WORK/evil/evil.so tmpdir=$WORK/evil" <<<"$out" ||
+    { echo "FAIL: the task's own variables did not reach it: $out"; exit 1; }
+  if compgen -G "$WORK/evil/loaded-by-uid-*" >/dev/null; then
+    echo "FAIL: a task's LD_PRELOAD ran in the runtime: $(ls "$WORK/evil")"; exit 1
+  fi
+  ok "LD_PRELOAD, CONTAINERS_CONF and TMPDIR of a job reach its task, not root podman or conmon"
+else
+  echo "SKIPPED: step 6 (no C compiler for the LD_PRELOAD library)"
+fi
 id=$("${T[@]}" submit --image "$IMG" --export NONE -- /bin/busybox sleep 300)
+# trainctl-<cluster id>-j<job>-a<attempt>-r<rank>: the cluster's id keeps
+# two clusters sharing this podman apart.
+exists() { podman ps -a --format '{{.Names}}' | grep -qE "^trainctl-[0-9a-f]+-j$id-a0-r0\$"; }
 end=$((SECONDS + 30))
-until podman container exists "trainctl-j$id-a0-r0" || ((SECONDS > end)); do read -rt 0.1 <> <(:) || true; done
-podman container exists "trainctl-j$id-a0-r0" || { echo "FAIL: container of job $id never ran"; exit 1; }
+until exists || ((SECONDS > end)); do read -rt 0.1 <> <(:) || true; done
+exists || { podman ps -a >&2; echo "FAIL: container of job $id never ran"; exit 1; }
 "${T[@]}" cancel "$id" >/dev/null
 "${T[@]}" wait "$id" >/dev/null 2>&1 || true
 end=$((SECONDS + 30))
-while podman container exists "trainctl-j$id-a0-r0" && ((SECONDS < end)); do read -rt 0.1 <> <(:) || true; done
-if podman container exists "trainctl-j$id-a0-r0"; then
+while exists && ((SECONDS < end)); do read -rt 0.1 <> <(:) || true; done
+if exists; then
   podman ps -a >&2; echo "FAIL: the cancelled job's container is still there"; exit 1
 fi
 ok "a cancelled --image job leaves no container behind"

@@ -239,6 +239,47 @@ set -e
 [[ $rc != 0 && $out == *"--allow-root-jobs"* ]] || fail "root's job accepted: $out"
 ok "a user without a local account fails with the reason; root is refused at submit"
 
+# 7. The launch contract's names never come from a user: bob's exported
+# TRAINCTL_CHECKPOINT_DIR made the root agent create and chown that path to
+# him (any directory of the node). Named, it is refused naming the
+# variable; in his shell, `--export ALL` leaves it out; either way nothing
+# is made where it points.
+VICTIM=$WORK/victim-dir
+set +e
+out=$(as "$B" "$TB" "$T" submit --export "TRAINCTL_CHECKPOINT_DIR=$VICTIM" --workdir / -- true 2>&1)
+rc=$?
+set -e
+# (The CLI refuses it; a client that sends it anyway gets the server's
+# INVALID_ARGUMENT, "spec.exported_env[TRAINCTL_CHECKPOINT_DIR]: ... cannot
+# be exported": coordinator/job_spec_test.cc.)
+[[ $rc != 0 && $out == *"TRAINCTL_CHECKPOINT_DIR"*"cannot be exported"* ]] ||
+  fail "an exported TRAINCTL_CHECKPOINT_DIR was accepted: rc $rc: $out"
+xid=$(as "$B" "$TB" env TRAINCTL_CHECKPOINT_DIR="$VICTIM" "$T" submit --workdir / \
+  -- sh -c 'echo "ckpt=$TRAINCTL_CHECKPOINT_DIR"') || fail "bob's --export ALL submit"
+as "$B" "$TB" "$T" wait "$xid" >/dev/null || fail "bob's job $xid failed"
+as "$B" "$TB" "$T" logs "$xid" | grep -qx "ckpt=$WORK/ckpt/$xid" ||
+  fail "bob's job got TRAINCTL_CHECKPOINT_DIR $(as "$B" "$TB" "$T" logs "$xid")"
+[[ ! -e $VICTIM ]] || fail "the agent made $VICTIM: $(stat -c '%U %a' "$VICTIM")"
+ok "TRAINCTL_CHECKPOINT_DIR cannot be exported (refused, or left out of ALL); the agent made nothing there"
+
+# 8. --image mounts only what the user may enter: root podman bind-mounted
+# alice's 0700 project for bob. The shim checks each mount as bob first and
+# fails the task with the line a job without --image gets.
+if ops nodes -o json | grep -q '"podman"'; then
+  mkdir -m 700 "$HOME_A/project" && echo alice-private >"$HOME_A/project/secret.txt"
+  chown -R "$A" "$HOME_A/project"
+  iid=$(as "$B" "$TB" "$T" submit --image localhost/any:1 --workdir "$HOME_A/project" \
+    -- cat secret.txt) || fail "bob's --image submit"
+  wait_state "$iid" failed || fail "bob's --image job on alice's project did not fail: $(ops describe "$iid")"
+  log=$(ops logs "$iid" 2>&1 || true)
+  grep -q "cannot enter the working directory $HOME_A/project as uid $(id -u "$B")" <<<"$log" ||
+    fail "bob's --image job: $log"
+  if grep -q alice-private <<<"$log"; then fail "bob read alice's file through --image"; fi
+  ok "bob's --image job with alice's 0700 work dir fails as without --image ($(grep -o 'cannot enter[^:]*' <<<"$log"))"
+else
+  echo "note: no podman on this node: --image mounts not checked"
+fi
+
 as "$A" "$TA" "$T" cancel "$aid" >/dev/null || fail "alice cancels"
 wait_state "$aid" cancelled || fail "alice's job not cancelled"
 e2e_done

@@ -4,11 +4,13 @@
 //
 //   container_wrap_probe [--global-arg A]... [--run-arg A]... --image IMAGE
 //       [--mount DIR]... [--workdir DIR] [--env NAME=VALUE]... [--name NAME]
-//       [--cgroup-parent PATH] -- ARGV...
+//       [--cgroup-parent PATH] [--env-exec PATH --env-file PATH] -- ARGV...
 //   container_wrap_probe [--global-arg A]... --cleanup NAME
 //
 // Detects the runtime in $PATH, prints the wrapped argv (one element a line,
-// prefixed "argv: ") on stderr, then execs it with the wrapped environment
+// prefixed "argv: ") on stderr, writes the environment file (podman: at
+// --env-file, mode 0600, as the agent does; --env-exec names
+// trainctl-container-env), then execs the argv with the wrapped environment
 // only. With --cleanup, runs ContainerRuntime::CleanupCommands(NAME) one
 // after the other and exits with the last one's status. Exit codes of its own: 2 bad usage, 3 no runtime, 4 WrapArgv refused,
 // 5 exec failed (each with a line on stderr).
@@ -67,6 +69,10 @@ int main(int argc, char** argv) {
       cleanup = v;
     } else if (a == "--cgroup-parent") {
       c.cgroup_parent = v;
+    } else if (a == "--env-exec") {
+      options.env_exec = v;
+    } else if (a == "--env-file") {
+      c.env_file = v;
     } else {
       std::fprintf(stderr, "container_wrap_probe: unknown option %s\n", a.c_str());
       return 2;
@@ -105,6 +111,15 @@ int main(int argc, char** argv) {
   if (!w.ok()) {
     std::fprintf(stderr, "container_wrap_probe: %s\n", w.status().ToString().c_str());
     return 4;
+  }
+  if (!c.env_file.empty()) {
+    auto content = rt->EnvFileContent(c);
+    FILE* f = content.ok() ? std::fopen(c.env_file.c_str(), "w") : nullptr;
+    if (f == nullptr || std::fwrite(content->data(), 1, content->size(), f) != content->size() ||
+        std::fclose(f) != 0) {
+      std::fprintf(stderr, "container_wrap_probe: cannot write %s\n", c.env_file.c_str());
+      return 4;
+    }
   }
   std::vector<char*> args;
   for (std::string& a : w->argv) {

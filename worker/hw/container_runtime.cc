@@ -48,6 +48,21 @@ bool ValidGpuUuid(const std::string& uuid) {
   });
 }
 
+absl::Status CheckEnvNames(const std::map<std::string, std::string>& env) {
+  for (const auto& [name, value] : env) {
+    if (!ValidEnvName(name)) {
+      // Up to a '=' only: a malformed name may hold a value ("TOKEN=...").
+      const size_t eq = name.find('=');
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad environment variable name \"",
+          absl::CEscape(name.substr(0, std::min<size_t>(eq, 64))),
+          eq == std::string::npos ? "" : "=...",
+          "\" for the container: want [A-Za-z_][A-Za-z0-9_]*"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckHostPath(const std::string& what, const std::string& path) {
   if (path.empty() || path[0] != '/' || absl::StrContains(path, ':') ||
       absl::StrContains(path, ',')) {
@@ -192,15 +207,13 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
         "bad container image \"", c.image, "\": empty or starting with '-'"));
   }
   if (c.argv.empty()) return absl::InvalidArgumentError("empty argv for the container");
-  for (const auto& [name, value] : c.env) {
-    if (!ValidEnvName(name)) {
-      // Up to a '=' only: a malformed name may hold a value ("TOKEN=...").
-      const size_t eq = name.find('=');
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad environment variable name \"", absl::CEscape(name.substr(0, std::min<size_t>(eq, 64))),
-          eq == std::string::npos ? "" : "=...",
-          "\" for the container: want [A-Za-z_][A-Za-z0-9_]*"));
+  if (absl::Status s = CheckEnvNames(c.env); !s.ok()) return s;
+  if (kind_ == ContainerRuntimeKind::kPodman) {
+    if (options_.env_exec.empty()) {
+      return absl::FailedPreconditionError(
+          "podman needs trainctl-container-env (ContainerRuntime::Options::env_exec)");
     }
+    if (absl::Status s = CheckHostPath("environment file", c.env_file); !s.ok()) return s;
   }
   for (const std::string& m : c.mounts) {
     if (absl::Status s = CheckHostPath("mount", m); !s.ok()) return s;
@@ -253,12 +266,9 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
     }
     for (const std::string& m : c.mounts) a.insert(a.end(), {"-v", m + ":" + m});
     if (!c.workdir.empty()) a.insert(a.end(), {"-w", c.workdir});
-    // `--env NAME` without a value: podman reads it from its environment.
-    for (const auto& [name, value] : c.env) {
-      if (from_image(name)) continue;
-      a.insert(a.end(), {"--env", name});
-      w.env[name] = value;
-    }
+    // The task's variables: in c.env_file, set inside by env-exec.
+    a.insert(a.end(), {"-v", absl::StrCat(options_.env_exec, ":", kEnvExecInContainer, ":ro"),
+                       "-v", absl::StrCat(c.env_file, ":", kEnvFileInContainer, ":ro")});
   } else {
     a.insert(a.end(), {"exec", "--cleanenv"});
     if (!c.gpu_uuids.empty()) a.push_back("--nv");
@@ -278,8 +288,29 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
   }
   a.insert(a.end(), options_.run_args.begin(), options_.run_args.end());
   a.push_back(c.image);
+  if (kind_ == ContainerRuntimeKind::kPodman) {
+    a.insert(a.end(), {kEnvExecInContainer, kEnvFileInContainer});
+  }
   a.insert(a.end(), c.argv.begin(), c.argv.end());
   return w;
+}
+
+absl::StatusOr<std::string> ContainerRuntime::EnvFileContent(const ContainerLaunch& c) const {
+  if (absl::Status s = CheckEnvNames(c.env); !s.ok()) return s;
+  std::string out;
+  for (const auto& [name, value] : c.env) {
+    if (std::find(options_.image_env.begin(), options_.image_env.end(), name) !=
+        options_.image_env.end()) {
+      continue;
+    }
+    if (value.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable ", name, ": value holds a NUL byte"));
+    }
+    absl::StrAppend(&out, name, "=", value);
+    out.push_back('\0');
+  }
+  return out;
 }
 
 std::vector<std::vector<std::string>> ContainerRuntime::CleanupCommands(

@@ -34,13 +34,20 @@
 // Docker is left out: its containers are children of dockerd, not of the
 // agent, so the agent could neither wait for nor kill them as processes.
 //
-// Secrets: environment values (tokens, passwords) never go on the command
-// line, where /proc/<pid>/cmdline shows them to every user of the node. They
-// go in the runtime process's environment (readable only by its user and
-// root): podman takes `--env NAME` (no "=value") and reads the value from
-// its own environment; Apptainer takes APPTAINERENV_NAME=value from its
-// environment (SINGULARITYENV_ for a `singularity` binary) and, with
-// --cleanenv, passes nothing else of it.
+// The task's environment never reaches a root process. Rootful podman runs
+// as root, and every variable in its own environment reaches podman, conmon
+// and the dynamic loader as root (LD_PRELOAD, CONTAINERS_CONF,
+// XDG_CONFIG_HOME, TMPDIR, ...): a user who could set one was root on the
+// node. So podman starts with Options::runtime_env alone, and the task's
+// variables go in a file (EnvFileContent(), written by the agent, readable
+// by the task's account only) that podman bind-mounts read-only into the
+// container with trainctl-container-env (container_env_exec.cc), the
+// container's first program, which sets them and runs the task. Nor do
+// values go on the command line, where /proc/<pid>/cmdline shows them to
+// every user of the node. Apptainer runs as the task's user (the shim drops
+// to it before), so its environment crosses no privilege line: it takes
+// APPTAINERENV_NAME=value from its environment (SINGULARITYENV_ for a
+// `singularity` binary) and, with --cleanenv, passes nothing else of it.
 //
 // Tested on the development VM (docs/containers.md): podman 4.3.1 as root
 // with runc (crun 1.8 refuses that hybrid cgroup host) and explicit
@@ -89,6 +96,11 @@ struct ContainerLaunch {
   // "trainctl-j7-a0-r3"; `--replace` makes a leftover of the same name (an
   // agent that died) give way. Empty: podman picks one. Unused by Apptainer.
   std::string name;
+  // podman: the host path of the file holding the task's environment
+  // (EnvFileContent() of this launch), mounted read-only into the container
+  // and read there by trainctl-container-env. It must be readable by `uid`
+  // and by no other account. Required for podman; unused by Apptainer.
+  std::string env_file;
   // podman: the task's cgroup v2, relative to the cgroup mount
   // (CgroupTree::RelativePath()), passed as --cgroup-parent with the
   // cgroupfs cgroup manager: the container's cgroup and conmon's are then
@@ -121,10 +133,9 @@ class ContainerRuntime {
     // defaults (1048576 open files and processes as root; needs
     // CAP_SYS_RESOURCE).
     std::vector<std::string> run_args;
-    // The runtime process's own environment. Detect() adds HOME and
-    // XDG_RUNTIME_DIR from the agent's environment when set (rootless podman
-    // needs them). podman gets the task's variables in the same environment:
-    // one of the same name replaces the entry here for podman too.
+    // The runtime process's whole environment (podman's: nothing of the
+    // task's is added). Detect() adds HOME and XDG_RUNTIME_DIR from the
+    // agent's environment when set (rootless podman needs them).
     std::map<std::string, std::string> runtime_env = {
         {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
     // Task variables not passed into the container: the image sets them (the
@@ -132,7 +143,16 @@ class ContainerRuntime {
     // LD_LIBRARY_PATH means nothing inside, and Apptainer's --nv sets its
     // own).
     std::vector<std::string> image_env = {"PATH", "HOME", "LD_LIBRARY_PATH"};
+    // podman: the host path of trainctl-container-env (absolute), mounted
+    // read-only into each container as its first program. Required for
+    // podman (WrapArgv refuses without it).
+    std::string env_exec;
   };
+
+  // Where trainctl-container-env and the environment file are mounted inside
+  // a podman container.
+  static constexpr char kEnvExecInContainer[] = "/.trainctl/env-exec";
+  static constexpr char kEnvFileInContainer[] = "/.trainctl/env";
 
   // A runtime at `binary` (absolute path), e.g. from the agent's
   // configuration or a test. `rootless`: the agent is not root.
@@ -172,7 +192,8 @@ class ContainerRuntime {
   //     --log-driver=passthrough --security-opt=label=disable
   //     (--userns=keep-id | --user UID[:GID]) [--cgroup-parent=CG]
   //     --device nvidia.com/gpu=UUID... -v DIR:DIR... -w WORKDIR
-  //     --env NAME... [run_args] IMAGE ARGV...
+  //     -v ENV_EXEC:/.trainctl/env-exec:ro -v ENV_FILE:/.trainctl/env:ro
+  //     [run_args] IMAGE /.trainctl/env-exec /.trainctl/env ARGV...
   //   apptainer [global_args] exec --cleanenv [--nv] --bind DIR... --pwd
   //     WORKDIR [run_args] IMAGE ARGV...
   // Host network and IPC: NCCL needs the host's interfaces (InfiniBand,
@@ -182,12 +203,21 @@ class ContainerRuntime {
   // GPUs and no CUDA_VISIBLE_DEVICES in env, Apptainer gets
   // CUDA_VISIBLE_DEVICES=<the UUIDs> (podman needs none: only those GPUs
   // are in the container).
-  // No value of `c.env` appears in the returned argv.
-  // Errors: FAILED_PRECONDITION for a kNone runtime; INVALID_ARGUMENT for an
+  // No value of `c.env` appears in the returned argv, nor (podman) in the
+  // returned environment, which is Options::runtime_env alone.
+  // Errors: FAILED_PRECONDITION for a kNone runtime, and for podman without
+  // Options::env_exec; INVALID_ARGUMENT for podman without c.env_file, for an
   // empty image or one starting with '-', an empty argv, a bad variable
   // name (named), a mount or workdir that is not absolute or holds ':' or
   // ',', a bad container name or GPU UUID.
   absl::StatusOr<WrappedLaunch> WrapArgv(const ContainerLaunch& c) const;
+
+  // podman: what the agent writes to `c.env_file`: NAME=VALUE of each
+  // variable of `c.env` but those the image sets (Options::image_env), each
+  // ended by a NUL byte, in name order (trainctl-container-env's format).
+  // Errors: INVALID_ARGUMENT naming a bad variable name or a value with a
+  // NUL byte.
+  absl::StatusOr<std::string> EnvFileContent(const ContainerLaunch& c) const;
 
   // The commands, to run in order, that remove what the runtime may have
   // left of a container named `name` once its task ended abnormally (runtime

@@ -44,7 +44,15 @@ ContainerLaunch Task() {
   c.uid = 1000;
   c.gid = 1000;
   c.name = "trainctl-j7-a0-r3";
+  c.env_file = "/var/lib/trainctl/containers/trainctl-j7-a0-r3.env";
   return c;
+}
+
+// podman with trainctl-container-env, as the agent configures it.
+ContainerRuntime::Options PodmanOptions() {
+  ContainerRuntime::Options o;
+  o.env_exec = "/usr/bin/trainctl-container-env";
+  return o;
 }
 
 // No value of `env` is in any argv element (empty values excepted).
@@ -59,10 +67,14 @@ void ExpectNoValueInArgv(const std::vector<std::string>& argv,
   }
 }
 
-TEST(ContainerRuntimeTest, WrapArgv_PodmanAsRoot_FullCommandAndEnvOutOfArgv) {
+TEST(ContainerRuntimeTest, WrapArgv_PodmanAsRoot_FullCommandAndEnvOutOfArgvAndPodman) {
   ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
-                          /*rootless=*/false);
-  auto w = podman.WrapArgv(Task());
+                          /*rootless=*/false, PodmanOptions());
+  ContainerLaunch task = Task();
+  // What would run as root inside podman if it reached podman's environment.
+  task.env["LD_PRELOAD"] = "/home/ada/evil.so";
+  task.env["CONTAINERS_CONF"] = "/home/ada/containers.conf";
+  auto w = podman.WrapArgv(task);
   ASSERT_THAT(w, IsOk());
   EXPECT_THAT(w->argv,
               ElementsAreArray<std::string>(
@@ -72,21 +84,45 @@ TEST(ContainerRuntimeTest, WrapArgv_PodmanAsRoot_FullCommandAndEnvOutOfArgv) {
                    "1000:1000", "--device", "nvidia.com/gpu=GPU-aaaa-1111", "--device",
                    "nvidia.com/gpu=GPU-bbbb-2222", "-v", "/home/ada/proj:/home/ada/proj",
                    "-v", "/ckpt/job7:/ckpt/job7", "-w", "/home/ada/proj",
-                   // Names only; PATH comes from the image.
-                   "--env", "CUDA_VISIBLE_DEVICES", "--env", "EMPTY", "--env", "HF_TOKEN",
-                   "--env", "MASTER_ADDR", "nvcr.io/nvidia/pytorch:24.05-py3", "torchrun",
-                   "--nproc-per-node=2", "train.py"}));
-  // The values are in podman's own environment, beside its PATH.
-  EXPECT_THAT(w->env, Contains(Pair("HF_TOKEN", "hf_s3cr3t-value")));
-  EXPECT_THAT(w->env, Contains(Pair("CUDA_VISIBLE_DEVICES", "GPU-aaaa-1111,GPU-bbbb-2222")));
-  EXPECT_THAT(w->env, Contains(Pair("EMPTY", "")));
-  EXPECT_THAT(w->env, Contains(Pair("PATH", HasSubstr("/usr/sbin"))));
-  ExpectNoValueInArgv(w->argv, Task().env);
+                   // The variables: a file read inside by env-exec.
+                   "-v", "/usr/bin/trainctl-container-env:/.trainctl/env-exec:ro", "-v",
+                   "/var/lib/trainctl/containers/trainctl-j7-a0-r3.env:/.trainctl/env:ro",
+                   "nvcr.io/nvidia/pytorch:24.05-py3", "/.trainctl/env-exec",
+                   "/.trainctl/env", "torchrun", "--nproc-per-node=2", "train.py"}));
+  // podman's environment is its own fixed one: nothing of the task's.
+  EXPECT_THAT(w->env, ElementsAre(Pair("PATH", HasSubstr("/usr/sbin"))));
+  ExpectNoValueInArgv(w->argv, task.env);
+  // The file: every variable but those the image sets (PATH), in name order.
+  auto file = podman.EnvFileContent(task);
+  ASSERT_THAT(file, IsOk());
+  EXPECT_EQ(*file, std::string("CONTAINERS_CONF=/home/ada/containers.conf\0"
+                               "CUDA_VISIBLE_DEVICES=GPU-aaaa-1111,GPU-bbbb-2222\0"
+                               "EMPTY=\0"
+                               "HF_TOKEN=hf_s3cr3t-value\0"
+                               "LD_PRELOAD=/home/ada/evil.so\0"
+                               "MASTER_ADDR=10.0.0.7\0",
+                               173));
+}
+
+TEST(ContainerRuntimeTest, WrapArgv_PodmanWithoutEnvExecOrEnvFile_Refused) {
+  ContainerRuntime bare(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false);
+  EXPECT_THAT(bare.WrapArgv(Task()), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                              HasSubstr("trainctl-container-env")));
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false,
+                          PodmanOptions());
+  ContainerLaunch c = Task();
+  c.env_file.clear();
+  EXPECT_THAT(podman.WrapArgv(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("environment file")));
+  c = Task();
+  c.env["BAD"] = std::string("a\0b", 3);
+  EXPECT_THAT(podman.EnvFileContent(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                 HasSubstr("BAD")));
 }
 
 TEST(ContainerRuntimeTest, WrapArgv_PodmanRootless_KeepsTheAgentsUser) {
   ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
-                          /*rootless=*/true);
+                          /*rootless=*/true, PodmanOptions());
   auto w = podman.WrapArgv(Task());
   ASSERT_THAT(w, IsOk());
   EXPECT_THAT(w->argv, Contains("--userns=keep-id"));
@@ -94,30 +130,37 @@ TEST(ContainerRuntimeTest, WrapArgv_PodmanRootless_KeepsTheAgentsUser) {
 }
 
 TEST(ContainerRuntimeTest, WrapArgv_PodmanMinimal_NoOptionalFlags) {
-  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false);
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false,
+                          PodmanOptions());
   ContainerLaunch c;
   c.image = "localhost/trainctl-smoke";
   c.argv = {"/bin/busybox", "echo", "hi"};
+  c.env_file = "/e";
   auto w = podman.WrapArgv(c);
   ASSERT_THAT(w, IsOk());
   EXPECT_THAT(w->argv, ElementsAreArray<std::string>(
                            {"/usr/bin/podman", "run", "--rm", "--init", "--network=host", "--ipc=host",
                             "--pids-limit=-1", "--log-driver=passthrough",
-                            "--security-opt=label=disable", "localhost/trainctl-smoke",
-                            "/bin/busybox", "echo", "hi"}));
+                            "--security-opt=label=disable", "-v",
+                            "/usr/bin/trainctl-container-env:/.trainctl/env-exec:ro", "-v",
+                            "/e:/.trainctl/env:ro", "localhost/trainctl-smoke",
+                            "/.trainctl/env-exec", "/.trainctl/env", "/bin/busybox", "echo",
+                            "hi"}));
   // Root without a uid: the image's user; uid without gid: the uid alone.
   c.uid = 1001;
   EXPECT_THAT(podman.WrapArgv(c)->argv, Contains("1001"));
 }
 
 TEST(ContainerRuntimeTest, WrapArgv_PodmanOptionsAndCgroupParent_InTheirPlaces) {
-  ContainerRuntime::Options o;
+  ContainerRuntime::Options o = PodmanOptions();
+  o.env_exec = "/x";
   o.global_args = {"--runtime", "runc"};
   o.run_args = {"--ulimit", "nofile=20000:20000"};
   ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false, o);
   ContainerLaunch c;
   c.image = "img";
   c.argv = {"true"};
+  c.env_file = "/e";
   c.cgroup_parent = "/system.slice/trainctl-agent.service/tasks/j7-a0-r3";
   auto w = podman.WrapArgv(c);
   ASSERT_THAT(w, IsOk());
@@ -127,7 +170,9 @@ TEST(ContainerRuntimeTest, WrapArgv_PodmanOptionsAndCgroupParent_InTheirPlaces) 
                    "--rm", "--init", "--network=host", "--ipc=host", "--pids-limit=-1",
                    "--log-driver=passthrough", "--security-opt=label=disable",
                    "--cgroup-parent=/system.slice/trainctl-agent.service/tasks/j7-a0-r3",
-                   "--ulimit", "nofile=20000:20000", "img", "true"}));
+                   "-v", "/x:/.trainctl/env-exec:ro", "-v", "/e:/.trainctl/env:ro",
+                   "--ulimit", "nofile=20000:20000", "img", "/.trainctl/env-exec",
+                   "/.trainctl/env", "true"}));
   EXPECT_THAT(podman.CleanupCommands("trainctl-j7-a0-r3"),
               ElementsAre(ElementsAre("/usr/bin/podman", "--runtime", "runc", "stop",
                                       "--ignore", "--time=0", "trainctl-j7-a0-r3"),
@@ -175,7 +220,8 @@ TEST(ContainerRuntimeTest, WrapArgv_ApptainerGpusWithoutCudaVisibleDevices_SetsI
 }
 
 TEST(ContainerRuntimeTest, WrapArgv_BadInput_InvalidArgumentWithoutValues) {
-  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false);
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false,
+                          PodmanOptions());
   auto bad = [&](auto change, const std::string& what) {
     ContainerLaunch c = Task();
     change(c);
@@ -205,15 +251,15 @@ TEST(ContainerRuntimeTest, WrapArgv_BadInput_InvalidArgumentWithoutValues) {
   EXPECT_THAT(none.WrapArgv(Task()), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
 }
 
-TEST(ContainerRuntimeTest, WrapArgv_ImageEnvOption_ForwardsPathWhenAsked) {
-  ContainerRuntime::Options o;
+TEST(ContainerRuntimeTest, EnvFileContent_ImageEnvOption_ForwardsPathWhenAsked) {
+  ContainerRuntime::Options o = PodmanOptions();
   o.image_env = {};
   ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false, o);
-  auto w = podman.WrapArgv(Task());
-  ASSERT_THAT(w, IsOk());
-  EXPECT_THAT(w->argv, Contains("PATH"));
-  // The task's PATH then serves podman too.
-  EXPECT_EQ(w->env.at("PATH"), "/usr/bin:/bin");
+  auto file = podman.EnvFileContent(Task());
+  ASSERT_THAT(file, IsOk());
+  EXPECT_THAT(*file, HasSubstr(std::string("PATH=/usr/bin:/bin\0", 19)));
+  // podman's own PATH stays its own.
+  EXPECT_THAT(podman.WrapArgv(Task())->env.at("PATH"), HasSubstr("/usr/sbin"));
 }
 
 // Fake runtimes: shell scripts in temporary PATH directories.

@@ -277,6 +277,9 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
           "workdir %s does not exist or is not a directory", spec.workdir));
     }
   }
+  if ((spec.keep_root || !spec.check_dirs.empty()) && !spec.run_as.has_value()) {
+    return absl::InvalidArgumentError("keep_root and check_dirs need run_as");
+  }
   if ((spec.run_as.has_value() || !spec.cgroup_dir.empty()) &&
       options_.task_shim.empty()) {
     return absl::FailedPreconditionError(
@@ -324,6 +327,14 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
       if (!spec.workdir.empty()) {
         shim_args.insert(shim_args.end(), {"--chdir", spec.workdir});
         spawn_workdir.clear();
+      }
+      if (spec.keep_root) {
+        shim_args.push_back("--keep-root");
+      } else if (options_.no_new_privs) {
+        shim_args.push_back("--no-new-privs");
+      }
+      for (const std::string& dir : spec.check_dirs) {
+        shim_args.insert(shim_args.end(), {"--check-dir", dir});
       }
     }
     shim_args.insert(shim_args.end(),

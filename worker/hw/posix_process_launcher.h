@@ -73,6 +73,10 @@ class PosixProcessLauncher : public ProcessLauncher {
     // tenth of the agent's CPU per task on a long PATH (bench/README.md).
     // Zero: every launch looks the program up.
     absl::Duration program_lookup_ttl = absl::Seconds(1);
+    // A task that runs as another account (LaunchSpec.run_as, not
+    // keep_root) gets no_new_privs (the shim's --no-new-privs): no set-uid
+    // program it execs gains privilege.
+    bool no_new_privs = true;
   };
 
   PosixProcessLauncher() : PosixProcessLauncher(Options()) {}

@@ -649,6 +649,44 @@ TEST_F(RunAsTest, Launch_RunAsWorkdirItMayNotEnter_Exit125WithTheReason) {
               HasSubstr("cannot enter the working directory"));
 }
 
+// A task of another account runs with no_new_privs: a set-uid program gives
+// it nothing.
+TEST_F(RunAsTest, Launch_RunAs_TaskHasNoNewPrivs) {
+  ExitWaiter exit;
+  TC_ASSERT_OK(shimmed_.Launch(AsNobody({"sh", "-c", "grep NoNewPrivs /proc/self/status"}),
+                               exit.Callback()));
+  ASSERT_TRUE(exit.Wait());
+  EXPECT_THAT(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"), HasSubstr("NoNewPrivs:\t1"));
+}
+
+// Root podman: the process stays root (keep_root) but the account must be
+// able to enter the work dir and every directory podman will mount; one it
+// cannot enter fails the task as without --image (exit 125, same line).
+TEST_F(RunAsTest, Launch_KeepRoot_StaysRootButChecksEveryDirAsTheAccount) {
+  const fs::path closed = dir_ / "alices-project";
+  fs::create_directories(closed);
+  fs::permissions(closed, fs::perms::owner_all, fs::perm_options::replace);
+  LaunchSpec spec = AsNobody({"sh", "-c", "id -u"});
+  spec.keep_root = true;
+  spec.check_dirs = {workdir_.string(), closed.string()};
+  ExitWaiter refused;
+  TC_ASSERT_OK(shimmed_.Launch(spec, refused.Callback()));
+  ASSERT_TRUE(refused.Wait());
+  EXPECT_EQ(refused.info.exit_code, 125);
+  const fs::path log = dir_ / "logs" / "job-1" / "rank-0.log";
+  EXPECT_THAT(ReadFile(log),
+              HasSubstr(absl::StrCat("cannot enter the working directory ", closed.string(),
+                                     " as uid ", nobody_.run_as.uid)));
+  fs::remove(log);
+  // Every directory open to the account: the process runs as root.
+  spec.check_dirs = {workdir_.string()};
+  ExitWaiter ran;
+  TC_ASSERT_OK(shimmed_.Launch(spec, ran.Callback()));
+  ASSERT_TRUE(ran.Wait());
+  EXPECT_EQ(ran.info.exit_code, 0);
+  EXPECT_EQ(ReadFile(log), "0\n");
+}
+
 // With shim_every_task off (the agent's guard covers its death), a task
 // with no account and no cgroup starts directly: its parent is the launcher,
 // not trainctl-task-shim; one that runs as an account still goes through it.

@@ -41,6 +41,15 @@ struct LaunchSpec {
   // Non-empty: a cgroup v2 directory the task is moved into before it
   // starts (worker/hw/cgroup.h); it must exist.
   std::string cgroup_dir;
+  // With run_as: the process stays the launcher's account (root) instead of
+  // becoming run_as, for a root helper that itself starts the task as
+  // run_as (root podman's --user). run_as is then only checked: a process
+  // of that account must be able to enter `workdir` and each of
+  // `check_dirs` (the directories the helper will mount for the task), or
+  // the task fails to start exactly as one whose workdir run_as cannot
+  // enter (the shim's exit 125 and its line in the log).
+  bool keep_root = false;
+  std::vector<std::string> check_dirs;
 };
 
 // How a process ended: exit_code when it exited (signal == 0), or the signal

@@ -2,7 +2,8 @@
 // outlives its agent (no orphan holding a GPU after `kill -9` of the agent),
 // and the one that puts the task in its cgroup and under its user's account.
 //
-//   trainctl-task-shim [--cgroup DIR] [--uid UID --gid GID [--groups G1,G2]]
+//   trainctl-task-shim [--cgroup DIR] [--uid UID --gid GID [--groups G1,G2]
+//                      [--keep-root] [--check-dir DIR]... [--no-new-privs]]
 //                      [--chdir DIR] WATCH_PID GRACE_MS PROGRAM ARGV0 [ARGS...]
 //
 // PosixProcessLauncher starts it (as the agent's user, usually root) as the
@@ -16,6 +17,18 @@
 //     none), setgid(GID), setuid(UID), and checks that it cannot get uid 0
 //     back. From here on the shim is the user's own process: the user's task
 //     may signal it, which harms only the user's own job;
+//     With --no-new-privs it then sets no_new_privs
+//     (prctl(PR_SET_NO_NEW_PRIVS)): no set-uid program or file capability
+//     the task execs can give it more than the account has (the task can
+//     still run them, without their privilege: `sudo` refuses, `ping`
+//     needs no capability on kernels >= 3.x with ping_group_range).
+//     With --keep-root the shim stays the agent's account instead (root
+//     podman must be root to start the container as --user UID:GID), and a
+//     child process that drops to the account as above checks that it can
+//     enter the --chdir directory and each --check-dir (the directories
+//     podman will bind-mount as root): one it cannot enter fails the task
+//     as step 3 does, with the same line, so `--image` never mounts what
+//     the user could not read without it;
 //  3. --chdir: enters the working directory as that account, so a directory
 //     the user may not enter is refused (exit 125) rather than entered with
 //     the agent's rights;
@@ -56,6 +69,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -114,7 +128,8 @@ bool WaitChild(pid_t child, int child_fd, int ms, int* status) {
 
 constexpr char kUsage[] =
     "usage: trainctl-task-shim [--cgroup DIR] [--uid UID --gid GID [--groups "
-    "G1,G2]] [--chdir DIR] WATCH_PID GRACE_MS PROGRAM ARGV0 [ARGS...]\n";
+    "G1,G2] [--keep-root] [--check-dir DIR]... [--no-new-privs]] [--chdir DIR] WATCH_PID "
+    "GRACE_MS PROGRAM ARGV0 [ARGS...]\n";
 
 struct Options {
   const char* cgroup = nullptr;
@@ -122,6 +137,9 @@ struct Options {
   long uid = -1;
   long gid = -1;
   std::vector<gid_t> groups;
+  bool keep_root = false;
+  bool no_new_privs = false;
+  std::vector<const char*> check_dirs;
 };
 
 // Parses the options before WATCH_PID (getopt_long; "+": stop at the first
@@ -133,6 +151,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
                                  {"uid", required_argument, nullptr, 'u'},
                                  {"gid", required_argument, nullptr, 'g'},
                                  {"groups", required_argument, nullptr, 'G'},
+                                 {"keep-root", no_argument, nullptr, 'k'},
+                                 {"no-new-privs", no_argument, nullptr, 'n'},
+                                 {"check-dir", required_argument, nullptr, 'D'},
                                  {nullptr, 0, nullptr, 0}};
   int opt;
   while ((opt = getopt_long(argc, argv, "+", kLong, nullptr)) != -1) {
@@ -142,6 +163,15 @@ int ParseOptions(int argc, char** argv, Options* o) {
         break;
       case 'd':
         o->chdir = optarg;
+        break;
+      case 'k':
+        o->keep_root = true;
+        break;
+      case 'n':
+        o->no_new_privs = true;
+        break;
+      case 'D':
+        o->check_dirs.push_back(optarg);
         break;
       case 'u':
         if (!ParseInt(optarg, &o->uid) || o->uid < 0) return -1;
@@ -166,7 +196,18 @@ int ParseOptions(int argc, char** argv, Options* o) {
     }
   }
   if ((o->uid >= 0) != (o->gid >= 0)) return -1;
+  if ((o->keep_root || !o->check_dirs.empty() || o->no_new_privs) && o->uid < 0) return -1;
+  if (o->keep_root && o->no_new_privs) return -1;
   return optind;
+}
+
+// Prints the line of a working directory the account cannot enter (the same
+// for --chdir and --check-dir).
+void CannotEnter(const char* dir, int err) {
+  std::fprintf(stderr,
+               "trainctl-task-shim: cannot enter the working directory %s as "
+               "uid %d: %s\n",
+               dir, static_cast<int>(getuid()), std::strerror(err));
 }
 
 // Drops to uid/gid/groups for good. Returns false after printing why.
@@ -221,12 +262,40 @@ int main(int argc, char** argv) {
       return 125;
     }
   }
-  if (options.uid >= 0 && !DropPrivileges(options)) return 125;
+  if (options.keep_root) {
+    // The checks run in a child that drops to the account for good; this
+    // process stays as it is.
+    const pid_t checker = fork();
+    if (checker < 0) {
+      std::fprintf(stderr, "trainctl-task-shim: fork: %s\n", std::strerror(errno));
+      return 125;
+    }
+    if (checker == 0) {
+      if (!DropPrivileges(options)) _exit(125);
+      std::vector<const char*> dirs = options.check_dirs;
+      if (options.chdir != nullptr) dirs.insert(dirs.begin(), options.chdir);
+      for (const char* dir : dirs) {
+        if (chdir(dir) != 0) {
+          CannotEnter(dir, errno);
+          _exit(125);
+        }
+      }
+      _exit(0);
+    }
+    int status = 0;
+    while (waitpid(checker, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 125;
+  } else if (options.uid >= 0 && !DropPrivileges(options)) {
+    return 125;
+  }
+  if (options.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    std::fprintf(stderr, "trainctl-task-shim: prctl(PR_SET_NO_NEW_PRIVS): %s\n",
+                 std::strerror(errno));
+    return 125;
+  }
   if (options.chdir != nullptr && chdir(options.chdir) != 0) {
-    std::fprintf(stderr,
-                 "trainctl-task-shim: cannot enter the working directory %s as "
-                 "uid %d: %s\n",
-                 options.chdir, static_cast<int>(getuid()), std::strerror(errno));
+    CannotEnter(options.chdir, errno);
     return 125;
   }
 
