@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -28,6 +29,24 @@ namespace trainctl::cli::internal {
 // The flags a job spec is made of, shared by `submit` and `sweep`: resource
 // shape, priority, restarts, env, workdir. They fill `f`; BuildSpec reads
 // them back.
+namespace {
+
+// A number in (0, max]: 0, a negative number and NaN are refused (CLI11's
+// Range takes 0 and lets NaN through), with the flag's range in the message.
+CLI::Validator AboveZeroUpTo(double max) {
+  return CLI::Validator(
+      [max](std::string& in) -> std::string {
+        double v = 0;
+        if (!absl::SimpleAtod(in, &v) || !(v > 0 && v <= max)) {
+          return absl::StrFormat("%s is not in (0, %g]", in, max);
+        }
+        return "";
+      },
+      absl::StrFormat("(0, %g]", max));
+}
+
+}  // namespace
+
 void AddJobSpecOptions(CLI::App* sub, Flags& f) {
   // CLI11's PositiveNumber prints DBL_MAX in its message.
   const CLI::Range kPositive(1, 1'000'000);
@@ -37,7 +56,7 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
                    ->check(kPositive);
   auto* fraction = sub->add_option("--gpu-fraction", f.gpu_fraction,
                                    "Share of one GPU, in (0, 1]")
-                       ->check(CLI::Range(0.0, 1.0));
+                       ->check(AboveZeroUpTo(1.0));
   auto* mem = sub->add_option("--gpu-mem", f.gpu_mem,
                               "GPU memory to reserve on one shared GPU, "
                               "e.g. 10GiB");
@@ -75,7 +94,7 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
   sub->add_option("--cpus", f.cpus,
                   "CPU limit of each task, in CPUs (cgroup v2 cpu.max; "
                   "default: none)")
-      ->check(CLI::Range(0.0, 4096.0));
+      ->check(AboveZeroUpTo(4096.0));
   sub->add_option("--mem", f.mem,
                   "Memory limit of each task, e.g. 32GiB (cgroup v2 "
                   "memory.max; default: none)");
@@ -169,6 +188,11 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
     absl::StatusOr<int64_t> bytes = ParseByteSize(flags->gpu_mem);
     if (!bytes.ok())
       return absl::StrCat("--gpu-mem: ", bytes.status().message());
+    if (*bytes <= 0) {
+      return absl::StrCat("--gpu-mem ", flags->gpu_mem,
+                          ": must be more than 0 bytes (for a whole GPU, leave "
+                          "--gpu-mem out)");
+    }
     spec->set_gpu_memory_bytes(*bytes);
   }
   for (const std::string& kv : flags->env) {
@@ -193,6 +217,10 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   if (!flags->mem.empty()) {
     absl::StatusOr<int64_t> bytes = ParseByteSize(flags->mem);
     if (!bytes.ok()) return absl::StrCat("--mem: ", bytes.status().message());
+    if (*bytes <= 0) {
+      return absl::StrCat("--mem ", flags->mem,
+                          ": must be more than 0 bytes (for no limit, leave --mem out)");
+    }
     spec->set_memory_bytes(*bytes);
   }
   std::error_code ec;

@@ -142,6 +142,11 @@ absl::Status Coordinator::LoadLocked() {
       rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(),
                        std::move(hosts));
     }
+    // Records stored before Task.whole_gpus existed: a gang's tasks held
+    // their GPUs whole (their bytes were the gang's smallest GPU's size).
+    if (job.kind() == v1::JOB_KIND_GANG) {
+      for (v1::Task& t : *job.mutable_tasks()) t.set_whole_gpus(true);
+    }
     const int64_t id = job.id();
     TrackLocked(job);
     if (job.preempted_for_job_id() != 0) {
@@ -241,6 +246,7 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
     int rank;
     bool draining;
     int64_t bytes;
+    bool whole;  // holds its GPUs whole: the GPU's own size (TaskBytesOnGpu)
   };
   int resolved = 0;
   // Each round ends one task, so this ends; stale records are rare and few.
@@ -253,13 +259,14 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
       const v1::Job& job = jobs_.at(id);
       for (const v1::Task& t : job.tasks()) {
         if (IsLive(t.state())) {
-          add(t, {job.placement_seq(), id, t.rank(), false, t.reserved_bytes_per_gpu()});
+          add(t, {job.placement_seq(), id, t.rank(), false, t.reserved_bytes_per_gpu(),
+                  t.whole_gpus()});
         }
       }
     }
     for (const DrainingTask& d : draining_) {
       add(d.task, {d.placement_seq, d.job_id, d.task.rank(), true,
-                   d.task.reserved_bytes_per_gpu()});
+                   d.task.reserved_bytes_per_gpu(), d.task.whole_gpus()});
     }
     const Claim* stale = nullptr;
     std::string where;
@@ -272,7 +279,7 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
       }
       if (capacity < 0) continue;
       __int128 sum = 0;
-      for (const Claim& c : list) sum += c.bytes;
+      for (const Claim& c : list) sum += c.whole ? capacity : c.bytes;
       if (sum <= capacity) continue;
       for (const Claim& c : list) {
         if (stale == nullptr || std::tie(c.seq, c.job_id) < std::tie(stale->seq, stale->job_id)) {
@@ -346,13 +353,10 @@ double Coordinator::AttemptGpusLocked(const v1::Job& job) const {
   for (const v1::Task& t : job.tasks()) {
     auto node = nodes_.find(t.node());
     for (int index : OwnedGpus(t)) {
-      double share = 1;
+      double share = TaskShareOfGpu(t, 0);
       if (node != nodes_.end()) {
         for (const v1::Gpu& g : node->second.node.gpus()) {
-          if (g.index() == index && g.memory_total_bytes() > 0) {
-            share = std::min(1.0, static_cast<double>(t.reserved_bytes_per_gpu()) /
-                                      static_cast<double>(g.memory_total_bytes()));
-          }
+          if (g.index() == index) share = TaskShareOfGpu(t, g.memory_total_bytes());
         }
       }
       gpus += share;

@@ -247,7 +247,7 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
   for (const v1::Gpu& g : e.node.gpus()) capacity[g.index()] = g.memory_total_bytes();
   absl::flat_hash_map<int, int64_t> reserved;
   auto add = [&](const v1::Task& t) {
-    for (int gpu : OwnedGpus(t)) reserved[gpu] += t.reserved_bytes_per_gpu();
+    for (int gpu : OwnedGpus(t)) reserved[gpu] += TaskBytesOnGpu(t, capacity[gpu]);
   };
   for (int64_t id : active_) {
     const v1::Job& job = jobs_.at(id);
@@ -512,7 +512,8 @@ std::vector<v1::NodeView> Coordinator::ListNodes() const {
         v1::GpuTaskRef* ref = view.mutable_gpu_tasks(i)->add_tasks();
         ref->set_job_id(job.id());
         ref->set_rank(t.rank());
-        ref->set_reserved_bytes(t.reserved_bytes_per_gpu());
+        ref->set_reserved_bytes(
+            TaskBytesOnGpu(t, view.node().gpus(i).memory_total_bytes()));
         ref->set_job_name(job.spec().name());
       }
     }

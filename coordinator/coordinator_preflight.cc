@@ -174,6 +174,7 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
       *rank.mutable_gpu_indices() = t.gpu_indices();
       *rank.mutable_gpu_uuids() = t.gpu_uuids();
       rank.set_reserved_bytes_per_gpu(t.reserved_bytes_per_gpu());
+      rank.set_whole_gpus(t.whole_gpus());
       rank.set_local_rank(t.local_rank());
       rank.set_node_rank(t.node_rank());
       rank.set_local_world_size(t.local_world_size());

@@ -71,6 +71,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
     n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY &&
                     e.stopping_unplaced.empty();
     n.container_runtime = e.node.container_runtimes_size() > 0;
+    n.cgroups = e.node.cgroups();
     if (SameNodeShape(n, name, e.node)) {
       for (sched::GpuState& gs : n.gpus) {
         gs.reserved_bytes = 0;
@@ -101,7 +102,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
     for (int gpu : OwnedGpus(t)) {
       for (sched::GpuState& gs : it->gpus) {
         if (gs.index != gpu) continue;
-        gs.reserved_bytes += t.reserved_bytes_per_gpu();
+        gs.reserved_bytes += TaskBytesOnGpu(t, gs.memory_total_bytes);
         gs.task_count += 1;
       }
     }
@@ -150,6 +151,7 @@ const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
     for (const v1::Task& t : job.tasks()) {
       if (!HoldsGpus(job, t)) continue;
       r.placement.reserved_bytes_per_gpu = t.reserved_bytes_per_gpu();
+      r.placement.whole_gpus = t.whole_gpus();
       sched::NodeAssignment* a = nullptr;
       for (sched::NodeAssignment& x : r.placement.nodes) {
         if (x.node == t.node()) a = &x;
@@ -518,13 +520,20 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
       t->set_local_world_size(tasks);
       t->set_node_rank(static_cast<int>(node_rank));
       t->set_node(na.node);
+      int64_t node_gpu_bytes = 0;
       for (int idx : na.gpu_indices) {
         t->add_gpu_indices(idx);
         for (const v1::Gpu& g : node.gpus()) {
-          if (g.index() == idx) t->add_gpu_uuids(g.uuid());
+          if (g.index() != idx) continue;
+          t->add_gpu_uuids(g.uuid());
+          node_gpu_bytes = std::max(node_gpu_bytes, g.memory_total_bytes());
         }
       }
-      t->set_reserved_bytes_per_gpu(placement.reserved_bytes_per_gpu);
+      // Whole GPUs: each is held whole (TaskBytesOnGpu); the bytes shown
+      // are this node's GPU size, not the gang's smallest.
+      t->set_whole_gpus(placement.whole_gpus);
+      t->set_reserved_bytes_per_gpu(placement.whole_gpus ? node_gpu_bytes
+                                                         : placement.reserved_bytes_per_gpu);
       TaskToLocked(job, *t, v1::TASK_STATE_STARTING);
       rank_hosts.push_back(na.node);
     }
@@ -597,7 +606,8 @@ v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
   start->set_discard_output(job.spec().discard_output());
   // An experiment sharing its GPU, and the memory it may use there
   // (StartTask.shared_gpu_memory_limit_bytes).
-  if (t.gpu_indices_size() == 1 && t.reserved_bytes_per_gpu() > 0 && node != nodes_.end()) {
+  if (t.gpu_indices_size() == 1 && !t.whole_gpus() && t.reserved_bytes_per_gpu() > 0 &&
+      node != nodes_.end()) {
     for (const v1::Gpu& g : node->second.node.gpus()) {
       if (g.index() != t.gpu_indices(0) ||
           t.reserved_bytes_per_gpu() >= g.memory_total_bytes()) {

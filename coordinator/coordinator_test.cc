@@ -80,6 +80,24 @@ class CoordinatorTest : public ::testing::Test {
 
   v1::Job Job(int64_t id) { return *core_->GetJob(id); }
 
+  // Unlike GPUs: node "big" (2 x 80 GiB) and node "small" (2 x 40 GiB), and
+  // a 2 x 2 gang over both (no pre-flight); returns the gang's id.
+  int64_t SubmitGangOverUnlikeGpus() {
+    for (const auto& [name, gib] : {std::pair<std::string, int64_t>{"big", 80}, {"small", 40}}) {
+      auto& conn = conns_[name];
+      conn = std::make_unique<FakeConnection>();
+      EXPECT_THAT(core_->RegisterAgent(NodeReg(name, 2, gib * kGiB), conn.get()),
+                  ::trainctl::testing::IsOk());
+    }
+    v1::JobSpec gang = Spec();
+    gang.set_nodes(2);
+    gang.set_gpus_per_node(2);
+    gang.set_preflight(v1::PREFLIGHT_MODE_OFF);
+    absl::StatusOr<int64_t> id = core_->SubmitJob(gang, "");
+    EXPECT_THAT(id, ::trainctl::testing::IsOk());
+    return id.ok() ? *id : 0;
+  }
+
   // Taken by the next Restart().
   CoordinatorConfig config_;
   FakeClock clock_;
@@ -208,6 +226,85 @@ TEST_F(CoordinatorTest, SubmitJob_QuarterGpus_FourShareOneGpu) {
   std::set<std::string> ports;
   for (const auto& s : a.Starts()) ports.insert(s.env().at("MASTER_PORT"));
   EXPECT_THAT(ports, SizeIs(4));
+}
+
+// Unlike GPUs: an 80 GiB node and a 40 GiB node. A whole-GPU gang over both
+// held only 40 GiB (the smaller GPU's size) of each 80 GiB GPU, and a
+// --gpu-fraction 0.5 job was then placed on a GPU the gang held.
+TEST_F(CoordinatorTest, UnlikeGpus_GangHoldsEachGpuWhole_NoShareOnItsBigGpus) {
+  const int64_t g = SubmitGangOverUnlikeGpus();
+  FakeConnection* big = conns_["big"].get();
+  FakeConnection* small = conns_["small"].get();
+  ASSERT_THAT(big->Starts(), SizeIs(2));
+  const v1::Job placed = Job(g);
+  for (const v1::Task& t : placed.tasks()) EXPECT_TRUE(t.whole_gpus()) << t.node();
+
+  v1::JobSpec share = Spec();
+  share.set_gpu_fraction(0.5);
+  auto f = core_->SubmitJob(share, "");
+  TC_ASSERT_OK(f);
+  // Every GPU is held whole by the gang: the share waits, started nowhere.
+  EXPECT_EQ(Job(*f).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(big->Starts(), SizeIs(2));
+  EXPECT_THAT(small->Starts(), SizeIs(2));
+  // The node view counts each GPU's own size as held.
+  for (const v1::NodeView& n : core_->ListNodes()) {
+    for (int i = 0; i < n.gpu_tasks_size(); ++i) {
+      ASSERT_THAT(n.gpu_tasks(i).tasks(), SizeIs(1));
+      EXPECT_EQ(n.gpu_tasks(i).tasks(0).reserved_bytes(), n.node().gpus(i).memory_total_bytes());
+    }
+  }
+}
+
+// GPU-hours count every GPU of a gang whole, whatever its size: a 2 x 2 gang
+// over 80 and 40 GiB GPUs is 4 GPUs (it was billed as 3).
+TEST_F(CoordinatorTest, UnlikeGpus_GangGpuHours_CountEveryGpuWhole) {
+  const int64_t g = SubmitGangOverUnlikeGpus();
+  FakeConnection* big = conns_["big"].get();
+  FakeConnection* small = conns_["small"].get();
+  std::vector<std::pair<std::string, v1::StartTask>> starts;
+  for (const auto& s : big->Starts()) starts.push_back({"big", s});
+  for (const auto& s : small->Starts()) starts.push_back({"small", s});
+  ASSERT_THAT(starts, SizeIs(4));
+  for (const auto& [node, s] : starts) Report(node, Status(s, v1::TASK_STATE_RUNNING));
+  clock_.Advance(absl::Hours(1));
+  for (const auto& [node, s] : starts) Report(node, Status(s, v1::TASK_STATE_EXITED, 0));
+  const v1::Job job = Job(g);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_THAT(job.attempts(), SizeIs(1));
+  EXPECT_DOUBLE_EQ(job.attempts(0).gpus(), 4.0);
+  EXPECT_NEAR(job.gpu_hours(), 4.0, 1e-6);
+}
+
+// One user could keep 340,000 held jobs in the coordinator's memory: the
+// pending jobs per user and in all are capped.
+TEST_F(CoordinatorTest, SubmitJob_PastPendingLimits_ResourceExhaustedNamingTheLimit) {
+  config_.max_pending_jobs_per_user = 2;
+  config_.max_pending_jobs = 3;
+  Restart();
+  v1::JobSpec alice = Spec();
+  alice.set_user("alice");
+  alice.set_hold(true);
+  auto a1 = core_->SubmitJob(alice, "");
+  TC_ASSERT_OK(a1);
+  TC_ASSERT_OK(core_->SubmitJob(alice, ""));
+  EXPECT_THAT(core_->SubmitJob(alice, ""),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("\"alice\" has 2 pending jobs"),
+                             HasSubstr("--max-pending-jobs-per-user"))));
+  v1::JobSpec bob = alice;
+  bob.set_user("bob");
+  TC_ASSERT_OK(core_->SubmitJob(bob, ""));
+  EXPECT_THAT(core_->SubmitJob(bob, ""),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("the cluster has 3 pending jobs")));
+  // A cancelled job no longer counts; the refused ones were never stored.
+  TC_ASSERT_OK(core_->CancelJob(*a1));
+  TC_ASSERT_OK(core_->SubmitJob(alice, ""));
+  EXPECT_THAT(core_->ListJobs({}, 0), SizeIs(4));
+  // Started jobs do not count: alice's pending ones leave when a node comes.
+  Connect("a", 4);
+  TC_ASSERT_OK(core_->SubmitJob(alice, ""));
 }
 
 TEST_F(CoordinatorTest, SubmitJob_TwoAgentsOnOneHost_JobsGetDistinctMasterPorts) {

@@ -344,6 +344,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
   return ValidateEarlyStop(spec);
 }
 
+int64_t TaskBytesOnGpu(const v1::Task& task, int64_t gpu_total_bytes) {
+  return task.whole_gpus() ? gpu_total_bytes : task.reserved_bytes_per_gpu();
+}
+
+double TaskShareOfGpu(const v1::Task& task, int64_t gpu_total_bytes) {
+  if (task.whole_gpus() || gpu_total_bytes <= 0) return 1.0;
+  return std::min(1.0, static_cast<double>(task.reserved_bytes_per_gpu()) /
+                           static_cast<double>(gpu_total_bytes));
+}
+
 v1::JobKind KindOf(const v1::JobSpec& spec) {
   return (spec.nodes() > 0 || spec.gpus() > 1) ? v1::JOB_KIND_GANG
                                                 : v1::JOB_KIND_EXPERIMENT;
@@ -369,6 +379,7 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
     r.excluded_nodes.push_back(e.node());
   }
   r.needs_container_runtime = !spec.image().empty();
+  r.needs_cgroup_limits = spec.cpus() > 0 || spec.memory_bytes() > 0;
   if (spec.has_array()) {
     r.group = ArrayGroup(spec.array().array_job_id());
     r.group_max_running = spec.array().max_running();
@@ -393,6 +404,7 @@ bool SameSchedulingRequest(const v1::JobSpec& a, const v1::JobSpec& b) {
          a.gpu_memory_bytes() == b.gpu_memory_bytes() &&
          a.time_limit_ms() == b.time_limit_ms() && a.preemptible() == b.preemptible() &&
          a.placement() == b.placement() && a.image().empty() == b.image().empty() &&
+         (a.cpus() > 0 || a.memory_bytes() > 0) == (b.cpus() > 0 || b.memory_bytes() > 0) &&
          a.array().max_running() == b.array().max_running() && a.queue() == b.queue() &&
          a.user() == b.user() && a.project() == b.project();
 }

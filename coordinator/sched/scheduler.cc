@@ -63,17 +63,18 @@ namespace {
 
 // Marks the nodes `job` may not use unschedulable for its lifetime and
 // restores them after: those named in JobRequest.excluded_nodes, and those
-// without a container runtime for a job that needs one. Costs nothing for a
+// without a container runtime (task cgroups) for a job that needs one. Costs nothing for a
 // job without exclusions.
 class ExcludedNodesScope {
  public:
   ExcludedNodesScope(std::vector<NodeState>& nodes, const JobRequest& job)
       : nodes_(nodes) {
     const std::vector<std::string>& excluded = job.excluded_nodes;
-    if (excluded.empty() && !job.needs_container_runtime) return;
+    if (excluded.empty() && !job.needs_container_runtime && !job.needs_cgroup_limits) return;
     for (size_t n = 0; n < nodes_.size(); ++n) {
       if (!nodes_[n].schedulable) continue;
       if ((job.needs_container_runtime && !nodes_[n].container_runtime) ||
+          (job.needs_cgroup_limits && !nodes_[n].cgroups) ||
           std::find(excluded.begin(), excluded.end(), nodes_[n].name) !=
               excluded.end()) {
         nodes_[n].schedulable = false;
@@ -106,7 +107,8 @@ SchedulePass::SchedulePass(const ClusterSnapshot& cluster,
                std::none_of(queue.begin(), queue.end(),
                             [](const JobRequest& j) {
                               return !j.excluded_nodes.empty() ||
-                                     j.needs_container_runtime;
+                                     j.needs_container_runtime ||
+                                     j.needs_cgroup_limits;
                             })),
       shape_(cluster),
       cluster_nodes_(cluster.nodes),
@@ -332,6 +334,10 @@ bool SchedulePass::FitsNow(const JobRequest& job, bool honor_hold) const {
 }
 
 }  // namespace internal
+
+int64_t PlacementBytesOn(const Placement& placement, const GpuState& gpu) {
+  return placement.whole_gpus ? gpu.memory_total_bytes : placement.reserved_bytes_per_gpu;
+}
 
 int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes) {
   if (job.gpu_memory_bytes > 0) return job.gpu_memory_bytes;

@@ -45,6 +45,9 @@ struct NodeState {
   // The node has a container runtime (podman or Apptainer): only such nodes
   // take jobs with needs_container_runtime.
   bool container_runtime = false;
+  // The node gives tasks cgroups with limits (Node.cgroups): only such nodes
+  // take jobs with needs_cgroup_limits.
+  bool cgroups = false;
 };
 
 enum class JobKind { kExperiment, kGang };
@@ -68,9 +71,19 @@ struct NodeAssignment {
 struct Placement {
   // Node rank order: nodes[0] holds rank 0.
   std::vector<NodeAssignment> nodes;
-  // Bytes reserved on each assigned GPU.
+  // Bytes reserved on each assigned GPU, when !whole_gpus (a share of one
+  // GPU: an experiment's ReservationBytes on that GPU).
   int64_t reserved_bytes_per_gpu = 0;
+  // Every assigned GPU is held whole (gangs, whole-GPU experiments): the
+  // reservation on each is that GPU's own memory_total_bytes. GPUs of
+  // different sizes (80 and 40 GiB) are each held whole: no one GPU's size
+  // stands for another's.
+  bool whole_gpus = false;
 };
+
+// Bytes `placement` reserves on `gpu` (one of its GPUs): the GPU's whole
+// memory_total_bytes for whole_gpus, else reserved_bytes_per_gpu.
+int64_t PlacementBytesOn(const Placement& placement, const GpuState& gpu);
 
 // A job that holds GPUs now (placed by an earlier call). Its reservation is
 // already counted in the nodes' GpuState; this says whose it is, for quotas,
@@ -162,6 +175,10 @@ struct JobRequest {
   // (NodeState.container_runtime) count as unschedulable for it, as excluded
   // nodes do (it waits for a node that has one; Explain() names them).
   bool needs_container_runtime = false;
+  // The job limits its tasks' CPUs or memory (--cpus, --mem): nodes without
+  // task cgroups (NodeState.cgroups) count as unschedulable for it, as for
+  // needs_container_runtime.
+  bool needs_cgroup_limits = false;
   // Seconds since it last entered the queue (its submit, or the end of its
   // last attempt when it was requeued), from the caller's clock (the
   // coordinator's injected clock, the simulator's simulated time). Decides

@@ -88,6 +88,7 @@ bool SchedulePass::PlaceExperiment(const JobRequest& job, bool honor_hold,
   ++gpu.task_count;
   placement.nodes.push_back(NodeAssignment{node.name, {gpu.index}});
   placement.reserved_bytes_per_gpu = want;
+  placement.whole_gpus = want >= gpu.memory_total_bytes;
   NodeChanged(ref->node);
   return true;
 }

@@ -102,6 +102,10 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
         "%s: no container runtime (podman or Apptainer) for the job's image",
         node.name);
   }
+  if (job.needs_cgroup_limits && !node.cgroups) {
+    return absl::StrFormat(
+        "%s: no task cgroups for the job's --cpus/--mem limits", node.name);
+  }
   const int usable = UsableGpuCount(node);
   if (!node.schedulable) {
     return absl::StrFormat(

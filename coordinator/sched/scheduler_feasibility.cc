@@ -81,6 +81,16 @@ std::optional<std::string> MalformedReason(const JobRequest& job,
 
 std::optional<std::string> InfeasibleReason(const JobRequest& job,
                                             const ClusterShape& shape) {
+  if (job.needs_container_runtime && shape.container_runtime_nodes == 0) {
+    return std::string(
+        "runs in a container image but no node has a container runtime "
+        "(podman or Apptainer)");
+  }
+  if (job.needs_cgroup_limits && shape.cgroup_nodes == 0) {
+    return std::string(
+        "limits its tasks' CPUs or memory (--cpus, --mem) but no node gives "
+        "tasks cgroups (cgroup v2, agent --cgroups)");
+  }
   if (job.kind == JobKind::kExperiment) {
     // A fractional reservation never exceeds its GPU; only bytes can.
     if (job.gpu_memory_bytes > shape.max_gpu_memory_bytes) {

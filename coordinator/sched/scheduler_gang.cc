@@ -189,7 +189,7 @@ bool SchedulePass::PlaceGang(const JobRequest& job, bool honor_hold,
                              Placement& placement) {
   std::optional<GangPlan> plan = FindGang(job, honor_hold);
   if (!plan) return false;
-  int64_t per_gpu = -1;
+  int64_t per_gpu = -1;  // the smallest GPU's size, for display only
   for (const auto& [n, positions] : plan->nodes) {
     NodeState& node = nodes_[n];
     NodeAssignment assignment;
@@ -207,6 +207,7 @@ bool SchedulePass::PlaceGang(const JobRequest& job, bool honor_hold,
     NodeChanged(n);
   }
   placement.reserved_bytes_per_gpu = per_gpu;
+  placement.whole_gpus = true;
   return true;
 }
 

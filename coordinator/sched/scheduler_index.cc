@@ -120,6 +120,7 @@ std::vector<NodeState> SchedulePass::MutableCopy(
     copy[n].name = nodes[n].name;
     copy[n].schedulable = nodes[n].schedulable;
     copy[n].container_runtime = nodes[n].container_runtime;
+    copy[n].cgroups = nodes[n].cgroups;
     copy[n].gpus.resize(nodes[n].gpus.size());
     for (size_t g = 0; g < nodes[n].gpus.size(); ++g) {
       const GpuState& from = nodes[n].gpus[g];

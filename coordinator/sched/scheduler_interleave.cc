@@ -178,7 +178,7 @@ bool SchedulePass::TryInterleave(const JobRequest& job, Decision& decision) {
           a.gpu_indices.end()) {
         continue;
       }
-      gpu.reserved_bytes += placement.reserved_bytes_per_gpu;
+      gpu.reserved_bytes += PlacementBytesOn(placement, gpu);
       gpu.task_count += 1;
     }
     NodeChanged(n);

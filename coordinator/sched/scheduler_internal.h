@@ -97,6 +97,9 @@ struct ClusterShape {
   int64_t gpu_count = 0;
   int max_gpus_on_node = 0;
   int64_t max_gpu_memory_bytes = 0;
+  // Nodes with a container runtime, and with task cgroups.
+  int container_runtime_nodes = 0;
+  int cgroup_nodes = 0;
   std::vector<int> gpus_on_node;
   // nodes_with_at_least[k]: nodes with k or more usable GPUs (k <= max).
   std::vector<int> nodes_with_at_least;
@@ -105,6 +108,8 @@ struct ClusterShape {
     node_count = static_cast<int>(cluster.nodes.size());
     for (const NodeState& node : cluster.nodes) {
       if (!node.schedulable) ++lost_node_count;
+      container_runtime_nodes += node.container_runtime ? 1 : 0;
+      cgroup_nodes += node.cgroups ? 1 : 0;
       const int gpus = UsableGpuCount(node);
       gpus_on_node.push_back(gpus);
       gpu_count += gpus;

@@ -163,7 +163,7 @@ bool SchedulePass::FitsWithAllFreed(const JobRequest& job, bool honor_hold,
       for (int g : positions) {
         auto& [tasks, bytes] = gpus[{n, g}];
         tasks += 1;
-        bytes += running_[i].placement.reserved_bytes_per_gpu;
+        bytes += PlacementBytesOn(running_[i].placement, nodes_[n].gpus[g]);
       }
     }
   }
@@ -214,7 +214,7 @@ void SchedulePass::ApplyRunning(int i, int sign) {
     for (int g : positions) {
       GpuState& gpu = nodes_[n].gpus[g];
       gpu.reserved_bytes = std::max<int64_t>(
-          0, gpu.reserved_bytes + sign * r.placement.reserved_bytes_per_gpu);
+          0, gpu.reserved_bytes + sign * PlacementBytesOn(r.placement, gpu));
       gpu.task_count = std::max(0, gpu.task_count + sign);
     }
     NodeChanged(n);

@@ -283,17 +283,17 @@ Usage SchedulePass::UsageOf(const Placement& placement) const {
   for (const NodeAssignment& a : placement.nodes) {
     auto it = node_index_.find(a.node);
     for (int index : a.gpu_indices) {
-      u.bytes += static_cast<double>(placement.reserved_bytes_per_gpu);
       double share = 1.0;
+      double bytes = static_cast<double>(placement.reserved_bytes_per_gpu);
       if (it != node_index_.end()) {
         for (const GpuState& gpu : nodes_[it->second].gpus) {
           if (gpu.index == index && gpu.memory_total_bytes > 0) {
-            share = std::min(
-                1.0, static_cast<double>(placement.reserved_bytes_per_gpu) /
-                         static_cast<double>(gpu.memory_total_bytes));
+            bytes = static_cast<double>(PlacementBytesOn(placement, gpu));
+            share = std::min(1.0, bytes / static_cast<double>(gpu.memory_total_bytes));
           }
         }
       }
+      u.bytes += bytes;
       u.gpus += share;
     }
   }

@@ -363,6 +363,56 @@ TEST(SchedulerTest, Schedule_ExperimentLargerThanEveryGpu_IsInfeasible) {
             "needs 100.0 GiB of GPU memory but the largest GPU has 80.0 GiB");
 }
 
+// Unlike GPUs: a gang placed over an 80 GiB and a 40 GiB node holds each GPU
+// whole; its placement says so, and a running gang's GPUs are counted whole
+// (not at the smaller GPU's size) when freed for preemption or quotas.
+TEST(SchedulerTest, Schedule_GangOverUnlikeGpus_HoldsEachGpuWhole) {
+  std::vector<Decision> d = ScheduleOn({Node("big", 1, 80), Node("small", 1, 40)},
+                                       {Gang(1, 2, 1), Experiment(2, 0.5)});
+  ASSERT_EQ(d[0].outcome, Outcome::kPlaced);
+  EXPECT_TRUE(d[0].placement.whole_gpus);
+  GpuState big;
+  big.memory_total_bytes = 80 * kGiB;
+  EXPECT_EQ(PlacementBytesOn(d[0].placement, big), 80 * kGiB);
+  // No room left on either GPU for the half-GPU experiment.
+  EXPECT_NE(d[1].outcome, Outcome::kPlaced);
+
+  // The next pass, from the running gang's record: the 80 GiB GPU is full.
+  ClusterSnapshot cluster;
+  cluster.nodes = {Node("big", 1, 80), Node("small", 1, 40)};
+  Use(cluster.nodes[0], 0, 80);
+  Use(cluster.nodes[1], 0, 40);
+  RunningJob gang;
+  gang.job_id = 1;
+  gang.preemptible = true;
+  gang.placement = d[0].placement;
+  cluster.running.push_back(gang);
+  // 60 GiB: fits only the 80 GiB GPU, and only once all of it is freed.
+  JobRequest urgent = ExperimentGiB(3, 60);
+  urgent.priority = 10;
+  std::vector<Decision> next = Scheduler(SchedulerConfig{}).Schedule(cluster, {urgent});
+  // Preempting the gang frees the whole 80 GiB GPU (not 40 GiB of it).
+  EXPECT_EQ(next[0].outcome, Outcome::kPreempting) << next[0].reason;
+}
+
+TEST(SchedulerTest, Schedule_NoNodeWithTheFeature_IsInfeasibleNamingIt) {
+  JobRequest image = Experiment(1, 1.0);
+  image.needs_container_runtime = true;
+  JobRequest limits = Experiment(2, 1.0);
+  limits.needs_cgroup_limits = true;
+  std::vector<Decision> d = ScheduleOn({Node("a", 2)}, {image, limits});
+  EXPECT_EQ(d[0].outcome, Outcome::kInfeasible);
+  EXPECT_THAT(d[0].reason, ::testing::HasSubstr("no node has a container runtime"));
+  EXPECT_EQ(d[1].outcome, Outcome::kInfeasible);
+  EXPECT_THAT(d[1].reason, ::testing::HasSubstr("no node gives tasks cgroups"));
+  NodeState with = Node("b", 1);
+  with.cgroups = true;
+  with.container_runtime = true;
+  d = ScheduleOn({Node("a", 2), with}, {image, limits});
+  EXPECT_EQ(Where(d[0]), "b[0]");
+  EXPECT_NE(d[1].outcome, Outcome::kInfeasible);
+}
+
 TEST(SchedulerTest, Schedule_ExperimentFitsOnlyLostNodeGpu_WaitsNotInfeasible) {
   // The 80 GiB GPU is on lost node b; up node a has 40 GiB. A 60 GiB job
   // fits the cluster, just not now.
@@ -583,15 +633,22 @@ TEST(SchedulerTest, Schedule_JobWithImage_OnlyOnNodesWithAContainerRuntime) {
   ASSERT_EQ(d[1].outcome, Outcome::kPlaced);
   EXPECT_EQ(Where(d[1]), "a[0]");
 
-  // No node with a runtime: it waits (one may join), and why says so.
-  d = ScheduleOn({a}, {boxed});
+  // The node with a runtime busy: it waits for it, and why names the node
+  // without one.
+  NodeState busy = b;
+  Use(busy, 0, 80);
+  d = ScheduleOn({a, busy}, {boxed});
   EXPECT_EQ(d[0].outcome, Outcome::kRetryLater);
   ClusterSnapshot cluster;
-  cluster.nodes = {a};
+  cluster.nodes = {a, busy};
   std::optional<Explanation> why = Scheduler(SchedulerConfig{}).Explain(cluster, {boxed}, 1);
   ASSERT_TRUE(why.has_value());
   EXPECT_THAT(why->nodes,
               testing::Contains(testing::HasSubstr("a: no container runtime")));
+  // No node with a runtime at all: infeasible, as a GPU count no node has
+  // (refused at submit; a --hold job waits for one to join).
+  d = ScheduleOn({a}, {boxed});
+  EXPECT_EQ(d[0].outcome, Outcome::kInfeasible);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/sched/scheduler.h"
 #include "coordinator/state_store.h"
 #include "tests/sim/commit_queue_store.h"
 #include "worker/task_paths.h"
@@ -38,7 +39,15 @@ namespace trainctl::sim {
 namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
-constexpr int64_t kGpuMemory = 80 * kGiB;
+// The GPU models an unlike cluster draws from (SimOptions::unlike_gpus):
+// their names as NVML gives them and their memory, GiB.
+struct GpuModel {
+  const char* name;
+  int64_t gib;
+};
+constexpr GpuModel kGpuModels[] = {
+    {"NVIDIA H100 80GB HBM3", 80}, {"NVIDIA A100-SXM4-40GB", 40}, {"NVIDIA H200", 141},
+    {"NVIDIA L40S", 48},           {"Tesla T4", 16},              {"NVIDIA A10", 24}};
 // GPU memory a forged usage report claims: no real sample comes near it.
 constexpr int64_t kForgedGpuMemory = int64_t{1} << 50;
 constexpr absl::Duration kStep = absl::Milliseconds(250);
@@ -170,17 +179,24 @@ class Simulation {
 
   bool StartCluster() {
     std::mt19937_64 shape(seed_);
+    // Models from a stream of their own, so the node and GPU counts a seed
+    // draws stay as they were before clusters were unlike. A quarter of the
+    // seeds keep every node alike (H100 80 GiB).
+    std::mt19937_64 models(seed_ ^ 0x6d6f64656c73ULL);
+    const bool unlike = options_.unlike_gpus && models() % 4 != 0;
     const int nodes = options_.min_nodes +
                       static_cast<int>(shape() % (options_.max_nodes - options_.min_nodes + 1));
     for (int n = 0; n < nodes; ++n) {
       Host host;
       const int gpus = 1 + static_cast<int>(shape() % options_.max_gpus_per_node);
+      const GpuModel model =
+          unlike ? kGpuModels[models() % std::size(kGpuModels)] : kGpuModels[0];
       for (int g = 0; g < gpus; ++g) {
         v1::Gpu gpu;
         gpu.set_index(g);
         gpu.set_uuid(absl::StrCat("GPU-sim", n, "-", g));
-        gpu.set_name("NVIDIA H100 80GB HBM3");
-        gpu.set_memory_total_bytes(kGpuMemory);
+        gpu.set_name(model.name);
+        gpu.set_memory_total_bytes(model.gib * kGiB);
         for (int p = 0; p < gpus; ++p) {
           if (p != g) gpu.add_nvlink_peers(p);
         }
@@ -325,7 +341,7 @@ class Simulation {
               owned.assign(t.gpu_uuids().begin(), t.gpu_uuids().end());
             }
             for (const std::string& u : owned) {
-              holds.push_back({u, t.reserved_bytes_per_gpu()});
+              holds.push_back({u, HoldBytes(*job, t, GpuTotal(a->host, u))});
             }
           }
         }
@@ -334,13 +350,37 @@ class Simulation {
           auto it = m.start_task().env().find("CUDA_VISIBLE_DEVICES");
           if (it != m.start_task().env().end()) {
             for (absl::string_view u : absl::StrSplit(it->second, ',', absl::SkipEmpty())) {
-              holds.push_back({std::string(u), kGpuMemory});
+              holds.push_back({std::string(u), GpuTotal(a->host, std::string(u))});
             }
           }
         }
         reservations_[Key(ref)] = std::move(holds);
       }
     }
+  }
+
+  // Memory of GPU `uuid` of host `h`, bytes (0 when the host lost it).
+  int64_t GpuTotal(int h, const std::string& uuid) const {
+    for (const v1::Gpu& g : hosts_[h].gpus) {
+      if (g.uuid() == uuid) return g.memory_total_bytes();
+    }
+    return 0;
+  }
+
+  // What a task of `job` holds on one of its GPUs, `gpu_total` bytes big, by
+  // what its user asked for, not by the coordinator's bookkeeping: a gang
+  // rank and a whole-GPU experiment hold the whole GPU, whatever its size; a
+  // --gpu-mem experiment its bytes; a --gpu-fraction one its share of this
+  // GPU. Only an auto-packed trial holds what the coordinator reserved (the
+  // packer decides its size).
+  static int64_t HoldBytes(const v1::Job& job, const v1::Task& t, int64_t gpu_total) {
+    const v1::JobSpec& spec = job.spec();
+    if (job.kind() == v1::JOB_KIND_GANG) return gpu_total;
+    if (spec.auto_pack()) return t.reserved_bytes_per_gpu();
+    if (spec.gpu_memory_bytes() > 0) return spec.gpu_memory_bytes();
+    sched::JobRequest r;
+    r.gpu_fraction = spec.gpu_fraction() > 0 ? spec.gpu_fraction() : 1.0;
+    return sched::ReservationBytes(r, gpu_total);
   }
 
   std::tuple<int, int64_t, int, int> Key(const v1::TaskRef& r) const {

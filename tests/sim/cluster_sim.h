@@ -89,10 +89,15 @@ struct SimOptions {
   // first).
   std::string store = "memory";
   std::string sqlite_dir = "/tmp";
-  // Simulated agents (nodes) at the start, and GPUs each (80 GiB each).
+  // Simulated agents (nodes) at the start, and GPUs each.
   int min_nodes = 2;
   int max_nodes = 5;
   int max_gpus_per_node = 4;
+  // Unlike clusters: each node draws a GPU model (16 to 141 GiB: T4, A10,
+  // A100 40GB, L40S, H100 80GB, H200) for its GPUs, except on a quarter of
+  // the seeds, whose nodes are all H100 80 GiB. False: every seed's nodes
+  // are H100 80 GiB.
+  bool unlike_gpus = true;
   // After the events: heal every fault and let work finish (then check that
   // every job ended or waits with a reason).
   bool drain = true;

@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--max-gpus-per-node", options.max_gpus_per_node, "GPUs per node, at most")
       ->check(CLI::Range(1, 16));
+  bool uniform_gpus = false;
+  app.add_flag("--uniform-gpus", uniform_gpus,
+               "every node H100 80 GiB (default: unlike clusters, 16-141 GiB GPUs)");
   app.add_option("--json", json_path, "write the totals here");
   app.add_option("--shrink-dir", shrink_dir, "write shrunk failing scenarios here");
   app.add_option("--max-shrinks", max_shrinks, "failing seeds to shrink");
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   app.add_option("--log", log_level, "coordinator log level (off, error, info, debug)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
+  options.unlike_gpus = !uniform_gpus;
   if (!options.sqlite_dir.empty()) {
     // Made here: a missing directory would fail every seed at its setup.
     std::error_code ec;
@@ -173,6 +177,7 @@ int main(int argc, char** argv) {
     f["store"].set_string_value(options.store);
     f["nodes"].set_string_value(absl::StrCat(options.min_nodes, "-", options.max_nodes));
     f["max_gpus_per_node"].set_number_value(options.max_gpus_per_node);
+    f["unlike_gpus"].set_bool_value(options.unlike_gpus);
     f["events"].set_number_value(static_cast<double>(total_events));
     f["seconds"].set_number_value(secs);
     f["events_per_s"].set_number_value(total_events / secs);
