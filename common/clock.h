@@ -8,7 +8,8 @@
 namespace trainctl {
 
 // The time source of domain code. Domain code never reads the system clock;
-// it is handed a Clock (STYLE.md habit 4). Thread-safe.
+// it is handed a Clock, so tests and simulations run on a FakeClock.
+// Thread-safe.
 class Clock {
  public:
   virtual ~Clock() = default;

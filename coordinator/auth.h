@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_COORDINATOR_AUTH_H_
 #define TRAINCTL_COORDINATOR_AUTH_H_
 
-// Who may do what (DESIGN.md section 6), without gRPC: bearer tokens of users
+// Who may do what (docs/design.md §6), without gRPC: bearer tokens of users
 // and the rules of the user API, and the node identity of agents. The
 // transport (grpc_service.cc) extracts the `authorization` metadata and the
 // peer certificate's common name and asks these functions.

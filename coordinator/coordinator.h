@@ -12,7 +12,7 @@
 // lock) share one pass, and each call returns once the pass covering it has
 // run (RequestScheduleLocked).
 //
-// A job's states (DESIGN.md section 2; the edge tables of jobs, tasks and
+// A job's states (docs/design.md §2; the edge tables of jobs, tasks and
 // nodes are in state_machine.h). Every change goes through one function per
 // machine (TransitionLocked, TaskToLocked, NodeToLocked); an edge not in the
 // table changes nothing and is reported (logged as an error, counted in
@@ -984,7 +984,7 @@ class Coordinator {
   void BeginPreflightLocked(v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The StartTask of `task` of `job` (its current attempt, or its pre-flight
   // probe while one runs): TaskRef, the job's command and workdir, the
-  // launch environment (DESIGN.md section 4; launch_env.h). `agent_store`:
+  // launch environment (docs/design.md §4; launch_env.h). `agent_store`:
   // rank 0's agent hosts the gang's PyTorch store.
   v1::CoordinatorMessage BuildStartTaskLocked(const v1::Job& job, const v1::Task& task,
                                               bool agent_store) const

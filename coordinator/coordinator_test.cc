@@ -384,7 +384,7 @@ TEST_F(CoordinatorTest, SubmitJob_GangOverTwoNodes_RanksAndSharedMaster) {
     EXPECT_EQ(s.env().at("MASTER_PORT"), starts[0].env().at("MASTER_PORT"));
     EXPECT_EQ(s.env().at("TRAINCTL_TOKEN"), starts[0].env().at("TRAINCTL_TOKEN"));
     // Every local rank sees all of the job's GPUs of its node, in local-rank
-    // order (DESIGN.md section 4).
+    // order (docs/design.md §4).
     const std::string node = s.env().at("NODE_RANK") == "0" ? "a" : "b";
     EXPECT_EQ(s.env().at("CUDA_VISIBLE_DEVICES"),
               absl::StrCat("GPU-", node, "-0,GPU-", node, "-1"));

@@ -12,7 +12,7 @@ std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
                                                   const v1::Task& task,
                                                   const LaunchContext& ctx) {
   // The submitter's exported environment, then the job's --env, then the
-  // launch contract: each wins over the one before (DESIGN.md section 4).
+  // launch contract: each wins over the one before (docs/design.md §4).
   const google::protobuf::Map<std::string, std::string>& exported =
       ctx.exported_env != nullptr ? *ctx.exported_env : job.spec().exported_env();
   std::map<std::string, std::string> env(exported.begin(), exported.end());

@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_COORDINATOR_LAUNCH_ENV_H_
 #define TRAINCTL_COORDINATOR_LAUNCH_ENV_H_
 
-// The launch contract (DESIGN.md section 4): the environment every task
+// The launch contract (docs/design.md §4): the environment every task
 // process gets, so that unmodified PyTorch programs (env:// rendezvous) and
 // the NCCL bootstrap library find their rank, peers and coordinator.
 

@@ -1,4 +1,4 @@
-// trainctl-coordinator: the cluster's coordinator (DESIGN.md section 1).
+// trainctl-coordinator: the cluster's coordinator (docs/design.md §1).
 
 #include <csignal>
 #include <cstdlib>

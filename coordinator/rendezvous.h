@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_COORDINATOR_RENDEZVOUS_H_
 #define TRAINCTL_COORDINATOR_RENDEZVOUS_H_
 
-// The NCCL bootstrap's out-of-band channel (DESIGN.md section 5): rank 0 of a
+// The NCCL bootstrap's out-of-band channel (docs/design.md §5): rank 0 of a
 // job attempt publishes its 128-byte ncclUniqueId; the other ranks long-poll
 // for it. With ncclCommInitRankScalable an attempt uses K ids (id_count), the
 // id of index i published by its root rank (common/nccl_roots.h); a fetch

@@ -5,7 +5,7 @@
 // function per machine that changes a record's state. Pure: protobuf
 // messages in, absl::Status out; no lock, no clock.
 //
-// Job (DESIGN.md section 2):
+// Job (docs/design.md §2):
 //
 //   PENDING ──placed──▶ SCHEDULED ──all ranks started──▶ RUNNING ──all exit 0──▶ SUCCEEDED
 //    │  │                  │  │                            │ │

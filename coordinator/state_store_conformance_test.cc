@@ -1,4 +1,5 @@
-// One conformance suite for every StateStore backend (STYLE.md habit 17).
+// One conformance suite for every StateStore backend: each backend must keep
+// the same promises, so each runs the same tests.
 
 #include <sqlite3.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what trainctl needs to build and test, from Debian 12's packages
-# (versions in ../shared/RECIPES.md). Quick when everything is there already.
+# (Debian 12's versions). Quick when everything is there already.
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git python3 procps

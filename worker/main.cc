@@ -1,4 +1,4 @@
-// trainctl-agent: one per GPU host (DESIGN.md section 1). Discovers GPUs
+// trainctl-agent: one per GPU host (docs/design.md §1). Discovers GPUs
 // through NVML (or offers fake ones with --fake-gpus on machines without
 // GPUs), registers with the coordinator, launches and supervises tasks.
 

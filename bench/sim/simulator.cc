@@ -28,7 +28,7 @@ constexpr double kIterTimeFactor = 1.015;
 enum class Status { kAdded, kPending, kRunning, kEnd };
 
 // One job's simulated state. Field names follow upstream's job dict where
-// the arithmetic must match it (SEMANTICS.md rule 6).
+// the arithmetic must match it (Muri rule 6, bench/sim/README.md).
 struct Job {
   int64_t job_id = 0;
   int num_gpu = 0;
@@ -521,7 +521,7 @@ absl::StatusOr<SimResult> Simulate(const SimConfig& config,
       ++next_start;
     }
 
-    // Credit progress since the last check (SEMANTICS.md rule 3).
+    // Credit progress since the last check (Muri rule 3, bench/sim/README.md).
     for (int j : runnable) {
       Job& job = jobs[j];
       if (job.status == Status::kRunning) {

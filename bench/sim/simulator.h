@@ -8,7 +8,7 @@
 // two events).
 //
 // Cost models:
-// - kMuri (`--compat muri`): the Muri artifact's (SEMANTICS.md rules 1-7).
+// - kMuri (`--compat muri`): the Muri artifact's (Muri rules 1-7, bench/sim/README.md).
 //   iteration time = trace ms * 1.015 / 1000; at every event each running
 //   job is credited max(dt - oh, 0) s of progress, oh being the restart
 //   overhead of its (num_gpu, model); upstream's order of floating-point

@@ -9,7 +9,8 @@
 # Starts trainctl (trainctl-coordinator, state under $TMPDIR, + one
 # trainctl-agent with 8 fake GPUs) and, when slurmctld is installed, Slurm
 # (munge, slurmctld, slurmd with 8 fake GPUs on fake /dev/nvidia* nodes, the
-# tuned parameters of ../shared/RECIPES.md), then submits the same one-GPU
+# tuned scheduler parameters this script writes to slurm.conf), then submits
+# the same one-GPU
 # no-op jobs to each with driver.py: N CLI submits (`trainctl submit` /
 # `sbatch`, --concurrency at a time) and one batch submit of N (`trainctl
 # sweep --grid` / `sbatch --array`). Each job writes its start time

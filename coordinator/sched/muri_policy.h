@@ -2,10 +2,10 @@
 #define TRAINCTL_COORDINATOR_SCHED_MURI_POLICY_H_
 
 // Preemptive cluster policies of the Muri artifact (SIGCOMM'22 simulator,
-// Rivendile/Muri@4e69a78; rules in shared/traces/muri/SEMANTICS.md) and two
+// Rivendile/Muri@4e69a78; rules in bench/sim/README.md, "Muri rules") and two
 // non-preemptive FIFO baselines of our own, as pure functions over plain
-// structs: state in, decisions out. No clock, no threads, no I/O (STYLE.md
-// habit 2); links only Abseil. bench/sim (trainctl-sim) drives them with a
+// structs: state in, decisions out. No clock, no threads, no I/O; links
+// only Abseil. bench/sim (trainctl-sim) drives them with a
 // simulated clock; the cost model (units, restart overhead, progress) lives
 // there, not here.
 //
@@ -83,7 +83,7 @@ struct Decision {
 };
 
 // ---------------------------------------------------------------------------
-// SRTF / SRSF (Muri `shortest`, `shortest-gpu`; SEMANTICS.md rule 4).
+// SRTF / SRSF (Muri `shortest`, `shortest-gpu`; Muri rule 4, bench/sim/README.md).
 
 enum class ShortestKey {
   // Shortest remaining time first.
@@ -116,7 +116,7 @@ Decision ScheduleShortestFirst(const GpuCluster& cluster, ShortestKey key,
                                int table_size);
 
 // ---------------------------------------------------------------------------
-// Tiresias 2D-LAS on GPU time (Muri `dlas-gpu`; SEMANTICS.md rule 5).
+// Tiresias 2D-LAS on GPU time (Muri `dlas-gpu`; Muri rule 5, bench/sim/README.md).
 
 struct TiresiasConfig {
   // A job in queue q is demoted to q + 1 once its attained GPU time (GPU-s)
@@ -165,7 +165,7 @@ Decision ScheduleTiresias(int total_gpus, TiresiasQueues& queues,
 // Simulated time at which a running job in queue `queue`, with
 // `executed_time_s` seconds of attained (wall) service and `num_gpu` GPUs,
 // reaches that queue's threshold: ceil(threshold / num_gpu) - executed + now,
-// in this order of operations (SEMANTICS.md rule 6). nullopt in the last
+// in this order of operations (Muri rule 6, bench/sim/README.md). nullopt in the last
 // queue.
 std::optional<double> TiresiasNextDemotion(const TiresiasConfig& config,
                                            int queue, int num_gpu,

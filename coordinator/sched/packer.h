@@ -3,7 +3,7 @@
 
 // Auto-packing of experiment trials: how many trials share a GPU is
 // decided from *measured* GPU memory, utilization and throughput, not from a
-// fixed share. Pure like the scheduler (STYLE.md habit 2): no proto, no gRPC,
+// fixed share. Pure like the scheduler: no proto, no gRPC,
 // no clock (times come in as milliseconds), no threads. The coordinator feeds
 // it what the agents measured and asks it where the next trial goes.
 //

@@ -2,7 +2,7 @@
 #define TRAINCTL_COORDINATOR_SCHED_SCHEDULER_H_
 
 // The scheduler: a pure function from (cluster snapshot, queue) to placement
-// decisions. No proto, no gRPC, no clock, no threads (STYLE.md habit 2); it
+// decisions. No proto, no gRPC, no clock, no threads; it
 // links only Abseil. The coordinator and the simulator (bench/) drive the same
 // code.
 

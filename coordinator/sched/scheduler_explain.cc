@@ -20,7 +20,8 @@ namespace trainctl::sched::internal {
 namespace {
 
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
-// Lists in user-facing reasons show at most this many items (STYLE.md 11).
+// Lists in user-facing reasons show at most this many items (a reason is one
+// sentence a user reads, not a dump).
 constexpr size_t kMaxListed = 3;
 
 }  // namespace

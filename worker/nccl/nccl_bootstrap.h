@@ -1,8 +1,8 @@
 #ifndef TRAINCTL_WORKER_NCCL_NCCL_BOOTSTRAP_H_
 #define TRAINCTL_WORKER_NCCL_NCCL_BOOTSTRAP_H_
 
-// NCCL communicator set-up from trainctl's launch environment (DESIGN.md
-// sections 4 and 5). Built only where NCCL and the CUDA runtime are found.
+// NCCL communicator set-up from trainctl's launch environment (docs/design.md
+// §4 and §5). Built only where NCCL and the CUDA runtime are found.
 //
 // Per rank:
 //   RankEnvFromEnv ─▶ cudaSetDevice(LOCAL_RANK) ─▶ ExchangeUniqueId

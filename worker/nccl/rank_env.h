@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_WORKER_NCCL_RANK_ENV_H_
 #define TRAINCTL_WORKER_NCCL_RANK_ENV_H_
 
-// The part of the launch environment (DESIGN.md section 4) a rank needs to
+// The part of the launch environment (docs/design.md §4) a rank needs to
 // join its job's NCCL rendezvous.
 
 #include <cstdint>

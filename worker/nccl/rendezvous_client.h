@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_WORKER_NCCL_RENDEZVOUS_CLIENT_H_
 #define TRAINCTL_WORKER_NCCL_RENDEZVOUS_CLIENT_H_
 
-// The rank side of the NCCL bootstrap (DESIGN.md section 5): rank 0 publishes
+// The rank side of the NCCL bootstrap (docs/design.md §5): rank 0 publishes
 // its ncclUniqueId for (job, attempt) on the coordinator, every other rank
 // fetches it with a long-poll.
 //

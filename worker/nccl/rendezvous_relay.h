@@ -1,7 +1,7 @@
 #ifndef TRAINCTL_WORKER_NCCL_RENDEZVOUS_RELAY_H_
 #define TRAINCTL_WORKER_NCCL_RENDEZVOUS_RELAY_H_
 
-// A node's rendezvous relay (DESIGN.md section 5): the agent serves the
+// A node's rendezvous relay (docs/design.md §5): the agent serves the
 // `Rendezvous` service on a local unix socket (TRAINCTL_RENDEZVOUS_SOCKET in
 // the launch environment) and asks the coordinator once per (job, attempt)
 // for all the ranks of its node, so the coordinator's work grows with nodes,

@@ -2,8 +2,8 @@
 #define TRAINCTL_WORKER_NCCL_TRAINCTL_NCCL_H_
 
 /* C ABI of libtrainctl_nccl.so, for programs that cannot call C++ (Python via
- * ctypes). Both functions read trainctl's launch environment (DESIGN.md
- * section 4: TRAINCTL_COORDINATOR, TRAINCTL_JOB_ID, TRAINCTL_ATTEMPT,
+ * ctypes). Both functions read trainctl's launch environment (docs/design.md
+ * §4: TRAINCTL_COORDINATOR, TRAINCTL_JOB_ID, TRAINCTL_ATTEMPT,
  * TRAINCTL_TOKEN, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) and wait up
  * to 120 s for rank 0's id.
  *

@@ -1,6 +1,6 @@
 """``trainctl.report``: a training process reports scalar metrics (loss,
 val_loss, samples_per_s...) to the coordinator, identified by the launch
-environment of its task (DESIGN.md section 4): TRAINCTL_COORDINATOR,
+environment of its task (docs/design.md §4): TRAINCTL_COORDINATOR,
 TRAINCTL_JOB_ID, TRAINCTL_ATTEMPT, TRAINCTL_TOKEN, RANK, and
 TRAINCTL_TLS_CA when the agent runs with TLS.
 

@@ -58,7 +58,7 @@ export function shortEnum(name: string | undefined, prefix: string): string {
   return name.startsWith(prefix) ? name.slice(prefix.length) : name;
 }
 
-/** True for SUCCEEDED, FAILED and CANCELLED (DESIGN.md section 2). */
+/** True for SUCCEEDED, FAILED and CANCELLED (docs/design.md §2). */
 export function isFinalState(state: string): boolean {
   return ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"].includes(state);
 }

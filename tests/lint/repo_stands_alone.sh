@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The repository stands alone: no tracked file cites a design, style or
+# recipe document kept outside it (DESIGN.md, STYLE.md, RECIPES.md,
+# SEMANTICS.md of the steering inputs). The design is docs/design.md, the
+# Muri compatibility rules bench/sim/README.md. Usage:
+# repo_stands_alone.sh SOURCE_DIR
+set -euo pipefail
+cd "${1:?usage: repo_stands_alone.sh SOURCE_DIR}"
+pattern='(DESIGN|STYLE|RECIPES|SEMANTICS)\.md'
+hits=$(git ls-files -z 2>/dev/null | xargs -0 grep -nE "$pattern" -- 2>/dev/null |
+  grep -v '^tests/lint/repo_stands_alone.sh:' || true)
+if [[ -n $hits ]]; then
+  echo "files cite documents outside the repository (cite docs/design.md instead):"
+  echo "$hits"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+echo "1 passed, 0 failed"
