@@ -143,6 +143,45 @@ TEST_F(CliTest, Submit_ExportUnsetOrBadName_UsageErrorNamingIt) {
   EXPECT_THAT(err_.str(), HasSubstr("\"1X\" is not a variable name"));
 }
 
+// The launch contract's names never come from the shell: ALL leaves them
+// out (a shell inside a task has them all), a named one is refused.
+TEST_F(CliTest, Submit_ExportLaunchContractNames_LeftOutOfAllRefusedByName) {
+  const char* env[] = {"PATH=/usr/bin", "RANK=3", "CUDA_VISIBLE_DEVICES=GPU-1",
+                       "TRAINCTL_CHECKPOINT_DIR=/etc", "TORCHELASTIC_RUN_ID=9", nullptr};
+  options_.environ = env;
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--", "true"}), 0);
+  std::map<std::string, std::string> exported(submitted_.spec().exported_env().begin(),
+                                              submitted_.spec().exported_env().end());
+  EXPECT_EQ(exported, (std::map<std::string, std::string>{{"PATH", "/usr/bin"}}));
+  // StrictMock: no RPC for the refused ones.
+  EXPECT_EQ(Run({"submit", "--export", "TRAINCTL_CHECKPOINT_DIR=/etc", "--", "true"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("TRAINCTL_CHECKPOINT_DIR is set by trainctl"));
+  EXPECT_EQ(Run({"submit", "--export", "ALL,RANK", "--", "true"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("RANK is set by trainctl"));
+}
+
+// 0, negative and NaN sizes are refused naming the flag: 0 ran as a whole
+// GPU (--gpu-fraction, --gpu-mem) or no limit (--cpus, --mem) before.
+TEST_F(CliTest, Submit_ZeroNegativeOrNanSizes_UsageErrorNamingTheFlag) {
+  for (const std::vector<std::string>& flag :
+       std::vector<std::vector<std::string>>{{"--gpu-fraction", "0"},
+                                             {"--gpu-fraction", "-0.5"},
+                                             {"--gpu-fraction", "nan"},
+                                             {"--gpu-fraction", "1.5"},
+                                             {"--gpu-mem", "0"},
+                                             {"--gpu-mem", "0GiB"},
+                                             {"--cpus", "0"},
+                                             {"--cpus", "nan"},
+                                             {"--mem", "0"},
+                                             {"--gpus", "0"}}) {
+    err_.str("");
+    std::vector<std::string> args = {"submit", flag[0], flag[1], "--", "true"};
+    EXPECT_NE(Run(args), 0) << flag[0] << " " << flag[1];
+    EXPECT_THAT(err_.str(), HasSubstr(flag[0])) << flag[0] << " " << flag[1];
+  }
+}
+
 TEST_F(CliTest, Submit_Hold_SetsHold) {
   ExpectSubmit();
   EXPECT_EQ(Run({"submit", "--hold", "--gpus", "16", "--", "true"}), 0);

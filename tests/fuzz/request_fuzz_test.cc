@@ -116,7 +116,11 @@ TEST(RequestFuzzKnownIssueTest,
   RecordingConnection first, second;
   ASSERT_TRUE((*core)->RegisterAgent(OneGpuNode(80 * kGiB), &first).ok());
   v1::JobSpec spec;
-  spec.add_command("python");  // a whole-GPU experiment: reserves 80 GiB
+  spec.add_command("python");
+  // A memory-sized experiment: 60 GiB. (A whole-GPU one holds the GPU
+  // whole whatever its size, so a smaller GPU under the same index still
+  // holds it.)
+  spec.set_gpu_memory_bytes(60 * kGiB);
   auto id = (*core)->SubmitJob(spec, "");
   ASSERT_TRUE(id.ok());
   v1::RegisterNode again = OneGpuNode(40 * kGiB);
