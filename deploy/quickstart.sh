@@ -11,7 +11,11 @@ KEEP=0
 
 deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)" --target trainctl trainctl-coordinator trainctl-agent
+# The agent's helpers too: the task shim (tasks as their users, in their
+# cgroups), trainctl-container-env (--image with podman) and the fake
+# pre-flight probe (a gang over two nodes on fake GPUs is probed with it).
+cmake --build build -j"$(nproc)" --target trainctl trainctl-coordinator trainctl-agent \
+  trainctl-task-shim trainctl-container-env trainctl-fake-preflight-probe
 
 BIN=$PWD/build/bin
 WORK=$(mktemp -d /tmp/trainctl-quickstart.XXXXXX)
