@@ -198,7 +198,7 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	client := pb.NewCoordinatorClient(conn)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", acceptStateNames(gw))
+	mux.Handle("/v1/", refuseZeroSizes(acceptStateNames(gw)))
 	own, err := withOpenAPIRoute(ownRoutes(gw, client, cfg))
 	if err != nil {
 		return nil, err

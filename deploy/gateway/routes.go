@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -255,5 +258,87 @@ func acceptStateNames(h http.Handler) http.Handler {
 		r2 := r.Clone(r.Context())
 		r2.URL.RawQuery = q.Encode()
 		h.ServeHTTP(w, r2)
+	})
+}
+
+// sizeFields are JobSpec's size fields, by both JSON spellings: proto3
+// cannot tell an explicit 0 from an absent field, so the coordinator would
+// take `"gpuFraction": 0` as "no fraction" (a whole GPU) and `"cpus": 0` as
+// "no limit". In the JSON the difference is still there: an explicit 0 is
+// refused here, as the CLI and the SDK refuse it.
+var sizeFields = map[string]string{
+	"gpus": "gpus", "gpu_fraction": "gpu_fraction", "gpuFraction": "gpu_fraction",
+	"gpu_memory_bytes": "gpu_memory_bytes", "gpuMemoryBytes": "gpu_memory_bytes",
+	"nodes": "nodes", "gpus_per_node": "gpus_per_node", "gpusPerNode": "gpus_per_node",
+	"cpus": "cpus", "memory_bytes": "memory_bytes", "memoryBytes": "memory_bytes",
+}
+
+// submitPaths are the REST submits whose bodies carry job specs.
+var submitPaths = map[string]bool{"/v1/jobs": true, "/v1/jobs:batch": true, "/v1/jobs:array": true}
+
+// zeroSize returns "spec.FIELD" (or "specs[i].FIELD") of the first size
+// field given as 0 in a submit body, "" when none is (or the body is not a
+// JSON object: the coordinator's parser then says what is wrong).
+func zeroSize(body []byte) string {
+	var req map[string]json.RawMessage
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	check := func(prefix string, raw json.RawMessage) string {
+		var spec map[string]json.RawMessage
+		if json.Unmarshal(raw, &spec) != nil {
+			return ""
+		}
+		for key, field := range sizeFields {
+			v, ok := spec[key]
+			if !ok {
+				continue
+			}
+			// A number, or a string for the int64 fields (proto3 JSON).
+			s := strings.Trim(string(v), `"`)
+			if f, err := strconv.ParseFloat(s, 64); err == nil && f == 0 {
+				return prefix + "." + field
+			}
+		}
+		return ""
+	}
+	if raw, ok := req["spec"]; ok {
+		if f := check("spec", raw); f != "" {
+			return f
+		}
+	}
+	if raw, ok := req["specs"]; ok {
+		var specs []json.RawMessage
+		if json.Unmarshal(raw, &specs) == nil {
+			for i, s := range specs {
+				if f := check(fmt.Sprintf("specs[%d]", i), s); f != "" {
+					return f
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// refuseZeroSizes answers a submit whose spec gives a size field as 0 with
+// 400 INVALID_ARGUMENT naming the field and its range, before the
+// coordinator could take it for "not given".
+func refuseZeroSizes(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || !submitPaths[r.URL.Path] {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeJSONErrorCode(w, "request body: "+err.Error(), http.StatusRequestEntityTooLarge, codes.ResourceExhausted)
+			return
+		}
+		if field := zeroSize(body); field != "" {
+			writeJSONError(w, field+": must be more than 0 (leave it out for the default: one whole GPU, no limit)", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
 	})
 }

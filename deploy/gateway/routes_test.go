@@ -4,6 +4,7 @@ package main
 
 import (
 	"net"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -210,5 +211,33 @@ func TestListSweeps_BadQueryOrMethod_Refused(t *testing.T) {
 	}
 	if len(f.lists) != 0 {
 		t.Errorf("the coordinator was asked: %v", f.lists)
+	}
+}
+
+// proto3 cannot tell an explicit 0 from an absent size: the gateway refuses
+// `"gpuFraction": 0` (a whole GPU at the coordinator) and the like, naming
+// the field, and passes specs without them.
+func TestRefuseZeroSizes_ExplicitZero400NamingTheField(t *testing.T) {
+	f := &fakeCoordinator{}
+	web := serveGateway(t, gatewayConfig{CoordinatorAddr: startFake(t, f)})
+	for body, field := range map[string]string{
+		`{"spec": {"command": ["true"], "gpuFraction": 0}}`:        "spec.gpu_fraction",
+		`{"spec": {"command": ["true"], "gpu_memory_bytes": "0"}}`: "spec.gpu_memory_bytes",
+		`{"spec": {"command": ["true"], "cpus": 0.0}}`:             "spec.cpus",
+	} {
+		resp, got := post(t, web.URL+"/v1/jobs", body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(got, field+": must be more than 0") {
+			t.Errorf("POST /v1/jobs %s: %d %s", body, resp.StatusCode, got)
+		}
+	}
+	resp, got := post(t, web.URL+"/v1/jobs:batch", `{"specs": [{"command": ["a"]}, {"command": ["b"], "memoryBytes": "0"}]}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(got, "specs[1].memory_bytes") {
+		t.Errorf("POST /v1/jobs:batch: %d %s", resp.StatusCode, got)
+	}
+	if f.submitted() != 0 {
+		t.Fatalf("the coordinator was called %d times", f.submitted())
+	}
+	if resp, got := post(t, web.URL+"/v1/jobs", `{"spec": {"command": ["true"], "gpuFraction": 0.5}}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a 0.5 fraction: %d %s", resp.StatusCode, got)
 	}
 }
