@@ -537,36 +537,66 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
   if (config_.cgroups != nullptr && !spec.cgroup_dir.empty()) {
     c.cgroup_parent = config_.cgroups->RelativePath(spec.cgroup_dir);
   }
+  // Root podman starts the container as the job's uid:gid (--user) itself:
+  // the runtime must stay root, so the shim does not drop to the account.
+  // It mounts as root, so it never gets the job's paths: the shim opens each
+  // as the account and binds what it opened at a stage of the agent's, which
+  // podman mounts instead (LaunchSpec::bind_as_account).
+  const bool root_podman = runtime->kind() == ContainerRuntimeKind::kPodman &&
+                           !runtime->rootless() && spec.run_as.has_value();
+  const std::string files = ContainerFilesPrefix(start.task());
   if (runtime->kind() == ContainerRuntimeKind::kPodman) {
-    c.env_file = ContainerEnvPath(start.task());
+    c.env_file = files + ".env";
     absl::StatusOr<std::string> content = runtime->EnvFileContent(c);
     if (!content.ok()) return content.status();
     TC_RETURN_IF_ERROR(WritePrivateFile(c.env_file, *content, c.uid, c.gid));
   }
+  if (root_podman) {
+    for (size_t i = 0; i < c.mounts.size(); ++i) {
+      const std::string stage = absl::StrCat(files, ".mnt/", i);
+      std::error_code ec;
+      std::filesystem::create_directories(stage, ec);
+      if (ec) {
+        RemoveContainerFiles(files);
+        return absl::InternalError(absl::StrCat("mkdir ", stage, ": ", ec.message()));
+      }
+      c.mount_sources[c.mounts[i]] = stage;
+      spec.bind_as_account.emplace_back(c.mounts[i], stage);
+    }
+  }
   absl::StatusOr<WrappedLaunch> wrapped = runtime->WrapArgv(c);
   if (!wrapped.ok()) {
-    unlink(c.env_file.c_str());
+    RemoveContainerFiles(files);
     return wrapped.status();
   }
   spec.argv = std::move(wrapped->argv);
   spec.env = std::move(wrapped->env);
-  if (runtime->kind() == ContainerRuntimeKind::kPodman && !runtime->rootless() &&
-      spec.run_as.has_value()) {
-    // Root podman starts the container as the job's uid:gid (--user) itself:
-    // the runtime must stay root, so the shim does not drop to the account;
-    // but it checks, as the account, that the account can enter every
-    // directory podman mounts as root (the work dir, the checkpoint dir).
+  if (root_podman) {
     spec.keep_root = true;
-    spec.check_dirs = c.mounts;
+    spec.workdir = "/";  // podman's -w sets the task's
   }
   return absl::OkStatus();
 }
 
-std::string Agent::ContainerEnvPath(const v1::TaskRef& ref) const {
+std::string Agent::ContainerFilesPrefix(const v1::TaskRef& ref) const {
   absl::MutexLock lock(&cluster_mu_);
-  return absl::StrCat(::trainctl::worker::ClusterDir(config_.log_dir, cluster_id_), "/containers/",
-                      ContainerName(cluster_id_, ref), ".env");
+  return absl::StrCat(::trainctl::worker::ClusterDir(config_.log_dir, cluster_id_),
+                      "/containers/", ContainerName(cluster_id_, ref));
 }
+
+void Agent::RemoveContainerFiles(const std::string& prefix) {
+  unlink((prefix + ".env").c_str());
+  // rmdir only, never a recursive remove: a stage is an empty directory
+  // here (the shim's binds live in its own mount namespace); should one ever
+  // be a mount point, rmdir fails and nothing under it is touched.
+  const std::string stages = prefix + ".mnt";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(stages, ec)) {
+    rmdir(entry.path().c_str());
+  }
+  rmdir(stages.c_str());
+}
+
 
 absl::Status Agent::WritePrivateFile(const std::string& path, const std::string& content,
                                      int uid, int gid) {
@@ -774,7 +804,7 @@ void Agent::Start(const v1::StartTask& start) {
   }
   if (!pid.ok() && made.ok()) {
     ReleaseCgroup(spec.cgroup_dir);
-    if (!start.image().empty()) unlink(ContainerEnvPath(ref).c_str());
+    if (!start.image().empty()) RemoveContainerFiles(ContainerFilesPrefix(ref));
   }
   if (!pid.ok()) RemoveFromRelay(relay_rank);
 
@@ -812,7 +842,7 @@ void Agent::Start(const v1::StartTask& start) {
     }
     entry.container_cleanup = config_.container_runtime->CleanupCommands(name);
     if (config_.container_runtime->kind() == ContainerRuntimeKind::kPodman) {
-      entry.container_env_file = ContainerEnvPath(ref);
+      entry.container_files = ContainerFilesPrefix(ref);
     }
   }
   entry.ref.set_pid(*pid);
@@ -849,7 +879,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   int close_port = 0;
   std::string cgroup_dir;
   std::vector<std::vector<std::string>> container_cleanup;
-  std::string container_env_file;
+  std::string container_files;
   bool stopped = false;
   std::optional<std::tuple<int64_t, int, int>> relay_rank;
   {
@@ -862,7 +892,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
     }
     cgroup_dir = it->second.cgroup_dir;
     container_cleanup = it->second.container_cleanup;
-    container_env_file = it->second.container_env_file;
+    container_files = it->second.container_files;
     stopped = it->second.stopped;
     relay_rank = it->second.relay_rank;
   }
@@ -876,7 +906,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   if (stopped || info.exit_code != 0 || info.signal != 0) {
     for (const std::vector<std::string>& argv : container_cleanup) RunAndWait(argv);
   }
-  if (!container_env_file.empty()) unlink(container_env_file.c_str());
+  if (!container_files.empty()) RemoveContainerFiles(container_files);
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);

@@ -231,9 +231,9 @@ class Agent {
     // A container task: the runtime commands that remove what a killed
     // container leaves (ContainerRuntime::CleanupCommands), run at its exit.
     std::vector<std::vector<std::string>> container_cleanup;
-    // A podman task: its environment file (ContainerEnvPath), removed at its
-    // exit.
-    std::string container_env_file;
+    // A podman task: the prefix of its environment file and mount stages
+    // (ContainerFilesPrefix), removed at its exit.
+    std::string container_files;
   };
 
   // Launches `start` (no lock held while spawning) and reports RUNNING or
@@ -260,10 +260,14 @@ class Agent {
   // Wraps `spec` in the node's container runtime for start.image().
   // Errors: FAILED_PRECONDITION without a runtime; those of WrapArgv.
   absl::Status WrapInContainer(const v1::StartTask& start, LaunchSpec& spec) const;
-  // Where a podman task's environment file goes (ContainerLaunch::env_file):
-  // <ClusterDir>/containers/<container name>.env, in a directory of mode
-  // 0700 that only the agent's account enters.
-  std::string ContainerEnvPath(const v1::TaskRef& ref) const;
+  // Where a podman task's files go: <ClusterDir>/containers/<container
+  // name>, then ".env" for its environment file (ContainerLaunch::env_file)
+  // and ".mnt/<i>" for the stages where the shim binds its mounts (root
+  // podman), in a directory of mode 0700 only the agent's account enters.
+  std::string ContainerFilesPrefix(const v1::TaskRef& ref) const;
+  // Removes the environment file and the (empty) stages of `prefix`
+  // (ContainerFilesPrefix); never removes anything below a stage.
+  static void RemoveContainerFiles(const std::string& prefix);
   // Writes `content` to a new file at `path` (mode 0400, owned by uid:gid
   // when uid >= 0; a file already there is replaced, a link never
   // followed), creating its directory with mode 0700.

@@ -64,36 +64,7 @@ probe_cleanup() {
 }
 trap probe_cleanup EXIT
 
-if ! podman image exists "$IMG"; then
-  mkdir -p "$WORK/rootfs/bin"
-  cp /bin/busybox "$WORK/rootfs/bin/busybox"
-  tar -C "$WORK/rootfs" -c . | podman import - "$IMG" >/dev/null ||
-    skip "podman import failed (no container storage here?)"
-fi
-
-# Which global/run arguments let podman run a container on this host.
-runc_args=()
-command -v runc >/dev/null && runc_args=(--runtime runc)
-nofile=$(ulimit -Hn)
-nproc=$(ulimit -Hu)
-[[ $nproc == unlimited || $nproc -gt 16384 ]] && nproc=16384
-ulimit_args=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
-G=() R=() found=
-why=()
-for cand in plain runc ulimit runc+ulimit; do
-  g=() r=()
-  case $cand in
-    runc) ((${#runc_args[@]})) || continue; g=("${runc_args[@]}") ;;
-    ulimit) ulimit -u "$nproc"; r=("${ulimit_args[@]}") ;;
-    runc+ulimit) ((${#runc_args[@]})) || continue; g=("${runc_args[@]}"); r=("${ulimit_args[@]}") ;;
-  esac
-  if err=$(podman "${g[@]}" run --rm --init "${r[@]}" "$IMG" /bin/busybox true 2>&1); then
-    G=("${g[@]}") R=("${r[@]}") found=$cand
-    break
-  fi
-  why+=("$cand: $(tail -n1 <<<"$err")")
-done
-[[ -n $found ]] || skip "podman cannot run a container here: $(printf '%s; ' "${why[@]}")"
+podman_setup "$IMG" || skip "$PODMAN_WHY"
 ((${#why[@]} == 0)) || echo "note: plain podman failed here, using the '$found' fallback (${why[*]})"
 
 probe_args=(--env-exec "$BIN/trainctl-container-env" --env-file "$WORK/task.env")

@@ -11,6 +11,10 @@
 #                           once a second)
 #   fail MESSAGE            prints MESSAGE and the tail of every $WORK/*.log,
 #                           exits 1 (scripts may define their own fail)
+#   podman_setup IMAGE      imports IMAGE (a static busybox) when missing and
+#                           finds the podman arguments that run a container
+#                           here: sets G (global), R (run), found and why;
+#                           returns 1 with PODMAN_WHY when none does
 
 e2e_init() {
   local name=$1
@@ -60,5 +64,44 @@ wait_metric() {
     fi
     read -rt 0.1 <> <(:) || true
   done
+  return 1
+}
+
+# Fallbacks tried when a plain `podman run` fails, each for a host problem
+# seen on the development VM (docs/containers.md): --runtime runc (crun 1.8
+# refuses a hybrid cgroup host whose v2 tree has a controller), and --ulimit
+# nofile/nproc at this shell's hard limits (nproc lowered to 16384 first;
+# rootful podman asks for 1048576 of each, which needs CAP_SYS_RESOURCE).
+podman_setup() {
+  local img=$1
+  PODMAN_WHY=
+  if ! podman image exists "$img"; then
+    mkdir -p "$WORK/rootfs/bin"
+    cp /bin/busybox "$WORK/rootfs/bin/busybox"
+    tar -C "$WORK/rootfs" -c . | podman import - "$img" >/dev/null ||
+      { PODMAN_WHY="podman import failed (no container storage here?)"; return 1; }
+  fi
+  local runc_args=() nofile nproc ulimit_args cand g r err
+  command -v runc >/dev/null && runc_args=(--runtime runc)
+  nofile=$(ulimit -Hn)
+  nproc=$(ulimit -Hu)
+  [[ $nproc == unlimited || $nproc -gt 16384 ]] && nproc=16384
+  ulimit_args=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+  G=() R=() found=
+  why=()
+  for cand in plain runc ulimit runc+ulimit; do
+    g=() r=()
+    case $cand in
+      runc) ((${#runc_args[@]})) || continue; g=("${runc_args[@]}") ;;
+      ulimit) ulimit -u "$nproc"; r=("${ulimit_args[@]}") ;;
+      runc+ulimit) ((${#runc_args[@]})) || continue; g=("${runc_args[@]}"); r=("${ulimit_args[@]}") ;;
+    esac
+    if err=$(podman "${g[@]}" run --rm --init "${r[@]}" "$img" /bin/busybox true 2>&1); then
+      G=("${g[@]}") R=("${r[@]}") found=$cand
+      return 0
+    fi
+    why+=("$cand: $(tail -n1 <<<"$err")")
+  done
+  PODMAN_WHY="podman cannot run a container here: $(printf '%s; ' "${why[@]}")"
   return 1
 }

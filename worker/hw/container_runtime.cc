@@ -218,6 +218,13 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
   for (const std::string& m : c.mounts) {
     if (absl::Status s = CheckHostPath("mount", m); !s.ok()) return s;
   }
+  for (const auto& [target, source] : c.mount_sources) {
+    if (absl::Status s = CheckHostPath("mount source", source); !s.ok()) return s;
+  }
+  auto source_of = [&c](const std::string& m) {
+    auto it = c.mount_sources.find(m);
+    return it == c.mount_sources.end() ? m : it->second;
+  };
   if (!c.workdir.empty()) {
     if (absl::Status s = CheckHostPath("workdir", c.workdir); !s.ok()) return s;
   }
@@ -264,7 +271,7 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
     for (const std::string& g : c.gpu_uuids) {
       a.insert(a.end(), {"--device", "nvidia.com/gpu=" + g});
     }
-    for (const std::string& m : c.mounts) a.insert(a.end(), {"-v", m + ":" + m});
+    for (const std::string& m : c.mounts) a.insert(a.end(), {"-v", source_of(m) + ":" + m});
     if (!c.workdir.empty()) a.insert(a.end(), {"-w", c.workdir});
     // The task's variables: in c.env_file, set inside by env-exec.
     a.insert(a.end(), {"-v", absl::StrCat(options_.env_exec, ":", kEnvExecInContainer, ":ro"),
@@ -272,7 +279,10 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
   } else {
     a.insert(a.end(), {"exec", "--cleanenv"});
     if (!c.gpu_uuids.empty()) a.push_back("--nv");
-    for (const std::string& m : c.mounts) a.insert(a.end(), {"--bind", m});
+    for (const std::string& m : c.mounts) {
+      const std::string source = source_of(m);
+      a.insert(a.end(), {"--bind", source == m ? m : source + ":" + m});
+    }
     if (!c.workdir.empty()) a.insert(a.end(), {"--pwd", c.workdir});
     // A `singularity` binary (Singularity, or Apptainer's compatibility
     // link) reads SINGULARITYENV_; Apptainer reads both, preferring its own.

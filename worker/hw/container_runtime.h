@@ -84,6 +84,10 @@ struct ContainerLaunch {
   // Host directories mounted at the same path inside (absolute, no ':' or
   // ','), e.g. the working directory and the checkpoint directory.
   std::vector<std::string> mounts;
+  // For a path of `mounts`: the host directory mounted there instead (same
+  // rules), e.g. the stage where the task shim bound the directory the
+  // job's account opened (LaunchSpec::bind_as_account).
+  std::map<std::string, std::string> mount_sources;
   // GPUs, by UUID as NVML gives them ("GPU-5c89852c-..."; MIG devices
   // "MIG-...").
   std::vector<std::string> gpu_uuids;

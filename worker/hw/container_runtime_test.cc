@@ -104,6 +104,23 @@ TEST(ContainerRuntimeTest, WrapArgv_PodmanAsRoot_FullCommandAndEnvOutOfArgvAndPo
                                173));
 }
 
+// A mount's source may be another host directory (the stage where the shim
+// bound what the job's account opened); the path inside stays the job's.
+TEST(ContainerRuntimeTest, WrapArgv_MountSources_MountedAtTheJobsPaths) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false,
+                          PodmanOptions());
+  ContainerLaunch c = Task();
+  c.mount_sources["/home/ada/proj"] = "/var/lib/trainctl/containers/x.mnt/0";
+  auto w = podman.WrapArgv(c);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv, Contains("/var/lib/trainctl/containers/x.mnt/0:/home/ada/proj"));
+  EXPECT_THAT(w->argv, Contains("/ckpt/job7:/ckpt/job7"));
+  EXPECT_THAT(w->argv, Not(Contains("/home/ada/proj:/home/ada/proj")));
+  c.mount_sources["/ckpt/job7"] = "relative";
+  EXPECT_THAT(podman.WrapArgv(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("mount source")));
+}
+
 TEST(ContainerRuntimeTest, WrapArgv_PodmanWithoutEnvExecOrEnvFile_Refused) {
   ContainerRuntime bare(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false);
   EXPECT_THAT(bare.WrapArgv(Task()), StatusIs(absl::StatusCode::kFailedPrecondition,

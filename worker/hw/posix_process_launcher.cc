@@ -277,8 +277,11 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
           "workdir %s does not exist or is not a directory", spec.workdir));
     }
   }
-  if ((spec.keep_root || !spec.check_dirs.empty()) && !spec.run_as.has_value()) {
-    return absl::InvalidArgumentError("keep_root and check_dirs need run_as");
+  if ((spec.keep_root || !spec.bind_as_account.empty()) && !spec.run_as.has_value()) {
+    return absl::InvalidArgumentError("keep_root and bind_as_account need run_as");
+  }
+  if (!spec.bind_as_account.empty() && !spec.keep_root) {
+    return absl::InvalidArgumentError("bind_as_account needs keep_root");
   }
   if ((spec.run_as.has_value() || !spec.cgroup_dir.empty()) &&
       options_.task_shim.empty()) {
@@ -333,8 +336,8 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
       } else if (options_.no_new_privs) {
         shim_args.push_back("--no-new-privs");
       }
-      for (const std::string& dir : spec.check_dirs) {
-        shim_args.insert(shim_args.end(), {"--check-dir", dir});
+      for (const auto& [dir, stage] : spec.bind_as_account) {
+        shim_args.insert(shim_args.end(), {"--bind-as-user", absl::StrCat(dir, ":", stage)});
       }
     }
     shim_args.insert(shim_args.end(),

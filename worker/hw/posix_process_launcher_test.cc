@@ -659,16 +659,28 @@ TEST_F(RunAsTest, Launch_RunAs_TaskHasNoNewPrivs) {
   EXPECT_THAT(ReadFile(dir_ / "logs" / "job-1" / "rank-0.log"), HasSubstr("NoNewPrivs:\t1"));
 }
 
-// Root podman: the process stays root (keep_root) but the account must be
-// able to enter the work dir and every directory podman will mount; one it
-// cannot enter fails the task as without --image (exit 125, same line).
-TEST_F(RunAsTest, Launch_KeepRoot_StaysRootButChecksEveryDirAsTheAccount) {
+// Root podman: the process stays root (keep_root); each directory podman
+// will mount is opened as the account, which must be able to enter it (else
+// the task fails as without --image: exit 125, the same line), and what it
+// opened is bound at a stage in the task's own mount namespace. A link put
+// in the directory's place after the check changes nothing: the stage holds
+// the directory the account opened.
+TEST_F(RunAsTest, Launch_KeepRoot_BindsWhatTheAccountOpenedAtItsStage) {
   const fs::path closed = dir_ / "alices-project";
   fs::create_directories(closed);
   fs::permissions(closed, fs::perms::owner_all, fs::perm_options::replace);
-  LaunchSpec spec = AsNobody({"sh", "-c", "id -u"});
+  {
+    std::ofstream(closed / "secret.txt") << "alice\n";
+    std::ofstream(workdir_ / "mine.txt") << "nobody's\n";
+  }
+  const fs::path stage0 = dir_ / "stage-0", stage1 = dir_ / "stage-1";
+  fs::create_directories(stage0);
+  fs::create_directories(stage1);
+  LaunchSpec spec = AsNobody({"sh", "-c", absl::StrCat("id -u; cat ", stage0.string(), "/*.txt")});
+  spec.workdir = "/";
   spec.keep_root = true;
-  spec.check_dirs = {workdir_.string(), closed.string()};
+  spec.bind_as_account = {{workdir_.string(), stage0.string()},
+                          {closed.string(), stage1.string()}};
   ExitWaiter refused;
   TC_ASSERT_OK(shimmed_.Launch(spec, refused.Callback()));
   ASSERT_TRUE(refused.Wait());
@@ -678,13 +690,15 @@ TEST_F(RunAsTest, Launch_KeepRoot_StaysRootButChecksEveryDirAsTheAccount) {
               HasSubstr(absl::StrCat("cannot enter the working directory ", closed.string(),
                                      " as uid ", nobody_.run_as.uid)));
   fs::remove(log);
-  // Every directory open to the account: the process runs as root.
-  spec.check_dirs = {workdir_.string()};
+  // Every directory open to the account: the process runs as root and sees
+  // the account's directory at the stage; nothing is mounted outside.
+  spec.bind_as_account = {{workdir_.string(), stage0.string()}};
   ExitWaiter ran;
   TC_ASSERT_OK(shimmed_.Launch(spec, ran.Callback()));
   ASSERT_TRUE(ran.Wait());
   EXPECT_EQ(ran.info.exit_code, 0);
-  EXPECT_EQ(ReadFile(log), "0\n");
+  EXPECT_EQ(ReadFile(log), "0\nnobody's\n");
+  EXPECT_TRUE(fs::is_empty(stage0));
 }
 
 // With shim_every_task off (the agent's guard covers its death), a task

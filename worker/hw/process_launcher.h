@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -43,13 +44,18 @@ struct LaunchSpec {
   std::string cgroup_dir;
   // With run_as: the process stays the launcher's account (root) instead of
   // becoming run_as, for a root helper that itself starts the task as
-  // run_as (root podman's --user). run_as is then only checked: a process
-  // of that account must be able to enter `workdir` and each of
-  // `check_dirs` (the directories the helper will mount for the task), or
-  // the task fails to start exactly as one whose workdir run_as cannot
-  // enter (the shim's exit 125 and its line in the log).
+  // run_as (root podman's --user). `workdir` is then entered as root (give
+  // "/": the helper sets the task's own).
   bool keep_root = false;
-  std::vector<std::string> check_dirs;
+  // With keep_root: each (DIR, STAGE) is opened by a process of run_as (who
+  // must be able to enter DIR, else the task fails to start as one whose
+  // workdir run_as cannot enter: the shim's exit 125 and its line in the
+  // log) and that very directory is bind-mounted at STAGE (an existing
+  // directory only root reaches) in a mount namespace of the task's own, so
+  // the helper mounts STAGE and gets what run_as opened, even if DIR is
+  // swapped for a link meanwhile. Nothing is mounted outside the task's
+  // namespace.
+  std::vector<std::pair<std::string, std::string>> bind_as_account;
 };
 
 // How a process ended: exit_code when it exited (signal == 0), or the signal

@@ -3,7 +3,7 @@
 // and the one that puts the task in its cgroup and under its user's account.
 //
 //   trainctl-task-shim [--cgroup DIR] [--uid UID --gid GID [--groups G1,G2]
-//                      [--keep-root] [--check-dir DIR]... [--no-new-privs]]
+//                      [--keep-root [--bind-as-user DIR:STAGE]...] [--no-new-privs]]
 //                      [--chdir DIR] WATCH_PID GRACE_MS PROGRAM ARGV0 [ARGS...]
 //
 // PosixProcessLauncher starts it (as the agent's user, usually root) as the
@@ -23,12 +23,18 @@
 //     still run them, without their privilege: `sudo` refuses, `ping`
 //     needs no capability on kernels >= 3.x with ping_group_range).
 //     With --keep-root the shim stays the agent's account instead (root
-//     podman must be root to start the container as --user UID:GID), and a
-//     child process that drops to the account as above checks that it can
-//     enter the --chdir directory and each --check-dir (the directories
-//     podman will bind-mount as root): one it cannot enter fails the task
-//     as step 3 does, with the same line, so `--image` never mounts what
-//     the user could not read without it;
+//     podman must be root to start the container as --user UID:GID). With
+//     --bind-as-user DIR:STAGE (the directories podman will mount) it moves
+//     into a mount namespace of its own (unshare(CLONE_NEWNS), every mount a
+//     slave of the host's, so nothing it mounts is seen outside); a child
+//     process that drops to the account as above opens each DIR (O_PATH)
+//     and enters it, and hands the descriptors back over a socket
+//     (SCM_RIGHTS); one it cannot enter fails the task as step 3 does, with
+//     the same line. The shim bind-mounts each opened directory at its
+//     STAGE, a directory only root reaches, which podman mounts in place of
+//     DIR. So `--image` never mounts what the user could not
+//     enter, not even if DIR is swapped for a link after the check: podman
+//     gets the directory the user opened, not a path;
 //  3. --chdir: enters the working directory as that account, so a directory
 //     the user may not enter is refused (exit 125) rather than entered with
 //     the agent's rights;
@@ -69,7 +75,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -80,6 +89,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/hw/cgroup_self.h"
@@ -128,7 +138,7 @@ bool WaitChild(pid_t child, int child_fd, int ms, int* status) {
 
 constexpr char kUsage[] =
     "usage: trainctl-task-shim [--cgroup DIR] [--uid UID --gid GID [--groups "
-    "G1,G2] [--keep-root] [--check-dir DIR]... [--no-new-privs]] [--chdir DIR] WATCH_PID "
+    "G1,G2] [--keep-root [--bind-as-user DIR:STAGE]...] [--no-new-privs]] [--chdir DIR] WATCH_PID "
     "GRACE_MS PROGRAM ARGV0 [ARGS...]\n";
 
 struct Options {
@@ -139,7 +149,8 @@ struct Options {
   std::vector<gid_t> groups;
   bool keep_root = false;
   bool no_new_privs = false;
-  std::vector<const char*> check_dirs;
+  // --bind-as-user DIR:STAGE, split.
+  std::vector<std::pair<std::string, std::string>> binds;
 };
 
 // Parses the options before WATCH_PID (getopt_long; "+": stop at the first
@@ -153,7 +164,7 @@ int ParseOptions(int argc, char** argv, Options* o) {
                                  {"groups", required_argument, nullptr, 'G'},
                                  {"keep-root", no_argument, nullptr, 'k'},
                                  {"no-new-privs", no_argument, nullptr, 'n'},
-                                 {"check-dir", required_argument, nullptr, 'D'},
+                                 {"bind-as-user", required_argument, nullptr, 'B'},
                                  {nullptr, 0, nullptr, 0}};
   int opt;
   while ((opt = getopt_long(argc, argv, "+", kLong, nullptr)) != -1) {
@@ -170,9 +181,13 @@ int ParseOptions(int argc, char** argv, Options* o) {
       case 'n':
         o->no_new_privs = true;
         break;
-      case 'D':
-        o->check_dirs.push_back(optarg);
+      case 'B': {
+        const std::string arg = optarg;
+        const size_t colon = arg.rfind(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == arg.size()) return -1;
+        o->binds.emplace_back(arg.substr(0, colon), arg.substr(colon + 1));
         break;
+      }
       case 'u':
         if (!ParseInt(optarg, &o->uid) || o->uid < 0) return -1;
         break;
@@ -196,8 +211,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
     }
   }
   if ((o->uid >= 0) != (o->gid >= 0)) return -1;
-  if ((o->keep_root || !o->check_dirs.empty() || o->no_new_privs) && o->uid < 0) return -1;
+  if ((o->keep_root || o->no_new_privs) && o->uid < 0) return -1;
   if (o->keep_root && o->no_new_privs) return -1;
+  if (!o->binds.empty() && !o->keep_root) return -1;
   return optind;
 }
 
@@ -208,6 +224,113 @@ void CannotEnter(const char* dir, int err) {
                "trainctl-task-shim: cannot enter the working directory %s as "
                "uid %d: %s\n",
                dir, static_cast<int>(getuid()), std::strerror(err));
+}
+
+// Sends `fds` over `sock` in one message (SCM_RIGHTS). False on failure.
+bool SendFds(int sock, const std::vector<int>& fds) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  return sendmsg(sock, &msg, 0) == 1;
+}
+
+// Receives `count` descriptors sent by SendFds; empty on failure.
+std::vector<int> ReceiveFds(int sock, size_t count) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * count));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  ssize_t n;
+  while ((n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+      c->cmsg_len != CMSG_LEN(sizeof(int) * count)) {
+    return {};
+  }
+  std::vector<int> fds(count);
+  std::memcpy(fds.data(), CMSG_DATA(c), sizeof(int) * count);
+  return fds;
+}
+
+bool DropPrivileges(const Options& o);
+
+// --keep-root's --bind-as-user: this process, still root, moves into a
+// mount namespace of its own whose mounts are slaves of the host's; a child
+// dropped to the account opens and enters each DIR there and sends the
+// descriptors back; each descriptor's directory is bound at its STAGE. Returns
+// false after printing why (the account cannot enter a DIR: the same line
+// as --chdir's).
+bool BindAsUser(const Options& o) {
+  if (o.binds.empty()) return true;
+  // First the namespace: a directory can be bound only from a mount of the
+  // caller's namespace, so the opener must open in the new one (EINVAL
+  // otherwise).
+  if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
+    std::fprintf(stderr, "trainctl-task-shim: a mount namespace of its own: %s\n",
+                 std::strerror(errno));
+    return false;
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    std::fprintf(stderr, "trainctl-task-shim: socketpair: %s\n", std::strerror(errno));
+    return false;
+  }
+  const pid_t opener = fork();
+  if (opener < 0) {
+    std::fprintf(stderr, "trainctl-task-shim: fork: %s\n", std::strerror(errno));
+    return false;
+  }
+  if (opener == 0) {
+    close(sv[0]);
+    if (!DropPrivileges(o)) _exit(125);
+    std::vector<int> fds;
+    for (const auto& [dir, stage] : o.binds) {
+      const int fd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0 || fchdir(fd) != 0) {
+        CannotEnter(dir.c_str(), errno);
+        _exit(125);
+      }
+      fds.push_back(fd);
+    }
+    _exit(SendFds(sv[1], fds) ? 0 : 125);
+  }
+  close(sv[1]);
+  std::vector<int> fds = ReceiveFds(sv[0], o.binds.size());
+  close(sv[0]);
+  int status = 0;
+  while (waitpid(opener, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || fds.size() != o.binds.size()) {
+    for (int fd : fds) close(fd);
+    return false;
+  }
+  bool ok = true;
+  for (size_t i = 0; ok && i < fds.size(); ++i) {
+    const std::string source = "/proc/self/fd/" + std::to_string(fds[i]);
+    if (mount(source.c_str(), o.binds[i].second.c_str(), nullptr, MS_BIND | MS_REC,
+              nullptr) != 0) {
+      std::fprintf(stderr, "trainctl-task-shim: bind %s at %s: %s\n",
+                   o.binds[i].first.c_str(), o.binds[i].second.c_str(), std::strerror(errno));
+      ok = false;
+    }
+  }
+  for (int fd : fds) close(fd);
+  return ok;
 }
 
 // Drops to uid/gid/groups for good. Returns false after printing why.
@@ -263,29 +386,7 @@ int main(int argc, char** argv) {
     }
   }
   if (options.keep_root) {
-    // The checks run in a child that drops to the account for good; this
-    // process stays as it is.
-    const pid_t checker = fork();
-    if (checker < 0) {
-      std::fprintf(stderr, "trainctl-task-shim: fork: %s\n", std::strerror(errno));
-      return 125;
-    }
-    if (checker == 0) {
-      if (!DropPrivileges(options)) _exit(125);
-      std::vector<const char*> dirs = options.check_dirs;
-      if (options.chdir != nullptr) dirs.insert(dirs.begin(), options.chdir);
-      for (const char* dir : dirs) {
-        if (chdir(dir) != 0) {
-          CannotEnter(dir, errno);
-          _exit(125);
-        }
-      }
-      _exit(0);
-    }
-    int status = 0;
-    while (waitpid(checker, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 125;
+    if (!BindAsUser(options)) return 125;
   } else if (options.uid >= 0 && !DropPrivileges(options)) {
     return 125;
   }
