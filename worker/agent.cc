@@ -597,7 +597,6 @@ void Agent::RemoveContainerFiles(const std::string& prefix) {
   rmdir(stages.c_str());
 }
 
-
 absl::Status Agent::WritePrivateFile(const std::string& path, const std::string& content,
                                      int uid, int gid) {
   const std::string dir = path.substr(0, path.rfind('/'));
