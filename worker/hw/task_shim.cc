@@ -226,38 +226,41 @@ void CannotEnter(const char* dir, int err) {
                dir, static_cast<int>(getuid()), std::strerror(err));
 }
 
-// Sends `fds` over `sock` in one message (SCM_RIGHTS). False on failure.
-bool SendFds(int sock, const std::vector<int>& fds) {
+// One message of one byte carrying `count` descriptors (SCM_RIGHTS), for
+// sendmsg and recvmsg. Not copyable: msg points into it.
+struct FdMessage {
+  explicit FdMessage(size_t count) : control(CMSG_SPACE(sizeof(int) * count)) {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
   char byte = 0;
   iovec iov{&byte, 1};
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  std::vector<char> control;
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+};
+
+// Sends `fds` over `sock` in one message. False on failure.
+bool SendFds(int sock, const std::vector<int>& fds) {
+  FdMessage m(fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
   std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  return sendmsg(sock, &msg, 0) == 1;
+  return sendmsg(sock, &m.msg, 0) == 1;
 }
 
 // Receives `count` descriptors sent by SendFds; empty on failure.
 std::vector<int> ReceiveFds(int sock, size_t count) {
-  char byte = 0;
-  iovec iov{&byte, 1};
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * count));
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
+  FdMessage m(count);
   ssize_t n;
-  while ((n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  while ((n = recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
   }
-  cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&m.msg) : nullptr;
   if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
       c->cmsg_len != CMSG_LEN(sizeof(int) * count)) {
     return {};
