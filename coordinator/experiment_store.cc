@@ -1,0 +1,124 @@
+#include "coordinator/experiment_store.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace trainctl::coord {
+namespace {
+
+constexpr double kMsPerHour = 3600.0 * 1000.0;
+
+v1::AttemptOutcome OutcomeOf(v1::JobState to) {
+  switch (to) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return v1::ATTEMPT_OUTCOME_SUCCEEDED;
+    case v1::JOB_STATE_FAILED:
+      return v1::ATTEMPT_OUTCOME_FAILED;
+    case v1::JOB_STATE_CANCELLED:
+      return v1::ATTEMPT_OUTCOME_CANCELLED;
+    case v1::JOB_STATE_PENDING:
+      return v1::ATTEMPT_OUTCOME_RESTARTED;
+    default:
+      return v1::ATTEMPT_OUTCOME_UNSPECIFIED;
+  }
+}
+
+}  // namespace
+
+void ExperimentStore::LoadRungs(const v1::Job& job) {
+  for (const auto& [step, value] : job.rung_values()) {
+    rungs_[job.spec().sweep_id()][step][job.id()] = value;
+  }
+}
+
+absl::StatusOr<int64_t> ExperimentStore::Reserve(int64_t job_id, int64_t n) {
+  int64_t& count = points_[job_id];
+  if (count + n > max_points_per_job_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job ", job_id, " has stored ", count, " metric points; ", n,
+        " more would pass the cap of ", max_points_per_job_,
+        " per job (report less often, e.g. every 10 steps)"));
+  }
+  count += n;
+  return count;
+}
+
+void ExperimentStore::Unreserve(int64_t job_id, int64_t n) { points_[job_id] -= n; }
+
+int64_t ExperimentStore::Points(int64_t job_id) const {
+  auto it = points_.find(job_id);
+  return it == points_.end() ? 0 : it->second;
+}
+
+int64_t ExperimentStore::PointsLeft(int64_t job_id) const {
+  return std::max<int64_t>(0, max_points_per_job_ - Points(job_id));
+}
+
+ExperimentStore::EarlyStop ExperimentStore::OnReport(
+    v1::Job& job, const std::vector<v1::MetricPoint>& points) {
+  EarlyStop out;
+  const v1::EarlyStop& cfg = job.spec().early_stop();
+  AshaRungs& rungs = rungs_[job.spec().sweep_id()];
+  for (const v1::MetricPoint& p : points) {
+    if (p.key() != cfg.metric()) continue;
+    const AshaVerdict v = AshaOnReport(cfg, rungs, job.id(), p.step(), p.value());
+    if (!v.recorded) continue;
+    out.recorded = true;
+    (*job.mutable_rung_values())[v.rung_step] = v.value;
+    if (!v.stop) continue;
+    out.stop_reason = absl::StrFormat(
+        "stopped early (ASHA): %s %g at step %d is not within the best 1/%d "
+        "of the %d other trial(s) at that rung (cutoff %g)",
+        cfg.metric(), v.value, v.rung_step,
+        cfg.reduction_factor() == 0 ? 3 : cfg.reduction_factor(), v.others, v.cutoff);
+    break;
+  }
+  return out;
+}
+
+void RecordAttemptEdge(v1::Job& job, v1::JobState from, v1::JobState to, int64_t now_ms,
+                       double gpus) {
+  if (to == v1::JOB_STATE_SCHEDULED) {
+    v1::AttemptRecord* r = job.add_attempts();
+    r->set_attempt(job.attempt());
+    r->set_start_time_ms(now_ms);
+    r->set_gpus(gpus);
+    return;
+  }
+  const bool ended = (from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
+                     to != v1::JOB_STATE_RUNNING;
+  if (!ended || job.attempts_size() == 0) return;
+  v1::AttemptRecord* r = job.mutable_attempts(job.attempts_size() - 1);
+  if (r->attempt() != job.attempt() || r->end_time_ms() != 0) return;
+  r->set_end_time_ms(now_ms);
+  r->set_outcome(OutcomeOf(to));
+  r->set_reason(job.reason());
+  for (const v1::Task& t : job.tasks()) {
+    v1::RankRecord* rank = r->add_ranks();
+    rank->set_rank(t.rank());
+    rank->set_node(t.node());
+    rank->set_state(
+        std::string(absl::StripPrefix(v1::TaskState_Name(t.state()), "TASK_STATE_")));
+    rank->set_exit_code(t.exit_code());
+    rank->set_signal(t.signal());
+    rank->set_log_path(t.log_path());
+  }
+  const int64_t ms = std::max<int64_t>(0, now_ms - r->start_time_ms());
+  r->set_gpu_hours(r->gpus() * static_cast<double>(ms) / kMsPerHour);
+  job.set_gpu_hours(job.gpu_hours() + r->gpu_hours());
+}
+
+void CountRunningGpuHours(v1::Job& job, int64_t now_ms) {
+  if (job.attempts_size() == 0) return;
+  v1::AttemptRecord* last = job.mutable_attempts(job.attempts_size() - 1);
+  if (last->end_time_ms() != 0 || last->start_time_ms() <= 0) return;
+  const int64_t ms = std::max<int64_t>(0, now_ms - last->start_time_ms());
+  last->set_gpu_hours(last->gpus() * static_cast<double>(ms) / kMsPerHour);
+  job.set_gpu_hours(job.gpu_hours() + last->gpu_hours());
+}
+
+}  // namespace trainctl::coord

@@ -1,0 +1,52 @@
+#include "coordinator/log_relay.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace trainctl::coord {
+
+int64_t LogRelay::Add(Read read) {
+  const int64_t id = next_request_++;
+  reads_.emplace(id, std::move(read));
+  return id;
+}
+
+absl::StatusOr<std::optional<LogRelay::Read>> LogRelay::Take(int64_t request_id,
+                                                             const std::string& node) {
+  auto it = reads_.find(request_id);
+  if (it == reads_.end()) return std::optional<Read>();
+  if (it->second.node != node) {
+    return absl::PermissionDeniedError(absl::StrCat("node ", node, " answered log read ",
+                                                    request_id, " that was sent to node ",
+                                                    it->second.node));
+  }
+  std::optional<Read> read(std::move(it->second));
+  reads_.erase(it);
+  return read;
+}
+
+std::vector<LogRelay::Done> LogRelay::Expire(absl::Time now) {
+  std::vector<Done> out;
+  for (auto it = reads_.begin(); it != reads_.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    out.push_back(std::move(it->second.done));
+    reads_.erase(it++);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::GetLogsResponse> LogRelay::Answer(const v1::LogChunk& chunk,
+                                                     bool rank_ended) {
+  if (!chunk.error().empty()) return absl::NotFoundError(chunk.error());
+  v1::GetLogsResponse resp;
+  resp.set_data(chunk.data());
+  resp.set_next_offset(chunk.next_offset());
+  resp.set_eof(rank_ended && chunk.data().empty());
+  return resp;
+}
+
+}  // namespace trainctl::coord

@@ -1,0 +1,77 @@
+#include "coordinator/log_relay.h"
+
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+LogRelay::Read ReadOn(const std::string& node, absl::Time deadline, int* answered) {
+  LogRelay::Read r;
+  r.deadline = deadline;
+  r.job_id = 4;
+  r.rank = 1;
+  r.node = node;
+  r.done = [answered](absl::StatusOr<v1::GetLogsResponse>) { ++*answered; };
+  return r;
+}
+
+TEST(LogRelayTest, RequestIdsAreDistinct) {
+  LogRelay relay;
+  int n = 0;
+  const int64_t a = relay.Add(ReadOn("a", kT0, &n));
+  const int64_t b = relay.Add(ReadOn("a", kT0, &n));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(relay.size(), 2u);
+}
+
+TEST(LogRelayTest, OnlyTheNodeAskedMayAnswer) {
+  LogRelay relay;
+  int n = 0;
+  const int64_t id = relay.Add(ReadOn("node-a", kT0, &n));
+  absl::StatusOr<std::optional<LogRelay::Read>> forged = relay.Take(id, "node-b");
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(forged.status().message().find("node-a"), std::string::npos);
+  absl::StatusOr<std::optional<LogRelay::Read>> real = relay.Take(id, "node-a");
+  ASSERT_TRUE(real.ok());
+  ASSERT_TRUE(real->has_value());
+  EXPECT_EQ((*real)->rank, 1);
+  // Answered once: a repeat finds nothing.
+  absl::StatusOr<std::optional<LogRelay::Read>> again = relay.Take(id, "node-a");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());
+}
+
+TEST(LogRelayTest, Expire_ReturnsOnlyReadsPastTheirDeadline) {
+  LogRelay relay;
+  int n = 0;
+  relay.Add(ReadOn("a", kT0 + absl::Seconds(1), &n));
+  const int64_t later = relay.Add(ReadOn("a", kT0 + absl::Seconds(5), &n));
+  std::vector<LogRelay::Done> due = relay.Expire(kT0 + absl::Seconds(1));
+  ASSERT_EQ(due.size(), 1u);
+  due[0](absl::DeadlineExceededError("late"));
+  EXPECT_EQ(n, 1);
+  absl::StatusOr<std::optional<LogRelay::Read>> kept = relay.Take(later, "a");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(kept->has_value());
+}
+
+TEST(LogRelayTest, Answer_EofOnlyWhenTheRankEndedAndNothingCame) {
+  v1::LogChunk chunk;
+  chunk.set_data("hello\n");
+  chunk.set_next_offset(6);
+  absl::StatusOr<v1::GetLogsResponse> r = LogRelay::Answer(chunk, /*rank_ended=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data(), "hello\n");
+  EXPECT_EQ(r->next_offset(), 6);
+  EXPECT_FALSE(r->eof());  // more may follow the data
+  chunk.clear_data();
+  EXPECT_TRUE(LogRelay::Answer(chunk, true)->eof());
+  EXPECT_FALSE(LogRelay::Answer(chunk, false)->eof());  // still running
+  chunk.set_error("no such file");
+  EXPECT_EQ(LogRelay::Answer(chunk, true).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace trainctl::coord

@@ -1,0 +1,27 @@
+#include "coordinator/pass_coalescer.h"
+
+namespace trainctl::coord {
+
+void PassCoalescer::Request(absl::Time now) {
+  if (!requested_) {
+    requested_ = true;
+    requested_at_ = now;
+  }
+  ++events_;
+}
+
+bool PassCoalescer::MustRunNow(absl::Time now) const {
+  if (!requested_) return false;
+  return waiting_.load() == 0 || events_ >= kMaxEvents || now - requested_at_ >= kMaxDelay;
+}
+
+void PassCoalescer::Clear() {
+  requested_ = false;
+  events_ = 0;
+}
+
+bool PassCoalescer::Due() const {
+  return !requested_ || waiting_.load() == 0 || events_ >= kMaxEvents;
+}
+
+}  // namespace trainctl::coord
