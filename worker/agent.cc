@@ -37,7 +37,6 @@
 namespace trainctl::worker {
 namespace {
 
-constexpr int kMaxLogRead = 2 << 20;
 // How much of a failed task's log end is searched for an out-of-memory error.
 constexpr int64_t kOomScanBytes = 64 << 10;
 // What PyTorch and the CUDA runtime print when an allocation fails:
@@ -50,19 +49,6 @@ constexpr const char* kOomPatterns[] = {"CUDA out of memory",
 constexpr size_t kRecentExits = 256;
 // How much of a probe's log end is searched for its result line.
 constexpr int64_t kPreflightScanBytes = 16 << 10;
-
-// The last `bytes` of the file at `path` ("" when unreadable).
-std::string FileTail(const std::string& path, int64_t bytes) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return "";
-  const int64_t size = in.tellg();
-  const int64_t from = std::max<int64_t>(0, size - bytes);
-  std::string tail(size - from, '\0');
-  in.seekg(from);
-  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-  tail.resize(std::max<std::streamsize>(0, in.gcount()));
-  return tail;
-}
 
 // Makes `dir` the private directory (0700) of `run_as`, or of the agent's
 // account when unset. A failure (e.g. root squashed on NFS) is logged: the
@@ -1000,21 +986,8 @@ int Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
 
 v1::AgentMessage Agent::ReadLog(const v1::ReadLog& read) const {
   v1::AgentMessage reply;
-  v1::LogChunk* chunk = reply.mutable_log_chunk();
-  chunk->set_request_id(read.request_id());
-  const std::string path = LogPath(read.task());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    chunk->set_error(absl::StrCat("no log at ", path, " on ", config_.node_name));
-    return reply;
-  }
-  const int max = std::clamp(read.max_bytes(), 1, kMaxLogRead);
-  std::string data(max, '\0');
-  in.seekg(read.offset());
-  in.read(data.data(), max);
-  data.resize(in ? max : std::max<std::streamsize>(0, in.gcount()));
-  chunk->set_next_offset(read.offset() + static_cast<int64_t>(data.size()));
-  chunk->set_data(std::move(data));
+  *reply.mutable_log_chunk() =
+      ReadLogChunk(LogPath(read.task()), read, config_.node_name);
   return reply;
 }
 

@@ -1,5 +1,8 @@
 #include "worker/task_paths.h"
 
+#include <algorithm>
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 
 namespace trainctl::worker {
@@ -26,6 +29,37 @@ std::string DefaultTaskWorkdir(const std::string& log_dir, const std::string& cl
                                const v1::TaskRef& ref) {
   return absl::StrCat(ClusterDir(log_dir, cluster_id), "/work/job-", ref.job_id(),
                       "/attempt-", ref.attempt());
+}
+
+v1::LogChunk ReadLogChunk(const std::string& path, const v1::ReadLog& read,
+                          const std::string& node) {
+  v1::LogChunk chunk;
+  chunk.set_request_id(read.request_id());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    chunk.set_error(absl::StrCat("no log at ", path, " on ", node));
+    return chunk;
+  }
+  const int max = std::clamp(read.max_bytes(), 1, kMaxLogRead);
+  std::string data(max, '\0');
+  in.seekg(read.offset());
+  in.read(data.data(), max);
+  data.resize(in ? max : std::max<std::streamsize>(0, in.gcount()));
+  chunk.set_next_offset(read.offset() + static_cast<int64_t>(data.size()));
+  chunk.set_data(std::move(data));
+  return chunk;
+}
+
+std::string FileTail(const std::string& path, int64_t bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const int64_t size = in.tellg();
+  const int64_t from = std::max<int64_t>(0, size - bytes);
+  std::string tail(size - from, '\0');
+  in.seekg(from);
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  tail.resize(std::max<std::streamsize>(0, in.gcount()));
+  return tail;
 }
 
 }  // namespace trainctl::worker

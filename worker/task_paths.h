@@ -1,9 +1,10 @@
 #ifndef TRAINCTL_WORKER_TASK_PATHS_H_
 #define TRAINCTL_WORKER_TASK_PATHS_H_
 
-// Where an agent keeps a task's files on its host. Pure functions, shared by
-// the agent (agent.h) and the cluster simulation (tests/sim/), which checks
-// that no two tasks ever write one log file.
+// Where an agent keeps a task's files on its host, and how it reads its
+// log. The path functions are pure, shared by the agent (agent.h) and the
+// cluster simulation (tests/sim/), which checks that no two tasks ever write
+// one log file.
 
 #include <string>
 
@@ -36,6 +37,19 @@ std::string TaskLogPath(const std::string& log_dir, const std::string& cluster_i
 // <ClusterDir>/work/job-<id>/attempt-<n>.
 std::string DefaultTaskWorkdir(const std::string& log_dir, const std::string& cluster_id,
                                const v1::TaskRef& ref);
+
+// Most bytes one ReadLog returns (fits gRPC's default 4 MiB message).
+inline constexpr int kMaxLogRead = 2 << 20;
+
+// The answer to `read` from the log file at `path` on node `node`: up to
+// read.max_bytes (clamped to 1..kMaxLogRead) from read.offset, and the
+// offset after them; LogChunk.error naming the path and node when the file
+// cannot be opened.
+v1::LogChunk ReadLogChunk(const std::string& path, const v1::ReadLog& read,
+                          const std::string& node);
+
+// The last `bytes` of the file at `path` ("" when unreadable).
+std::string FileTail(const std::string& path, int64_t bytes);
 
 }  // namespace trainctl::worker
 
