@@ -74,13 +74,26 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/asha.h"
+#include "coordinator/cluster_views.h"
 #include "coordinator/diagnosis.h"
+#include "coordinator/draining_tasks.h"
+#include "coordinator/experiment_store.h"
+#include "coordinator/job_facts.h"
+#include "coordinator/job_lifecycle.h"
+#include "coordinator/job_table.h"
+#include "coordinator/job_waiters.h"
+#include "coordinator/log_relay.h"
+#include "coordinator/measurements.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/pass_coalescer.h"
+#include "coordinator/scheduler_view.h"
 #include "coordinator/preflight.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/sched/packer.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_machine.h"
 #include "coordinator/state_store.h"
+#include "coordinator/task_starts.h"
 #include "coordinator/usage_history.h"
 #include "trainctl/v1/preflight.pb.h"
 #include "trainctl/v1/service.pb.h"
@@ -88,22 +101,6 @@
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
-
-// The coordinator's end of one agent's stream. Send() and Close() only queue
-// work (they never call back into the Coordinator), so the Coordinator calls
-// them under its lock and messages to one agent keep their order. Once the
-// Coordinator has returned from AgentDisconnected(node, conn) it never uses
-// `conn` again. Implemented by the gRPC reactor, and by fakes in tests.
-class AgentConnection {
- public:
-  virtual ~AgentConnection() = default;
-  // Queues `msg` for the agent (taken by value: callers done with theirs
-  // move it in, sparing a copy of a StartTask and its environment).
-  virtual void Send(v1::CoordinatorMessage msg) = 0;
-  // Ends the stream with `status` (e.g. a newer connection of the same node
-  // took over).
-  virtual void Close(const absl::Status& status) = 0;
-};
 
 struct CoordinatorConfig {
   // A node without a heartbeat for this long is lost and its tasks fail.
@@ -203,100 +200,6 @@ struct CoordinatorConfig {
   int preflight_warmup = 3;
 };
 
-// One GPU as last reported by its node's heartbeat (Coordinator::Stats()).
-struct GpuStats {
-  std::string node;
-  // True when the node is READY; a lost node's samples are stale.
-  bool node_ready = false;
-  int index = 0;
-  std::string uuid;
-  // Product name, e.g. "NVIDIA H200".
-  std::string model;
-  int64_t memory_used_bytes = 0;
-  int64_t memory_total_bytes = 0;
-  // 0-100.
-  int utilization_pct = 0;
-  double power_w = 0;
-  int temperature_c = 0;
-  // A live task (STARTING, RUNNING, STOPPING) holds a reservation on it:
-  // the job's own, a pre-flight probe, or an earlier attempt's still
-  // draining. A GPU shared by packed trials counts once.
-  bool allocated = false;
-};
-
-// GPU use of one job that has live tasks in its current attempt.
-struct JobGpuStats {
-  int64_t job_id = 0;
-  std::string job_name;
-  // Mean utilization_pct (0-100) of the distinct GPUs its live tasks own.
-  double utilization_pct = 0;
-  // How many GPUs that mean is over.
-  int gpus = 0;
-};
-
-// Events since this coordinator started (not loaded from the store: a new
-// process, or a standby taking over, starts at 0), for Prometheus counters.
-// Each only grows.
-struct CoordinatorCounters {
-  // Jobs accepted by SubmitJob (a retry with the same request id adds none).
-  int64_t jobs_submitted = 0;
-  // Jobs that reached a final state, indexed by v1::JobState (SUCCEEDED,
-  // FAILED, CANCELLED; the others stay 0).
-  std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_finished{};
-  // Job attempts placed (PENDING -> SCHEDULED), later attempts included.
-  int64_t placements = 0;
-  // Attempts requeued after a rank failed, a start failed or a node was
-  // lost, with restarts left (JobSpec.max_restarts).
-  int64_t restarts = 0;
-  // Auto-packed trials requeued after a CUDA out-of-memory error (asking
-  // for more memory; RequeueAfterOomLocked).
-  int64_t oom_requeues = 0;
-  // Running or scheduled jobs preempted for another job.
-  int64_t preemptions = 0;
-  // Pre-flight runs that ended, by v1::PreflightVerdict (PASSED, FAILED,
-  // ABORTED; the others stay 0).
-  std::array<int64_t, v1::PreflightVerdict_ARRAYSIZE> preflight_runs{};
-  // Agent registrations accepted (first ones and re-registrations).
-  int64_t agent_registrations = 0;
-  // FetchUniqueId long-polls from ranks directly, and from node relays
-  // (agents fetching once for their node's ranks: relayed_ranks set), and
-  // the ranks those relays named.
-  int64_t rendezvous_fetches_direct = 0;
-  int64_t rendezvous_fetches_relayed = 0;
-  int64_t rendezvous_ranks_relayed = 0;
-};
-
-// A read-only snapshot of the coordinator for metrics (Coordinator::Stats()).
-struct CoordinatorStats {
-  // Jobs per state, indexed by v1::JobState (UNSPECIFIED stays 0); counts
-  // every job the coordinator knows, finished history included.
-  std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state{};
-  // Jobs whose full record is held in memory; the others (retired: final,
-  // no live task, stored) are held as a summary of a few bytes and read from
-  // the store on demand. Eviction happens in Tick().
-  int64_t jobs_in_memory = 0;
-  // Jobs waiting to be scheduled (PENDING).
-  int64_t pending_jobs = 0;
-  // The same by named queue (JobSpec.queue; "" counts as "default"). Queues
-  // of the scheduler config with nothing pending are listed with 0.
-  std::map<std::string, int64_t> pending_by_queue;
-  int nodes_ready = 0;
-  int nodes_lost = 0;
-  // Every GPU of every known node, ordered by node name then as registered.
-  std::vector<GpuStats> gpus;
-  // Jobs whose current attempt has live tasks, by job id.
-  std::vector<JobGpuStats> jobs;
-  // State transitions of jobs, tasks or nodes the coordinator tried that
-  // its state machines (state_machine.h) forbid, since start: a bug when
-  // not 0 (each is logged as an error).
-  int64_t illegal_transitions = 0;
-  // TaskUsage samples in heartbeats ignored since start because the
-  // reporting node does not run that task of the job's current attempt
-  // (another node's task, an ended task, an earlier attempt, an unknown job).
-  int64_t ignored_task_usage = 0;
-  CoordinatorCounters counters;
-};
-
 // Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
 // run outside the lock, on whichever thread completes them (the caller's, an
 // agent stream's, or Tick()'s).
@@ -329,7 +232,7 @@ class Coordinator {
   // queue, unless one of these is waiting: then the pass at the end of the
   // waiting call serves both (passes are coalesced; see
   // RequestScheduleLocked). For tests and metrics; the value may be stale.
-  int EventsWaitingForLock() const { return events_waiting_.load(); }
+  int EventsWaitingForLock() const { return passes_.waiting(); }
 
   // ------------------------------------------------------------ user API
 
@@ -580,79 +483,11 @@ class Coordinator {
   CoordinatorStats Stats() const;
 
  private:
-  struct Waiter {
-    absl::Time deadline;
-    JobDone done;
-  };
-  struct LogRead {
-    absl::Time deadline;
-    int64_t job_id;
-    int rank;
-    LogsDone done;
-    // The node asked; only its answer is taken.
-    std::string node;
-  };
-  struct NodeEntry {
-    v1::Node node;
-    AgentConnection* conn = nullptr;
-    absl::Time last_heartbeat;
-    // Round-robin cursor in the node's MASTER_PORT range.
-    int next_port = 0;
-    // GPU index -> utilization smoothed over heartbeats (each new sample
-    // weighs half), 0-100; what the packer looks at.
-    absl::flat_hash_map<int, double> util_avg;
-    // GPU index -> GPM counters smoothed the same way, percent 0-100; only
-    // GPUs whose last heartbeat carried GPM (a GPU that stops reporting GPM
-    // is dropped and judged by utilization).
-    struct GpmAvg {
-      double sm_active = 0;
-      double sm_occupancy = 0;
-      double dram_bw = 0;
-    };
-    absl::flat_hash_map<int, GpmAvg> gpm_avg;
-    // The agent fences itself (RegisterNode.fences): each heartbeat is
-    // answered with a LeaseGrant.
-    bool fences = false;
-    // RegisterNode.agent_instance_id of the agent holding the node.
-    std::string instance_id;
-    // Processes the agent reported running at registration that hold no
-    // reservation here (an unknown job, an earlier attempt, an aborted
-    // pre-flight's probe, a task already taken for ended) and were told to
-    // stop: which GPUs they hold is unknown, so the node gets no placement
-    // until the agent reports each one's exit (at most stop_grace). Rebuilt
-    // at every registration; cleared when the node is lost.
-    absl::flat_hash_set<std::tuple<int64_t, int, int>> stopping_unplaced;
-  };
-  // A connected holder of a node name counts as gone after this many
-  // heartbeat intervals without a heartbeat (its host died without closing
-  // the stream): a new agent may then take the name over.
-  static constexpr int kHolderSilentHeartbeats = 3;
-  // OK when `reg` may take node reg.node.name: nobody holds it, the holder's
-  // stream is gone or is `conn`, the holder is the same agent instance
-  // (RegisterNode.agent_instance_id), or it has been silent for
-  // kHolderSilentHeartbeats heartbeat intervals. Errors: ALREADY_EXISTS
-  // naming the holder's address, otherwise.
-  // OK when no other node that is not lost offers a GPU with a UUID of
-  // reg.node's (UUIDs are the same for a GPU whichever agent finds it).
-  // Errors: ALREADY_EXISTS naming the other node and GPU when that node's
-  // agent is connected; UNAVAILABLE when it is disconnected but not yet lost.
   // The job as GetJob shows it, now; `durable_at` gets the ticket to wait
   // for when its state is final (else it is left as it is).
   absl::StatusOr<v1::Job> JobNow(int64_t job_id, WriteTicket* durable_at) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status CheckGpusFreeLocked(const v1::RegisterNode& reg) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
-                                       AgentConnection* conn) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A task of an earlier attempt of a job that still holds GPUs.
-  struct DrainingTask {
-    int64_t job_id;
-    int attempt;
-    v1::Task task;
-    // The placement_seq of its attempt.
-    int64_t placement_seq = 0;
-  };
+
   // Callbacks collected under the lock, run after it is released.
   using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
 
@@ -664,12 +499,6 @@ class Coordinator {
   // stored") and its job goes on as after any lost task. Returns how many
   // tasks were resolved so.
   int ResolveStaleReservationsLocked(Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `specs`, submitted now, keep the PENDING jobs within
-  // CoordinatorConfig.max_pending_jobs and, for each user, within
-  // max_pending_jobs_per_user. Errors: RESOURCE_EXHAUSTED naming the limit,
-  // its flag, the jobs pending and the jobs asked for.
-  absl::Status PendingLimitLocked(const std::vector<v1::JobSpec>& specs) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The one place a job changes state (state_machine.h's job table) and
@@ -715,52 +544,21 @@ class Coordinator {
   // instead of costing one of its own.
   void PersistLocked(const v1::Job& job, bool lazily = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps active_ in step with `job` (called on every job change).
-  void TrackLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ids of active_ (a copy, for loops that change jobs).
-  std::vector<int64_t> ActiveIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Calls fn(job) for every active job in id order, walking active_ and
-  // jobs_ side by side (both are in id order) instead of a lookup per id: a
-  // scheduling pass visits every active job several times (snapshot, queue,
-  // ports, packer), and at 100,000 pending jobs the lookups were a large
-  // part of its cost. fn must not add or remove jobs.
-  template <typename Fn>
-  void ForEachActiveLocked(Fn fn) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    WalkActive(active_, jobs_, fn);
-  }
-  template <typename Fn>
-  void ForEachActiveMutableLocked(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    WalkActive(active_, jobs_, fn);
-  }
-  // The walk of ForEachActive*Locked over `jobs` (const or not).
-  template <typename Ids, typename Jobs, typename Fn>
-  static void WalkActive(const Ids& active, Jobs& jobs, Fn& fn) {
-    auto it = jobs.begin();
-    for (int64_t id : active) {
-      // Usually the next job; a few retired ones may lie between.
-      for (int step = 0; step < 8 && it != jobs.end() && it->first < id; ++step) {
-        ++it;
-      }
-      if (it == jobs.end() || it->first < id) it = jobs.lower_bound(id);
-      fn(it != jobs.end() && it->first == id ? it->second : jobs.at(id));
-    }
-  }
   void ScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One pass of ScheduleLocked: the scheduler's decisions on the pending
   // queue, then the packer's. Returns whether another pass is due (a job
   // array was cut shorter than what the pass could place).
   bool SchedulePassLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Coalesced scheduling passes. An event that may change what can be placed
-  // (submit, cancel, task exit, node change, time limit...) calls this at the
-  // end of its locked section instead of ScheduleLocked(). The pass runs
-  // there and then (same lock, same commit), unless another event is already
-  // waiting for mu_ (events_waiting_): then the pass at the end of that
+  // Coalesced scheduling passes (PassCoalescer). An event that may change
+  // what can be placed (submit, cancel, task exit, node change, time
+  // limit...) calls this in its locked section instead of ScheduleLocked().
+  // The pass runs there and then (same lock, same commit), unless another
+  // event is already waiting for mu_: then the pass at the end of that
   // event's section serves both, so a burst of N events costs one pass, not
-  // N passes over the whole queue. A burst is cut after
-  // kMaxCoalescedEvents events (a steady stream of events never starves the
-  // queue). Returns true when the pass was left to another event: the
-  // caller must call AwaitSchedulePass() after releasing mu_.
-  bool RequestScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // N passes over the whole queue. The caller does not wait for a pass left
+  // to another event: the last event of a burst runs it as its EventLock
+  // ends (or Tick(), at the latest, for a pass no event took).
+  void RequestScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SubmitJobAsync (one spec, `batch` false: errors name "spec.field") and
   // SubmitJobsAsync (`batch` true: "specs[i].field").
   // `exported_from_first`: specs after the first carry no exported
@@ -770,23 +568,15 @@ class Coordinator {
                         const std::string& request_id, bool batch,
                         SubmitJobsDone done, bool exported_from_first = false)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Blocks (without holding mu_) until the pass an earlier
-  // RequestScheduleLocked() left to another event has run; runs it itself
-  // once no event waits for mu_. So when a public method returns, the pass
-  // covering its event has run, as if it had run inline.
-  void AwaitSchedulePass() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the pass requested by earlier events unless other events still
   // wait for mu_ (then the last of them runs it), within the bounds above.
-  // Every event's section ends with it (or with RequestScheduleLocked).
   // Returns false when a requested pass is still left to run.
   bool ServeScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // AwaitSchedulePass()'s condition: the requested pass ran, or no event
-  // waits that would run it.
-  bool SchedulePassDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Clears the request and runs the pass it asked for.
   void RunRequestedPassLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes mu_ for an event (see RequestScheduleLocked), counted in
-  // events_waiting_ while it blocks.
+  // passes_ while it blocks; on release, runs a pass left to this event
+  // (its callbacks run once mu_ is released).
   class ABSL_SCOPED_LOCKABLE EventLock {
    public:
     explicit EventLock(Coordinator* c) ABSL_EXCLUSIVE_LOCK_FUNCTION(c->mu_);
@@ -797,32 +587,12 @@ class Coordinator {
    private:
     Coordinator* const c_;
   };
-  // The pending tasks of one job array or sweep left out of a scheduling
-  // pass by PendingQueueLocked (`trimmed`, in id order), and the last task
-  // of it the pass does see (`last_included`).
-  struct TrimmedArray {
-    int64_t last_included = 0;
-    // How many such tasks the queue may hold (see PendingQueueLocked).
-    int cap = 0;
-    std::vector<int64_t> trimmed;
-  };
-  // Every PENDING job as the scheduler sees it. With `trimmed`, the
-  // first-attempt tasks of a job array (or trials of a sweep) that make the
-  // same request as its first pending one (SameSchedulingRequest) are cut
-  // after as many as a pass could place or preempt for, plus one: one per
-  // schedulable GPU for whole-GPU tasks, one per T GPUs for gangs of T,
-  // max_tasks_per_gpu per GPU for shares. Those left out are listed by the
-  // array's id (a negative key for a sweep). Identical requests are decided
-  // in id order, so the pass decides as it would on the full queue, and a
-  // 10,000-task array costs a pass a few dozen requests.
+  // SchedulerView::Queue over the parts, now.
   std::vector<sched::JobRequest> PendingQueueLocked(
       absl::flat_hash_map<int64_t, TrimmedArray>* trimmed = nullptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Free capacity per GPU, and the jobs holding GPUs (their time limits, for
-  // the reservation's ETA; owners, for quotas and fair share).
-  // The scheduler's view, rebuilt in place in snapshot_cache_ (valid until
-  // the next call).
+  // SchedulerView::Snapshot over the parts, now (valid until the next call).
   const sched::ClusterSnapshot& SnapshotLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops `victim`'s live tasks (grace period) and requeues it as a new
@@ -832,10 +602,6 @@ class Coordinator {
   // Marks lost every READY node without a heartbeat for node_timeout at
   // `now` (their tasks fail). Returns whether any was.
   bool ExpireStaleNodesLocked(absl::Time now, Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Answers every WaitJobAsync whose deadline is at or before `now` with
-  // the job as it is.
-  void ExpireWaitersLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops and fails (TIMEOUT) every running job past its time limit at
   // `now`. Returns whether any was.
@@ -868,11 +634,6 @@ class Coordinator {
   absl::Status EnqueueJobLocked(const v1::Job& job, bool lazily = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AllocatePortLocked(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The host a node's MASTER_PORTs are counted on: its address, or its name
-  // when it has none (or is unknown; then the reference is to `node`).
-  // Agents sharing a host share its ports.
-  const std::string& PortHostLocked(const std::string& node) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // MASTER_PORTs held by jobs with live tasks, by the host of rank 0's node
   // (PortHostLocked; only `only_host`'s when not null). O(active jobs).
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> PortsInUseLocked(
@@ -880,6 +641,11 @@ class Coordinator {
   // A task of the current attempt ended or could not start; decides the
   // attempt's fate.
   void OnTaskEndedLocked(v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies what a task end means for the job (job_lifecycle.h): judges
+  // the pre-flight, stops live tasks and restarts or fails, or succeeds;
+  // persists once.
+  void ApplyAttemptStepLocked(v1::Job& job, const AttemptStep& step, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the current attempt: stops live tasks, then restarts or fails.
   void FailAttemptLocked(v1::Job& job, const std::string& why, Deferred& deferred)
@@ -900,17 +666,6 @@ class Coordinator {
   // Completes waiters of a job that just became final.
   void NotifyFinalLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands usage_ the TaskUsage samples of heartbeat `hb` for tasks `node`
-  // runs: a live task of that rank in its job's current attempt, placed on
-  // `node`. Any other sample is ignored (a node never speaks for another
-  // node's task; a running maximum like the peak memory would keep a forged
-  // value for good), counted in ignored_task_usage_ and logged once per
-  // heartbeat.
-  void RecordTaskUsageLocked(const std::string& node, const v1::Heartbeat& hb)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands usage_ the live tasks of every active job for one sample (Tick()),
-  // then gives the packer the throughput of GPUs whose trials all report.
-  void SampleUsageLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places pending auto-packed trials through the packer.
   void PackPendingLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An auto-packed trial's task ran out of GPU memory: requeues the job with
@@ -918,62 +673,22 @@ class Coordinator {
   // whole GPU (the attempt then fails as any other).
   bool RequeueAfterOomLocked(v1::Job& job, const v1::Task& task,
                              Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Live auto-packed tasks on GPU `gpu` of `node`.
-  // Every schedulable GPU as the packer sees it at `now_ms` (Unix ms): its
-  // measurements (smoothed utilization and GPM counters), other jobs'
-  // reservations, and the auto-packed trials on it.
-  std::vector<sched::PackGpu> PackGpusLocked(int64_t now_ms) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int AutoPackedOnGpuLocked(const std::string& node, int gpu) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::Job Redacted(const v1::Job& job);
   // Redacted, with the running attempt's GPU-hours counted up to now and
   // the job's stored metric points.
   v1::Job ForUserLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // GPUs the current attempt's tasks hold (AttemptRecord.gpus).
   double AttemptGpusLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Experiment record: opens an AttemptRecord when an attempt is placed and
-  // closes it (outcome, ranks, GPU-hours) when the attempt ends.
-  void RecordAttemptLocked(v1::Job& job, v1::JobState from, v1::JobState to,
-                           int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunDeferred(Deferred& deferred);
   // The job `id`: from jobs_, or for a retired job its record read from the
   // store into `*scratch`. Errors: NOT_FOUND; those of StateStore::ReadJobs
   // (DATA_LOSS also when a retired job's record is missing).
   absl::StatusOr<const v1::Job*> LookupLocked(int64_t id, v1::Job* scratch) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether job `id` exists (in memory or retired).
-  bool KnownLocked(int64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The exported environment `job` launches with: its own
-  // spec.exported_env, or the one it shares (Job.exported_env_job_id) from
-  // shared_envs_. Null only when a shared one is missing from memory, which
-  // LoadLocked and the submit path rule out.
-  const google::protobuf::Map<std::string, std::string>* ExportedEnvLocked(
-      const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts `job` (just put into jobs_) as a user of the environment it
-  // shares, if any. `Release...` undoes it as the job leaves jobs_, dropping
-  // the environment with its last user.
-  void HoldSharedEnvLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseSharedEnvLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The exported environment stored in job `holder`'s record (in memory or
-  // read from the store). Errors: DATA_LOSS when the record cannot be read
-  // (records are never deleted).
-  absl::StatusOr<google::protobuf::Map<std::string, std::string>> HolderEnvLocked(
-      int64_t holder) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After loading: reads each environment that loaded jobs share into
-  // shared_envs_, from the holder in jobs_ or else from the store. Errors:
-  // DATA_LOSS when a holder's record cannot be read (records are never
-  // deleted, so the store lost it).
-  absl::Status LoadSharedEnvsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves retired jobs whose record is stored from jobs_ to retired_ (drops
   // the record from memory). Called from Tick() and after loading, never
   // while a caller holds a reference into jobs_.
   void EvictRetiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Index of `user` in user_names_ (added when new).
-  uint32_t UserIndexLocked(const std::string& user) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records whether the latest write of job `id` reached the store.
-  void NoteStoredLocked(int64_t id, const absl::Status& stored)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- pre-flight (docs/preflight.md)
   // Whether `job`, just placed on `nodes` nodes, runs a pre-flight first.
@@ -1006,139 +721,53 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorConfig config_;
-  std::string advertise_address_ ABSL_GUARDED_BY(mu_);
-  // StateStore::ClusterId(), read at load; sent in every RegisterAck.
-  std::string cluster_id_ ABSL_GUARDED_BY(mu_);
   StateStore* const store_;
   // The ticket of the last write queued (StateStore::EnqueuePut*); a reply
   // that needs its write durable waits for it after releasing mu_.
   WriteTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   const Clock* const clock_;
   const sched::Scheduler scheduler_;
+  // The NCCL rendezvous: groups, fetch counts, time to the first publish.
+  // Its own lock.
   RendezvousTable rendezvous_;
-  // Rendezvous counters (CoordinatorCounters), atomics outside mu_: fetches
-  // run without the coordinator's lock.
-  std::atomic<int64_t> rendezvous_fetches_direct_{0};
-  std::atomic<int64_t> rendezvous_fetches_relayed_{0};
-  std::atomic<int64_t> rendezvous_ranks_relayed_{0};
 
+  // Lock order: mu_, then the locks of the parts that have their own
+  // (RendezvousTable, UsageHistory, the StateStore). The parts below marked
+  // ABSL_GUARDED_BY(mu_) have no lock of their own: mu_ guards them, and an
+  // event that changes several of them does so in one locked section.
   mutable absl::Mutex mu_;
-  // Threads of events (calls that end with RequestScheduleLocked) blocked on
-  // mu_ now; read without mu_ (a stale value only moves a pass).
-  std::atomic<int> events_waiting_{0};
-  // A pass was requested and left to a later event (RequestScheduleLocked).
-  bool schedule_requested_ ABSL_GUARDED_BY(mu_) = false;
-  // Set while ScheduleLocked applies a pass's decisions; AllocatePortLocked
-  // then takes the ports in use from snapshot_ports_ (PortsInUseLocked(
-  // nullptr), filled by the pass's SnapshotLocked walk) and adds the ports
-  // it hands out (nothing in a pass frees a port).
-  bool in_pass_ ABSL_GUARDED_BY(mu_) = false;
-  mutable absl::flat_hash_map<std::string, absl::flat_hash_set<int>>
-      snapshot_ports_ ABSL_GUARDED_BY(mu_);
-  // Events served by the requested pass so far, and when the first of them
-  // asked for it.
-  int coalesced_events_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time schedule_requested_at_ ABSL_GUARDED_BY(mu_);
-  absl::btree_map<int64_t, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
-  // Jobs that are not final or still have live tasks: the only ones
-  // scheduling, placement and reconciliation look at, so a long history of
-  // finished jobs costs nothing per event.
-  absl::btree_set<int64_t> active_ ABSL_GUARDED_BY(mu_);
-  // Retired jobs (final, no live task, stored) evicted from jobs_: the few
-  // bytes ListJobs filters on. Their records are read from the store on
-  // demand. At 1M finished jobs this map is ~20 MB where full records were
-  // ~1.9 GB (bench/results/history.json).
-  struct RetiredEntry {
-    // Index into user_names_.
-    uint32_t user = 0;
-    // A v1::JobState (final).
-    uint8_t state = 0;
-  };
-  absl::btree_map<int64_t, RetiredEntry> retired_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> user_names_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, uint32_t> user_index_ ABSL_GUARDED_BY(mu_);
-  // Jobs that became inactive since the last EvictRetiredLocked().
-  std::vector<int64_t> evict_candidates_ ABSL_GUARDED_BY(mu_);
-  // Exported environments stored once for many jobs (Job.exported_env_job_id):
-  // the holder job's id -> a copy of its spec.exported_env, and how many
-  // jobs in jobs_ refer to it. Filled at submit and at load (from the
-  // holder's record, read from the store when the holder has retired);
-  // dropped when the last job referring to it leaves jobs_, so a launch
-  // never reads the store for it.
-  struct SharedExportedEnv {
-    google::protobuf::Map<std::string, std::string> env;
-    int64_t refs = 0;
-  };
-  absl::flat_hash_map<int64_t, SharedExportedEnv> shared_envs_ ABSL_GUARDED_BY(mu_);
-  // Jobs whose latest store write failed: kept in memory (the store's record
-  // is stale) until a later write succeeds.
-  absl::flat_hash_set<int64_t> unsaved_ ABSL_GUARDED_BY(mu_);
-  int64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // Job.placement_seq of the next placement.
-  int64_t next_placement_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  // Request id -> job id, for every job with one, retired jobs included
-  // (idempotent submit).
-  absl::flat_hash_map<std::string, int64_t> request_ids_ ABSL_GUARDED_BY(mu_);
-  // Sweep id -> ids of its trials, ascending (ListJobs' sweep filter).
-  absl::flat_hash_map<std::string, std::vector<int64_t>> sweep_jobs_
-      ABSL_GUARDED_BY(mu_);
-  absl::btree_map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
-  // Per job array or sweep cut by the last pass: its cut
-  // (TrimmedArray::cap) and the reason the tasks left out were given
-  // (SchedulePassLocked).
-  absl::flat_hash_map<int64_t, std::pair<int, std::string>> trimmed_reasons_
-      ABSL_GUARDED_BY(mu_);
-  // SnapshotLocked's result, kept between calls so unchanged nodes cost no
-  // allocation.
-  mutable sched::ClusterSnapshot snapshot_cache_ ABSL_GUARDED_BY(mu_);
-  std::vector<DrainingTask> draining_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int64_t, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
-  // Preemptor job id -> the jobs preempted for it that still wait for it to
-  // be placed (preempted_for_job_id); cleared when it is placed
-  // (StartAttemptLocked), so a preemptor queued again later (itself
-  // preempted) does not hold its old victims back.
-  absl::flat_hash_map<int64_t, std::vector<int64_t>> victims_of_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int64_t, LogRead> log_reads_ ABSL_GUARDED_BY(mu_);
-  int64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
+  // When the scheduling pass an event asked for runs (its waiting count is
+  // atomic, read without mu_).
+  PassCoalescer passes_;
+  // Every job, active or retired, and the indexes over them.
+  JobTable jobs_ ABSL_GUARDED_BY(mu_);
+  // The nodes, their agents' streams, heartbeats and MASTER_PORTs.
+  NodeRegistry nodes_ ABSL_GUARDED_BY(mu_);
+  // Metric point counts, ASHA rungs.
+  ExperimentStore experiments_ ABSL_GUARDED_BY(mu_);
+  // WaitJob callers.
+  JobWaiters waiters_ ABSL_GUARDED_BY(mu_);
+  // Log reads relayed to agents.
+  LogRelay logs_ ABSL_GUARDED_BY(mu_);
+  // The scheduler's inputs (snapshot, queue), built from the parts above.
+  SchedulerView view_ ABSL_GUARDED_BY(mu_);
+  // Builds the StartTask messages (launch contract, coordinator address).
+  TaskStarts starts_ ABSL_GUARDED_BY(mu_);
+  // Tasks of earlier attempts still holding GPUs; who preempted whom (a
+  // victim's entry is taken when its preemptor is placed, StartAttemptLocked,
+  // so a preemptor queued again later does not hold its old victims back).
+  DrainingTasks draining_ ABSL_GUARDED_BY(mu_);
   std::vector<JobEdgeListener> job_edge_listeners_ ABSL_GUARDED_BY(mu_);
-  // Illegal transitions tried so far (ReportIllegalTransitionLocked).
-  int64_t illegal_transitions_ ABSL_GUARDED_BY(mu_) = 0;
-  // Heartbeat TaskUsage samples ignored (RecordTaskUsageLocked).
-  int64_t ignored_task_usage_ ABSL_GUARDED_BY(mu_) = 0;
   // Events since start (Stats().counters); bumped where each event happens,
   // under mu_ already held there.
   CoordinatorCounters counters_ ABSL_GUARDED_BY(mu_);
-  // Jobs per state (Stats()), changed wherever a job enters jobs_ or changes
-  // state.
-  std::array<int64_t, v1::JobState_ARRAYSIZE> jobs_by_state_ ABSL_GUARDED_BY(mu_){};
-  // PENDING jobs per JobSpec.user (CoordinatorConfig.max_pending_jobs_per_user).
-  absl::flat_hash_map<std::string, int64_t> pending_by_user_ ABSL_GUARDED_BY(mu_);
-  // When each rendezvous group opened at placement (for
-  // on_rendezvous_published); an entry goes at the first publish or when the
-  // group closes.
-  absl::flat_hash_map<std::pair<int64_t, int>, absl::Time> rendezvous_opened_
-      ABSL_GUARDED_BY(mu_);
-  // ASHA rungs per sweep id (rebuilt from Job.rung_values at load).
-  absl::flat_hash_map<std::string, AshaRungs> asha_ ABSL_GUARDED_BY(mu_);
-  // Metric points stored per job (loaded from the store, then counted as
-  // reports arrive; a report reserves its points here before it is stored).
-  absl::flat_hash_map<int64_t, int64_t> metric_points_ ABSL_GUARDED_BY(mu_);
-  // Telemetry: per-task usage, per-job histories, reported throughput.
-  // Its own mutex (usage_history.h); called with or without mu_ held.
-  UsageHistory usage_;
-  // The auto-packer's learned state (caps per GPU).
-  sched::Packer packer_ ABSL_GUARDED_BY(mu_);
-  absl::Time next_usage_sample_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Usage history (its own lock: read without mu_) and the auto-packer
+  // (guarded by mu_).
+  Measurements measured_;
   // Deadline of each running pre-flight, by job id (set when it begins; not
   // stored: a restart requeues a job caught mid-pre-flight).
   absl::flat_hash_map<int64_t, absl::Time> preflight_deadline_ ABSL_GUARDED_BY(mu_);
 };
-
-// True for SUCCEEDED, FAILED and CANCELLED.
-bool IsFinal(v1::JobState state);
-// True for STARTING, RUNNING and STOPPING: the process may be alive and holds
-// its GPUs.
-bool IsLive(v1::TaskState state);
 
 }  // namespace trainctl::coord
 

@@ -27,41 +27,12 @@ namespace trainctl::coord {
 absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
                                        AgentConnection* conn) {
   const v1::Node& n = reg.node();
-  if (n.name().empty() || n.name().size() > kMaxNodeNameBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("node.name: must be 1 to ", kMaxNodeNameBytes, " bytes"));
-  }
-  if (n.gpus_size() > kMaxGpusPerNode) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("node.gpus: at most ", kMaxGpusPerNode, " GPUs"));
-  }
-  absl::flat_hash_set<int> indices;
-  absl::flat_hash_set<std::string> uuids;
-  for (const v1::Gpu& g : n.gpus()) {
-    if (!indices.insert(g.index()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("node.gpus: GPU index ", g.index(), " appears twice"));
-    }
-    if (!g.uuid().empty() && !uuids.insert(g.uuid()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("node.gpus: GPU UUID ", g.uuid(), " appears twice"));
-    }
-    if (g.memory_total_bytes() <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node.gpus[", g.index(), "].memory_total_bytes: must be > 0"));
-    }
-  }
-  if (n.port_min() <= 0 || n.port_max() > 65535 || n.port_min() > n.port_max()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node.port_min/port_max: need 0 < min <= max <= 65535, got ",
-        n.port_min(), "-", n.port_max()));
-  }
+  TC_RETURN_IF_ERROR(NodeRegistry::Validate(n));
   Deferred deferred;
-  bool await_pass = false;
   {
     EventLock lock(this);
-    TC_RETURN_IF_ERROR(CheckNodeNameFreeLocked(reg, conn));
-    TC_RETURN_IF_ERROR(CheckGpusFreeLocked(reg));
+    TC_RETURN_IF_ERROR(nodes_.CheckNameFree(reg, conn, clock_->Now()));
+    TC_RETURN_IF_ERROR(nodes_.CheckGpusFree(reg));
     // Stored first: a registration that cannot be stored changes nothing.
     v1::Node updated = n;
     auto prior = nodes_.find(n.name());
@@ -80,35 +51,14 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
           absl::StrCat("could not store node ", n.name(), ": ",
                        stored.status().message()));
     }
-    NodeEntry& e = nodes_[n.name()];
-    if (e.conn != nullptr && e.conn != conn) {
-      // CheckNodeNameFreeLocked let it through: the same agent instance
-      // reconnecting, or a holder silent past its heartbeats.
-      e.conn->Close(absl::AlreadyExistsError(
-          "this agent's node registered again on a newer stream"));
-    }
-    e.instance_id = reg.agent_instance_id();
-    const bool was_lost = e.node.state() == v1::NODE_STATE_LOST;
-    e.node = std::move(updated);
-    e.conn = conn;
-    e.fences = reg.fences();
-    e.last_heartbeat = clock_->Now();
+    auto [entry, was_lost] = nodes_.Admit(reg, std::move(updated), conn, clock_->Now());
+    NodeEntry& e = *entry;
     ++counters_.agent_registrations;
-    if (e.next_port < n.port_min() || e.next_port > n.port_max()) {
-      e.next_port = n.port_min();
-    }
     TC_LOG_INFO("node {} registered ({} GPUs, {} running tasks{})", n.name(),
                 n.gpus_size(), reg.running_tasks_size(),
                 was_lost ? ", was lost" : "");
     // The ack goes first: the agent reads it before anything else.
-    v1::CoordinatorMessage ack;
-    ack.mutable_register_ack()->set_heartbeat_interval_ms(
-        absl::ToInt64Milliseconds(config_.heartbeat_interval));
-    ack.mutable_register_ack()->set_lease_ms(
-        absl::ToInt64Milliseconds(config_.node_timeout));
-    ack.mutable_register_ack()->set_cluster_id(cluster_id_);
-    ack.mutable_register_ack()->set_accepts_task_status_batch(true);
-    conn->Send(ack);
+    conn->Send(nodes_.Ack());
 
     // Reconcile what the agent runs with what we expect there.
     e.stopping_unplaced.clear();
@@ -160,14 +110,11 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
         HandleTaskStatusLocked(n.name(), st, deferred);
       }
     }
-    draining_.erase(
-        std::remove_if(draining_.begin(), draining_.end(),
-                       [&](const DrainingTask& d) {
-                         return d.task.node() == n.name() &&
-                                !reported.contains({d.job_id, d.attempt, d.task.rank()});
-                       }),
-        draining_.end());
-    for (int64_t id : ActiveIdsLocked()) {
+    draining_.RemoveIf([&](const DrainingTask& d) {
+      return d.task.node() == n.name() &&
+             !reported.contains({d.job_id, d.attempt, d.task.rank()});
+    });
+    for (int64_t id : jobs_.ActiveIds()) {
       v1::Job& job = jobs_.at(id);
       bool changed = false;
       for (v1::Task& t : *job.mutable_tasks()) {
@@ -187,58 +134,10 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
       }
     }
     StopTasksThatNoLongerFitLocked(e, deferred);
-    await_pass = RequestScheduleLocked(deferred);
+    RequestScheduleLocked(deferred);
   }
   RunDeferred(deferred);
-  if (await_pass) AwaitSchedulePass();
   return absl::OkStatus();
-}
-
-absl::Status Coordinator::CheckGpusFreeLocked(const v1::RegisterNode& reg) const {
-  absl::flat_hash_map<absl::string_view, int> mine;  // UUID -> index
-  for (const v1::Gpu& g : reg.node().gpus()) {
-    if (!g.uuid().empty()) mine.emplace(g.uuid(), g.index());
-  }
-  if (mine.empty()) return absl::OkStatus();
-  for (const auto& [name, e] : nodes_) {
-    if (name == reg.node().name() || e.node.state() == v1::NODE_STATE_LOST) continue;
-    for (const v1::Gpu& g : e.node.gpus()) {
-      auto it = mine.find(g.uuid());
-      if (it == mine.end()) continue;
-      const std::string what = absl::StrCat(
-          "node.gpus: GPU ", it->second, " (", g.uuid(), ") is already offered by node ",
-          name, " at ", e.node.address(), " as its GPU ", g.index());
-      if (e.conn != nullptr) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            what, ": agents sharing a host must offer disjoint GPUs (--gpus)"));
-      }
-      return absl::UnavailableError(absl::StrCat(
-          what, ", whose agent is gone; it is free once that node is lost (",
-          absl::FormatDuration(config_.node_timeout), " after its last heartbeat)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Coordinator::CheckNodeNameFreeLocked(const v1::RegisterNode& reg,
-                                                  AgentConnection* conn) const {
-  auto it = nodes_.find(reg.node().name());
-  if (it == nodes_.end()) return absl::OkStatus();
-  const NodeEntry& holder = it->second;
-  if (holder.conn == nullptr || holder.conn == conn) return absl::OkStatus();
-  if (!reg.agent_instance_id().empty() &&
-      reg.agent_instance_id() == holder.instance_id) {
-    return absl::OkStatus();
-  }
-  const absl::Duration silent = clock_->Now() - holder.last_heartbeat;
-  if (silent > kHolderSilentHeartbeats * config_.heartbeat_interval) {
-    return absl::OkStatus();
-  }
-  return absl::AlreadyExistsError(absl::StrCat(
-      "node name ", reg.node().name(), " is held by the connected agent at ",
-      holder.node.address(), " (last heartbeat ",
-      absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
-      " ago): start this agent with another --node-name, or stop that one first"));
 }
 
 void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferred) {
@@ -249,7 +148,7 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
   auto add = [&](const v1::Task& t) {
     for (int gpu : OwnedGpus(t)) reserved[gpu] += TaskBytesOnGpu(t, capacity[gpu]);
   };
-  for (int64_t id : active_) {
+  for (int64_t id : jobs_.active()) {
     const v1::Job& job = jobs_.at(id);
     for (const v1::Task& t : job.tasks()) {
       if (t.node() == name && HoldsGpus(job, t)) add(t);
@@ -280,16 +179,13 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
     msg.mutable_stop_task()->set_grace_ms(absl::ToInt64Milliseconds(config_.stop_grace));
     SendLocked(name, msg);
   };
-  draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
-                                 [&](const DrainingTask& d) {
-                                   if (d.task.node() != name || !on_bad_gpu(d.task)) {
-                                     return false;
-                                   }
-                                   stop(d.job_id, d.attempt, d.task);
-                                   return true;
-                                 }),
-                  draining_.end());
-  for (int64_t id : ActiveIdsLocked()) {
+  draining_.RemoveIf([&](const DrainingTask& d) {
+    if (d.task.node() != name || !on_bad_gpu(d.task)) return false;
+    stop(d.job_id, d.attempt, d.task);
+    return true;
+  });
+
+  for (int64_t id : jobs_.ActiveIds()) {
     v1::Job& job = jobs_.at(id);
     bool changed = false;
     for (v1::Task& t : *job.mutable_tasks()) {
@@ -334,16 +230,8 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   if (jt == jobs_.end() || TaskAttemptOf(jt->second) != ref.attempt()) {
     // A task of an earlier attempt: it frees its GPUs when it ends.
     if (ended) {
-      draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
-                                     [&](const DrainingTask& d) {
-                                       // Only the node running the task
-                                       // may report it ended.
-                                       return d.job_id == ref.job_id() &&
-                                              d.attempt == ref.attempt() &&
-                                              d.task.rank() == ref.rank() &&
-                                              d.task.node() == node;
-                                     }),
-                      draining_.end());
+      // Only the node running the task may report it ended.
+      draining_.Ended(ref.job_id(), ref.attempt(), ref.rank(), node);
     }
     return;
   }
@@ -431,13 +319,10 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
   TC_LOG_WARN("node {} lost: {}", e.node.name(), why);
   e.stopping_unplaced.clear();
   const std::string& name = e.node.name();
-  draining_.erase(std::remove_if(draining_.begin(), draining_.end(),
-                                 [&](const DrainingTask& d) {
-                                   return d.task.node() == name;
-                                 }),
-                  draining_.end());
+  draining_.RemoveIf([&](const DrainingTask& d) { return d.task.node() == name; });
+
   const int64_t now_ms = ToUnixMs(clock_->Now());
-  for (int64_t id : ActiveIdsLocked()) {
+  for (int64_t id : jobs_.ActiveIds()) {
     v1::Job& job = jobs_.at(id);
     bool changed = false;
     for (v1::Task& t : *job.mutable_tasks()) {
@@ -475,60 +360,108 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
 }
 
 bool Coordinator::ExpireStaleNodesLocked(absl::Time now, Deferred& deferred) {
-  bool lost = false;
-  for (auto& [name, e] : nodes_) {
-    if (e.node.state() == v1::NODE_STATE_LOST) continue;
-    if (now - e.last_heartbeat > config_.node_timeout) {
-      lost = true;
-      MarkNodeLostLocked(
-          e,
-          absl::StrCat("no heartbeat for ",
-                       absl::FormatDuration(absl::Trunc(now - e.last_heartbeat,
-                                                        absl::Milliseconds(100)))),
-          deferred);
-    }
+  const std::vector<std::string> stale = nodes_.Stale(now);
+  for (const std::string& name : stale) {
+    NodeEntry& e = nodes_[name];
+    MarkNodeLostLocked(
+        e,
+        absl::StrCat("no heartbeat for ",
+                     absl::FormatDuration(absl::Trunc(now - e.last_heartbeat,
+                                                      absl::Milliseconds(100)))),
+        deferred);
   }
-  return lost;
+  return !stale.empty();
 }
 
 std::vector<v1::NodeView> Coordinator::ListNodes() const {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::NodeView> out;
-  absl::flat_hash_map<std::string, size_t> index;
-  for (const auto& [name, e] : nodes_) {
-    index[name] = out.size();
-    v1::NodeView& view = out.emplace_back();
-    *view.mutable_node() = e.node;
-    view.mutable_node()->set_last_heartbeat_ms(ToUnixMs(e.last_heartbeat));
-    for (int i = 0; i < e.node.gpus_size(); ++i) view.add_gpu_tasks();
-  }
-  auto add = [&](const v1::Job& job, const v1::Task& t) {
-    auto it = index.find(t.node());
-    if (it == index.end()) return;
-    v1::NodeView& view = out[it->second];
-    for (int gpu : OwnedGpus(t)) {
-      for (int i = 0; i < view.node().gpus_size(); ++i) {
-        if (view.node().gpus(i).index() != gpu) continue;
-        v1::GpuTaskRef* ref = view.mutable_gpu_tasks(i)->add_tasks();
-        ref->set_job_id(job.id());
-        ref->set_rank(t.rank());
-        ref->set_reserved_bytes(
-            TaskBytesOnGpu(t, view.node().gpus(i).memory_total_bytes()));
-        ref->set_job_name(job.spec().name());
+  return NodeViews(jobs_, nodes_, draining_);
+}
+
+// ---------------------------------------------------------------- agents
+
+absl::Status Coordinator::HandleAgentMessage(const std::string& node,
+                                             AgentConnection* conn,
+                                             const v1::AgentMessage& msg) {
+  Deferred deferred;
+  {
+    EventLock lock(this);
+    // A task exit and the placements it makes room for commit together.
+    CommitHold hold(store_);
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || it->second.conn != conn) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", node, " is not registered on this stream"));
+    }
+    NodeEntry& e = it->second;
+    switch (msg.msg_case()) {
+      case v1::AgentMessage::kHeartbeat:
+        NodeRegistry::RecordHeartbeat(e, msg.heartbeat(), clock_->Now());
+        if (e.fences) {
+          v1::CoordinatorMessage grant;
+          grant.mutable_lease_grant()->set_lease_ms(
+              absl::ToInt64Milliseconds(config_.node_timeout));
+          conn->Send(grant);
+        }
+        counters_.ignored_task_usage += measured_.RecordTaskUsage(jobs_, node, msg.heartbeat());
+        break;
+      case v1::AgentMessage::kTaskOom: {
+        const v1::TaskOutOfMemory& oom = msg.task_oom();
+        auto jt = jobs_.find(oom.job_id());
+        if (jt == jobs_.end() || jt->second.attempt() != oom.attempt()) break;
+        for (v1::Task& t : *jt->second.mutable_tasks()) {
+          if (t.rank() == oom.rank() && t.node() == node) t.set_out_of_memory(true);
+        }
+        TC_LOG_WARN("job {} rank {} on {} ran out of GPU memory: {}", oom.job_id(),
+                    oom.rank(), node, oom.line());
+        break;
       }
-    }
-  };
-  for (int64_t id : active_) {
-    const v1::Job& job = jobs_.at(id);
-    for (const v1::Task& t : job.tasks()) {
-      if (HoldsGpus(job, t)) add(job, t);
+      case v1::AgentMessage::kTaskStatus:
+        HandleTaskStatusLocked(node, msg.task_status(), deferred);
+        // A task reported running frees nothing and queues nothing: the pass
+        // would decide as the last one did (a pass over a long queue costs
+        // milliseconds; bench/README.md, scheduler throughput).
+        if (msg.task_status().state() != v1::TASK_STATE_RUNNING) {
+          RequestScheduleLocked(deferred);
+        }
+        break;
+      case v1::AgentMessage::kTaskStatusBatch: {
+        // Tasks that ended in the same heartbeat period: each handled as its
+        // own task_status would be, then one scheduling pass for them all.
+        bool frees = false;
+        for (const v1::TaskStatus& st : msg.task_status_batch().statuses()) {
+          HandleTaskStatusLocked(node, st, deferred);
+          frees = frees || st.state() != v1::TASK_STATE_RUNNING;
+        }
+        if (frees) RequestScheduleLocked(deferred);
+        break;
+      }
+      case v1::AgentMessage::kLogChunk: {
+        const v1::LogChunk& chunk = msg.log_chunk();
+        // Only the node asked may answer (another could guess the id).
+        TC_ASSIGN_OR_RETURN(std::optional<LogRelay::Read> read,
+                            logs_.Take(chunk.request_id(), node));
+        if (!read.has_value()) break;  // Timed out already.
+        // At the end when the task is over and nothing more came back.
+        auto jt = jobs_.find(read->job_id);
+        bool ended = true;
+        if (jt != jobs_.end()) {
+          for (const v1::Task& t : jt->second.tasks()) {
+            if (t.rank() == read->rank && IsLive(t.state())) ended = false;
+          }
+        }
+        absl::StatusOr<v1::GetLogsResponse> result = LogRelay::Answer(chunk, ended);
+        deferred.push_back([done = std::move(read->done), r = std::move(result)]() mutable {
+          done(std::move(r));
+        });
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError("agent message: unexpected kind");
     }
   }
-  for (const DrainingTask& d : draining_) {
-    auto it = jobs_.find(d.job_id);
-    if (it != jobs_.end()) add(it->second, d.task);
-  }
-  return out;
+  RunDeferred(deferred);
+  return absl::OkStatus();
 }
 
 }  // namespace trainctl::coord

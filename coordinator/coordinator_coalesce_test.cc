@@ -193,10 +193,11 @@ TEST_F(CoalesceTest, HandleAgentMessage_BurstOfExits_OnePassStartsTheWaitingJobs
   }
 }
 
-TEST_F(CoalesceTest, SubmitJob_PassLeftToAFailingEvent_RunsItItself) {
+TEST_F(CoalesceTest, SubmitJob_PassLeftToAFailingEvent_RunsAsItsLockIsReleased) {
   // The submit holds the lock while an agent message from a stream that is
-  // not registered queues behind it. That message fails before it could run
-  // the pass, so the submit, waiting for its pass, runs it itself.
+  // not registered queues behind it. The submit leaves its pass to that
+  // message and returns without waiting; the message fails before it could
+  // run the pass in its section, and runs it as its lock is released.
   int64_t id = 0;
   FakeConnection stranger;
   Burst(

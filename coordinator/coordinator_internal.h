@@ -14,92 +14,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/job_facts.h"
 #include "coordinator/state_store.h"
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
-
-// Node names and GPU counts a registration may carry.
-inline constexpr int kMaxNodeNameBytes = 253;
-inline constexpr int kMaxGpusPerNode = 1024;
-
-// The GPUs (node-local indices) whose reservation `task` holds.
-inline std::vector<int> OwnedGpus(const v1::Task& task) {
-  if (task.local_world_size() == task.gpu_indices_size() &&
-      task.local_rank() < task.gpu_indices_size()) {
-    return {task.gpu_indices(task.local_rank())};
-  }
-  return {task.gpu_indices().begin(), task.gpu_indices().end()};
-}
-
-inline std::string ExitText(const v1::Task& t) {
-  if (t.state() == v1::TASK_STATE_START_FAILED) {
-    return absl::StrCat("could not start: ", t.message());
-  }
-  if (t.state() == v1::TASK_STATE_LOST) return t.message();
-  if (t.signal() != 0) return absl::StrCat("was killed by signal ", t.signal());
-  return absl::StrCat("exited with code ", t.exit_code());
-}
-
-inline bool TaskFailed(const v1::Task& t) {
-  return t.state() == v1::TASK_STATE_START_FAILED ||
-         t.state() == v1::TASK_STATE_LOST ||
-         (t.state() == v1::TASK_STATE_EXITED &&
-          (t.exit_code() != 0 || t.signal() != 0));
-}
-
-// The slot of `state` in a per-state count (UNSPECIFIED for a value this
-// build does not know).
-inline size_t StateSlot(int state) {
-  return v1::JobState_IsValid(state) ? static_cast<size_t>(state) : 0;
-}
-
-// Distinct GPUs the tasks of `job`'s current attempt are placed on.
-inline int JobGpuCount(const v1::Job& job) {
-  absl::flat_hash_set<std::pair<std::string, int>> gpus;
-  for (const v1::Task& t : job.tasks()) {
-    for (int g : t.gpu_indices()) gpus.insert({t.node(), g});
-  }
-  return static_cast<int>(gpus.size());
-}
-
-// TaskRef.attempt of the tasks now in job.tasks(): the pre-flight probe's key
-// while a pre-flight runs (preflight.h, kPreflightAttemptBase + run), else the
-// job's attempt.
-inline int TaskAttemptOf(const v1::Job& job) {
-  return job.preflight().probe_attempt() != 0 ? job.preflight().probe_attempt()
-                                              : job.attempt();
-}
-
-// Whether a job's edge `from` -> `to` ends its current attempt's run:
-// leaving SCHEDULED or RUNNING for anything but RUNNING.
-inline bool LeavesAttempt(v1::JobState from, v1::JobState to) {
-  return (from == v1::JOB_STATE_SCHEDULED || from == v1::JOB_STATE_RUNNING) &&
-         to != v1::JOB_STATE_RUNNING;
-}
-
-inline bool InPreflight(const v1::Job& job) {
-  return job.preflight().probe_attempt() != 0 &&
-         job.state() == v1::JOB_STATE_SCHEDULED;
-}
-
-// Whether `task` of `job` holds its GPUs (reservation and task slot): while
-// its process may be alive (IsLive), and for the whole of a pre-flight even
-// after its probe process exited, because a passing pre-flight starts the
-// job's own ranks on exactly those GPUs. Counting only live probes let a
-// second gang be placed on GPUs whose probes had finished first.
-inline bool HoldsGpus(const v1::Job& job, const v1::Task& task) {
-  return IsLive(task.state()) || InPreflight(job);
-}
-
-inline v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
-  v1::TaskRef ref;
-  ref.set_job_id(job.id());
-  ref.set_attempt(TaskAttemptOf(job));
-  ref.set_rank(task.rank());
-  ref.set_pid(task.pid());
-  return ref;
-}
 
 // Holds the store's commits for one locked section (StateStore::HoldCommits):
 // the writes of one event go in one transaction. Declared after the

@@ -183,8 +183,8 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
       hosts.push_back(t.node());
     }
     job.clear_reason();
-    rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(hosts));
-    rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
+    rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(hosts),
+                     clock_->Now());
     PersistLocked(job);
     LaunchTasksLocked(job, deferred);
     return;

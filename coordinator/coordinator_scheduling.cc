@@ -21,309 +21,55 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_internal.h"
+#include "coordinator/job_lifecycle.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/launch_env.h"
 
 namespace trainctl::coord {
 
-namespace {
-
-// Scheduling passes coalesced per burst of events (RequestScheduleLocked):
-// at most this many events, or events this far apart on the injected clock,
-// share one pass. At 100,000 pending jobs a pass costs tens of ms
-// (bench/README.md, scheduler throughput); these bounds keep a steady stream
-// of events from postponing the pass indefinitely.
-constexpr int kMaxCoalescedEvents = 256;
-constexpr absl::Duration kMaxCoalesceDelay = absl::Milliseconds(2);
-
-// Whether `n` already describes node `e` (name, GPUs, NVLink peers); the
-// reservations are not compared (they are reset and recounted).
-bool SameNodeShape(const sched::NodeState& n, const std::string& name,
-                   const v1::Node& node) {
-  if (n.name != name || n.gpus.size() != static_cast<size_t>(node.gpus_size())) {
-    return false;
-  }
-  for (int i = 0; i < node.gpus_size(); ++i) {
-    const v1::Gpu& g = node.gpus(i);
-    const sched::GpuState& gs = n.gpus[i];
-    if (gs.index != g.index() || gs.memory_total_bytes != g.memory_total_bytes() ||
-        !std::equal(gs.nvlink_peers.begin(), gs.nvlink_peers.end(),
-                    g.nvlink_peers().begin(), g.nvlink_peers().end())) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 const sched::ClusterSnapshot& Coordinator::SnapshotLocked() const {
-  // Rebuilt in place: node and GPU entries whose shape did not change are
-  // kept (no string or vector allocated per event), only their reservations
-  // are reset and recounted below. Per-event cost was dominated by malloc
-  // here (bench/README.md, swarm perf notes).
-  sched::ClusterSnapshot& snap = snapshot_cache_;
-  snap.running.clear();
-  if (snap.nodes.size() != nodes_.size()) snap.nodes.resize(nodes_.size());
-  size_t i = 0;
-  for (const auto& [name, e] : nodes_) {
-    sched::NodeState& n = snap.nodes[i++];
-    n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY &&
-                    e.stopping_unplaced.empty();
-    n.container_runtime = e.node.container_runtimes_size() > 0;
-    n.cgroups = e.node.cgroups();
-    if (SameNodeShape(n, name, e.node)) {
-      for (sched::GpuState& gs : n.gpus) {
-        gs.reserved_bytes = 0;
-        gs.task_count = 0;
-      }
-      continue;
-    }
-    n.name = name;
-    n.gpus.clear();
-    for (const v1::Gpu& g : e.node.gpus()) {
-      sched::GpuState& gs = n.gpus.emplace_back();
-      gs.index = g.index();
-      // gs.uuid stays empty: the scheduler places by index and never reads
-      // it, and StartAttemptLocked takes UUIDs from the node record. Not
-      // copying it saves a string allocation per GPU here and in every
-      // Schedule() pass's copy of the snapshot (40-byte NVML UUIDs do not
-      // fit the small-string buffer).
-      gs.memory_total_bytes = g.memory_total_bytes();
-      gs.nvlink_peers.assign(g.nvlink_peers().begin(), g.nvlink_peers().end());
-    }
-  }
-  auto reserve = [&](const v1::Task& t) {
-    // nodes_ and snap.nodes are both in name order.
-    auto it = std::lower_bound(
-        snap.nodes.begin(), snap.nodes.end(), t.node(),
-        [](const sched::NodeState& n, const std::string& name) { return n.name < name; });
-    if (it == snap.nodes.end() || it->name != t.node()) return;
-    for (int gpu : OwnedGpus(t)) {
-      for (sched::GpuState& gs : it->gpus) {
-        if (gs.index != gpu) continue;
-        gs.reserved_bytes += TaskBytesOnGpu(t, gs.memory_total_bytes);
-        gs.task_count += 1;
-      }
-    }
-  };
-  snapshot_ports_.clear();
-  ForEachActiveLocked([&](const v1::Job& job) {
-    bool live = false;
-    for (const v1::Task& t : job.tasks()) {
-      if (HoldsGpus(job, t)) {
-        reserve(t);
-        live = true;
-      }
-    }
-    // As PortsInUseLocked(nullptr), in the same walk.
-    if (live) snapshot_ports_[PortHostLocked(job.tasks(0).node())].insert(job.master_port());
-  });
-  for (const DrainingTask& d : draining_) reserve(d.task);
-  // Who holds what, for quotas, fair share, preemption and ETAs.
-  const int64_t now_ms = ToUnixMs(clock_->Now());
-  ForEachActiveLocked([&](const v1::Job& job) {
-    const int64_t id = job.id();
-    if (job.state() != v1::JOB_STATE_SCHEDULED &&
-        job.state() != v1::JOB_STATE_RUNNING) {
-      return;
-    }
-    sched::RunningJob& r = snap.running.emplace_back();
-    const v1::JobSpec& spec = job.spec();
-    r.job_id = id;
-    r.priority = spec.priority();
-    r.submit_seq = id;
-    r.queue = spec.queue();
-    r.user = spec.user();
-    r.project = spec.project();
-    r.preemptible = spec.preemptible();
-    if (spec.has_array()) r.group = ArrayGroup(spec.array().array_job_id());
-    // A job not yet RUNNING counts as starting now.
-    const int64_t start_ms = job.start_time_ms() > 0 ? job.start_time_ms() : now_ms;
-    const int64_t ran_ms = std::max<int64_t>(0, now_ms - start_ms);
-    r.attained_gpu_s =
-        static_cast<double>(job.attained_gpu_ms() + ran_ms * JobGpuCount(job)) / 1000.0;
-    if (spec.time_limit_ms() > 0) {
-      r.remaining_s =
-          static_cast<double>(std::max<int64_t>(0, spec.time_limit_ms() - ran_ms)) / 1000.0;
-    }
-    // One assignment per node, in node-rank order, from its live tasks.
-    for (const v1::Task& t : job.tasks()) {
-      if (!HoldsGpus(job, t)) continue;
-      r.placement.reserved_bytes_per_gpu = t.reserved_bytes_per_gpu();
-      r.placement.whole_gpus = t.whole_gpus();
-      sched::NodeAssignment* a = nullptr;
-      for (sched::NodeAssignment& x : r.placement.nodes) {
-        if (x.node == t.node()) a = &x;
-      }
-      if (a == nullptr) {
-        a = &r.placement.nodes.emplace_back();
-        a->node = t.node();
-      }
-      for (int gpu : OwnedGpus(t)) {
-        if (std::find(a->gpu_indices.begin(), a->gpu_indices.end(), gpu) ==
-            a->gpu_indices.end()) {
-          a->gpu_indices.push_back(gpu);
-        }
-      }
-    }
-    if (r.placement.nodes.empty()) snap.running.pop_back();
-  });
-  return snap;
+  return view_.Snapshot(jobs_, nodes_, draining_, ToUnixMs(clock_->Now()));
 }
-
-namespace {
-
-// The batch `job` was submitted in, for PendingQueueLocked's cut: its job
-// array's id, or for a sweep's trial a negative key from the sweep id; 0
-// for any other job, and for a task that may differ from its batch's others
-// by more than its index (started before, excluded by pre-flight, or
-// preempting).
-int64_t BatchKey(const v1::Job& job) {
-  if (job.attempts_size() > 0 || job.preflight().excluded_size() > 0 ||
-      job.preempted_for_job_id() != 0) {
-    return 0;
-  }
-  if (job.spec().has_array()) return job.spec().array().array_job_id();
-  if (job.spec().sweep_id().empty()) return 0;
-  // Two sweeps sharing a key (a hash collision) are cut as one batch, which
-  // is still exact: the cut compares every trial's request with the first's.
-  return -static_cast<int64_t>(absl::HashOf(job.spec().sweep_id()) >> 1) - 1;
-}
-
-// Most tasks shaped like `spec` that one pass can place or preempt for, plus
-// one (see PendingQueueLocked).
-int ArrayPassCap(const v1::JobSpec& spec, int schedulable_gpus, int max_tasks_per_gpu) {
-  if (KindOf(spec) == v1::JOB_KIND_GANG) {
-    const int per_task = spec.nodes() > 0 ? spec.nodes() * spec.gpus_per_node() : spec.gpus();
-    return schedulable_gpus / std::max(1, per_task) + 1;
-  }
-  const bool whole = spec.gpu_memory_bytes() == 0 &&
-                     (spec.gpu_fraction() <= 0 || spec.gpu_fraction() >= 1.0);
-  return schedulable_gpus * (whole ? 1 : std::max(1, max_tasks_per_gpu)) + 1;
-}
-
-}  // namespace
 
 std::vector<sched::JobRequest> Coordinator::PendingQueueLocked(
     absl::flat_hash_map<int64_t, TrimmedArray>* trimmed) const {
-  // Per array: the spec of its first pending first-attempt task, and how
-  // many tasks shaped like it the queue holds.
-  struct ArrayCut {
-    const v1::JobSpec* first = nullptr;
-    int included = 0;
-    int cap = 0;
-  };
-  absl::flat_hash_map<int64_t, ArrayCut> cuts;
-  int schedulable_gpus = 0;
-  if (trimmed != nullptr) {
-    for (const auto& [name, e] : nodes_) {
-      if (e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY &&
-          e.stopping_unplaced.empty()) {
-        schedulable_gpus += e.node.gpus_size();
-      }
-    }
-  }
-  // Preemptors whose victims' tasks are still stopping.
-  absl::flat_hash_set<int64_t> waiting_on_victims;
-  for (const DrainingTask& d : draining_) {
-    auto it = jobs_.find(d.job_id);
-    if (it != jobs_.end() && it->second.preempted_for_job_id() != 0) {
-      waiting_on_victims.insert(it->second.preempted_for_job_id());
-    }
-  }
-  std::vector<sched::JobRequest> queue;
-  queue.reserve(active_.size());
-  const int64_t now_ms = ToUnixMs(clock_->Now());
-  ForEachActiveLocked([&](const v1::Job& job) {
-    const int64_t id = job.id();
-    if (job.state() != v1::JOB_STATE_PENDING) return;
-    // Auto-packed trials are placed by the packer, after the scheduler.
-    if (job.spec().auto_pack()) return;
-    const int64_t array = trimmed != nullptr ? BatchKey(job) : 0;
-    if (array != 0) {
-      ArrayCut& cut = cuts[array];
-      if (cut.first == nullptr) {
-        cut.first = &job.spec();
-        cut.cap = ArrayPassCap(job.spec(), schedulable_gpus,
-                               config_.scheduler.max_tasks_per_gpu);
-      }
-      if (SameSchedulingRequest(*cut.first, job.spec())) {
-        if (cut.included >= cut.cap) {
-          (*trimmed)[array].trimmed.push_back(id);
-          return;
-        }
-        ++cut.included;
-        TrimmedArray& t = (*trimmed)[array];
-        t.last_included = id;
-        t.cap = cut.cap;
-      }
-    }
-    queue.push_back(ToJobRequest(job));
-    queue.back().victims_stopping = waiting_on_victims.contains(id);
-    // Queued since its submit, or since its last attempt ended (requeue).
-    int64_t queued_since_ms = job.submit_time_ms();
-    if (job.attempts_size() > 0) {
-      queued_since_ms = std::max(queued_since_ms,
-                                 job.attempts(job.attempts_size() - 1).end_time_ms());
-    }
-    queue.back().waited_s =
-        static_cast<double>(std::max<int64_t>(0, now_ms - queued_since_ms)) / 1000.0;
-  });
-  return queue;
+  return view_.Queue(jobs_, nodes_, draining_, ToUnixMs(clock_->Now()), trimmed);
 }
 
 Coordinator::EventLock::EventLock(Coordinator* c) : c_(c) {
-  c_->events_waiting_.fetch_add(1);
+  c_->passes_.EnterWait();
   c_->mu_.Lock();
-  c_->events_waiting_.fetch_sub(1);
+  c_->passes_.LeaveWait();
 }
 
-Coordinator::EventLock::~EventLock() { c_->mu_.Unlock(); }
-
-bool Coordinator::RequestScheduleLocked(Deferred& deferred) {
-  if (!schedule_requested_) {
-    schedule_requested_ = true;
-    schedule_requested_at_ = clock_->Now();
+Coordinator::EventLock::~EventLock() {
+  // Whatever way the section ends (an error return included), a pass left
+  // to it runs here unless yet another event waits to run it.
+  Deferred deferred;
+  if (c_->passes_.MustRunNow(c_->clock_->Now())) {
+    CommitHold hold(c_->store_);
+    c_->RunRequestedPassLocked(deferred);
   }
-  ++coalesced_events_;
-  return !ServeScheduleLocked(deferred);
+  c_->mu_.Unlock();
+  RunDeferred(deferred);
+}
+
+void Coordinator::RequestScheduleLocked(Deferred& deferred) {
+  passes_.Request(clock_->Now());
+  ServeScheduleLocked(deferred);
 }
 
 bool Coordinator::ServeScheduleLocked(Deferred& deferred) {
-  if (!schedule_requested_) return true;
-  if (events_waiting_.load() > 0 && coalesced_events_ < kMaxCoalescedEvents &&
-      clock_->Now() - schedule_requested_at_ < kMaxCoalesceDelay) {
-    return false;  // The event waiting for mu_ runs it at its end.
-  }
+  if (!passes_.requested()) return true;
+  // Else the event waiting for mu_ runs it at its end.
+  if (!passes_.MustRunNow(clock_->Now())) return false;
   RunRequestedPassLocked(deferred);
   return true;
 }
 
 void Coordinator::RunRequestedPassLocked(Deferred& deferred) {
-  schedule_requested_ = false;
-  coalesced_events_ = 0;
+  passes_.Clear();
   ScheduleLocked(deferred);
-}
-
-bool Coordinator::SchedulePassDueLocked() const {
-  return !schedule_requested_ || events_waiting_.load() == 0 ||
-         coalesced_events_ >= kMaxCoalescedEvents;
-}
-
-void Coordinator::AwaitSchedulePass() {
-  Deferred deferred;
-  {
-    absl::MutexLock lock(&mu_);
-    // Woken at each release of mu_: by then the waiting events have run
-    // (one of them ran the pass), or one left without running it.
-    mu_.Await(absl::Condition(this, &Coordinator::SchedulePassDueLocked));
-    if (schedule_requested_) {
-      CommitHold hold(store_);
-      RunRequestedPassLocked(deferred);
-    }
-  }
-  RunDeferred(deferred);
 }
 
 void Coordinator::ScheduleLocked(Deferred& deferred) {
@@ -341,9 +87,9 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
   const absl::Time pass_start = clock_->Now();
   const std::vector<sched::Decision> decisions =
       scheduler_.Schedule(SnapshotLocked(), queue);
-  // The snapshot's walk left the ports in use in snapshot_ports_; this
+  // The snapshot's walk left the ports in use in nodes_.snapshot_ports(); this
   // pass's placements add theirs.
-  in_pass_ = true;
+  nodes_.BeginPass();
   // The queue's jobs by id, for the decisions (a hash lookup each instead of
   // a btree walk: the pass decides every pending job). jobs_ gains and loses
   // no job while the decisions are applied, so the pointers stay valid.
@@ -400,12 +146,12 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
         break;
     }
   }
-  in_pass_ = false;
+  nodes_.EndPass();
   // The tasks of an array left out of the pass wait for the same reason as
   // the last one it decided, or fail with it (they would not fit either).
   // Had that one started, the cut was too tight: pass again.
   // The reasons are not copied again while the array's cut and reason are
-  // those of the last pass (trimmed_reasons_): with the same cut the tasks
+  // those of the last pass (SchedulerView::TrimReasonUnchanged): with the same cut the tasks
   // left out are those of the last pass but the ones that moved into the
   // queue, and each already has the reason.
   bool again = false;
@@ -421,10 +167,7 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
       continue;
     }
     if (decided.state() == v1::JOB_STATE_PENDING) {
-      auto memo = trimmed_reasons_.find(array);
-      const bool unchanged = memo != trimmed_reasons_.end() &&
-                             memo->second.first == cut.cap &&
-                             memo->second.second == decided.reason();
+      const bool unchanged = view_.TrimReasonUnchanged(array, cut.cap, decided.reason());
       reasons.emplace(array, std::make_pair(cut.cap, decided.reason()));
       if (unchanged) continue;
     }
@@ -439,7 +182,7 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
       }
     }
   }
-  trimmed_reasons_ = std::move(reasons);
+  view_.SetTrimReasons(std::move(reasons));
   PackPendingLocked(deferred);
   if (config_.on_schedule_pass) {
     deferred.push_back([this, took = clock_->Now() - pass_start]() {
@@ -449,18 +192,12 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
   return again;
 }
 
-const std::string& Coordinator::PortHostLocked(const std::string& node) const {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end() || it->second.node.address().empty()) return node;
-  return it->second.node.address();
-}
-
 absl::flat_hash_map<std::string, absl::flat_hash_set<int>>
 Coordinator::PortsInUseLocked(const std::string* only_host) const {
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> used;
-  ForEachActiveLocked([&](const v1::Job& job) {
+  jobs_.ForEachActive([&](const v1::Job& job) {
     if (job.tasks().empty()) return;
-    const std::string& host = PortHostLocked(job.tasks(0).node());
+    const std::string& host = nodes_.PortHost(job.tasks(0).node());
     if (only_host != nullptr && host != *only_host) return;
     for (const v1::Task& t : job.tasks()) {
       if (HoldsGpus(job, t)) {
@@ -473,33 +210,18 @@ Coordinator::PortsInUseLocked(const std::string* only_host) const {
 }
 
 int Coordinator::AllocatePortLocked(NodeEntry& node) {
-  const int lo = node.node.port_min();
-  const int hi = node.node.port_max();
   // In a pass, one scan of the active jobs serves all its placements (was:
-  // one scan per placement, O(pending jobs) each).
-  absl::flat_hash_map<std::string, absl::flat_hash_set<int>> scanned;
-  absl::flat_hash_map<std::string, absl::flat_hash_set<int>>* by_host = &scanned;
-  // Agents that share a host (each offering some of its GPUs) share its
-  // ports: they are counted by address.
-  const std::string& host = PortHostLocked(node.node.name());
-  if (in_pass_) {
-    by_host = &snapshot_ports_;
-  } else {
+  // one scan per placement, O(pending jobs) each). Agents that share a host
+  // (each offering some of its GPUs) share its ports: they are counted by
+  // address.
+  const std::string& host = nodes_.PortHost(node.node.name());
+  NodeRegistry::PortsByHost scanned;
+  NodeRegistry::PortsByHost* by_host = nodes_.pass_ports();
+  if (by_host == nullptr) {
     scanned = PortsInUseLocked(&host);
+    by_host = &scanned;
   }
-  absl::flat_hash_set<int>& used = (*by_host)[host];
-  const int span = hi - lo + 1;
-  for (int i = 0; i < span; ++i) {
-    const int port = lo + (node.next_port - lo + i + span) % span;
-    if (!used.contains(port)) {
-      node.next_port = port + 1;
-      used.insert(port);
-      return port;
-    }
-  }
-  TC_LOG_WARN("node {}: every MASTER_PORT in {}-{} is in use; reusing {}",
-              node.node.name(), lo, hi, lo);
-  return lo;
+  return NodeRegistry::AllocatePort(node, (*by_host)[host]);
 }
 
 void Coordinator::StartAttemptLocked(v1::Job& job,
@@ -539,19 +261,17 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
     }
   }
   job.set_world_size(rank);
-  job.set_placement_seq(next_placement_seq_++);
+  job.set_placement_seq(jobs_.TakePlacementSeq());
   job.clear_preempted_for_job_id();
   // The jobs preempted for this one may start again now that it is placed
   // (the no-ping-pong rule: a victim is not restarted until its preemptor is
   // placed or gone); their records are
   // stored with the same group commit as this placement.
-  if (auto victims = victims_of_.extract(job.id()); !victims.empty()) {
-    for (int64_t v : victims.mapped()) {
-      auto it = jobs_.find(v);
-      if (it == jobs_.end() || it->second.preempted_for_job_id() != job.id()) continue;
-      it->second.clear_preempted_for_job_id();
-      PersistLocked(it->second);
-    }
+  for (int64_t v : draining_.TakeVictims(job.id())) {
+    auto it = jobs_.find(v);
+    if (it == jobs_.end() || it->second.preempted_for_job_id() != job.id()) continue;
+    it->second.clear_preempted_for_job_id();
+    PersistLocked(it->second);
   }
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
@@ -562,9 +282,8 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
     BeginPreflightLocked(job);
     return;
   }
-  rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(),
-                   std::move(rank_hosts));
-  rendezvous_opened_[{job.id(), job.attempt()}] = clock_->Now();
+  rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(rank_hosts),
+                   clock_->Now());
   PersistLocked(job);
   LaunchTasksLocked(job, deferred);
 }
@@ -574,59 +293,17 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
 v1::CoordinatorMessage Coordinator::BuildStartTaskLocked(const v1::Job& job,
                                                          const v1::Task& t,
                                                          bool agent_store) const {
-  int num_nodes = 0;
-  for (const v1::Task& o : job.tasks()) num_nodes = std::max(num_nodes, o.node_rank() + 1);
-  LaunchContext ctx;
-  ctx.coordinator_address = advertise_address_;
-  ctx.num_nodes = num_nodes;
-  ctx.local_world_size = t.local_world_size();
   auto node = nodes_.find(t.node());
-  ctx.node_cpu_count = node != nodes_.end() ? node->second.node.cpu_count() : 0;
-  ctx.agent_store = agent_store;
-  ctx.exported_env = ExportedEnvLocked(job);
-  if (ctx.exported_env == nullptr) {
+  const JobTable::Env* exported = jobs_.ExportedEnv(job);
+  if (exported == nullptr) {
     // LoadLocked and SubmitJobs keep a shared environment in memory while a
     // job refers to it: this is a bug, and the task would start without it.
     TC_LOG_ERROR("job {}: the exported environment it shares with job {} is not in memory; "
                  "its task starts without it",
                  job.id(), job.exported_env_job_id());
   }
-  v1::CoordinatorMessage msg;
-  v1::StartTask* start = msg.mutable_start_task();
-  *start->mutable_task() = RefOf(job, t);
-  start->mutable_argv()->CopyFrom(job.spec().command());
-  for (auto& [k, v] : BuildLaunchEnv(job, t, ctx)) (*start->mutable_env())[k] = std::move(v);
-  start->set_workdir(job.spec().workdir());
-  start->set_checkpoint_dir(job.checkpoint_dir());
-  if (config_.run_jobs_as_user) start->set_run_as_user(job.spec().user());
-  start->set_allow_root(config_.allow_root_jobs);
-  start->set_image(job.spec().image());
-  start->set_cpus(job.spec().cpus());
-  start->set_memory_bytes(job.spec().memory_bytes());
-  start->set_discard_output(job.spec().discard_output());
-  // An experiment sharing its GPU, and the memory it may use there
-  // (StartTask.shared_gpu_memory_limit_bytes).
-  if (t.gpu_indices_size() == 1 && !t.whole_gpus() && t.reserved_bytes_per_gpu() > 0 &&
-      node != nodes_.end()) {
-    for (const v1::Gpu& g : node->second.node.gpus()) {
-      if (g.index() != t.gpu_indices(0) ||
-          t.reserved_bytes_per_gpu() >= g.memory_total_bytes()) {
-        continue;
-      }
-      start->set_shared_gpu(true);
-      start->set_shared_gpu_index(g.index());
-      // An auto-packed trial's first reservation is the packer's
-      // bookkeeping share (PackerConfig.initial_reservation_fraction), not a
-      // size: no limit then.
-      const int64_t initial = static_cast<int64_t>(
-          config_.packer.initial_reservation_fraction * g.memory_total_bytes());
-      const bool sized = !job.spec().auto_pack() || job.auto_pack_memory_bytes() > 0 ||
-                         job.spec().gpu_memory_bytes() > 0 ||
-                         t.reserved_bytes_per_gpu() > initial;
-      if (sized) start->set_shared_gpu_memory_limit_bytes(t.reserved_bytes_per_gpu());
-    }
-  }
-  return msg;
+  return starts_.Build(job, t, node != nodes_.end() ? &node->second.node : nullptr, exported,
+                       agent_store);
 }
 
 void Coordinator::LaunchTasksLocked(const v1::Job& job, Deferred& deferred) {
@@ -704,7 +381,7 @@ void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
   victim.set_preemptions(victim.preemptions() + 1);
   ++counters_.preemptions;
   victim.set_preempted_for_job_id(by);
-  victims_of_[by].push_back(victim.id());
+  draining_.AddVictim(by, victim.id());
   TransitionLocked(victim, v1::JOB_STATE_PENDING,
                    absl::StrCat("preempted for job ", by, " (preemption ",
                                 victim.preemptions(), "); requeued as attempt ",
@@ -717,7 +394,7 @@ void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred)
 bool Coordinator::EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred) {
   bool any = false;
   const int64_t now_ms = ToUnixMs(now);
-  for (int64_t id : ActiveIdsLocked()) {
+  for (int64_t id : jobs_.ActiveIds()) {
     v1::Job& job = jobs_.at(id);
     const int64_t limit = job.spec().time_limit_ms();
     if (limit <= 0 || job.state() != v1::JOB_STATE_RUNNING ||
@@ -741,62 +418,52 @@ bool Coordinator::EnforceTimeLimitsLocked(absl::Time now, Deferred& deferred) {
 
 void Coordinator::FailAttemptLocked(v1::Job& job, const std::string& why,
                                     Deferred& deferred) {
-  for (v1::Task& t : *job.mutable_tasks()) {
-    if (IsLive(t.state())) StopTaskLocked(job, t);
-  }
-  // Preemptions start new attempts too, but do not use up restarts.
-  const int failures =
-      job.attempt() - job.preemptions() - job.preflight().requeues();
-  if (failures < job.spec().max_restarts()) {
-    ++counters_.restarts;
-    TransitionLocked(job, v1::JOB_STATE_PENDING,
-                     absl::StrCat("attempt ", job.attempt(), " failed: ", why,
-                                  "; restarting (", failures + 1, " of ",
-                                  job.spec().max_restarts(), " restarts)"),
-                     deferred);
-  } else {
-    TransitionLocked(job, v1::JOB_STATE_FAILED, why, deferred);
+  ApplyAttemptStepLocked(job, RestartOrFail(job, why), deferred);
+}
+
+void Coordinator::ApplyAttemptStepLocked(v1::Job& job, const AttemptStep& step,
+                                         Deferred& deferred) {
+  switch (step.kind) {
+    case AttemptStep::Kind::kJudgePreflight:
+      OnProbeEndedLocked(job, deferred);
+      return;
+    case AttemptStep::Kind::kRestart:
+    case AttemptStep::Kind::kFail:
+      for (v1::Task& t : *job.mutable_tasks()) {
+        if (IsLive(t.state())) StopTaskLocked(job, t);
+      }
+      if (step.kind == AttemptStep::Kind::kRestart) ++counters_.restarts;
+      TransitionLocked(job,
+                       step.kind == AttemptStep::Kind::kRestart ? v1::JOB_STATE_PENDING
+                                                                : v1::JOB_STATE_FAILED,
+                       step.reason, deferred);
+      break;
+    case AttemptStep::Kind::kSucceed:
+      // A job that never reported RUNNING (all its ranks ended before the
+      // last start report) passes through RUNNING.
+      if (job.state() == v1::JOB_STATE_SCHEDULED) {
+        TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred);
+      }
+      TransitionLocked(job, v1::JOB_STATE_SUCCEEDED, "", deferred);
+      break;
+    case AttemptStep::Kind::kWait:
+      if (IsFinal(job.state()) || job.state() == v1::JOB_STATE_PENDING) return;
+      break;
+    case AttemptStep::Kind::kRequeueAfterOom:
+      return;  // OnTaskEndedLocked's
   }
   PersistLocked(job);
 }
 
 void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
-  if (IsFinal(job.state()) || job.state() == v1::JOB_STATE_PENDING) return;
-  if (InPreflight(job)) {
-    OnProbeEndedLocked(job, deferred);
-    return;
-  }
-  for (const v1::Task& t : job.tasks()) {
-    if (TaskFailed(t) && t.out_of_memory() && job.spec().auto_pack() &&
-        RequeueAfterOomLocked(job, t, deferred)) {
-      return;
+  AttemptStep step = DecideAttempt(job);
+  if (step.kind == AttemptStep::Kind::kRequeueAfterOom) {
+    for (const v1::Task& t : job.tasks()) {
+      if (t.rank() == step.rank && RequeueAfterOomLocked(job, t, deferred)) return;
     }
+    step = DecideAttempt(job, /*oom_requeue_possible=*/false);
   }
-  for (const v1::Task& t : job.tasks()) {
-    if (TaskFailed(t)) {
-      std::string why = absl::StrCat("rank ", t.rank(), " on ", t.node(), " ",
-                                     ExitText(t));
-      if (job.world_size() > 1) {
-        absl::StrAppend(&why, "; see `trainctl logs ", job.id(), " --rank ",
-                        t.rank(), "`");
-      }
-      FailAttemptLocked(job, why, deferred);
-      return;
-    }
-  }
-  for (const v1::Task& t : job.tasks()) {
-    if (t.state() != v1::TASK_STATE_EXITED) {
-      PersistLocked(job);
-      return;
-    }
-  }
-  // Every rank exited 0. A job that never reported RUNNING (all its ranks
-  // ended before the last start report) passes through RUNNING.
-  if (job.state() == v1::JOB_STATE_SCHEDULED) {
-    TransitionLocked(job, v1::JOB_STATE_RUNNING, "", deferred);
-  }
-  TransitionLocked(job, v1::JOB_STATE_SUCCEEDED, "", deferred);
-  PersistLocked(job);
+  ApplyAttemptStepLocked(job, step, deferred);
 }
 
 }  // namespace trainctl::coord

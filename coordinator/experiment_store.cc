@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/metric_rules.h"
 
 namespace trainctl::coord {
 namespace {
@@ -28,6 +29,47 @@ v1::AttemptOutcome OutcomeOf(v1::JobState to) {
 }
 
 }  // namespace
+
+absl::Status ExperimentStore::CheckReport(const v1::ReportMetricsRequest& req,
+                                          int max_points) {
+  if (req.points_size() == 0 || req.points_size() > max_points) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("points: need 1 to ", max_points, " points, got ", req.points_size()));
+  }
+  for (int i = 0; i < req.points_size(); ++i) {
+    const v1::MetricPoint& p = req.points(i);
+    if (absl::Status s =
+            CheckMetricPoint(absl::StrCat("points[", i, "]"), p.key(), p.value(), p.step());
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (req.token().empty()) {
+    return absl::UnauthenticatedError(
+        "token: missing; a metric report needs the TRAINCTL_TOKEN of the job "
+        "attempt (set in the task's environment by trainctl)");
+  }
+  return absl::OkStatus();
+}
+
+void ExperimentStore::Summarize(std::vector<v1::MetricPoint> points, bool summary_only,
+                                v1::GetMetricsResponse* resp) {
+  v1::MetricSeries* series = nullptr;
+  for (v1::MetricPoint& p : points) {
+    if (series == nullptr || series->key() != p.key()) {
+      series = resp->add_series();
+      series->set_key(p.key());
+      series->set_min(p.value());
+      series->set_max(p.value());
+    }
+    series->set_count(series->count() + 1);
+    series->set_last(p.value());
+    series->set_last_step(p.step());
+    series->set_min(std::min(series->min(), p.value()));
+    series->set_max(std::max(series->max(), p.value()));
+    if (!summary_only) *series->add_points() = std::move(p);
+  }
+}
 
 void ExperimentStore::LoadRungs(const v1::Job& job) {
   for (const auto& [step, value] : job.rung_values()) {

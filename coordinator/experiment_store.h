@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "coordinator/asha.h"
+#include "trainctl/v1/metrics.pb.h"
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
@@ -30,6 +31,17 @@ class ExperimentStore {
   // (CoordinatorConfig.max_metric_points_per_job).
   explicit ExperimentStore(int64_t max_points_per_job)
       : max_points_per_job_(max_points_per_job) {}
+
+  // The checks of a metric report before any lookup: 1 to `max_points`
+  // points, each valid (CheckMetricPoint, common/metric_rules.h), a token.
+  // Errors: INVALID_ARGUMENT naming points[i] and the rule; UNAUTHENTICATED
+  // when the token is missing.
+  static absl::Status CheckReport(const v1::ReportMetricsRequest& req, int max_points);
+  // Fills resp.series from `points` ordered by key, then as appended (as the
+  // StateStore reads them): per key the count, last value and step, min and
+  // max, and the points themselves unless `summary_only`.
+  static void Summarize(std::vector<v1::MetricPoint> points, bool summary_only,
+                        v1::GetMetricsResponse* resp);
 
   // At load: job `job_id` has `points` points stored.
   void SetPoints(int64_t job_id, int64_t points) { points_[job_id] = points; }

@@ -67,6 +67,34 @@ TEST(ExperimentStoreTest, LoadRungs_ARestartKeepsTheRungs) {
   EXPECT_TRUE(after.OnReport(c, {Point("val_loss", 10, 0.35)}).stop_reason.has_value());
 }
 
+TEST(ExperimentStoreTest, CheckReport_NamesThePointAndWantsAToken) {
+  v1::ReportMetricsRequest req;
+  EXPECT_EQ(ExperimentStore::CheckReport(req, 10).code(), absl::StatusCode::kInvalidArgument);
+  *req.add_points() = Point("loss", 1, 0.5);
+  *req.add_points() = Point("bad key!", 2, 0.4);
+  EXPECT_THAT(ExperimentStore::CheckReport(req, 10).message(), HasSubstr("points[1]"));
+  req.mutable_points(1)->set_key("loss");
+  EXPECT_EQ(ExperimentStore::CheckReport(req, 10).code(), absl::StatusCode::kUnauthenticated);
+  req.set_token("t");
+  EXPECT_TRUE(ExperimentStore::CheckReport(req, 10).ok());
+  EXPECT_THAT(ExperimentStore::CheckReport(req, 1).message(), HasSubstr("need 1 to 1 points"));
+}
+
+TEST(ExperimentStoreTest, Summarize_OneSeriesPerKeyWithLastMinMax) {
+  v1::GetMetricsResponse resp;
+  ExperimentStore::Summarize({Point("acc", 1, 0.5), Point("acc", 2, 0.7), Point("loss", 1, 2.0),
+                              Point("loss", 2, 1.0), Point("loss", 3, 1.5)},
+                             /*summary_only=*/true, &resp);
+  ASSERT_EQ(resp.series_size(), 2);
+  EXPECT_EQ(resp.series(1).key(), "loss");
+  EXPECT_EQ(resp.series(1).count(), 3);
+  EXPECT_EQ(resp.series(1).last(), 1.5);
+  EXPECT_EQ(resp.series(1).last_step(), 3);
+  EXPECT_EQ(resp.series(1).min(), 1.0);
+  EXPECT_EQ(resp.series(1).max(), 2.0);
+  EXPECT_EQ(resp.series(1).points_size(), 0);  // summary only
+}
+
 TEST(AttemptRecordTest, AnAttemptIsOpenedAtPlacementAndClosedWithItsGpuHours) {
   v1::Job job;
   job.set_attempt(0);

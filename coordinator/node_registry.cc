@@ -107,6 +107,16 @@ std::pair<NodeEntry*, bool> NodeRegistry::Admit(const v1::RegisterNode& reg,
   return {&e, was_lost};
 }
 
+v1::CoordinatorMessage NodeRegistry::Ack() const {
+  v1::CoordinatorMessage ack;
+  v1::RegisterAck* a = ack.mutable_register_ack();
+  a->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval_));
+  a->set_lease_ms(absl::ToInt64Milliseconds(node_timeout_));
+  a->set_cluster_id(cluster_id_);
+  a->set_accepts_task_status_batch(true);
+  return ack;
+}
+
 void NodeRegistry::RecordHeartbeat(NodeEntry& e, const v1::Heartbeat& hb, absl::Time now) {
   e.last_heartbeat = now;
   for (const v1::GpuSample& s : hb.gpus()) {

@@ -109,6 +109,9 @@ class NodeRegistry {
   Nodes::const_iterator begin() const { return nodes_.begin(); }
   Nodes::const_iterator end() const { return nodes_.end(); }
   NodeEntry& operator[](const std::string& name) { return nodes_[name]; }
+  // The node `name`, which must exist.
+  NodeEntry& at(const std::string& name) { return nodes_.at(name); }
+  const NodeEntry& at(const std::string& name) const { return nodes_.at(name); }
   bool empty() const { return nodes_.empty(); }
   size_t size() const { return nodes_.size(); }
 
@@ -138,6 +141,13 @@ class NodeRegistry {
   // whether the node had been lost.
   std::pair<NodeEntry*, bool> Admit(const v1::RegisterNode& reg, v1::Node updated,
                                     AgentConnection* conn, absl::Time now);
+
+  // The cluster's id (StateStore::ClusterId, read at load), sent to agents.
+  void set_cluster_id(std::string id) { cluster_id_ = std::move(id); }
+  // The RegisterAck an admitted agent gets first, before any other message:
+  // the heartbeat interval, the lease (node_timeout), the cluster id, and
+  // that TaskStatusBatch is understood.
+  v1::CoordinatorMessage Ack() const;
 
   // ---- heartbeats and liveness
   // Records heartbeat `hb` of `e` at `now`: its time, and each GPU's memory,
@@ -172,6 +182,7 @@ class NodeRegistry {
  private:
   const absl::Duration heartbeat_interval_;
   const absl::Duration node_timeout_;
+  std::string cluster_id_;
   Nodes nodes_;
   bool in_pass_ = false;
   mutable PortsByHost snapshot_ports_;

@@ -20,8 +20,4 @@ void PassCoalescer::Clear() {
   events_ = 0;
 }
 
-bool PassCoalescer::Due() const {
-  return !requested_ || waiting_.load() == 0 || events_ >= kMaxEvents;
-}
-
 }  // namespace trainctl::coord

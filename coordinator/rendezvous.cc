@@ -52,7 +52,8 @@ void RendezvousTable::AnswerAll(std::vector<Waiter>& ready,
 }
 
 void RendezvousTable::Open(int64_t job_id, int attempt, std::string token,
-                           std::vector<std::string> rank_hosts) {
+                           std::vector<std::string> rank_hosts,
+                           std::optional<absl::Time> opened_at) {
   std::vector<Waiter> aborted;
   {
     absl::MutexLock lock(&mu_);
@@ -61,6 +62,7 @@ void RendezvousTable::Open(int64_t job_id, int attempt, std::string token,
     g = Group{};
     g.token = std::move(token);
     g.rank_hosts = std::move(rank_hosts);
+    g.opened_at = opened_at;
   }
   for (Waiter& w : aborted) {
     w.done(absl::AbortedError("the rendezvous was reopened"));
@@ -303,6 +305,32 @@ void RendezvousTable::Expire(absl::Time now) {
     }
   }
   for (auto& [w, msg] : expired) w.done(absl::DeadlineExceededError(msg));
+}
+
+std::optional<absl::Duration> RendezvousTable::TakeTimeToPublish(int64_t job_id,
+                                                                int attempt,
+                                                                absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(Key{job_id, attempt});
+  if (it == groups_.end() || !it->second.opened_at.has_value()) return std::nullopt;
+  const absl::Duration took = now - *it->second.opened_at;
+  it->second.opened_at.reset();
+  return took;
+}
+
+void RendezvousTable::CountFetch(const FetchOptions& options) {
+  if (!options.arrivals_only) {
+    (options.relayed_ranks.empty() ? fetches_direct_ : fetches_relayed_)
+        .fetch_add(1, std::memory_order_relaxed);
+  }
+  ranks_relayed_.fetch_add(static_cast<int64_t>(options.relayed_ranks.size()),
+                           std::memory_order_relaxed);
+}
+
+RendezvousTable::FetchCounts RendezvousTable::fetch_counts() const {
+  return {fetches_direct_.load(std::memory_order_relaxed),
+          fetches_relayed_.load(std::memory_order_relaxed),
+          ranks_relayed_.load(std::memory_order_relaxed)};
 }
 
 int RendezvousTable::OpenGroups() const {

@@ -23,7 +23,9 @@
 // DEADLINE_EXCEEDED at its deadline (checked by Expire(now)) naming the ranks
 // that never arrived.
 
+#include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,8 +82,30 @@ class RendezvousTable {
 
   // Starts the group of (job, attempt). `rank_hosts[r]` names the node of
   // rank r (for messages). Replaces an older group of the same key.
+  // `opened_at`: when set, TakeTimeToPublish measures from it.
   void Open(int64_t job_id, int attempt, std::string token,
-            std::vector<std::string> rank_hosts);
+            std::vector<std::string> rank_hosts,
+            std::optional<absl::Time> opened_at = std::nullopt);
+
+  // For a group opened with `opened_at`, once: the time from then to `now`
+  // (called right after its first successful Publish: the group's time to
+  // its ncclUniqueId). nullopt for a group not timed, already taken, or
+  // closed.
+  std::optional<absl::Duration> TakeTimeToPublish(int64_t job_id, int attempt,
+                                                  absl::Time now);
+
+  // Fetches since start, for metrics (CoordinatorCounters): direct ones (a
+  // rank asking for itself), relayed ones (a node relay asking for its
+  // ranks), and the ranks relayed. Counted by CountFetch; atomics, no lock.
+  struct FetchCounts {
+    int64_t direct = 0;
+    int64_t relayed = 0;
+    int64_t ranks_relayed = 0;
+  };
+  // Counts a fetch with `options` (an arrivals_only one is no fetch of ids,
+  // but its relayed ranks count).
+  void CountFetch(const FetchOptions& options);
+  FetchCounts fetch_counts() const;
 
   // Ends the group; its waiting fetches get ABORTED with `why`.
   void Close(int64_t job_id, int attempt, absl::string_view why);
@@ -140,6 +164,8 @@ class RendezvousTable {
     int published_ids = 0;
     bool published() const { return id_count > 0 && published_ids == id_count; }
     std::vector<Waiter> waiters;
+    // Open's `opened_at`, until TakeTimeToPublish.
+    std::optional<absl::Time> opened_at;
   };
   using Key = std::pair<int64_t, int>;
 
@@ -161,6 +187,9 @@ class RendezvousTable {
                  const std::vector<std::string>& ids) const;
 
   const int fanout_threads_;
+  std::atomic<int64_t> fetches_direct_{0};
+  std::atomic<int64_t> fetches_relayed_{0};
+  std::atomic<int64_t> ranks_relayed_{0};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<Key, Group> groups_ ABSL_GUARDED_BY(mu_);
 };

@@ -226,5 +226,35 @@ TEST(RendezvousFanoutTest, Publish_FewWaiters_AnsweredOnThePublishingThread) {
   EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
 }
 
+TEST(RendezvousTimingTest, TimeToPublish_MeasuredOnceFromTheOpenThatAskedForIt) {
+  RendezvousTable table;
+  table.Open(7, 0, "tok", {"a", "b"}, kT0);
+  table.Open(8, 0, "tok", {"a", "b"});  // not timed (restored at start-up)
+  TC_ASSERT_OK(table.Publish(7, 0, 0, "tok", kId));
+  EXPECT_EQ(table.TakeTimeToPublish(7, 0, kT0 + absl::Milliseconds(250)),
+            absl::Milliseconds(250));
+  EXPECT_EQ(table.TakeTimeToPublish(7, 0, kT0 + absl::Seconds(1)), std::nullopt);
+  EXPECT_EQ(table.TakeTimeToPublish(8, 0, kT0), std::nullopt);
+  table.Open(9, 0, "tok", {"a"}, kT0);
+  table.Close(9, 0, "cancelled");
+  EXPECT_EQ(table.TakeTimeToPublish(9, 0, kT0), std::nullopt);
+}
+
+TEST(RendezvousTimingTest, CountFetch_DirectRelayedAndArrivalsOnly) {
+  RendezvousTable table;
+  RendezvousTable::FetchOptions direct;
+  RendezvousTable::FetchOptions relayed;
+  relayed.relayed_ranks = {1, 2, 3};
+  RendezvousTable::FetchOptions arrivals = relayed;
+  arrivals.arrivals_only = true;
+  table.CountFetch(direct);
+  table.CountFetch(relayed);
+  table.CountFetch(arrivals);
+  const RendezvousTable::FetchCounts c = table.fetch_counts();
+  EXPECT_EQ(c.direct, 1);
+  EXPECT_EQ(c.relayed, 1);
+  EXPECT_EQ(c.ranks_relayed, 6);
+}
+
 }  // namespace
 }  // namespace trainctl::coord

@@ -1,0 +1,478 @@
+// Coordinator: the user API over jobs: submit (one, many, an array), get,
+// list, cancel, wait, why, logs. Declared in coordinator.h.
+
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_internal.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/launch_env.h"
+#include "coordinator/submit_checks.h"
+
+namespace trainctl::coord {
+namespace {
+
+constexpr int kDefaultListLimit = 1000;
+constexpr int kDefaultLogBytes = 1 << 20;
+constexpr int kMaxLogBytes = 2 << 20;  // fits gRPC's default 4 MiB message limit
+
+}  // namespace
+
+// ---------------------------------------------------------------- user API
+
+absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
+                                               const std::string& request_id) {
+  absl::Notification notified;
+  absl::StatusOr<int64_t> result;
+  SubmitJobAsync(spec, request_id, [&](absl::StatusOr<int64_t> id) {
+    result = std::move(id);
+    notified.Notify();
+  });
+  notified.WaitForNotification();
+  return result;
+}
+
+void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
+                                 const std::string& request_id, SubmitDone done) {
+  SubmitBatchAsync({spec}, request_id, /*batch=*/false,
+                   [done = std::move(done)](
+                       absl::StatusOr<std::vector<int64_t>> ids) mutable {
+                     if (!ids.ok()) {
+                       std::move(done)(ids.status());
+                       return;
+                     }
+                     std::move(done)(ids->front());
+                   });
+}
+
+void Coordinator::SubmitJobsAsync(std::vector<v1::JobSpec> specs,
+                                  const std::string& request_id,
+                                  SubmitJobsDone done) {
+  SubmitBatchAsync(std::move(specs), request_id, /*batch=*/true, std::move(done));
+}
+
+void Coordinator::SubmitJobArrayAsync(v1::JobSpec spec, const std::vector<int>& task_ids,
+                                      int max_running, const std::string& request_id,
+                                      SubmitJobsDone done) {
+  absl::StatusOr<std::vector<v1::JobSpec>> specs =
+      ExpandArray(std::move(spec), task_ids, max_running, config_.scheduler.policy);
+  if (!specs.ok()) {
+    std::move(done)(specs.status());
+    return;
+  }
+  SubmitBatchAsync(*std::move(specs), request_id, /*batch=*/true, std::move(done),
+                   /*exported_from_first=*/true);
+}
+
+void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
+                                   const std::string& request_id, bool batch,
+                                   SubmitJobsDone done, bool exported_from_first) {
+  const std::vector<bool> shares_env = ShareExportedEnv(specs, exported_from_first);
+  // All or nothing: every spec is checked before anything is stored.
+  if (absl::Status s = CheckSubmit(specs, batch, request_id, config_.scheduler.policy,
+                                   config_.run_jobs_as_user && !config_.allow_root_jobs);
+      !s.ok()) {
+    std::move(done)(std::move(s));
+    return;
+  }
+  absl::Status refused;
+  Deferred deferred;
+  std::vector<int64_t> ids;
+  WriteTicket durable_at = 0;
+  bool retried = false;
+  {
+    EventLock lock(this);
+    if (!request_id.empty()) {
+      if (std::optional<int64_t> first = jobs_.JobOfRequest(request_id)) {
+        // A retry: the first call may not have seen its write durable yet.
+        // Only the first job carries the request id; the call's jobs have
+        // consecutive ids.
+        for (size_t i = 0; i < specs.size(); ++i) ids.push_back(*first + i);
+        durable_at = last_ticket_;
+        retried = true;
+      }
+    }
+    if (!retried) {
+      refused = jobs_.CheckPendingLimit(specs, config_.max_pending_jobs,
+                                        config_.max_pending_jobs_per_user);
+    }
+    if (!retried && refused.ok() && !nodes_.empty()) {
+      // A job no registered node could ever hold is refused, not accepted
+      // to fail at once (with no node yet, the cluster is still starting).
+      const sched::ClusterSnapshot snapshot = SnapshotLocked();
+      // A job array's tasks are mostly one request: it is checked once.
+      const v1::JobSpec* checked = nullptr;
+      for (size_t i = 0; i < specs.size() && refused.ok(); ++i) {
+        if (specs[i].hold()) continue;
+        if (checked != nullptr && SameSchedulingRequest(*checked, specs[i])) continue;
+        checked = &specs[i];
+        v1::Job candidate;
+        // The spec without its environment (ToJobRequest reads none of it):
+        // the maps are swapped out and back, not copied.
+        google::protobuf::Map<std::string, std::string> env, exported;
+        env.swap(*specs[i].mutable_env());
+        exported.swap(*specs[i].mutable_exported_env());
+        *candidate.mutable_spec() = specs[i];
+        specs[i].mutable_env()->swap(env);
+        specs[i].mutable_exported_env()->swap(exported);
+        candidate.set_kind(KindOf(specs[i]));
+        if (std::optional<std::string> never =
+                scheduler_.WhyNeverFits(snapshot, ToJobRequest(candidate))) {
+          refused = absl::FailedPreconditionError(absl::StrCat(
+              batch ? absl::StrCat("specs[", i, "]: ") : "",
+              "cannot run on this cluster: ", *never,
+              "; submit with --hold (spec.hold) to keep it waiting for nodes "
+              "that will join"));
+        }
+      }
+    }
+    if (!retried && refused.ok()) {
+      // The jobs' PENDING records and the placements they get below commit
+      // together: one transaction (one fsync) per call, however many jobs.
+      CommitHold hold(store_);
+      const int64_t first_id = jobs_.next_id();
+      const int64_t now_ms = ToUnixMs(clock_->Now());
+      std::vector<v1::Job> jobs(specs.size());
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const int64_t id = first_id + static_cast<int64_t>(i);
+        v1::Job& job = jobs[i];
+        job.set_id(id);
+        *job.mutable_spec() = std::move(specs[i]);
+        if (job.spec().has_array()) {
+          job.mutable_spec()->mutable_array()->set_array_job_id(first_id);
+        }
+        if (shares_env[i]) job.set_exported_env_job_id(first_id);
+        job.set_kind(KindOf(job.spec()));
+        job.set_state(v1::JOB_STATE_PENDING);
+        job.set_reason("waiting to be scheduled");
+        job.set_submit_time_ms(now_ms);
+        if (i == 0) job.set_request_id(request_id);
+        if (!config_.checkpoint_root.empty()) {
+          job.set_checkpoint_dir(absl::StrCat(
+              absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
+        }
+        // Queued first (a store that refuses at once refuses the call), then
+        // placed; a job placed in this pass has its SCHEDULED record replace
+        // the PENDING one still queued, so both go in one commit.
+        absl::Status stored = EnqueueJobLocked(job);
+        if (!stored.ok()) {
+          // Nothing of the call is taken into memory, and the ids are given
+          // out again, so a later submit overwrites any record a synchronous
+          // store kept of the jobs before this one.
+          refused = absl::UnavailableError(absl::StrCat(
+              batch ? "the jobs were" : "the job was", " not accepted: ",
+              stored.message()));
+          break;
+        }
+      }
+      if (refused.ok()) {
+        if (std::find(shares_env.begin(), shares_env.end(), true) != shares_env.end()) {
+          jobs_.ShareEnv(first_id, jobs.front().spec().exported_env());
+        }
+        for (v1::Job& job : jobs) {
+          ids.push_back(job.id());
+          jobs_.Add(std::move(job));
+          ++counters_.jobs_submitted;
+        }
+        if (ids.size() == 1) {
+          TC_LOG_INFO("job {} submitted", ids.front());
+        } else {
+          TC_LOG_INFO("jobs {}-{} submitted", ids.front(), ids.back());
+        }
+        RequestScheduleLocked(deferred);
+        durable_at = last_ticket_;
+      }
+    }
+  }
+  RunDeferred(deferred);
+  if (!refused.ok()) {
+    std::move(done)(std::move(refused));
+    return;
+  }
+  // The ack waits for the jobs' writes (a retry: for whatever was queued
+  // when it came, which covers the first call's writes), outside mu_.
+  store_->WhenDurable(durable_at, [ids = std::move(ids), done = std::move(done)](
+                                      absl::Status stored) mutable {
+    if (!stored.ok()) {
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          ids.size() == 1 ? absl::StrCat("job ", ids.front())
+                          : absl::StrCat("jobs ", ids.front(), "-", ids.back()),
+          " may not have been stored: ", stored.message(),
+          "; retry with the same request id")));
+      return;
+    }
+    std::move(done)(std::move(ids));
+  });
+}
+
+absl::Status Coordinator::WaitStored(WriteTicket ticket) const {
+  absl::Status s = store_->WaitDurable(ticket);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("not stored: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Job> Coordinator::JobNow(int64_t job_id, WriteTicket* durable_at) const {
+  absl::MutexLock lock(&mu_);
+  v1::Job scratch;
+  TC_ASSIGN_OR_RETURN(const v1::Job* job, LookupLocked(job_id, &scratch));
+  v1::Job out = ForUserLocked(*job);
+  if (IsFinal(job->state())) *durable_at = last_ticket_;
+  if (job->exported_env_job_id() != 0) {
+    // The environment it shares: in memory while a job refers to it, else
+    // in the holder's record.
+    if (const auto* env = jobs_.ExportedEnv(*job); env != nullptr) {
+      *out.mutable_spec()->mutable_exported_env() = *env;
+    } else {
+      TC_ASSIGN_OR_RETURN(*out.mutable_spec()->mutable_exported_env(),
+                          jobs_.HolderEnv(job->exported_env_job_id(), *store_));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Job> Coordinator::GetJob(int64_t job_id) const {
+  WriteTicket durable_at = 0;
+  TC_ASSIGN_OR_RETURN(v1::Job out, JobNow(job_id, &durable_at));
+  // A final state is shown once stored: a crash never takes it back.
+  if (durable_at != 0) TC_RETURN_IF_ERROR(WaitStored(durable_at));
+  return out;
+}
+
+absl::StatusOr<v1::Job> Coordinator::PeekJob(int64_t job_id) const {
+  WriteTicket unused = 0;
+  return JobNow(job_id, &unused);
+}
+
+std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& states,
+                                           int limit,
+                                           const std::string& sweep_id,
+                                           const std::string& user,
+                                           int64_t array_job_id) const {
+  JobTable::ListFilter filter;
+  filter.states.insert(states.begin(), states.end());
+  filter.user = user;
+  filter.sweep_id = sweep_id;
+  filter.array_job_id = array_job_id;
+  filter.limit = limit <= 0 ? kDefaultListLimit : limit;
+  std::vector<v1::Job> out;
+  // Retired jobs picked: their index in `out` (a placeholder until read from
+  // the store outside the lock) and metric point count.
+  std::vector<int64_t> retired_ids;
+  std::vector<size_t> retired_slots;
+  std::vector<int64_t> retired_points;
+  WriteTicket durable_at = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const JobTable::Listed& l : jobs_.Select(filter, *store_)) {
+      if (l.record != nullptr) {
+        out.push_back(ForUserLocked(*l.record));
+        continue;
+      }
+      retired_ids.push_back(l.id);
+      retired_slots.push_back(out.size());
+      retired_points.push_back(experiments_.Points(l.id));
+      out.emplace_back().set_id(l.id);
+    }
+    // (Retired jobs are placeholders here, read from the store below.)
+    if (std::any_of(out.begin(), out.end(),
+                    [](const v1::Job& job) { return IsFinal(job.state()); })) {
+      durable_at = last_ticket_;
+    }
+  }
+  // Final states are shown once stored (as GetJob); reading retired records
+  // from the store below waits for its queue as well.
+  if (durable_at != 0) {
+    if (absl::Status s = WaitStored(durable_at); !s.ok()) {
+      TC_LOG_ERROR("list: final states shown before they were stored: {}", s.ToString());
+    }
+  }
+  if (retired_ids.empty()) return out;
+  absl::StatusOr<std::vector<v1::Job>> read = store_->ReadJobs(retired_ids);
+  if (!read.ok()) {
+    TC_LOG_ERROR("list: could not read {} finished jobs from the store: {}",
+                 retired_ids.size(), read.status().ToString());
+    read = std::vector<v1::Job>();
+  }
+  absl::flat_hash_map<int64_t, v1::Job*> by_id;
+  for (v1::Job& job : *read) by_id[job.id()] = &job;
+  std::vector<bool> missing(out.size(), false);
+  for (size_t i = 0; i < retired_ids.size(); ++i) {
+    auto it = by_id.find(retired_ids[i]);
+    if (it == by_id.end()) {
+      missing[retired_slots[i]] = true;
+      continue;
+    }
+    v1::Job& slot = out[retired_slots[i]];
+    slot = std::move(*it->second);
+    // As ForUserLocked: a retired job has no running attempt to count.
+    slot.clear_attempt_token();
+    if (retired_points[i] > 0) slot.set_metric_points(retired_points[i]);
+  }
+  if (std::find(missing.begin(), missing.end(), true) != missing.end()) {
+    std::vector<v1::Job> kept;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!missing[i]) kept.push_back(std::move(out[i]));
+    }
+    out = std::move(kept);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
+  Deferred deferred;
+  v1::Job result;
+  WriteTicket durable_at = 0;
+  absl::Status refused;
+  {
+    EventLock lock(this);
+    v1::Job scratch;
+    TC_ASSIGN_OR_RETURN(const v1::Job* found, LookupLocked(job_id, &scratch));
+    if (IsFinal(found->state())) {
+      // Nothing changes; the passes other events left to this one still run.
+      ServeScheduleLocked(deferred);
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          "job ", job_id, " has already ended: ",
+          absl::AsciiStrToLower(absl::StripPrefix(v1::JobState_Name(found->state()),
+                                                  "JOB_STATE_")),
+          found->reason().empty() ? "" : absl::StrCat(" (", found->reason(), ")"),
+          "; nothing to cancel"));
+    } else {
+      v1::Job& job = jobs_.at(job_id);  // not final: never retired
+      for (v1::Task& t : *job.mutable_tasks()) {
+        if (IsLive(t.state())) StopTaskLocked(job, t);
+      }
+      TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred);
+      PersistLocked(job);
+      RequestScheduleLocked(deferred);
+      result = Redacted(job);
+      durable_at = last_ticket_;
+    }
+  }
+  RunDeferred(deferred);
+  if (!refused.ok()) return refused;
+  absl::Status stored = store_->WaitDurable(durable_at);
+  if (!stored.ok()) {
+    TC_LOG_ERROR("could not store the cancel of job {}: {}", job_id,
+                 stored.ToString());
+  }
+  return result;
+}
+
+void Coordinator::WaitJobAsync(int64_t job_id, absl::Duration timeout,
+                               JobDone done) {
+  absl::StatusOr<v1::Job> now_result;
+  WriteTicket durable_at = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+      // Unknown, or retired (final).
+      v1::Job scratch;
+      absl::StatusOr<const v1::Job*> job = LookupLocked(job_id, &scratch);
+      if (job.ok()) {
+        now_result = Redacted(**job);
+      } else {
+        now_result = job.status();
+      }
+    } else if (IsFinal(it->second.state()) || timeout <= absl::ZeroDuration()) {
+      now_result = Redacted(it->second);
+    } else {
+      waiters_.Add(job_id, clock_->Now() + timeout, std::move(done));
+      return;
+    }
+    if (now_result.ok() && IsFinal(now_result->state())) durable_at = last_ticket_;
+  }
+  AnswerWhenStored(durable_at, std::move(now_result), std::move(done));
+}
+
+void Coordinator::AnswerWhenStored(WriteTicket ticket, absl::StatusOr<v1::Job> job,
+                                   JobDone done) const {
+  store_->WhenDurable(ticket, [job = std::move(job), done = std::move(done)](
+                                  absl::Status stored) mutable {
+    if (!stored.ok()) {
+      done(absl::UnavailableError(absl::StrCat(
+          "job ", job.ok() ? job->id() : 0, " ended, but its end may not have been stored: ",
+          stored.message(), "; wait again")));
+      return;
+    }
+    done(std::move(job));
+  });
+}
+
+absl::StatusOr<v1::WhyJobResponse> Coordinator::WhyJob(int64_t job_id) const {
+  absl::MutexLock lock(&mu_);
+  v1::Job scratch;
+  TC_ASSIGN_OR_RETURN(const v1::Job* found, LookupLocked(job_id, &scratch));
+  return view_.Why(*found, scheduler_, jobs_, nodes_, draining_, clock_->Now());
+}
+
+void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
+                               int max_bytes, LogsDone done) {
+  absl::Status error;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Job scratch;
+    absl::StatusOr<const v1::Job*> found = LookupLocked(job_id, &scratch);
+    if (offset < 0) {
+      error = absl::InvalidArgumentError("offset: must not be negative");
+    } else if (max_bytes < 0 || max_bytes > kMaxLogBytes) {
+      error = absl::InvalidArgumentError(
+          absl::StrCat("max_bytes: must be in [0, ", kMaxLogBytes, "]"));
+    } else if (!found.ok()) {
+      error = found.status();
+    } else {
+      const v1::Job& job = **found;
+      const v1::Task* task = nullptr;
+      for (const v1::Task& t : job.tasks()) {
+        if (t.rank() == rank) task = &t;
+      }
+      auto node = task ? nodes_.find(task->node()) : nodes_.end();
+      if (job.spec().discard_output()) {
+        error = absl::FailedPreconditionError(absl::StrCat(
+            "job ", job_id, " discards its output (submitted with --no-logs): "
+            "no log was kept"));
+      } else if (task == nullptr) {
+        error = absl::NotFoundError(
+            job.tasks().empty()
+                ? absl::StrCat("job ", job_id, " has no logs yet: it is ",
+                               v1::JobState_Name(job.state()))
+                : absl::StrCat("job ", job_id, " has no rank ", rank,
+                               " (world size ", job.world_size(), ")"));
+      } else if (node == nodes_.end() || node->second.conn == nullptr ||
+                 node->second.node.state() != v1::NODE_STATE_READY) {
+        error = absl::FailedPreconditionError(absl::StrCat(
+            "node ", task->node(), " is not connected; rank ", rank,
+            "'s log is at ", task->log_path().empty() ? "?" : task->log_path(),
+            " on that host"));
+      } else {
+        const int64_t request_id = logs_.Add(
+            {clock_->Now() + config_.log_read_timeout, job_id, rank, task->node(),
+             std::move(done)});
+        v1::CoordinatorMessage msg;
+        v1::ReadLog* read = msg.mutable_read_log();
+        read->set_request_id(request_id);
+        *read->mutable_task() = RefOf(job, *task);
+        read->set_offset(offset);
+        read->set_max_bytes(max_bytes == 0 ? kDefaultLogBytes : max_bytes);
+        node->second.conn->Send(msg);
+        return;
+      }
+    }
+  }
+  done(error);
+}
+
+}  // namespace trainctl::coord

@@ -1,0 +1,217 @@
+#include "coordinator/measurements.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "coordinator/job_facts.h"
+
+namespace trainctl::coord {
+
+bool Measurements::SampleDue(absl::Time now) {
+  if (now < next_sample_) return false;
+  next_sample_ = now + sample_period_;
+  return true;
+}
+
+int Measurements::RecordTaskUsage(const JobTable& jobs, const std::string& node,
+                                  const v1::Heartbeat& hb) {
+  int ignored = 0;
+  // Samples naming a task placed on another node (not merely one that has
+  // ended): the first of them, for the log.
+  int foreign = 0;
+  const v1::TaskUsage* first_foreign = nullptr;
+  std::string owner;
+  for (const v1::TaskUsage& u : hb.task_usage()) {
+    const v1::Task* task = nullptr;
+    auto jt = jobs.find(u.job_id());
+    if (jt != jobs.end() && jt->second.attempt() == u.attempt()) {
+      for (const v1::Task& t : jt->second.tasks()) {
+        if (t.rank() == u.rank() && IsLive(t.state())) task = &t;
+      }
+    }
+    if (task != nullptr && task->node() == node) {
+      usage_.RecordTaskUsage(u);
+      continue;
+    }
+    ++ignored;
+    if (task != nullptr && ++foreign == 1) {
+      first_foreign = &u;
+      owner = task->node();
+    }
+  }
+  if (ignored == 0) return 0;
+  if (first_foreign != nullptr) {
+    TC_LOG_WARN("node {} reported usage of {} task(s) it does not run, ignored: "
+                "e.g. job {} rank {} runs on {}; check the agent on {}",
+                node, foreign, first_foreign->job_id(), first_foreign->rank(), owner,
+                node);
+  } else {
+    // Tasks that ended or belong to an earlier attempt (a heartbeat races
+    // their exit): expected now and then.
+    TC_LOG_DEBUG("node {}: usage of {} ended or unknown task(s) ignored", node,
+                 ignored);
+  }
+  return ignored;
+}
+
+int Measurements::AutoPackedOnGpu(const JobTable& jobs, const std::string& node, int gpu) {
+  int n = 0;
+  for (int64_t id : jobs.active()) {
+    const v1::Job& job = jobs.at(id);
+    if (!job.spec().auto_pack()) continue;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state()) || t.node() != node) continue;
+      for (int g : OwnedGpus(t)) n += g == gpu;
+    }
+  }
+  return n;
+}
+
+void Measurements::Sample(absl::Time now, const JobTable& jobs, const NodeRegistry& nodes,
+                          const DrainingTasks& draining,
+                          const sched::ClusterSnapshot& snapshot) {
+  const int64_t now_ms = ToUnixMs(now);
+  // Live tasks per GPU, every job's (to split a GPU's memory when nothing
+  // per-process is known).
+  absl::flat_hash_map<std::pair<std::string, int>, int> tasks_on;
+  for (int64_t id : jobs.active()) {
+    for (const v1::Task& t : jobs.at(id).tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int g : OwnedGpus(t)) ++tasks_on[{t.node(), g}];
+    }
+  }
+  for (const DrainingTask& d : draining) {
+    for (int g : OwnedGpus(d.task)) ++tasks_on[{d.task.node(), g}];
+  }
+  // The live tasks of every active job's current attempt, as values: what
+  // is live and where is job state, decided here under mu_.
+  std::vector<UsageJob> live;
+  for (int64_t id : jobs.active()) {
+    const v1::Job& job = jobs.at(id);
+    UsageJob* u = nullptr;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      if (u == nullptr) u = &live.emplace_back(UsageJob{id, job.attempt(), {}});
+      UsageTask& ut = u->tasks.emplace_back();
+      ut.rank = t.rank();
+      auto nt = nodes.find(t.node());
+      if (nt == nodes.end()) continue;
+      ut.cpu_cores = std::max(1, nt->second.node.cpu_count()) /
+                     static_cast<double>(std::max(1, t.local_world_size()));
+      for (int g : OwnedGpus(t)) {
+        for (const v1::Gpu& gpu : nt->second.node.gpus()) {
+          if (gpu.index() != g) continue;
+          UsageGpu& ug = ut.gpus.emplace_back();
+          ug.node = t.node();
+          ug.index = g;
+          ug.utilization_pct = gpu.utilization_pct();
+          ug.memory_used_bytes = gpu.memory_used_bytes();
+          ug.memory_total_bytes = gpu.memory_total_bytes();
+          ug.tasks_on = tasks_on[{t.node(), g}];
+          ug.gpm = gpu.activity_source() == v1::GPU_ACTIVITY_SOURCE_GPM;
+          ug.sm_active_pct = gpu.sm_active_pct();
+          ug.sm_occupancy_pct = gpu.sm_occupancy_pct();
+          ug.dram_bw_pct = gpu.dram_bw_pct();
+        }
+      }
+    }
+  }
+  usage_.Sample(now_ms, live, [&](int64_t id) { return jobs.active().contains(id); });
+
+  // The packer's plateau detection and ramp plans see every sample.
+  packer_.Observe(PackGpus(snapshot, jobs, nodes, now_ms), now_ms);
+
+  // Throughput back-off: a GPU whose auto-packed trials have all settled and
+  // all report throughput gives the packer its aggregate for k trials.
+  absl::flat_hash_map<std::pair<std::string, int>, std::pair<int, double>> agg;
+  absl::flat_hash_set<std::pair<std::string, int>> incomplete;
+  for (int64_t id : jobs.active()) {
+    const v1::Job& job = jobs.at(id);
+    if (!job.spec().auto_pack()) continue;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int g : OwnedGpus(t)) {
+        const std::pair<std::string, int> key{t.node(), g};
+        const std::optional<double> tp = usage_.Throughput(id);
+        const bool settled =
+            t.start_time_ms() > 0 &&
+            packer_.Settled(t.node(), g, id, t.start_time_ms(), now_ms);
+        if (!tp.has_value() || !settled) {
+          incomplete.insert(key);
+          continue;
+        }
+        agg[key].first += 1;
+        agg[key].second += *tp;
+      }
+    }
+  }
+  for (const auto& [key, kv] : agg) {
+    if (incomplete.contains(key)) continue;
+    if (packer_.ObserveThroughput(key.first, key.second, kv.first, kv.second)) {
+      TC_LOG_INFO("auto-pack: GPU {} on {} capped at {} trials: {} trials give "
+                  "{:.1f} samples/s, not enough more than {} did",
+                  key.second, key.first, packer_.Cap(key.first, key.second),
+                  kv.first, kv.second, kv.first - 1);
+    }
+  }
+}
+
+std::vector<sched::PackGpu> Measurements::PackGpus(const sched::ClusterSnapshot& snap,
+                                                   const JobTable& jobs,
+                                                   const NodeRegistry& nodes,
+                                                   int64_t now_ms) const {
+  std::vector<sched::PackGpu> gpus;
+  absl::flat_hash_map<std::pair<std::string, int>, size_t> slot;
+  for (const sched::NodeState& n : snap.nodes) {
+    const NodeEntry& e = nodes.at(n.name);
+    for (const sched::GpuState& g : n.gpus) {
+      slot[{n.name, g.index}] = gpus.size();
+      sched::PackGpu& p = gpus.emplace_back();
+      p.node = n.name;
+      p.index = g.index;
+      p.memory_total_bytes = g.memory_total_bytes;
+      p.schedulable = n.schedulable;
+      p.other_reserved_bytes = g.reserved_bytes;
+      for (const v1::Gpu& vg : e.node.gpus()) {
+        if (vg.index() == g.index) p.memory_used_bytes = vg.memory_used_bytes();
+      }
+      auto u = e.util_avg.find(g.index);
+      p.util_pct = u == e.util_avg.end() ? 0 : u->second;
+      if (auto m = e.gpm_avg.find(g.index); m != e.gpm_avg.end()) {
+        p.gpm = true;
+        p.sm_active_pct = m->second.sm_active;
+        p.sm_occupancy_pct = m->second.sm_occupancy;
+        p.dram_bw_pct = m->second.dram_bw;
+      }
+    }
+  }
+  for (int64_t id : jobs.active()) {
+    const v1::Job& job = jobs.at(id);
+    if (!job.spec().auto_pack()) continue;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int g : OwnedGpus(t)) {
+        auto it = slot.find({t.node(), g});
+        if (it == slot.end()) continue;
+        sched::PackGpu& p = gpus[it->second];
+        p.other_reserved_bytes -= t.reserved_bytes_per_gpu();
+        sched::PackedTrial& trial = p.trials.emplace_back();
+        trial.job_id = id;
+        trial.start_ms = t.start_time_ms() > 0 ? t.start_time_ms() : now_ms;
+        trial.peak_memory_bytes = usage_.PeakGpuMemoryBytes(id, job.attempt(), t.rank());
+        trial.reserved_bytes = t.reserved_bytes_per_gpu();
+        trial.group = job.spec().sweep_id();
+      }
+    }
+  }
+  return gpus;
+}
+
+}  // namespace trainctl::coord
