@@ -161,6 +161,61 @@ class JobTest(unittest.TestCase):
         self.assertIs(self.job.cancel(), self.job)
         self.assertEqual((self.job.state, self.job.reason), ("cancelled", "cancelled by user"))
 
+    def test_exit_code_none_until_final_then_first_failing_rank(self):
+        # Rank 1 exited with 3 first; the teardown then stopped rank 0 (143).
+        tasks = [S.Task(rank=0, exit_code=143, signal=15, end_time_ms=2000),
+                 S.Task(rank=1, exit_code=3, end_time_ms=1000),
+                 S.Task(rank=2, exit_code=0, end_time_ms=900)]
+        self.stub.answer("WaitJob",
+                         service_pb2.WaitJobResponse(job=job_proto(3, S.JOB_STATE_RUNNING)),
+                         service_pb2.WaitJobResponse(job=job_proto(3, S.JOB_STATE_FAILED,
+                                                                   tasks=tasks), done=True))
+        self.stub.answer("GetJob", service_pb2.GetJobResponse(
+            job=job_proto(3, S.JOB_STATE_RUNNING, tasks=[S.Task(rank=0)])))
+        self.assertIsNone(self.job.exit_code)  # read with GetJob: running
+        self.assertEqual(self.job.wait(), "failed")
+        self.assertEqual(self.job.exit_code, 3)
+        self.assertEqual(len(self.stub.requests("GetJob")), 1)  # wait() read it
+
+    def test_exit_code_zero_when_no_rank_failed(self):
+        for state, tasks in ((S.JOB_STATE_SUCCEEDED, [S.Task(rank=0), S.Task(rank=1)]),
+                             (S.JOB_STATE_CANCELLED, [])):  # cancelled before it ran
+            with self.subTest(state=S.JobState.Name(state)):
+                stub = FakeStub().answer("GetJob", service_pb2.GetJobResponse(
+                    job=job_proto(3, state, tasks=tasks)))
+                self.assertEqual(Client._for_stub(stub).job(3).exit_code, 0)
+
+    def test_exit_code_signal_only_is_128_plus_signal_and_ties_go_to_lower_rank(self):
+        stub = FakeStub().answer(
+            "GetJob",
+            service_pb2.GetJobResponse(job=job_proto(3, S.JOB_STATE_FAILED, tasks=[
+                S.Task(rank=1, signal=9, end_time_ms=500),
+                S.Task(rank=0, signal=9, end_time_ms=500)])),
+            service_pb2.GetJobResponse(job=job_proto(3, S.JOB_STATE_FAILED, tasks=[
+                S.Task(rank=1, exit_code=2, end_time_ms=500),
+                S.Task(rank=0, exit_code=7, end_time_ms=500)])))
+        job = Client._for_stub(stub).job(3)
+        self.assertEqual(job.exit_code, 137)  # SIGKILL, as a shell says
+        self.assertEqual(job.refresh().exit_code, 7)  # rank 0 of two ending together
+
+    def test_gpu_hours_as_of_the_last_read(self):
+        self.stub.answer("GetJob",
+                         service_pb2.GetJobResponse(job=job_proto(3, S.JOB_STATE_PENDING)),
+                         service_pb2.GetJobResponse(job=job_proto(3, S.JOB_STATE_RUNNING,
+                                                                  gpu_hours=0.75)))
+        self.assertEqual(self.job.gpu_hours, 0.0)  # never placed
+        self.assertEqual(self.job.gpu_hours, 0.0)  # not read again by itself
+        self.assertEqual(self.job.refresh().gpu_hours, 0.75)
+        self.assertEqual(len(self.stub.requests("GetJob")), 2)
+
+    def test_exit_code_and_gpu_hours_of_an_unknown_job_raise_not_found(self):
+        stub = FakeStub().answer("GetJob", FakeRpcError(grpc.StatusCode.NOT_FOUND,
+                                                        "job 9 does not exist"))
+        job = Client._for_stub(stub).job(9, read=False)
+        for attr in ("exit_code", "gpu_hours"):
+            with self.subTest(attr=attr), self.assertRaises(trainctl.NotFound):
+                getattr(job, attr)
+
 
 class ListTest(unittest.TestCase):
     def test_jobs_filters_by_state_names(self):
@@ -243,6 +298,50 @@ class SweepClientTest(unittest.TestCase):
                          "trial 1 of sweep sw-1: quota; 1 of 2 trials were submitted: call "
                          "sweep() again with sweep_id='sw-1' to submit the rest (submitted "
                          "trials are not submitted twice)")
+
+
+def metric_summary(last, count=1, key="val_loss"):
+    return metrics_pb2.GetMetricsResponse(series=[
+        metrics_pb2.MetricSeries(key=key, count=count, last=last)])
+
+
+class SweepBestTest(unittest.TestCase):
+    def setUp(self):
+        # Trial 10's last val_loss is 0.4, 11 never reported it, 12's 0.2,
+        # 13's 0.9 (its earlier points, lower, do not count).
+        self.lasts = {10: metric_summary(0.4), 11: metrics_pb2.GetMetricsResponse(),
+                      12: metric_summary(0.2, count=5), 13: metric_summary(0.9, count=3)}
+        self.stub = FakeStub().answer("GetMetrics", lambda r: self.lasts[r.job_id])
+        client = Client._for_stub(self.stub)
+        self.sweep = trainctl.Sweep("sw", [client.job(i, read=False) for i in (10, 11, 12, 13)])
+
+    def test_best_min_and_max_by_last_value(self):
+        self.assertEqual(self.sweep.best("val_loss").id, 12)
+        self.assertEqual(self.sweep.best("val_loss", mode="max").id, 13)
+        requests = self.stub.requests("GetMetrics")
+        self.assertEqual([r.job_id for r in requests], [10, 11, 12, 13] * 2)
+        self.assertTrue(all(r.key == "val_loss" and r.summary_only for r in requests))
+
+    def test_best_tie_goes_to_the_earlier_trial(self):
+        self.lasts[13] = metric_summary(0.2)
+        self.assertEqual(self.sweep.best("val_loss").id, 12)
+
+    def test_best_none_when_no_trial_reported_the_metric(self):
+        self.lasts = {i: metrics_pb2.GetMetricsResponse() for i in (10, 11, 12, 13)}
+        self.assertIsNone(self.sweep.best("val_loss"))
+
+    def test_best_bad_mode_or_metric_refused_before_any_call(self):
+        with self.assertRaisesRegex(trainctl.InvalidArgument, "mode='lowest'"):
+            self.sweep.best("val_loss", mode="lowest")
+        for metric in ("", "val loss"):
+            with self.subTest(metric=metric), self.assertRaises(ValueError):
+                self.sweep.best(metric)
+        self.assertEqual(self.stub.calls, [])
+
+    def test_best_coordinator_error_reaches_the_caller(self):
+        self.lasts[12] = FakeRpcError(grpc.StatusCode.PERMISSION_DENIED, "job 12 is bob's")
+        with self.assertRaisesRegex(trainctl.PermissionDenied, "job 12 is bob's"):
+            self.sweep.best("val_loss")
 
 
 class JobArrayClientTest(unittest.TestCase):

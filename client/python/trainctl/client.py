@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 import grpc
 
 from trainctl import connection as _conn
+from trainctl import reporting as _reporting
 from trainctl import spec as _spec
 from trainctl import sweep as _sweep
 from trainctl.errors import FailedPrecondition, InvalidArgument, from_rpc_error
@@ -158,6 +159,41 @@ class Job:
     def params(self) -> Dict[str, str]:
         """A sweep trial's hyper-parameters (name -> value as substituted)."""
         return dict(self._read().spec.params)
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        """How the job's processes ended, as of the last read (an int; None
+        while the job is not final: call wait() or refresh()).
+
+        The exit code of the rank of the job's last attempt that failed
+        first (earliest end, then lowest rank: the cause, not the ranks the
+        teardown then stopped; `trainctl wait` takes its exit status from
+        the same rank, capped to 1-125, where this is not capped). A rank
+        killed by a signal counts as 128 + the signal number, as shells
+        report it. 0 when no rank failed: a succeeded job, but also one
+        cancelled or failed before any rank ran, so look at ``state`` too.
+        Reads the job first if it was never read (GetJob); raises that
+        call's TrainctlError (NotFound for an unknown job).
+        """
+        job = self._read()
+        if state_name(job.state) not in FINAL_STATES:
+            return None
+        failed = [t for t in job.tasks if t.exit_code != 0 or t.signal != 0]
+        if not failed:
+            return 0
+        first = min(failed, key=lambda t: (t.end_time_ms, t.rank))
+        return first.exit_code if first.exit_code != 0 else 128 + first.signal
+
+    @property
+    def gpu_hours(self) -> float:
+        """GPU-hours the job has used, all its attempts together, as of the
+        last read (a float, in hours): GPUs held x wall-clock hours, a share
+        of a GPU counted as its reserved fraction of the GPU's memory; a
+        running attempt counts up to the moment of the read, so call
+        refresh() for a newer figure. 0.0 for a job never placed. Reads the
+        job first if it was never read (GetJob); raises that call's
+        TrainctlError (NotFound for an unknown job)."""
+        return self._read().gpu_hours
 
     def refresh(self) -> "Job":
         """Reads the job again (GetJob); returns self. Raises NotFound for an
@@ -330,10 +366,47 @@ class _JobGroup:
 class Sweep(_JobGroup):
     """A submitted sweep: ``id`` (the sweep id its trials share), ``jobs``
     (its trials, in trial order; each Job's ``params`` holds its values).
-    ``wait()`` and ``cancel()`` act on every trial."""
+    ``wait()`` and ``cancel()`` act on every trial; ``best()`` picks the
+    trial with the best reported metric."""
 
     def __repr__(self) -> str:
         return "Sweep(id=%r, trials=%d)" % (self.id, len(self.jobs))
+
+    def best(self, metric: str, mode: str = "min") -> Optional[Job]:
+        """The trial whose last reported value of ``metric`` is the lowest
+        (``mode="min"``, e.g. a loss) or the highest (``mode="max"``, e.g.
+        an accuracy); None when no trial has reported ``metric``.
+
+        "Last" is the trial's newest point in report order (what
+        ``trainctl.report`` sent last; its ``step`` is not compared), in
+        the metric's own units: ``job.metrics(metric)[metric][-1]``.
+        Trials that have not reported it are skipped; every other trial
+        counts, whatever its state (a failed or early-stopped one too); a
+        tie goes to the earlier trial. Reads the metrics now, one GetMetrics
+        call per trial asking only for the metric's summary (not every
+        point), without waiting: call wait() first to compare final values.
+
+        Raises InvalidArgument (a ValueError), before any call, for a
+        ``metric`` that is not a metric key (1 to 128 characters of
+        [A-Za-z0-9_.:/-]) or a ``mode`` other than "min" and "max"; the
+        TrainctlError of a failed GetMetrics call (NotFound,
+        PermissionDenied, Unavailable...).
+        """
+        _reporting.check_key(metric)
+        if mode not in ("min", "max"):
+            raise InvalidArgument("best(): mode=%r: expected 'min' or 'max'" % (mode,))
+        best_job, best_value = None, None
+        for job in self.jobs:
+            response = job._client._call("GetMetrics", metrics_pb2.GetMetricsRequest(
+                job_id=job.id, key=metric, summary_only=True))
+            lasts = [s.last for s in response.series if s.key == metric and s.count > 0]
+            if not lasts:
+                continue
+            value = lasts[0]
+            if best_value is None or (value < best_value if mode == "min"
+                                      else value > best_value):
+                best_job, best_value = job, value
+        return best_job
 
 
 class JobArray(_JobGroup):
