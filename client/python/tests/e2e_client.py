@@ -149,11 +149,15 @@ def run(cluster):
     check(any(j.id == job.id and j.state == "succeeded" for j in client.jobs("succeeded")),
           "jobs('succeeded') lacks job %d" % job.id)
     ok("jobs('succeeded') lists it")
+    check(job.exit_code == 0 and job.gpu_hours > 0,
+          "exit_code %r, gpu_hours %r" % (job.exit_code, job.gpu_hours))
+    ok("exit_code 0, gpu_hours %g" % job.gpu_hours)
 
     # 3. A failing task: wait says "failed".
     bad = client.submit([sys.executable, "-c", "import sys; sys.exit(3)"], env=task_env)
     check(bad.wait(timeout=DEADLINE_S) == "failed", "job %d: %s" % (bad.id, bad.state))
-    ok("a task exiting 3 ends 'failed' (%s)" % bad.reason)
+    check(bad.exit_code == 3, "exit_code %r" % bad.exit_code)
+    ok("a task exiting 3 ends 'failed' with exit_code 3 (%s)" % bad.reason)
 
     # 4. Cancel a sleeping job: its followed log says it runs, then cancel.
     sleeper = client.submit(["sh", "-c", "echo sleeping; exec sleep 1000"])
@@ -172,7 +176,9 @@ def run(cluster):
         check("still running" in str(e), "TimeoutError: %s" % e)
     sleeper.cancel()
     check(sleeper.wait(timeout=DEADLINE_S) == "cancelled", "sleeper: %s" % sleeper.state)
-    ok("cancel() of a running job: %s (%s)" % (sleeper.state, sleeper.reason))
+    check(sleeper.exit_code == 128 + 15, "exit_code %r" % sleeper.exit_code)
+    ok("cancel() of a running job: %s (%s), exit_code 143 (SIGTERM)"
+       % (sleeper.state, sleeper.reason))
     try:
         sleeper.cancel()
         raise AssertionError("second cancel() succeeded")
@@ -204,15 +210,23 @@ def run(cluster):
         check("127.0.0.1:1" in str(e), repr(e))
         ok("a coordinator that is not there: Unavailable")
 
-    # 6. A sweep: 2 trials sharing a sweep id, each with its value.
-    sweep = client.sweep(["sh", "-c", "echo lr={lr}"], grid={"lr": ["1e-3", "3e-4"]},
-                         gpu_fraction=0.25, name="pysweep")
+    # 6. A sweep: 2 trials sharing a sweep id, each with its value; each
+    # reports its lr as its last loss, so best() picks by lr.
+    sweep = client.sweep([sys.executable, "-c", "import trainctl; trainctl.report(loss=9.0); "
+                          "trainctl.report(loss=float('{lr}')); print('lr={lr}')"],
+                         grid={"lr": ["1e-3", "3e-4"]}, gpu_fraction=0.25, name="pysweep",
+                         env=task_env)
     check(sweep.wait(timeout=DEADLINE_S) == ["succeeded", "succeeded"], "sweep states")
     trials = sorted(client.jobs(sweep_id=sweep.id), key=lambda j: j.id)
     check([j.params["lr"] for j in trials] == ["1e-3", "3e-4"], "sweep params")
     check([j.logs().strip() for j in trials] == ["lr=1e-3", "lr=3e-4"], "sweep logs")
     check([j.name for j in trials] == ["pysweep-0", "pysweep-1"], "sweep names")
     ok("sweep %s: 2 trials, each with its lr" % sweep.id)
+    best_min, best_max = sweep.best("loss"), sweep.best("loss", mode="max")
+    check((best_min.params, best_max.params) == ({"lr": "3e-4"}, {"lr": "1e-3"}),
+          "best(): %r %r" % (best_min, best_max))
+    check(sweep.best("never_reported") is None, "best() of a metric no trial reported")
+    ok("sweep.best('loss'): lr 3e-4; mode='max': lr 1e-3")
 
     # 7. A job array from one spec: each task sees its TRAINCTL_ARRAY_TASK_ID.
     array = client.submit_array(["sh", "-c", "echo task=$TRAINCTL_ARRAY_TASK_ID"], [5, 2, 9],
