@@ -7,10 +7,17 @@
 // are reached through AgentConnection, time comes from a Clock and advances
 // through Tick().
 //
+// A façade over parts (docs/design.md §1): JobTable, NodeRegistry,
+// DrainingTasks, SchedulerView, PassCoalescer, TaskStarts, ExperimentStore,
+// JobWaiters, LogRelay, Measurements, RendezvousTable. Each owns its state
+// and has its own test; the Coordinator holds the lock, wires them, applies
+// job transitions in one place and persists. What a task's end means for its
+// job is decided by a pure function (job_lifecycle.h).
+//
 // Scheduling passes are coalesced: a change asks for a pass over the pending
-// queue at the end of its call; calls that arrive together (queued on the
-// lock) share one pass, and each call returns once the pass covering it has
-// run (RequestScheduleLocked).
+// queue in its call; calls that arrive together (queued on the lock) share
+// one pass, run by the last of them as it releases the lock. No call waits
+// for a pass another call will run (RequestScheduleLocked).
 //
 // A job's states (docs/design.md §2; the edge tables of jobs, tasks and
 // nodes are in state_machine.h). Every change goes through one function per
@@ -200,7 +207,8 @@ struct CoordinatorConfig {
   int preflight_warmup = 3;
 };
 
-// Thread-safe: one mutex guards all state. Callbacks passed to *Async methods
+// Thread-safe: one mutex (mu_) guards the parts that have no lock of their
+// own. Callbacks passed to *Async methods
 // run outside the lock, on whichever thread completes them (the caller's, an
 // agent stream's, or Tick()'s).
 class Coordinator {
