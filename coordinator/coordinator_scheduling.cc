@@ -40,6 +40,7 @@ Coordinator::EventLock::EventLock(Coordinator* c) : c_(c) {
   c_->passes_.EnterWait();
   c_->mu_.Lock();
   c_->passes_.LeaveWait();
+  c_->passes_.Entered();
 }
 
 Coordinator::EventLock::~EventLock() {
@@ -227,6 +228,13 @@ int Coordinator::AllocatePortLocked(NodeEntry& node) {
 void Coordinator::StartAttemptLocked(v1::Job& job,
                                      const sched::Placement& placement,
                                      Deferred& deferred) {
+  // The edge is checked before anything of the job changes: a job that may
+  // not be placed keeps its tasks, token and port.
+  if (!IsValidJobEdge(job.state(), v1::JOB_STATE_SCHEDULED)) {
+    ReportIllegalTransitionLocked(absl::InternalError(
+        absl::StrCat("job ", job.id(), ": placed while ", v1::JobState_Name(job.state()))));
+    return;
+  }
   job.clear_tasks();
   job.set_attempt_token(NewSecretToken());
   int rank = 0;

@@ -7,9 +7,13 @@
 // there and then, unless another event is already waiting for the
 // coordinator's lock: then the pass at the end of that event's section serves
 // both, so a burst of N events costs one pass over the queue, not N. A burst
-// is cut after kMaxEvents events or kMaxDelay after its first request, so a
-// steady stream of events never starves the queue: at 100,000 pending jobs a
-// pass costs tens of ms (bench/README.md, scheduler throughput).
+// is the events already queued for the lock when the pass is first asked
+// for: the last of them runs it, however many arrived behind them since
+// (callers do not wait for the pass, so under a steady load the queue never
+// drains). It is also cut after kMaxEvents events or kMaxDelay after its
+// first request, so a steady stream of events never starves the queue: at
+// 100,000 pending jobs a pass costs tens of ms (bench/README.md, scheduler
+// throughput).
 //
 // Not thread-safe, except for the waiting count (EnterWait/LeaveWait/
 // waiting, atomics read without any lock): every other call is made under
@@ -30,12 +34,17 @@ class PassCoalescer {
   static constexpr absl::Duration kMaxDelay = absl::Milliseconds(2);
 
   // An event asks for a pass at `now` (the first request of a burst starts
-  // its kMaxDelay).
+  // its kMaxDelay, and the events waiting for the lock then make the burst).
   void Request(absl::Time now);
 
+  // An event took the coordinator's lock (EventLock): one fewer of the
+  // burst's events is still ahead.
+  void Entered();
+
   // Whether the requested pass must run now, at `now`: one was requested and
-  // no waiting event can take it (none waits, the burst reached kMaxEvents,
-  // or kMaxDelay passed). False when none was requested.
+  // no waiting event of its burst can take it (none waits, every event that
+  // waited when it was asked for has had the lock, the burst reached
+  // kMaxEvents, or kMaxDelay passed). False when none was requested.
   bool MustRunNow(absl::Time now) const;
 
   // Whether a pass was requested and has not run.
@@ -56,6 +65,8 @@ class PassCoalescer {
   // Events the requested pass serves so far, and when the first asked.
   int events_ = 0;
   absl::Time requested_at_;
+  // Events of the burst that have not had the lock yet.
+  int ahead_ = 0;
 };
 
 }  // namespace trainctl::coord
