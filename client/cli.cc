@@ -323,6 +323,7 @@ int Cli::Run(int argc, char** argv) {
                   options_.clock != nullptr ? *options_.clock : real_clock,
                   options_.terminal_width);
   if (options_.progress) session.EnableProgress();
+  if (options_.stdout_terminal) session.EnableTerminal();
   const bool json = f.output == "json" || yaml;
   auto dispatch = [&]() -> int {
   if (complete_ids->parsed()) return session.CompletionIds();
@@ -361,6 +362,7 @@ int Cli::Run(int argc, char** argv) {
   }
   if (describe->parsed()) return session.Describe(f.job_id, json);
   if (logs->parsed()) {
+    if (f.all_ranks && f.follow) return session.LogsFollowAllRanks(f.job_id);
     if (f.tail_lines > 0 || f.all_ranks) {
       return session.LogsSnapshot(f.job_id, f.rank, f.all_ranks, f.tail_lines);
     }
@@ -374,7 +376,7 @@ int Cli::Run(int argc, char** argv) {
   if (nodes_cmd->parsed()) return session.Nodes(json);
   if (why->parsed()) return session.Why(f.job_id, json);
   if (top->parsed()) {
-    return session.Top(absl::Seconds(f.interval_s), f.once, json);
+    return session.Top(absl::Seconds(f.interval_s), f.once, json, f.frames);
   }
   return kExitUsage;  // unreachable: require_subcommand(1)
   };

@@ -139,33 +139,6 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
-// Valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
-std::string ClosestName(absl::string_view word, const std::vector<std::string>& candidates,
-                        int max_distance) {
-  std::string best;
-  int best_distance = max_distance + 1;
-  for (const std::string& c : candidates) {
-    // One row of the dynamic-programming table at a time.
-    std::vector<int> row(c.size() + 1);
-    for (size_t j = 0; j <= c.size(); ++j) row[j] = static_cast<int>(j);
-    for (size_t i = 1; i <= word.size(); ++i) {
-      int diagonal = row[0];
-      row[0] = static_cast<int>(i);
-      for (size_t j = 1; j <= c.size(); ++j) {
-        const int above = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1,
-                           diagonal + (word[i - 1] == c[j - 1] ? 0 : 1)});
-        diagonal = above;
-      }
-    }
-    if (row[c.size()] < best_distance) {
-      best_distance = row[c.size()];
-      best = c;
-    }
-  }
-  return best;
-}
-
 namespace {
 
 // Block style all the way down: a node loaded from JSON keeps JSON's flow

@@ -39,6 +39,7 @@
 #include "client/sweep.h"
 #include "common/clock.h"
 #include "common/env_names.h"
+#include "common/flag_hints.h"
 #include "common/proto_utf8.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/grpcpp.h"
@@ -104,11 +105,8 @@ bool IsFinal(v1::JobState s);
 // rules).
 using ::trainctl::IsEnvName;
 using ::trainctl::IsReservedEnvVar;
-// The candidate closest to `word` by edit distance (Levenshtein: one
-// insertion, deletion or substitution each), when at most `max_distance`
-// away; "" when none is. Ties go to the first candidate.
-std::string ClosestName(absl::string_view word, const std::vector<std::string>& candidates,
-                        int max_distance = 2);
+// ClosestName: common/flag_hints.h (shared with the daemons).
+using ::trainctl::ClosestName;
 // LooksSecret (common/env_names.h): a variable whose value `describe` masks.
 using ::trainctl::LooksSecret;
 // `env` with the values of LooksSecret names replaced by "****".
@@ -217,6 +215,13 @@ class Session {
   // The pre-flights of a gang (docs/preflight.md): one block per run.
   void DescribePreflight(const v1::Job& job);
   int Logs(int64_t job_id, int rank, bool follow);
+  // `logs --all-ranks -f`: every rank of the job's attempt followed together
+  // (LogFollow each), complete lines prefixed "[rank R] ", until every
+  // rank's log is complete; waits for the job to be placed first.
+  int LogsFollowAllRanks(int64_t job_id);
+  // One long poll of a followed job (WaitJob, kFollowPoll). Errors: the
+  // call's.
+  absl::StatusOr<v1::WaitJobResponse> WaitForFollow(int64_t job_id);
   // The log of `rank` (or of every rank, each line prefixed "[rank R] ")
   // as it is now; with tail_lines > 0 only its last lines (per rank).
   int LogsSnapshot(int64_t job_id, int rank, bool all_ranks, int tail_lines);
@@ -233,13 +238,20 @@ class Session {
   int Why(int64_t job_id, bool json);
   // `trainctl top`: one frame (once) or a frame every `interval` redrawn in
   // place with ANSI escapes until interrupted; json prints TopFrame(s).
-  int Top(absl::Duration interval, bool once, bool json);
+  // `trainctl top`: a frame every `interval`; one with `once`; stops after
+  // `frames` frames when > 0 (0: until interrupted). On a terminal
+  // (EnableTerminal) each frame is redrawn in place; elsewhere frames follow
+  // one another, a blank line apart, with no escape codes.
+  int Top(absl::Duration interval, bool once, bool json, int frames);
   // The "Utilization" section of `describe`: history summary and diagnosis.
   // Prints nothing when the coordinator has no history (or predates it).
   void DescribeUsage(const v1::Job& job);
   // `wait` and `submit --wait` draw a progress line on stderr (see
   // CliOptions::progress).
   void EnableProgress() { progress_ = true; }
+  // Standard output is a terminal (CliOptions::stdout_terminal): `top`
+  // redraws in place.
+  void EnableTerminal() { terminal_ = true; }
   // Submits every trial of a sweep as a job of `base` with the trial's
   // command and params, spec.sweep_id and name "<name>-<i>", in one
   // SubmitJobs call (SubmitMany) with the sweep id as request id: all
@@ -305,6 +317,7 @@ class Session {
   const Clock& clock_;
   int terminal_width_;
   bool progress_ = false;
+  bool terminal_ = false;
   bool progress_drawn_ = false;
 };
 
@@ -397,6 +410,7 @@ struct Flags {
   // top
   double interval_s = 2;
   bool once = false;
+  int frames = 0;
 };
 
 

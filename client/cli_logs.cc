@@ -1,7 +1,8 @@
 // `trainctl logs JOB [--rank N] [-f] [--tail N] [--all-ranks]`: prints a
 // rank's log; with -f follows it (across restarts) until the job ends; with
 // --tail only its last lines; with --all-ranks every rank's, each line
-// prefixed with its rank.
+// prefixed with its rank (followed together with -f). Following is
+// common/log_follow.h's loop, the one the coordinator's StreamLogs runs.
 
 #include <cstdint>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/cli.h"
 #include "client/cli_internal.h"
+#include "common/log_follow.h"
 
 namespace trainctl::cli::internal {
 
@@ -28,10 +30,11 @@ CLI::App* AddLogsCommand(CLI::App& app, Flags& f) {
       ->check(CLI::Range(1, 100'000'000))
       ->excludes(follow);
   logs->add_flag("--all-ranks", f.all_ranks,
-                 "Every rank's log, each line prefixed with [rank R]")
-      ->excludes(follow);
+                 "Every rank's log, each line prefixed with [rank R]; with -f, "
+                 "every rank followed together until the job ends");
   logs->footer(Example("  trainctl logs 42 --rank 3 -f\n  trainctl logs 42 --tail 20\n"
-                       "  trainctl logs 42 --all-ranks | grep -i error"));
+                       "  trainctl logs 42 --all-ranks | grep -i error\n"
+                       "  trainctl logs 42 --all-ranks -f"));
   return logs;
 }
 
@@ -76,52 +79,129 @@ int Session::LogsSnapshot(int64_t job_id, int rank, bool all_ranks, int tail_lin
 }
 
 int Session::Logs(int64_t job_id, int rank, bool follow) {
-  int64_t offset = 0;
-  // What the last WaitJob said (only when following).
-  bool job_final = false;
-  bool job_placed = false;
-  int attempt = -1;
+  LogFollow log(follow, 0);
   while (true) {
     v1::GetLogsRequest request;
     request.set_job_id(job_id);
     request.set_rank(rank);
-    request.set_offset(offset);
+    request.set_offset(log.offset());
     v1::GetLogsResponse response;
     absl::Status s = Call(&Stub::GetLogs, request, &response);
     if (s.ok()) {
       out_.write(response.data().data(), response.data().size());
       out_.flush();
-      offset = response.next_offset();
-      if (response.eof()) return kExitOk;
-      if (!response.data().empty()) continue;
-      // Caught up with the log.
-      if (!follow || job_final) return kExitOk;
-    } else if (!(follow && !job_final && !job_placed &&
-                 s.code() == absl::StatusCode::kNotFound)) {
-      // NOT_FOUND while following a job not placed yet: it has no log yet;
-      // wait for it like for new data. (An unknown job fails in WaitJob.)
-      return Fail(s);
     }
-    v1::WaitJobRequest wait;
-    wait.set_job_id(job_id);
-    wait.set_timeout_ms(absl::ToInt64Milliseconds(kFollowPoll));
-    v1::WaitJobResponse waited;
-    if (absl::Status w =
-            Call(&Stub::WaitJob, wait, &waited, kFollowPoll + kWaitSlack);
-        !w.ok()) {
-      return Fail(w);
+    switch (log.OnRead(s.ok() ? absl::StatusOr<v1::GetLogsResponse>(std::move(response)) : s)) {
+      case LogFollow::Next::kDone:
+        return kExitOk;
+      case LogFollow::Next::kFail:
+        return Fail(s);
+      case LogFollow::Next::kRead:
+        continue;
+      case LogFollow::Next::kWait:
+        break;
     }
-    // One more read after the job is final collects the rest of the log.
-    job_final = waited.done();
-    job_placed = waited.job().tasks_size() > 0;
-    if (attempt >= 0 && waited.job().attempt() != attempt) {
+    absl::StatusOr<v1::WaitJobResponse> waited = WaitForFollow(job_id);
+    if (!waited.ok()) return Fail(waited.status());
+    if (log.OnWaited(waited->job(), waited->done())) {
       // A restart: offsets are per attempt.
       err_ << absl::StrFormat(
-          "trainctl: job %d restarted (attempt %d); following its new log\n",
-          job_id, waited.job().attempt());
-      offset = 0;
+          "trainctl: job %d restarted (attempt %d); following its new log\n", job_id,
+          waited->job().attempt());
     }
-    attempt = waited.job().attempt();
+  }
+}
+
+absl::StatusOr<v1::WaitJobResponse> Session::WaitForFollow(int64_t job_id) {
+  v1::WaitJobRequest wait;
+  wait.set_job_id(job_id);
+  wait.set_timeout_ms(absl::ToInt64Milliseconds(kFollowPoll));
+  v1::WaitJobResponse waited;
+  if (absl::Status w = Call(&Stub::WaitJob, wait, &waited, kFollowPoll + kWaitSlack);
+      !w.ok()) {
+    return w;
+  }
+  return waited;
+}
+
+int Session::LogsFollowAllRanks(int64_t job_id) {
+  // The ranks: those of the job's current attempt, once it is placed.
+  v1::GetJobRequest get;
+  get.set_job_id(job_id);
+  v1::GetJobResponse got;
+  if (absl::Status s = Call(&Stub::GetJob, get, &got); !s.ok()) return Fail(s);
+  v1::Job job = got.job();
+  bool final = IsFinal(job.state());
+  while (job.tasks_size() == 0 && !final) {
+    absl::StatusOr<v1::WaitJobResponse> waited = WaitForFollow(job_id);
+    if (!waited.ok()) return Fail(waited.status());
+    job = waited->job();
+    final = waited->done();
+  }
+  struct Rank {
+    int rank;
+    LogFollow log;
+    // The last line read, not yet ended by a newline.
+    std::string partial;
+    bool done = false;
+  };
+  std::vector<Rank> ranks;
+  for (const v1::Task& t : job.tasks()) ranks.push_back({t.rank(), LogFollow(true, 0), "", false});
+  // Every rank's complete lines, prefixed; a rank's unfinished line waits
+  // for its end (or is ended with a newline when its log is).
+  auto emit = [this](Rank& r, const std::string& data, bool end) {
+    r.partial += data;
+    size_t start = 0;
+    for (size_t nl; (nl = r.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      out_ << "[rank " << r.rank << "] " << absl::string_view(r.partial).substr(start, nl - start)
+           << "\n";
+    }
+    r.partial.erase(0, start);
+    if (end && !r.partial.empty()) {
+      out_ << "[rank " << r.rank << "] " << r.partial << "\n";
+      r.partial.clear();
+    }
+    out_.flush();
+  };
+  for (Rank& r : ranks) r.log.OnWaited(job, final);
+  while (true) {
+    bool waiting = false;
+    for (Rank& r : ranks) {
+      while (!r.done) {
+        v1::GetLogsRequest request;
+        request.set_job_id(job_id);
+        request.set_rank(r.rank);
+        request.set_offset(r.log.offset());
+        v1::GetLogsResponse response;
+        absl::Status s = Call(&Stub::GetLogs, request, &response);
+        const std::string data = s.ok() ? response.data() : "";
+        const LogFollow::Next next =
+            r.log.OnRead(s.ok() ? absl::StatusOr<v1::GetLogsResponse>(std::move(response)) : s);
+        emit(r, data, next == LogFollow::Next::kDone);
+        if (next == LogFollow::Next::kFail) return Fail(s);
+        if (next == LogFollow::Next::kDone) r.done = true;
+        if (next != LogFollow::Next::kRead) {
+          waiting = waiting || next == LogFollow::Next::kWait;
+          break;
+        }
+      }
+    }
+    if (!waiting) return kExitOk;
+    absl::StatusOr<v1::WaitJobResponse> waited = WaitForFollow(job_id);
+    if (!waited.ok()) return Fail(waited.status());
+    bool restarted = false;
+    for (Rank& r : ranks) {
+      if (r.done) continue;
+      if (r.log.OnWaited(waited->job(), waited->done())) {
+        restarted = true;
+        emit(r, "", /*end=*/true);  // the old attempt's unfinished line
+      }
+    }
+    if (restarted) {
+      err_ << absl::StrFormat(
+          "trainctl: job %d restarted (attempt %d); following its new logs\n", job_id,
+          waited->job().attempt());
+    }
   }
 }
 

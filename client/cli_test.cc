@@ -746,7 +746,7 @@ TEST_F(CliTest, Wait_BadTimeout_UsageError) {
 TEST_F(CliTest, Wait_Help_DocumentsExitStatus) {
   EXPECT_EQ(Run({"wait", "--help"}), 0);
   EXPECT_THAT(out_.str(), AllOf(HasSubstr("Exit status:"), HasSubstr("124"),
-                                HasSubstr("cancelled")));
+                                HasSubstr("cancelled"), HasSubstr("--time-limit (reason TIMEOUT")));
 }
 
 TEST(WaitExitStatusTest, WaitExitStatus_RankExit200_CappedTo125) {
@@ -944,6 +944,34 @@ TEST_F(CliTest, Logs_TailAndAllRanks_LastLinesPrefixedByRank) {
       }));
   EXPECT_EQ(Run({"logs", "5", "--all-ranks", "--tail", "2"}), 0);
   EXPECT_EQ(out_.str(), "[rank 0] r0 b\n[rank 0] r0 c\n[rank 1] r1 b\n[rank 1] r1 c\n");
+}
+
+TEST_F(CliTest, Logs_AllRanksFollow_EveryRankUntilTheJobEnds_LinesKeptWhole) {
+  auto job = Proto<v1::GetJobResponse>(
+      R"pb(job { id: 5 state: JOB_STATE_RUNNING tasks { rank: 0 } tasks { rank: 1 } })pb");
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(job), Return(grpc::Status::OK)));
+  // Rank 0 writes "step 1\nstep" then " 2\n" after a wait; rank 1 writes
+  // "hello\n" at once. The job then ends: one more read of each.
+  bool ended = false;
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::GetLogsRequest& r,
+                                 v1::GetLogsResponse* out) {
+        std::string all = r.rank() == 0 ? (ended ? "step 1\nstep 2\n" : "step 1\nstep")
+                                        : "hello\n";
+        out->set_data(all.substr(std::min<size_t>(r.offset(), all.size())));
+        out->set_next_offset(static_cast<int64_t>(all.size()));
+        return grpc::Status::OK;
+      }));
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(Invoke([&](grpc::ClientContext*, const v1::WaitJobRequest&,
+                           v1::WaitJobResponse* out) {
+        ended = true;
+        *out = Done("id: 5 state: JOB_STATE_SUCCEEDED tasks { rank: 0 } tasks { rank: 1 }");
+        return grpc::Status::OK;
+      }));
+  EXPECT_EQ(Run({"logs", "5", "--all-ranks", "-f"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "[rank 0] step 1\n[rank 1] hello\n[rank 0] step 2\n");
 }
 
 TEST_F(CliTest, MistypedCommand_SuggestsTheClosest) {

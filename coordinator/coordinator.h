@@ -207,6 +207,17 @@ struct CoordinatorConfig {
   int preflight_warmup = 3;
 };
 
+// The caller of a submit as the transport authenticated it (auth.h's
+// Principal): a request id that another user's job was submitted with is
+// refused to a caller who is not an admin, so a guessed or colliding
+// request id never hands over someone else's job. The default (admin)
+// checks nothing: in-process callers, and the insecure mode where every
+// caller is allowed everything.
+struct SubmitCaller {
+  std::string user;
+  bool admin = true;
+};
+
 // Thread-safe: one mutex (mu_) guards the parts that have no lock of their
 // own. Callbacks passed to *Async methods
 // run outside the lock, on whichever thread completes them (the caller's, an
@@ -244,14 +255,19 @@ class Coordinator {
 
   // ------------------------------------------------------------ user API
 
+
   // Validates, stores (durably) and queues a job, then schedules. A repeated
   // non-empty `request_id` returns the job first submitted with it.
-  // Errors: INVALID_ARGUMENT naming the field; UNAVAILABLE when the store
-  // failed (the job is then not accepted).
+  // Errors: INVALID_ARGUMENT naming the field; PERMISSION_DENIED for root's
+  // jobs where refused; UNAVAILABLE when the store failed (the job is then
+  // not accepted).
   absl::StatusOr<int64_t> SubmitJob(const v1::JobSpec& spec,
                                     const std::string& request_id);
 
   // SubmitJob without blocking the caller: `done` gets the job id once the
+  // job's write is durable. A repeated request id first used by a job that
+  // is not `caller`'s is refused (PERMISSION_DENIED naming both users).
+  // (More below.) `done` gets the job id once the
   // job's write is durable (on the store's commit thread, or inline when the
   // store is synchronous or the call fails early). The gRPC layer uses this
   // so that no server thread waits for an fsync. Errors: as SubmitJob. A
@@ -259,7 +275,7 @@ class Coordinator {
   // the cross-spec rules of SubmitJobsAsync do not apply).
   using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
   void SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
-                      SubmitDone done);
+                      SubmitDone done, const SubmitCaller& caller = {});
 
   // Many jobs in one call (SubmitJobs; `trainctl sweep`, `submit --array`),
   // all or nothing: every spec is validated and checked against the cluster
@@ -279,7 +295,8 @@ class Coordinator {
   using SubmitJobsDone =
       absl::AnyInvocable<void(absl::StatusOr<std::vector<int64_t>>) &&>;
   void SubmitJobsAsync(std::vector<v1::JobSpec> specs,
-                       const std::string& request_id, SubmitJobsDone done);
+                       const std::string& request_id, SubmitJobsDone done,
+                       const SubmitCaller& caller = {});
 
   // A job array from one spec (SubmitJobArray; `trainctl submit --array`):
   // the jobs SubmitJobsAsync makes of one copy of `spec` per task id, with
@@ -293,7 +310,7 @@ class Coordinator {
   // (negative, or with auto-pack).
   void SubmitJobArrayAsync(v1::JobSpec spec, const std::vector<int>& task_ids,
                            int max_running, const std::string& request_id,
-                           SubmitJobsDone done);
+                           SubmitJobsDone done, const SubmitCaller& caller = {});
 
   // The job as users see it (no attempt token). A retired job is read from
   // the store. A final state is returned only once it is stored (waiting for
@@ -574,8 +591,8 @@ class Coordinator {
   // otherwise any that carry one equal to the first's are made to share it.
   void SubmitBatchAsync(std::vector<v1::JobSpec> specs,
                         const std::string& request_id, bool batch,
-                        SubmitJobsDone done, bool exported_from_first = false)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                        SubmitJobsDone done, const SubmitCaller& caller,
+                        bool exported_from_first = false) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the pass requested by earlier events unless other events still
   // wait for mu_ (then the last of them runs it), within the bounds above.
   // Returns false when a requested pass is still left to run.
@@ -627,6 +644,11 @@ class Coordinator {
   void SendStartsWhenStored(int64_t job_id, int attempt, int64_t placement_seq,
                             std::vector<v1::CoordinatorMessage> starts,
                             absl::Status stored) ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when `caller` may reuse the request id first given to job `first`
+  // (a retry gets that job's ids): an admin, or the job's owner. Errors:
+  // PERMISSION_DENIED naming both users; those of LookupLocked.
+  absl::Status CheckRequestOwnerLocked(int64_t first, const SubmitCaller& caller) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (without mu_) until the write `ticket` is durable. Errors:
   // UNAVAILABLE when it failed.
   absl::Status WaitStored(WriteTicket ticket) const ABSL_LOCKS_EXCLUDED(mu_);

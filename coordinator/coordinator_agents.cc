@@ -450,7 +450,8 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
             if (t.rank() == read->rank && IsLive(t.state())) ended = false;
           }
         }
-        absl::StatusOr<v1::GetLogsResponse> result = LogRelay::Answer(chunk, ended);
+        absl::StatusOr<v1::GetLogsResponse> result =
+            LogRelay::Answer(chunk, ended, read->max_bytes);
         deferred.push_back([done = std::move(read->done), r = std::move(result)]() mutable {
           done(std::move(r));
         });

@@ -43,41 +43,43 @@ absl::StatusOr<int64_t> Coordinator::SubmitJob(const v1::JobSpec& spec,
   return result;
 }
 
-void Coordinator::SubmitJobAsync(const v1::JobSpec& spec,
-                                 const std::string& request_id, SubmitDone done) {
-  SubmitBatchAsync({spec}, request_id, /*batch=*/false,
-                   [done = std::move(done)](
-                       absl::StatusOr<std::vector<int64_t>> ids) mutable {
-                     if (!ids.ok()) {
-                       std::move(done)(ids.status());
-                       return;
-                     }
-                     std::move(done)(ids->front());
-                   });
+void Coordinator::SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
+                                 SubmitDone done, const SubmitCaller& caller) {
+  SubmitBatchAsync(
+      {spec}, request_id, /*batch=*/false,
+      [done = std::move(done)](absl::StatusOr<std::vector<int64_t>> ids) mutable {
+        if (!ids.ok()) {
+          std::move(done)(ids.status());
+          return;
+        }
+        std::move(done)(ids->front());
+      },
+      caller);
 }
 
 void Coordinator::SubmitJobsAsync(std::vector<v1::JobSpec> specs,
-                                  const std::string& request_id,
-                                  SubmitJobsDone done) {
-  SubmitBatchAsync(std::move(specs), request_id, /*batch=*/true, std::move(done));
+                                  const std::string& request_id, SubmitJobsDone done,
+                                  const SubmitCaller& caller) {
+  SubmitBatchAsync(std::move(specs), request_id, /*batch=*/true, std::move(done), caller);
 }
 
 void Coordinator::SubmitJobArrayAsync(v1::JobSpec spec, const std::vector<int>& task_ids,
                                       int max_running, const std::string& request_id,
-                                      SubmitJobsDone done) {
+                                      SubmitJobsDone done, const SubmitCaller& caller) {
   absl::StatusOr<std::vector<v1::JobSpec>> specs =
       ExpandArray(std::move(spec), task_ids, max_running, config_.scheduler.policy);
   if (!specs.ok()) {
     std::move(done)(specs.status());
     return;
   }
-  SubmitBatchAsync(*std::move(specs), request_id, /*batch=*/true, std::move(done),
+  SubmitBatchAsync(*std::move(specs), request_id, /*batch=*/true, std::move(done), caller,
                    /*exported_from_first=*/true);
 }
 
 void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
                                    const std::string& request_id, bool batch,
-                                   SubmitJobsDone done, bool exported_from_first) {
+                                   SubmitJobsDone done, const SubmitCaller& caller,
+                                   bool exported_from_first) {
   const std::vector<bool> shares_env = ShareExportedEnv(specs, exported_from_first);
   // All or nothing: every spec is checked before anything is stored.
   if (absl::Status s = CheckSubmit(specs, batch, request_id, config_.scheduler.policy,
@@ -97,8 +99,10 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
       if (std::optional<int64_t> first = jobs_.JobOfRequest(request_id)) {
         // A retry: the first call may not have seen its write durable yet.
         // Only the first job carries the request id; the call's jobs have
-        // consecutive ids.
-        for (size_t i = 0; i < specs.size(); ++i) ids.push_back(*first + i);
+        // consecutive ids. Only its submitter's retry gets them: a request
+        // id another user chose must not hand this caller their jobs.
+        refused = CheckRequestOwnerLocked(*first, caller);
+        for (size_t i = 0; i < specs.size() && refused.ok(); ++i) ids.push_back(*first + i);
         durable_at = last_ticket_;
         retried = true;
       }
@@ -214,6 +218,22 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
     }
     std::move(done)(std::move(ids));
   });
+}
+
+absl::Status Coordinator::CheckRequestOwnerLocked(int64_t first,
+                                                  const SubmitCaller& caller) const {
+  if (caller.admin) return absl::OkStatus();
+  v1::Job scratch;
+  absl::StatusOr<const v1::Job*> job = LookupLocked(first, &scratch);
+  if (!job.ok()) return job.status();
+  const std::string& owner = (*job)->spec().user();
+  if (owner == caller.user) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "request_id: user ", caller.user, " may not reuse the request_id of job ", first,
+      ": it belongs to ",
+      owner.empty() ? "nobody (submitted without authentication)"
+                    : absl::StrCat("user ", owner),
+      "; choose another request id"));
 }
 
 absl::Status Coordinator::WaitStored(WriteTicket ticket) const {
@@ -458,15 +478,15 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
             "'s log is at ", task->log_path().empty() ? "?" : task->log_path(),
             " on that host"));
       } else {
-        const int64_t request_id = logs_.Add(
-            {clock_->Now() + config_.log_read_timeout, job_id, rank, task->node(),
-             std::move(done)});
+        const int want = max_bytes == 0 ? kDefaultLogBytes : max_bytes;
+        const int64_t request_id = logs_.Add({clock_->Now() + config_.log_read_timeout, job_id,
+                                              rank, task->node(), std::move(done), want});
         v1::CoordinatorMessage msg;
         v1::ReadLog* read = msg.mutable_read_log();
         read->set_request_id(request_id);
         *read->mutable_task() = RefOf(job, *task);
         read->set_offset(offset);
-        read->set_max_bytes(max_bytes == 0 ? kDefaultLogBytes : max_bytes);
+        read->set_max_bytes(want);
         node->second.conn->Send(msg);
         return;
       }

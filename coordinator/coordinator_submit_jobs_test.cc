@@ -199,6 +199,38 @@ TEST_F(SubmitJobsTest, SubmitJobs_RetriedRequestId_ReturnsTheSameIds) {
   EXPECT_EQ(core_->ListJobs({}, 0).size(), 2u);
 }
 
+TEST_F(SubmitJobsTest, SubmitJobs_AnotherUsersRequestId_PermissionDenied) {
+  // The transport hands the core the authenticated caller; the core checks.
+  auto submit = [&](const std::string& user, const SubmitCaller& caller) {
+    std::vector<v1::JobSpec> specs = {OneGpu(user)};
+    specs[0].set_user(user);
+    absl::Notification done;
+    absl::StatusOr<std::vector<int64_t>> result;
+    core_->SubmitJobsAsync(
+        std::move(specs), "req-7",
+        [&](absl::StatusOr<std::vector<int64_t>> ids) {
+          result = std::move(ids);
+          done.Notify();
+        },
+        caller);
+    done.WaitForNotification();
+    return result;
+  };
+  auto first = submit("alice", {"alice", false});
+  ASSERT_THAT(first, ::trainctl::testing::IsOk());
+  // Bob picks the same request id: he must not get Alice's job.
+  EXPECT_THAT(submit("bob", {"bob", false}),
+              ::trainctl::testing::StatusIs(
+                  absl::StatusCode::kPermissionDenied,
+                  HasSubstr("user bob may not reuse the request_id of job")));
+  // Alice's own retry, and an admin's, still get it.
+  auto again = submit("alice", {"alice", false});
+  ASSERT_THAT(again, ::trainctl::testing::IsOk());
+  EXPECT_EQ(*again, *first);
+  EXPECT_THAT(submit("carol", {"carol", true}), ::trainctl::testing::IsOk());
+  EXPECT_EQ(core_->ListJobs({}, 0).size(), 1u);
+}
+
 TEST_F(SubmitJobsTest, SubmitJobs_BadArrays_InvalidArgumentNamingTheRule) {
   std::vector<v1::JobSpec> specs = Array(3, 0);
   specs[1].mutable_array()->set_task_count(4);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env_names.h"
+#include "common/log_follow.h"
 #include "common/logging.h"
 #include "coordinator/agent_writes.h"
 
@@ -76,16 +77,17 @@ class RefusedStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
 // One StreamLogs call: reads a rank's log chunk by chunk through the core
 // (GetLogsAsync) and writes each chunk; with `follow`, when caught up it
 // long-polls WaitJobAsync (kFollowPoll) and reads again, until the job is
-// final and its log read to the end. One core call or one write is in flight
-// at a time; a cancelled call (client gone) finishes at the next step. The
-// reactor deletes itself in OnDone. Same loop as `trainctl logs -f`.
+// final and its log read to the end: common/log_follow.h's loop, the one
+// `trainctl logs -f` runs. One core call or one write is in flight at a
+// time; a cancelled call (client gone) finishes at the next step. The
+// reactor deletes itself in OnDone.
 class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
  public:
   // Long-poll between reads of a followed log that has no new data, ms.
   static constexpr absl::Duration kFollowPoll = absl::Seconds(1);
 
   LogStream(Coordinator* core, const v1::StreamLogsRequest& req)
-      : core_(core), req_(req), offset_(req.offset()) {
+      : core_(core), req_(req), log_(req.follow(), req.offset()) {
     if (req.offset() < 0 || req.rank() < 0) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           req.rank() < 0 ? "rank: must not be negative"
@@ -103,11 +105,7 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
       return;
     }
-    if (last_.eof()) {
-      Finish(grpc::Status::OK);
-      return;
-    }
-    Read();
+    Step(after_write_, absl::OkStatus());
   }
   void OnCancel() override { cancelled_ = true; }
   void OnDone() override { delete this; }
@@ -118,41 +116,48 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
       Finish(grpc::Status::CANCELLED);
       return;
     }
-    core_->GetLogsAsync(req_.job_id(), req_.rank(), offset_, /*max_bytes=*/0,
+    core_->GetLogsAsync(req_.job_id(), req_.rank(), log_.offset(), /*max_bytes=*/0,
                         [this](absl::StatusOr<v1::GetLogsResponse> r) { OnRead(std::move(r)); });
   }
 
   void OnRead(absl::StatusOr<v1::GetLogsResponse> r) {
-    if (r.ok()) {
-      if (!r->data().empty() || r->eof()) {
-        last_.Clear();
-        last_.set_offset(offset_);
-        last_.set_data(std::move(*r->mutable_data()));
-        last_.set_next_offset(r->next_offset());
-        last_.set_attempt(std::max(attempt_, 0));
-        last_.set_eof(r->eof());
-        offset_ = r->next_offset();
-        StartWrite(&last_);  // OnWriteDone reads on (or finishes at eof)
-        return;
-      }
-      // Caught up with the log.
-      if (!req_.follow() || job_final_) {
+    const int64_t offset = log_.offset();
+    const LogFollow::Next next = log_.OnRead(r);
+    if (r.ok() && (!r->data().empty() || r->eof())) {
+      last_.Clear();
+      last_.set_offset(offset);
+      last_.set_data(std::move(*r->mutable_data()));
+      last_.set_next_offset(r->next_offset());
+      last_.set_attempt(std::max(log_.attempt(), 0));
+      last_.set_eof(r->eof());
+      after_write_ = next;
+      StartWrite(&last_);  // OnWriteDone takes the next step
+      return;
+    }
+    Step(next, r.status());
+  }
+
+  // Takes step `next` of the loop; `error` is the failed read's status.
+  void Step(LogFollow::Next next, const absl::Status& error) {
+    switch (next) {
+      case LogFollow::Next::kDone:
         Finish(grpc::Status::OK);
         return;
-      }
-    } else if (!(req_.follow() && !job_final_ && !job_placed_ &&
-                 r.status().code() == absl::StatusCode::kNotFound)) {
-      // NOT_FOUND while following a job not placed yet: no log yet; wait
-      // for it like for new data. (An unknown job fails in WaitJobAsync.)
-      Finish(ToGrpcStatus(r.status()));
-      return;
+      case LogFollow::Next::kFail:
+        Finish(ToGrpcStatus(error));
+        return;
+      case LogFollow::Next::kRead:
+        Read();
+        return;
+      case LogFollow::Next::kWait:
+        if (cancelled_) {
+          Finish(grpc::Status::CANCELLED);
+          return;
+        }
+        core_->WaitJobAsync(req_.job_id(), kFollowPoll,
+                            [this](absl::StatusOr<v1::Job> job) { OnWaited(std::move(job)); });
+        return;
     }
-    if (cancelled_) {
-      Finish(grpc::Status::CANCELLED);
-      return;
-    }
-    core_->WaitJobAsync(req_.job_id(), kFollowPoll,
-                        [this](absl::StatusOr<v1::Job> job) { OnWaited(std::move(job)); });
   }
 
   void OnWaited(absl::StatusOr<v1::Job> job) {
@@ -160,11 +165,7 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
       Finish(ToGrpcStatus(job.status()));
       return;
     }
-    // One more read after the job is final collects the rest of the log.
-    job_final_ = IsFinal(job->state());
-    job_placed_ = job->tasks_size() > 0;
-    if (attempt_ >= 0 && job->attempt() != attempt_) offset_ = 0;  // a restart
-    attempt_ = job->attempt();
+    log_.OnWaited(*job, IsFinal(job->state()));
     Read();
   }
 
@@ -172,10 +173,9 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
   const v1::StreamLogsRequest req_;
   std::atomic<bool> cancelled_{false};
   // The rest is touched by one step at a time (one call or write in flight).
-  int64_t offset_;
-  int attempt_ = -1;  // from the last WaitJobAsync; -1 before the first
-  bool job_final_ = false;
-  bool job_placed_ = false;
+  LogFollow log_;
+  // The step after the chunk being written.
+  LogFollow::Next after_write_ = LogFollow::Next::kRead;
   v1::StreamLogsResponse last_;  // the chunk being written
 };
 
@@ -196,14 +196,14 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     if (!who) return reactor;
     // Answered when the job's write is durable, from the store's commit
     // thread: no server thread waits for the fsync (group commit).
+    // A request id another user chose is refused by the core.
     core_->SubmitJobAsync(
         spec, req->request_id(),
-        [this, reactor, resp, who = *who,
-         has_request_id = !req->request_id().empty()](absl::StatusOr<int64_t> id) {
-          if (id.ok() && has_request_id) id = OwnedByCaller(who, *id);
+        [reactor, resp](absl::StatusOr<int64_t> id) {
           if (id.ok()) resp->set_job_id(*id);
           reactor->Finish(ToGrpcStatus(id.status()));
-        });
+        },
+        {who->user, who->admin});
     return reactor;
   }
 
@@ -219,21 +219,6 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       return std::nullopt;
     }
     return *std::move(who);
-  }
-
-  // `id` when the job given for a repeated request id is the caller's to
-  // have; PERMISSION_DENIED when it is another user's (a request id already
-  // used by another user's job must not hand that job to this caller).
-  // Runs on the store's callback thread (the submit's `done`): PeekJob, as
-  // GetJob's wait for a final state's commit would wait on this thread.
-  absl::StatusOr<int64_t> OwnedByCaller(const Principal& who, int64_t id) {
-    absl::StatusOr<v1::Job> job = core_->PeekJob(id);
-    if (job.ok()) {
-      if (absl::Status s = CheckJobAccess(who, *job, "reuse the request_id of"); !s.ok()) {
-        return s;
-      }
-    }
-    return id;
   }
 
   grpc::ServerUnaryReactor* SubmitJobs(grpc::CallbackServerContext* ctx,
@@ -268,25 +253,18 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     // from the store's commit thread.
     core_->SubmitJobsAsync(
         std::move(specs), req->request_id(),
-        [this, reactor, resp, who = *who,
-         has_request_id = !req->request_id().empty()](
-            absl::StatusOr<std::vector<int64_t>> ids) {
-          FinishSubmitJobs(who, has_request_id, std::move(ids), reactor, resp);
-        });
+        [reactor, resp](absl::StatusOr<std::vector<int64_t>> ids) {
+          FinishSubmitJobs(std::move(ids), reactor, resp);
+        },
+        {who->user, who->admin});
     return reactor;
   }
 
-  // Answers SubmitJobs and SubmitJobArray with the jobs' ids, once stored.
-  // A request id already used by another user's jobs must not hand them to
-  // this caller: PERMISSION_DENIED then.
-  void FinishSubmitJobs(const Principal& who, bool has_request_id,
-                        absl::StatusOr<std::vector<int64_t>> ids,
-                        grpc::ServerUnaryReactor* reactor, v1::SubmitJobsResponse* resp) {
-    if (ids.ok() && has_request_id && !ids->empty()) {
-      if (absl::StatusOr<int64_t> first = OwnedByCaller(who, ids->front()); !first.ok()) {
-        ids = first.status();
-      }
-    }
+  // Answers SubmitJobs and SubmitJobArray with the jobs' ids, once stored
+  // (a request id another user chose is refused by the core).
+  static void FinishSubmitJobs(absl::StatusOr<std::vector<int64_t>> ids,
+                               grpc::ServerUnaryReactor* reactor,
+                               v1::SubmitJobsResponse* resp) {
     if (ids.ok()) {
       for (int64_t id : *ids) resp->add_job_ids(id);
     }
@@ -304,11 +282,10 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     const std::vector<int> task_ids(req->task_ids().begin(), req->task_ids().end());
     core_->SubmitJobArrayAsync(
         std::move(spec), task_ids, req->max_running(), req->request_id(),
-        [this, reactor, resp, who = *who,
-         has_request_id = !req->request_id().empty()](
-            absl::StatusOr<std::vector<int64_t>> ids) {
-          FinishSubmitJobs(who, has_request_id, std::move(ids), reactor, resp);
-        });
+        [reactor, resp](absl::StatusOr<std::vector<int64_t>> ids) {
+          FinishSubmitJobs(std::move(ids), reactor, resp);
+        },
+        {who->user, who->admin});
     return reactor;
   }
 

@@ -40,12 +40,13 @@ std::vector<LogRelay::Done> LogRelay::Expire(absl::Time now) {
 }
 
 absl::StatusOr<v1::GetLogsResponse> LogRelay::Answer(const v1::LogChunk& chunk,
-                                                     bool rank_ended) {
+                                                     bool rank_ended, int max_bytes) {
   if (!chunk.error().empty()) return absl::NotFoundError(chunk.error());
   v1::GetLogsResponse resp;
   resp.set_data(chunk.data());
   resp.set_next_offset(chunk.next_offset());
-  resp.set_eof(rank_ended && chunk.data().empty());
+  resp.set_eof(rank_ended &&
+               (chunk.data().empty() || static_cast<int64_t>(chunk.data().size()) < max_bytes));
   return resp;
 }
 

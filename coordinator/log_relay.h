@@ -38,6 +38,8 @@ class LogRelay {
     // The node asked; only its answer is taken.
     std::string node;
     Done done;
+    // The bytes asked for (ReadLog.max_bytes).
+    int max_bytes = 0;
   };
 
   // Records `read` and returns its request id (ReadLog.request_id), unique
@@ -54,11 +56,14 @@ class LogRelay {
   // callbacks; the caller answers each with DEADLINE_EXCEEDED.
   std::vector<Done> Expire(absl::Time now);
 
-  // The answer to a read from the agent's chunk: NOT_FOUND with the agent's
-  // message when it could not read the log; else the data, the next offset,
-  // and eof once the rank is over (`rank_ended`) and the chunk is empty.
+  // The answer to a read of `max_bytes` from the agent's chunk: NOT_FOUND
+  // with the agent's message when it could not read the log; else the data,
+  // the next offset, and eof once the rank is over (`rank_ended`) and the
+  // chunk holds the rest of its log: empty, or shorter than asked for (the
+  // agent reads up to the end of the file). A finished job's log read in
+  // one call says eof at once.
   static absl::StatusOr<v1::GetLogsResponse> Answer(const v1::LogChunk& chunk,
-                                                    bool rank_ended);
+                                                    bool rank_ended, int max_bytes);
 
   // Reads in flight.
   size_t size() const { return reads_.size(); }

@@ -57,20 +57,24 @@ TEST(LogRelayTest, Expire_ReturnsOnlyReadsPastTheirDeadline) {
   EXPECT_TRUE(kept->has_value());
 }
 
-TEST(LogRelayTest, Answer_EofOnlyWhenTheRankEndedAndNothingCame) {
+TEST(LogRelayTest, Answer_EofOnceTheRankEndedAndTheChunkHoldsTheRest) {
   v1::LogChunk chunk;
   chunk.set_data("hello\n");
   chunk.set_next_offset(6);
-  absl::StatusOr<v1::GetLogsResponse> r = LogRelay::Answer(chunk, /*rank_ended=*/true);
+  // A full chunk: more may follow it.
+  absl::StatusOr<v1::GetLogsResponse> r = LogRelay::Answer(chunk, /*rank_ended=*/true, 6);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->data(), "hello\n");
   EXPECT_EQ(r->next_offset(), 6);
-  EXPECT_FALSE(r->eof());  // more may follow the data
+  EXPECT_FALSE(r->eof());
+  // Shorter than asked for: the end of the file of a rank that is over.
+  EXPECT_TRUE(LogRelay::Answer(chunk, true, 1 << 20)->eof());
+  EXPECT_FALSE(LogRelay::Answer(chunk, /*rank_ended=*/false, 1 << 20)->eof());  // running
   chunk.clear_data();
-  EXPECT_TRUE(LogRelay::Answer(chunk, true)->eof());
-  EXPECT_FALSE(LogRelay::Answer(chunk, false)->eof());  // still running
+  EXPECT_TRUE(LogRelay::Answer(chunk, true, 6)->eof());
+  EXPECT_FALSE(LogRelay::Answer(chunk, false, 6)->eof());
   chunk.set_error("no such file");
-  EXPECT_EQ(LogRelay::Answer(chunk, true).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LogRelay::Answer(chunk, true, 6).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
