@@ -86,6 +86,9 @@ struct CliOptions {
   // are terminals, so nothing of it reaches a pipe or a file. With it, the
   // CLI polls the job every second instead of long-polling 30 s.
   bool progress = false;
+  // Standard output is a terminal (main.cc: isatty): `top` redraws its frame
+  // in place with escape codes; never in a pipe or a file.
+  bool stdout_terminal = false;
   // Called with the parsed-to-be command line definition just before each
   // Run parses argv (tests walk it to check completion and --help); may be
   // empty.

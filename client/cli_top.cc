@@ -20,16 +20,21 @@ CLI::App* AddTopCommand(CLI::App& app, Flags& f) {
                   "Seconds between refreshes (default 2)")
       ->check(CLI::Range(0.1, 3600.0));
   top->add_flag("--once", f.once, "Print one frame and exit (scripts, tests)");
+  top->add_option("--frames", f.frames,
+                  "Stop after this many frames (as top -n); 0: until interrupted")
+      ->check(CLI::NonNegativeNumber);
   top->add_option("-o,--output", f.output,
                   "Output format: table or json (a TopFrame per refresh)")
       ->check(CLI::IsMember({"table", "json"}));
   top->footer(Example("  trainctl top\n  trainctl top --once\n"
-                      "  trainctl top --once -o json"));
+                      "  trainctl top --once -o json\n"
+                      "  trainctl top -n 5 --frames 12 > gpu.log   # a minute, no escape codes"));
   return top;
 }
 
-int Session::Top(absl::Duration interval, bool once, bool json) {
-  for (bool first = true;; first = false) {
+int Session::Top(absl::Duration interval, bool once, bool json, int frames) {
+  for (int drawn = 0;; ++drawn) {
+    const bool first = drawn == 0;
     v1::TopFrame frame;
     v1::ListNodesResponse nodes;
     if (absl::Status st = Call(&Stub::ListNodes, v1::ListNodesRequest(), &nodes);
@@ -48,12 +53,16 @@ int Session::Top(absl::Duration interval, bool once, bool json) {
     if (json) {
       out_ << ToJson(frame);
     } else {
-      // Home, clear to the end: redraw in place without flicker.
-      if (!once) out_ << (first ? "\x1b[2J\x1b[H" : "\x1b[H\x1b[J");
+      if (terminal_ && !once) {
+        // Home, clear to the end: redraw in place without flicker.
+        out_ << (first ? "\x1b[2J\x1b[H" : "\x1b[H\x1b[J");
+      } else if (!first) {
+        out_ << "\n";  // a pipe or a file: frame after frame
+      }
       out_ << RenderTop(frame, terminal_width_);
     }
     out_.flush();
-    if (once) return kExitOk;
+    if (once || (frames > 0 && drawn + 1 >= frames)) return kExitOk;
     absl::SleepFor(interval);
   }
 }

@@ -33,7 +33,9 @@ constexpr char kWaitExitHelp[] =
     "  1        the job failed otherwise (signal, lost node, infeasible), or\n"
     "           the coordinator could not be reached\n"
     "  2        the job was cancelled (also: bad command line)\n"
-    "  124      --timeout reached before the job ended\n";
+    "  124      --timeout reached before the job ended\n"
+    "A job stopped at its --time-limit (reason TIMEOUT: ...) failed: 125 when\n"
+    "its first failing rank exited 143 (SIGTERM caught, capped to 125), else 1.\n";
 
 }  // namespace
 

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   // The spinner of `wait` only where a person watches: never in a pipe or
   // a file, on either stream.
   options.progress = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
+  options.stdout_terminal = isatty(STDOUT_FILENO);
   // Created by the CLI once it knows the address; outlives Run.
   std::unique_ptr<trainctl::v1::Coordinator::Stub> stub;
   trainctl::cli::Cli cli(

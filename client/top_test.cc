@@ -114,6 +114,38 @@ TEST_F(TopTest, TopOnce_PrintsGpusWithTheirJobsAndJobHistories) {
   EXPECT_THAT(out, Not(HasSubstr("\x1b[")));
 }
 
+TEST_F(TopTest, Top_NotATerminal_FramesFollowEachOtherWithoutEscapeCodes) {
+  EXPECT_CALL(stub_, ListNodes(_, _, _))
+      .Times(2)
+      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::ListNodesResponse>(kNodes)),
+                            Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetJobUsage(_, _, _))
+      .Times(2)
+      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::GetJobUsageResponse>(kUsage)),
+                            Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"top", "-n", "0.1", "--frames", "2"}), 0) << err_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, Not(HasSubstr("\x1b[")));
+  const size_t first = out.find("nodes 1/1 ready");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_NE(out.find("nodes 1/1 ready", first + 1), std::string::npos);
+}
+
+TEST_F(TopTest, Top_OnATerminal_RedrawsInPlace) {
+  options_.stdout_terminal = true;
+  EXPECT_CALL(stub_, ListNodes(_, _, _))
+      .Times(2)
+      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::ListNodesResponse>(kNodes)),
+                            Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetJobUsage(_, _, _))
+      .Times(2)
+      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::GetJobUsageResponse>(kUsage)),
+                            Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"top", "-n", "0.1", "--frames", "2"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\x1b[2J\x1b[H"));
+  EXPECT_THAT(out_.str(), HasSubstr("\x1b[H\x1b[J"));
+}
+
 TEST_F(TopTest, TopOnceJson_PrintsATopFrameThatParsesBack) {
   ExpectFrame();
   ASSERT_EQ(Run({"top", "--once", "-o", "json"}), 0) << err_.str();

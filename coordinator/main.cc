@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/flag_hints.h"
 #include "common/logging.h"
 #include "common/units.h"
 #include "common/paths.h"
@@ -246,7 +248,9 @@ int main(int argc, char** argv) {
                  "a flag's name without --; command-line flags win "
                  "(example: deploy/config/coordinator.conf)");
   app.allow_config_extras(CLI::config_extras_mode::error);
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = trainctl::ParseFlagsOrExplain(app, argc, argv, std::cout, std::cerr); rc >= 0) {
+    return rc;
+  }
   trainctl::InitLogging("coordinator", log_level);
   // Debian's Abseil is built with Mutex deadlock detection on: every lock
   // taken while another is held (gRPC's own locks are absl::Mutex too) walks

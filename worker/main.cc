@@ -9,10 +9,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_target.h"
+#include "common/flag_hints.h"
 #include "common/logging.h"
 #include "common/paths.h"
 #include "worker/agent.h"
@@ -90,9 +92,14 @@ int main(int argc, char** argv) {
   app.add_option("--fake-gpus", fake,
                  "N[:MODEL[:MEMORY]]: offer N fake GPUs instead of reading NVML, "
                  "for machines without GPUs (e.g. 8:H100:80GiB); never chosen silently");
-  app.add_option("--log-dir", log_dir,
-                 "directory of task logs (default: $XDG_DATA_HOME or "
-                 "~/.local/share, then trainctl/agent-<node>/logs)");
+  std::string state_dir;
+  app.add_option("--state-dir", state_dir,
+                 "this agent's directory on the host: task logs in logs/ (unless "
+                 "--log-dir says otherwise) and the rendezvous relay's socket "
+                 "(default: $XDG_DATA_HOME or ~/.local/share, then "
+                 "trainctl/agent-<node>; with only --log-dir given, the directory "
+                 "above it)");
+  app.add_option("--log-dir", log_dir, "directory of task logs (default: <state-dir>/logs)");
   app.add_option("--port-range", port_range,
                  "MASTER_PORT range LO-HI offered to jobs whose rank 0 runs here")
       ->capture_default_str();
@@ -134,8 +141,7 @@ int main(int argc, char** argv) {
                  "for the ncclUniqueId (TRAINCTL_RENDEZVOUS_SOCKET) and it asks "
                  "the coordinator once per job attempt for all of them; every "
                  "call carries its attempt's TRAINCTL_TOKEN. 'auto': "
-                 "rendezvous-NODE.sock in the directory above --log-dir (the "
-                 "agent's state directory); 'none': off (ranks ask the "
+                 "rendezvous-NODE.sock in --state-dir; 'none': off (ranks ask the "
                  "coordinator directly)")
       ->capture_default_str();
   std::string torch_store_cmd = "auto";
@@ -248,7 +254,9 @@ int main(int argc, char** argv) {
                  "a flag's name without --; command-line flags win "
                  "(example: deploy/config/agent.conf)");
   app.allow_config_extras(CLI::config_extras_mode::error);
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = trainctl::ParseFlagsOrExplain(app, argc, argv, std::cout, std::cerr); rc >= 0) {
+    return rc;
+  }
   trainctl::InitLogging("agent", log_level);
   // As in the coordinator: Debian's Abseil walks a global lock-order graph
   // on every nested lock (Mutex deadlock detection); tests keep it on.
@@ -301,11 +309,16 @@ int main(int argc, char** argv) {
       config.port_max > 65535 || config.port_min > config.port_max) {
     return Fail("--port-range: expected LO-HI with 0 < LO <= HI <= 65535");
   }
-  config.log_dir = log_dir;
-  if (config.log_dir.empty()) {
-    config.log_dir =
-        absl::StrCat(trainctl::DefaultDataDir(), "/agent-", config.node_name, "/logs");
+  if (state_dir.empty() && !log_dir.empty()) {
+    // As before --state-dir existed: the directory above --log-dir.
+    std::filesystem::path logs = std::filesystem::path(log_dir).lexically_normal();
+    if (!logs.has_filename()) logs = logs.parent_path();  // "a/logs/"
+    state_dir = logs.parent_path().string();
   }
+  if (state_dir.empty()) {
+    state_dir = absl::StrCat(trainctl::DefaultDataDir(), "/agent-", config.node_name);
+  }
+  config.log_dir = log_dir.empty() ? absl::StrCat(state_dir, "/logs") : log_dir;
   config.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
   config.fences = fence;
   if (!fence) {
@@ -537,12 +550,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<trainctl::worker::RendezvousRelayServer> relay_server;
   if (rendezvous_socket != "none") {
     if (rendezvous_socket == "auto") {
-      std::filesystem::path logs = std::filesystem::path(config.log_dir).lexically_normal();
-      if (!logs.has_filename()) logs = logs.parent_path();  // "a/logs/"
-      // Named after the node: agents whose log dirs share a parent (several
-      // on one host, tests) must not bind one socket.
-      rendezvous_socket =
-          (logs.parent_path() / absl::StrCat("rendezvous-", config.node_name, ".sock")).string();
+      // Named after the node: agents sharing a state directory (several on
+      // one host, tests) must not bind one socket.
+      rendezvous_socket = (std::filesystem::path(state_dir) /
+                           absl::StrCat("rendezvous-", config.node_name, ".sock"))
+                              .string();
     }
     std::error_code ec;
     std::filesystem::create_directories(

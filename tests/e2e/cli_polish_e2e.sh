@@ -2,11 +2,22 @@
 # End-to-end checks of the CLI polish with the real binaries: the
 # progress line of `submit --wait` appears on a terminal (script(1) gives
 # one) and never in a pipe; every read command's -o json is JSON
-# (python3 -m json.tool); the generated bash completion works in a real bash.
+# (python3 -m json.tool); the generated bash completion works in a real bash;
+# the daemons name the flag a mistyped one was meant to be; the agent keeps
+# its logs and relay socket in --state-dir.
 # Usage: cli_polish_e2e.sh BUILD_BIN_DIR
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init cli-polish "${1:-}"
+
+# 0. A mistyped flag: refused, with the flag it was meant to be.
+for cmd in "trainctl-coordinator --state-dri $WORK/x" "trainctl-agent --log-dri $WORK/x"; do
+  # shellcheck disable=SC2086  # cmd is words
+  if "$BIN"/$cmd >"$WORK/typo.out" 2>&1; then fail "$cmd was accepted"; fi
+  grep -qE "did you mean --(state|log)-dir\?" "$WORK/typo.out" ||
+    fail "$cmd: no suggestion: $(cat "$WORK/typo.out")"
+done
+ok "daemons: a mistyped flag gets 'did you mean'"
 
 "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state" \
   >"$WORK/coord.out" 2>>"$WORK/coord.log" &
@@ -14,7 +25,7 @@ PIDS+=($!)
 line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
 export TRAINCTL_COORDINATOR=127.0.0.1:${line##* }
 "$BIN/trainctl-agent" --coordinator "$TRAINCTL_COORDINATOR" --node-name polish-node \
-  --fake-gpus 1:H100-fake:80GiB --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
+  --fake-gpus 1:H100-fake:80GiB --state-dir "$WORK/agent-state" >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 wait_line "$WORK/agent.log" "registered with the coordinator" >/dev/null || fail "agent did not register"
 T="$BIN/trainctl"
@@ -26,6 +37,11 @@ grep -qxE '[0-9]+' "$WORK/piped.out" || fail "piped stdout: $(cat "$WORK/piped.o
 if grep -q $'\r' "$WORK/piped.err"; then fail "progress line in a pipe: $(cat -v "$WORK/piped.err")"; fi
 grep -qE '^job [0-9]+ succeeded' "$WORK/piped.err" || fail "piped stderr: $(cat "$WORK/piped.err")"
 ok "submit --wait piped: no progress line"
+[[ -S $WORK/agent-state/rendezvous-polish-node.sock ]] ||
+  fail "no relay socket in --state-dir: $(ls -la "$WORK/agent-state")"
+find "$WORK/agent-state/logs" -name 'job-*.log' | grep -q . ||
+  fail "no task log under --state-dir/logs: $(find "$WORK/agent-state")"
+ok "agent --state-dir: logs/ and the relay socket are there"
 
 # 2. On a terminal (script(1) runs it on a pty): the line is drawn and
 #    erased before the summary.
