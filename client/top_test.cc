@@ -83,6 +83,18 @@ class TopTest : public CliHarness<> {
                         Return(grpc::Status::OK)));
   }
 
+  // `n` frames' calls, each answered with the same nodes and usage.
+  void ExpectFrames(int n) {
+    EXPECT_CALL(stub_, ListNodes(_, _, _))
+        .Times(n)
+        .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::ListNodesResponse>(kNodes)),
+                              Return(grpc::Status::OK)));
+    EXPECT_CALL(stub_, GetJobUsage(_, _, _))
+        .Times(n)
+        .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::GetJobUsageResponse>(kUsage)),
+                              Return(grpc::Status::OK)));
+  }
+
   v1::GetJobUsageRequest usage_request_;
 };
 
@@ -115,14 +127,7 @@ TEST_F(TopTest, TopOnce_PrintsGpusWithTheirJobsAndJobHistories) {
 }
 
 TEST_F(TopTest, Top_NotATerminal_FramesFollowEachOtherWithoutEscapeCodes) {
-  EXPECT_CALL(stub_, ListNodes(_, _, _))
-      .Times(2)
-      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::ListNodesResponse>(kNodes)),
-                            Return(grpc::Status::OK)));
-  EXPECT_CALL(stub_, GetJobUsage(_, _, _))
-      .Times(2)
-      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::GetJobUsageResponse>(kUsage)),
-                            Return(grpc::Status::OK)));
+  ExpectFrames(2);
   ASSERT_EQ(Run({"top", "-n", "0.1", "--frames", "2"}), 0) << err_.str();
   const std::string out = out_.str();
   EXPECT_THAT(out, Not(HasSubstr("\x1b[")));
@@ -133,14 +138,7 @@ TEST_F(TopTest, Top_NotATerminal_FramesFollowEachOtherWithoutEscapeCodes) {
 
 TEST_F(TopTest, Top_OnATerminal_RedrawsInPlace) {
   options_.stdout_terminal = true;
-  EXPECT_CALL(stub_, ListNodes(_, _, _))
-      .Times(2)
-      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::ListNodesResponse>(kNodes)),
-                            Return(grpc::Status::OK)));
-  EXPECT_CALL(stub_, GetJobUsage(_, _, _))
-      .Times(2)
-      .WillRepeatedly(DoAll(SetArgPointee<2>(Proto<v1::GetJobUsageResponse>(kUsage)),
-                            Return(grpc::Status::OK)));
+  ExpectFrames(2);
   ASSERT_EQ(Run({"top", "-n", "0.1", "--frames", "2"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("\x1b[2J\x1b[H"));
   EXPECT_THAT(out_.str(), HasSubstr("\x1b[H\x1b[J"));

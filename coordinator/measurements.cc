@@ -13,6 +13,22 @@
 #include "coordinator/job_facts.h"
 
 namespace trainctl::coord {
+namespace {
+
+// Calls fn(job, task, gpu) for each GPU held by each live task of every
+// active auto-packed job.
+template <typename Fn>
+void ForEachAutoPackedGpu(const JobTable& jobs, Fn fn) {
+  jobs.ForEachActive([&](const v1::Job& job) {
+    if (!job.spec().auto_pack()) return;
+    for (const v1::Task& t : job.tasks()) {
+      if (!IsLive(t.state())) continue;
+      for (int g : OwnedGpus(t)) fn(job, t, g);
+    }
+  });
+}
+
+}  // namespace
 
 bool Measurements::SampleDue(absl::Time now) {
   if (now < next_sample_) return false;
@@ -63,14 +79,9 @@ int Measurements::RecordTaskUsage(const JobTable& jobs, const std::string& node,
 
 int Measurements::AutoPackedOnGpu(const JobTable& jobs, const std::string& node, int gpu) {
   int n = 0;
-  for (int64_t id : jobs.active()) {
-    const v1::Job& job = jobs.at(id);
-    if (!job.spec().auto_pack()) continue;
-    for (const v1::Task& t : job.tasks()) {
-      if (!IsLive(t.state()) || t.node() != node) continue;
-      for (int g : OwnedGpus(t)) n += g == gpu;
-    }
-  }
+  ForEachAutoPackedGpu(jobs, [&](const v1::Job&, const v1::Task& t, int g) {
+    n += t.node() == node && g == gpu;
+  });
   return n;
 }
 
@@ -132,26 +143,19 @@ void Measurements::Sample(absl::Time now, const JobTable& jobs, const NodeRegist
   // all report throughput gives the packer its aggregate for k trials.
   absl::flat_hash_map<std::pair<std::string, int>, std::pair<int, double>> agg;
   absl::flat_hash_set<std::pair<std::string, int>> incomplete;
-  for (int64_t id : jobs.active()) {
-    const v1::Job& job = jobs.at(id);
-    if (!job.spec().auto_pack()) continue;
-    for (const v1::Task& t : job.tasks()) {
-      if (!IsLive(t.state())) continue;
-      for (int g : OwnedGpus(t)) {
-        const std::pair<std::string, int> key{t.node(), g};
-        const std::optional<double> tp = usage_.Throughput(id);
-        const bool settled =
-            t.start_time_ms() > 0 &&
-            packer_.Settled(t.node(), g, id, t.start_time_ms(), now_ms);
-        if (!tp.has_value() || !settled) {
-          incomplete.insert(key);
-          continue;
-        }
-        agg[key].first += 1;
-        agg[key].second += *tp;
-      }
+  ForEachAutoPackedGpu(jobs, [&](const v1::Job& job, const v1::Task& t, int g) {
+    const int64_t id = job.id();
+    const std::pair<std::string, int> key{t.node(), g};
+    const std::optional<double> tp = usage_.Throughput(id);
+    const bool settled =
+        t.start_time_ms() > 0 && packer_.Settled(t.node(), g, id, t.start_time_ms(), now_ms);
+    if (!tp.has_value() || !settled) {
+      incomplete.insert(key);
+      return;
     }
-  }
+    agg[key].first += 1;
+    agg[key].second += *tp;
+  });
   for (const auto& [key, kv] : agg) {
     if (incomplete.contains(key)) continue;
     if (packer_.ObserveThroughput(key.first, key.second, kv.first, kv.second)) {
@@ -192,25 +196,18 @@ std::vector<sched::PackGpu> Measurements::PackGpus(const sched::ClusterSnapshot&
       }
     }
   }
-  for (int64_t id : jobs.active()) {
-    const v1::Job& job = jobs.at(id);
-    if (!job.spec().auto_pack()) continue;
-    for (const v1::Task& t : job.tasks()) {
-      if (!IsLive(t.state())) continue;
-      for (int g : OwnedGpus(t)) {
-        auto it = slot.find({t.node(), g});
-        if (it == slot.end()) continue;
-        sched::PackGpu& p = gpus[it->second];
-        p.other_reserved_bytes -= t.reserved_bytes_per_gpu();
-        sched::PackedTrial& trial = p.trials.emplace_back();
-        trial.job_id = id;
-        trial.start_ms = t.start_time_ms() > 0 ? t.start_time_ms() : now_ms;
-        trial.peak_memory_bytes = usage_.PeakGpuMemoryBytes(id, job.attempt(), t.rank());
-        trial.reserved_bytes = t.reserved_bytes_per_gpu();
-        trial.group = job.spec().sweep_id();
-      }
-    }
-  }
+  ForEachAutoPackedGpu(jobs, [&](const v1::Job& job, const v1::Task& t, int g) {
+    auto it = slot.find({t.node(), g});
+    if (it == slot.end()) return;
+    sched::PackGpu& p = gpus[it->second];
+    p.other_reserved_bytes -= t.reserved_bytes_per_gpu();
+    sched::PackedTrial& trial = p.trials.emplace_back();
+    trial.job_id = job.id();
+    trial.start_ms = t.start_time_ms() > 0 ? t.start_time_ms() : now_ms;
+    trial.peak_memory_bytes = usage_.PeakGpuMemoryBytes(job.id(), job.attempt(), t.rank());
+    trial.reserved_bytes = t.reserved_bytes_per_gpu();
+    trial.group = job.spec().sweep_id();
+  });
   return gpus;
 }
 
