@@ -19,44 +19,12 @@
 // one pass, run by the last of them as it releases the lock. No call waits
 // for a pass another call will run (RequestScheduleLocked).
 //
-// A job's states (docs/design.md §2; the edge tables of jobs, tasks and
-// nodes are in state_machine.h). Every change goes through one function per
-// machine (TransitionLocked, TaskToLocked, NodeToLocked); an edge not in the
-// table changes nothing and is reported (logged as an error, counted in
-// Stats().illegal_transitions, fatal where assertions are on):
-//
-//   PENDING ──placed──▶ SCHEDULED ──all ranks started──▶ RUNNING ──all exit 0──▶ SUCCEEDED
-//    ▲  │ └─infeasible─▶ FAILED      │                      │
-//    │  └──cancel──▶ CANCELLED ◀─────┴──────cancel──────────┤
-//    │                               │ a rank fails / its node is lost / a start fails
-//    │                               ▼                      ▼
-//    └──── restarts left: new attempt ◀──────── attempt failed ──▶ FAILED (final)
-//    ▲                                                      │ past --time-limit ──▶ FAILED (TIMEOUT)
-//    └──── preempted (SCHEDULED/RUNNING, preemptible): new attempt; not a restart
-//
-// Preemption: when the scheduler decides that a job needs running
-// preemptible jobs' GPUs (sched::Outcome::kPreempting), each victim's tasks
-// get SIGTERM then SIGKILL after stop_grace, and the victim goes back to
-// PENDING as a new attempt with preemptions + 1 and preempted_for_job_id set:
-// it is not placed again until that job is placed or gone (no ping-pong).
-// The preemptor is placed by a later pass, once the victims' tasks have exited
-// and freed their GPUs.
-//
-// Pre-flight (preflight.h, docs/preflight.md): a gang that wants one stays
-// SCHEDULED while its tasks run the agents' probe (TaskRef.attempt =
-// kPreflightAttemptBase + run, with their own rendezvous group and token).
-// Pass: the same tasks restart as the job's own, on the same GPUs. Fail: the
-// culprit nodes join Job.preflight.excluded and the job goes back to PENDING
-// as a new attempt that uses up no restart; after preflight_max_failures
-// failed runs it goes to FAILED. A node of the placement lost while the
-// pre-flight runs aborts it (even when that node's probe had already passed):
-// the gang goes back to PENDING as a new attempt, no restart used up.
-//
-// A node's and a task's states: state_machine.h.
-//
-// A task holds its GPU reservation while STARTING, RUNNING or STOPPING, also
-// after its job has ended or moved to a new attempt, so GPUs are never given
-// out twice while a process may still run on them.
+// The states of jobs, tasks and nodes, preemption and pre-flight are drawn
+// once, in docs/design.md §2; the edge tables are in state_machine.h. Every
+// change goes through one function per machine (TransitionLocked,
+// TaskToLocked, NodeToLocked); an edge not in the table changes nothing and
+// is reported (logged as an error, counted in Stats().illegal_transitions,
+// fatal where assertions are on).
 
 #include <array>
 #include <atomic>
@@ -82,6 +50,7 @@
 #include "common/clock.h"
 #include "coordinator/asha.h"
 #include "coordinator/cluster_views.h"
+#include "coordinator/coordinator_config.h"
 #include "coordinator/diagnosis.h"
 #include "coordinator/draining_tasks.h"
 #include "coordinator/experiment_store.h"
@@ -108,104 +77,6 @@
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
-
-struct CoordinatorConfig {
-  // A node without a heartbeat for this long is lost and its tasks fail.
-  absl::Duration node_timeout = absl::Seconds(10);
-  // Heartbeat period agents are told to use.
-  absl::Duration heartbeat_interval = absl::Seconds(1);
-  // SIGTERM-to-SIGKILL grace when tasks are stopped.
-  absl::Duration stop_grace = absl::Seconds(10);
-  // How long a log read waits for the agent's answer.
-  absl::Duration log_read_timeout = absl::Seconds(10);
-  // Address tasks use to reach the coordinator (TRAINCTL_COORDINATOR).
-  std::string advertise_address = "127.0.0.1:50051";
-  sched::SchedulerConfig scheduler;
-  // Shared directory (the same path on every node, e.g. an NFS mount) under
-  // which each job gets TRAINCTL_CHECKPOINT_DIR = <checkpoint_root>/<job id>,
-  // the same for all its attempts; empty: no checkpoint directory. Fixed at
-  // submit (Job.checkpoint_dir), so changing the flag later leaves older jobs
-  // where they were.
-  std::string checkpoint_root;
-  // Jobs one user may have PENDING (held ones included) at once, and jobs
-  // the whole cluster may have PENDING; 0: no limit. A submit that would go
-  // over either is RESOURCE_EXHAUSTED naming the limit, and nothing of it is
-  // stored (Slurm's MaxSubmitJobs per association and MaxJobCount, whose
-  // default is 10,000). Defaults: 50,000 per user (five full job arrays),
-  // 500,000 in all, about 0.7 KiB of the coordinator's memory each.
-  int64_t max_pending_jobs_per_user = 50'000;
-  int64_t max_pending_jobs = 500'000;
-  // Run each task as its job's user (StartTask.run_as_user = JobSpec.user):
-  // on with authentication (--tokens-file), when the user is who the token
-  // says; off without it, when the user is only the client's claim and tasks
-  // run as the agents' own account.
-  bool run_jobs_as_user = false;
-  // Jobs of "root" (uid 0 on the nodes) may run (--allow-root-jobs); off:
-  // such a submit is PERMISSION_DENIED, and an agent refuses a job user that
-  // maps to uid 0.
-  bool allow_root_jobs = false;
-  // Metric points a job may store (ReportMetrics), all keys and attempts
-  // together. 100,000 points is a point every step for 100k steps, about
-  // 5 MB of SQLite rows per job; past it reports are refused with
-  // RESOURCE_EXHAUSTED (never silently dropped).
-  int64_t max_metric_points_per_job = 100000;
-  // Per-job utilization history (GetJobUsage): every usage_sample_period
-  // Tick() records one sample per job with live tasks from the latest
-  // heartbeats, keeping the newest usage_history_samples (default 2 s x 300
-  // = the last 10 minutes). Histories of ended jobs are kept for the newest
-  // usage_finished_jobs of them.
-  absl::Duration usage_sample_period = absl::Seconds(2);
-  int usage_history_samples = 300;
-  int usage_finished_jobs = 256;
-  // Auto-packing of experiments that opt in (JobSpec.auto_pack).
-  sched::PackerConfig packer;
-  DiagnosisConfig diagnosis;
-  // Optional observers for metrics (empty: not called). They run outside the
-  // coordinator's lock, on the thread of the call that caused them, so they
-  // must be thread-safe and must not call back into the Coordinator.
-  // Durations are measured with the injected Clock.
-  //
-  // Called after each scheduling pass that had pending jobs, with the time
-  // the pass took (the scheduler's decisions and starting placed attempts).
-  std::function<void(absl::Duration)> on_schedule_pass;
-  // Called once per rendezvous group when rank 0 first publishes its id,
-  // with the time from the group's opening (the attempt was placed) to the
-  // publish. Groups restored from the store at start-up are not measured.
-  std::function<void(absl::Duration)> on_rendezvous_published;
-  // Called once per job attempt placed (PENDING -> SCHEDULED) with the time
-  // it waited in the queue: from its submit, or for a later attempt from the
-  // end of the one before (a restart, a preemption, a failed pre-flight).
-  std::function<void(absl::Duration)> on_job_placed;
-  // Threads that answer the waiting ranks when rank 0 publishes its
-  // ncclUniqueId (RendezvousTable's fanout_threads): 0 means 4, or the
-  // host's hardware threads where fewer; 1 answers them all on the
-  // publishing call.
-  int rendezvous_fanout_threads = 0;
-
-  // Pre-flight of gangs (preflight.h, docs/preflight.md). A gang whose
-  // spec.preflight is ON, or AUTO with preflight_auto set and a placement on
-  // more than one node, runs the agents' probe (a short NCCL all-reduce on
-  // the reserved GPUs) before its processes start. Off by default in this
-  // struct so embedders and tests opt in; the daemon turns it on
-  // (--preflight-auto, default true).
-  bool preflight_auto = false;
-  // A probe rank without a result this long after the pre-flight began is
-  // hung (MISSING): its node is excluded. The probes themselves give up
-  // (TIMED_OUT) after 3/4 of it, so healthy ranks waiting on a hung peer
-  // report first.
-  absl::Duration preflight_timeout = absl::Seconds(60);
-  PreflightPolicy preflight_policy;
-  // Failed pre-flights after which the job FAILS (each failed one excludes
-  // nodes and places the gang again).
-  int preflight_max_failures = 3;
-  // The probe's all-reduce: buffer bytes, timed and untimed iterations.
-  // 64 MiB x 10 takes well under a second on NVLink or 100 Gb/s networks
-  // and is large enough to reach most of the bus bandwidth (nccl-tests
-  // curves flatten from about 32 MiB).
-  int64_t preflight_bytes = int64_t{64} << 20;
-  int preflight_iters = 10;
-  int preflight_warmup = 3;
-};
 
 // The caller of a submit as the transport authenticated it (auth.h's
 // Principal): a request id that another user's job was submitted with is
