@@ -2,6 +2,7 @@
 // identified by its launch environment) and `trainctl metrics JOB` (a job's
 // reported metrics: last/min/max per key, or every point as JSON).
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -15,11 +16,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/cli.h"
 #include "client/cli_internal.h"
 #include "client/table.h"
 
 namespace trainctl::cli::internal {
+namespace {
+
+// `trainctl report` retries while the coordinator is UNAVAILABLE: waits of
+// 0.2 s doubling to 2 s, at most this many calls (about 53 s in all).
+constexpr int kReportAttempts = 30;
+constexpr absl::Duration kReportFirstBackoff = absl::Milliseconds(200);
+constexpr absl::Duration kReportMaxBackoff = absl::Seconds(2);
+
+}  // namespace
 
 CLI::App* AddReportCommand(CLI::App& app, Flags& f) {
   CLI::App* report = app.add_subcommand(
@@ -34,7 +46,9 @@ CLI::App* AddReportCommand(CLI::App& app, Flags& f) {
       "\n\nReads TRAINCTL_COORDINATOR, TRAINCTL_JOB_ID, TRAINCTL_ATTEMPT, "
       "TRAINCTL_TOKEN and RANK from the task's launch environment. Each call is "
       "one RPC and one durable write: from a training loop, prefer the C ABI "
-      "trainctl_report_metric() (libtrainctl_nccl.so), which batches."));
+      "trainctl_report_metric() (libtrainctl_nccl.so), which batches. While the "
+      "coordinator is unreachable (a restart, a failover) the report is retried "
+      "for up to a minute; a report whose answer was lost may be stored twice."));
   return report;
 }
 
@@ -94,11 +108,22 @@ int Session::Report(const std::vector<std::string>& pairs, int64_t step,
     p->set_value(value);
     p->set_step(step);
   }
-  v1::ReportMetricsResponse response;
-  if (absl::Status s = Call(&Stub::ReportMetrics, request, &response); !s.ok()) {
-    return Fail(s);
+  // A coordinator that restarts (or fails over to a standby) is unreachable
+  // for seconds: the report is retried, so no point is lost to it.
+  absl::Duration backoff = kReportFirstBackoff;
+  for (int attempt = 1;; ++attempt) {
+    v1::ReportMetricsResponse response;
+    absl::Status s = Call(&Stub::ReportMetrics, request, &response);
+    if (s.ok()) return kExitOk;
+    if (s.code() != absl::StatusCode::kUnavailable || attempt >= kReportAttempts) {
+      return Fail(s);
+    }
+    if (attempt == 1) {
+      err_ << "trainctl: " << s.message() << "; retrying the report for up to a minute\n";
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, kReportMaxBackoff);
   }
-  return kExitOk;
 }
 
 void Session::PrintMetricTable(const v1::GetMetricsResponse& metrics) {

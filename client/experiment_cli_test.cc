@@ -82,6 +82,20 @@ TEST_F(ExperimentCliTest, Report_OutsideTask_UsageErrorBeforeAnyRpc) {
   EXPECT_THAT(err_.str(), HasSubstr("loss=abc: expected KEY=NUMBER"));
 }
 
+TEST_F(ExperimentCliTest, Report_CoordinatorRestarting_RetriedUntilStored) {
+  InTask();
+  ::testing::InSequence seq;
+  EXPECT_CALL(stub_, ReportMetrics(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "connect failed")));
+  v1::ReportMetricsRequest sent;
+  EXPECT_CALL(stub_, ReportMetrics(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&sent), Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"report", "loss=0.5", "--step", "7"}), 0) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("retrying the report"));
+  ASSERT_EQ(sent.points_size(), 1);
+  EXPECT_EQ(sent.points(0).step(), 7);
+}
+
 TEST_F(ExperimentCliTest, Report_WrongToken_ServerMessageExits1) {
   InTask();
   EXPECT_CALL(stub_, ReportMetrics(_, _, _))
