@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/grpc_target.h"
 #include "common/logging.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -14,6 +15,14 @@
 
 namespace trainctl::worker {
 namespace {
+
+// The lease, heartbeat and back-off times: monotonic (clock.h), so a step
+// of the host's clock neither fences the node early nor keeps its tasks
+// past their lease.
+absl::Time Now() {
+  static const RealClock* const clock = new RealClock();
+  return clock->Now();
+}
 
 constexpr absl::Duration kMinBackoff = absl::Milliseconds(200);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
@@ -73,7 +82,7 @@ GrpcAgentSession::GrpcAgentSession(Agent* agent, std::string coordinator_address
 void GrpcAgentSession::Watchdog() {
   while (!shutdown_.WaitForNotificationWithTimeout(kWatchdogPeriod)) {
     const absl::Time expiry = lease_.Expiry();
-    if (!lease_.ExpiredAt(absl::Now())) continue;
+    if (!lease_.ExpiredAt(Now())) continue;
     const int killed = agent_->Fence(absl::StrCat(
         "no lease renewal from the coordinator at ", address_, " since ",
         absl::FormatTime("%H:%M:%E3S", expiry, absl::UTCTimeZone()),
@@ -95,13 +104,13 @@ void GrpcAgentSession::Run() {
       absl::MutexLock lock(&mu_);
       current_ = &ctx;
     }
-    const absl::Time start = absl::Now();
+    const absl::Time start = Now();
     ServeOnce(ctx);
     {
       absl::MutexLock lock(&mu_);
       current_ = nullptr;
     }
-    if (absl::Now() - start > absl::Seconds(10)) backoff = kMinBackoff;
+    if (Now() - start > absl::Seconds(10)) backoff = kMinBackoff;
     if (shutdown_.WaitForNotificationWithTimeout(backoff)) break;
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
@@ -142,7 +151,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   v1::AgentMessage first;
   *first.mutable_register_() = *reg;
   v1::CoordinatorMessage ack;
-  const absl::Time register_sent = absl::Now();
+  const absl::Time register_sent = Now();
   const bool read = stream->Write(first) && stream->Read(&ack);
   if (!read || !ack.has_register_ack()) {
     // When the coordinator ended the stream (refused the registration),
@@ -201,7 +210,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
       v1::AgentMessage msg;
       *msg.mutable_heartbeat() = std::move(*hb);
       // Noted before the write, so its grant cannot arrive first.
-      if (fences) lease_.HeartbeatSent(absl::Now());
+      if (fences) lease_.HeartbeatSent(Now());
       write(msg);
     }
   });
