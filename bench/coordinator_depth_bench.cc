@@ -87,7 +87,7 @@ class DeepQueue {
     coord::CoordinatorConfig config;
     config.advertise_address = "coord.example:50051";
     config.scheduler.policy.queues = {{"prod", 3.0}, {"research", 1.0}};
-    config.on_schedule_pass = [this](absl::Duration took) {
+    config.hooks.on_schedule_pass = [this](absl::Duration took) {
       passes_.fetch_add(1);
       pass_ns_.fetch_add(absl::ToInt64Nanoseconds(took));
     };

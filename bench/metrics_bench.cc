@@ -63,7 +63,7 @@ struct Fixture {
       store = std::make_unique<coord::MemoryStateStore>();
     }
     coord::CoordinatorConfig config;
-    config.max_metric_points_per_job = int64_t{1} << 40;
+    config.limits.max_metric_points_per_job = int64_t{1} << 40;
     core = std::move(*coord::Coordinator::Create(config, store.get(), &clock));
     v1::RegisterNode reg;
     reg.mutable_node()->set_name("n");

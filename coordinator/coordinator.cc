@@ -1,34 +1,20 @@
 #include "coordinator/coordinator.h"
-#include "coordinator/coordinator_internal.h"
 
 #include <cassert>
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "common/secrets.h"
 #include "common/logging.h"
-#include "common/metric_rules.h"
 #include "common/status_macros.h"
-#include "coordinator/job_spec.h"
-#include "coordinator/launch_env.h"
 #include "coordinator/recovery.h"
-#include "coordinator/submit_checks.h"
 
 namespace trainctl::coord {
 namespace {
 
-constexpr absl::Duration kDefaultFetchTimeout = absl::Seconds(120);
-constexpr absl::Duration kMaxFetchTimeout = absl::Seconds(3600);
 
 }  // namespace
 
@@ -40,13 +26,14 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       scheduler_(config_.scheduler),
       rendezvous_(config_.rendezvous_fanout_threads),
       nodes_(config_.heartbeat_interval, config_.node_timeout),
-      experiments_(config_.max_metric_points_per_job),
+      experiments_(config_.limits.max_metric_points_per_job),
       view_(config_.scheduler.max_tasks_per_gpu),
       starts_({config_.advertise_address, config_.run_jobs_as_user, config_.allow_root_jobs,
                config_.packer.initial_reservation_fraction}),
-      measured_({config_.usage_sample_period, config_.usage_history_samples,
-                 config_.usage_finished_jobs, config_.diagnosis},
-                config_.packer) {
+      measured_({config_.usage.sample_period, config_.usage.history_samples,
+                 config_.usage.finished_jobs, config_.diagnosis},
+                config_.packer),
+      preflight_(config_.preflight) {
   absl::MutexLock lock(&mu_);
   AddJobEdgeListenersLocked();
 }
@@ -127,7 +114,7 @@ absl::Status Coordinator::LoadLocked() {
   // them when they re-register); the requeue uses up no restart.
   for (int64_t id : jobs_.ActiveIds()) {
     v1::Job& job = jobs_.at(id);
-    if (!InPreflight(job)) continue;
+    if (!PreflightRuns::CaughtMidRun(job)) continue;
     v1::JobPreflight* pf = job.mutable_preflight();
     pf->set_requeues(pf->requeues() + 1);
     TransitionLocked(job, v1::JOB_STATE_PENDING,
@@ -188,42 +175,13 @@ int Coordinator::ResolveStaleReservationsLocked(Deferred& deferred) {
   return resolved;
 }
 
-v1::Job Coordinator::Redacted(const v1::Job& job) {
-  v1::Job copy = job;
-  copy.clear_attempt_token();
-  if (copy.has_preflight()) {
-    // (mutable_preflight() on a job without one would add an empty one.)
-    for (v1::PreflightRun& run : *copy.mutable_preflight()->mutable_runs()) {
-      run.clear_token();
-    }
-  }
-  return copy;
-}
-
 v1::Job Coordinator::ForUserLocked(const v1::Job& job) const {
-  v1::Job copy = Redacted(job);
+  v1::Job copy = RedactedJob(job);
   if (const int64_t points = experiments_.Points(job.id()); points > 0) {
     copy.set_metric_points(points);
   }
   CountRunningGpuHours(copy, ToUnixMs(clock_->Now()));
   return copy;
-}
-
-double Coordinator::AttemptGpusLocked(const v1::Job& job) const {
-  double gpus = 0;
-  for (const v1::Task& t : job.tasks()) {
-    auto node = nodes_.find(t.node());
-    for (int index : OwnedGpus(t)) {
-      double share = TaskShareOfGpu(t, 0);
-      if (node != nodes_.end()) {
-        for (const v1::Gpu& g : node->second.node.gpus()) {
-          if (g.index() == index) share = TaskShareOfGpu(t, g.memory_total_bytes());
-        }
-      }
-      gpus += share;
-    }
-  }
-  return gpus;
 }
 
 void Coordinator::RunDeferred(Deferred& deferred) {
@@ -318,34 +276,36 @@ bool Coordinator::TransitionLocked(v1::Job& job, v1::JobState to,
 
 void Coordinator::AddJobEdgeListenersLocked() {
   // In this order: metrics read the previous attempt's record before a
-  // placement opens the next one; the attempt record reads the attempt's
-  // tasks before a new attempt clears them, and a new attempt drains live
-  // probes under the probe's key before the pre-flight listener resets it.
+  // placement opens the next one; the attempt record and the pre-flight
+  // read the attempt's tasks and groups before a new attempt clears them.
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     // Metrics: counters for Stats(), and the queue wait for on_job_placed
     // (observed after the lock).
     if (IsFinal(e.to)) ++counters_.jobs_finished[StateSlot(e.to)];
     if (e.from != v1::JOB_STATE_PENDING || e.to != v1::JOB_STATE_SCHEDULED) return;
     ++counters_.placements;
-    if (!config_.on_job_placed) return;
-    // Queued since the end of the attempt before (its record is the last
-    // one until this placement opens the next), or since the submit.
-    int64_t since_ms = e.job.submit_time_ms();
-    if (e.job.attempts_size() > 0) {
-      since_ms = std::max(since_ms, e.job.attempts(e.job.attempts_size() - 1).end_time_ms());
-    }
-    const absl::Duration waited =
-        absl::Milliseconds(std::max<int64_t>(0, e.now_ms - since_ms));
-    e.deferred.push_back([this, waited]() { config_.on_job_placed(waited); });
+    if (!config_.hooks.on_job_placed) return;
+    const absl::Duration waited = absl::Milliseconds(QueueWaitMs(e.job, e.now_ms));
+    e.deferred.push_back([this, waited]() { config_.hooks.on_job_placed(waited); });
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     RecordAttemptEdge(e.job, e.from, e.to, e.now_ms,
-                      e.to == v1::JOB_STATE_SCHEDULED ? AttemptGpusLocked(e.job) : 0);
+                      e.to == v1::JOB_STATE_SCHEDULED ? ExperimentStore::AttemptGpus(e.job, nodes_) : 0);
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     // The attempt's rendezvous group closes with it.
     if (!LeavesAttempt(e.from, e.to)) return;
     rendezvous_.Close(e.job.id(), e.job.attempt(), e.reason);
+  });
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    if (e.from != v1::JOB_STATE_SCHEDULED || e.to == v1::JOB_STATE_SCHEDULED) return;
+    // Leaving a pre-flight (requeued, failed, cancelled, preempted): its
+    // rendezvous group goes, and a run without a verdict is ABORTED.
+    bool aborted = false;
+    if (std::optional<int> run = preflight_.Leave(e.job, e.reason, e.now_ms, &aborted)) {
+      rendezvous_.Close(e.job.id(), GroupRef(e.job.attempt(), *run), e.reason);
+      if (aborted) ++counters_.preflight_runs[v1::PREFLIGHT_VERDICT_ABORTED];
+    }
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     if (e.to != v1::JOB_STATE_PENDING) return;
@@ -354,36 +314,16 @@ void Coordinator::AddJobEdgeListenersLocked() {
     v1::Job& job = e.job;
     for (const v1::Task& t : job.tasks()) {
       if (IsLive(t.state())) {
-        draining_.Add({job.id(), TaskAttemptOf(job), t, job.placement_seq()});
+        draining_.Add({job.id(), job.attempt(), ProbeRunOf(job), t, job.placement_seq()});
       }
     }
     job.clear_tasks();
+    // Live probes drain under their own key (above); the tasks of the new
+    // attempt are the job's.
+    if (job.has_preflight()) job.mutable_preflight()->set_probe_run(0);
     job.clear_attempt_token();
     job.set_attempt(job.attempt() + 1);
     job.set_start_time_ms(0);
-  });
-  job_edge_listeners_.push_back([this](const JobEdge& e) {
-    if (e.job.preflight().probe_attempt() == 0 || e.from != v1::JOB_STATE_SCHEDULED ||
-        e.to == v1::JOB_STATE_SCHEDULED) {
-      return;
-    }
-    // Leaving a pre-flight (requeued, failed, cancelled, preempted): its
-    // rendezvous group goes, and a run without a verdict is ABORTED.
-    v1::JobPreflight* pf = e.job.mutable_preflight();
-    rendezvous_.Close(e.job.id(), pf->probe_attempt(), e.reason);
-    if (pf->runs_size() > 0) {
-      v1::PreflightRun* run = pf->mutable_runs(pf->runs_size() - 1);
-      if (run->verdict() == v1::PREFLIGHT_VERDICT_RUNNING) {
-        run->set_verdict(v1::PREFLIGHT_VERDICT_ABORTED);
-        ++counters_.preflight_runs[v1::PREFLIGHT_VERDICT_ABORTED];
-        run->set_reason(std::string(e.reason));
-        run->set_end_time_ms(e.now_ms);
-      }
-    }
-    // A requeue moved the live probe tasks to draining_ under their key;
-    // a final job keeps them (and the key, so their exits still match).
-    if (e.to == v1::JOB_STATE_PENDING) pf->set_probe_attempt(0);
-    preflight_deadline_.erase(e.job.id());
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     if (IsFinal(e.to)) NotifyFinalLocked(e.job, e.deferred);
@@ -394,7 +334,7 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
   for (JobWaiters::Done& done : waiters_.TakeAll(job.id())) {
     // Run after the caller's PersistLocked of this state: answered once the
     // end is stored, so a crash never takes back an end a waiter saw.
-    deferred.push_back([this, done = std::move(done), j = Redacted(job)]() mutable {
+    deferred.push_back([this, done = std::move(done), j = RedactedJob(job)]() mutable {
       AnswerWhenStored(LastTicket(), std::move(j), std::move(done));
     });
   }
@@ -403,48 +343,25 @@ void Coordinator::NotifyFinalLocked(const v1::Job& job, Deferred& deferred) {
 // ---------------------------------------------------------------- rendezvous
 
 absl::Status Coordinator::PublishUniqueId(const v1::PublishUniqueIdRequest& req) {
-  TC_RETURN_IF_ERROR(rendezvous_.Publish(req.job_id(), req.attempt(), req.rank(),
-                                         req.token(), req.unique_id(),
-                                         req.id_index(), req.id_count()));
-  // Absent: published before (a repeat), or a group restored at start-up.
-  std::optional<absl::Duration> took =
-      rendezvous_.TakeTimeToPublish(req.job_id(), req.attempt(), clock_->Now());
-  if (!took.has_value()) return absl::OkStatus();
-  if (config_.on_rendezvous_published) config_.on_rendezvous_published(*took);
-  return absl::OkStatus();
+  return rendezvous_.PublishRequest(req, clock_->Now(), config_.hooks.on_rendezvous_published);
 }
 
 void Coordinator::FetchUniqueIdAsync(const v1::FetchUniqueIdRequest& req,
                                      RendezvousTable::FetchDone done) {
-  if (req.timeout_ms() < 0) {
-    done(absl::InvalidArgumentError("timeout_ms: must not be negative"));
-    return;
-  }
-  absl::Duration timeout = req.timeout_ms() == 0
-                               ? kDefaultFetchTimeout
-                               : std::min(absl::Milliseconds(req.timeout_ms()),
-                                          kMaxFetchTimeout);
-  rendezvous_.FetchAsync(req.job_id(), req.attempt(), req.rank(), req.token(),
-                         clock_->Now(), timeout, std::move(done));
+  v1::FetchUniqueIdRequest one = req;
+  one.clear_relayed_ranks();
+  one.clear_id_count();
+  one.clear_arrivals_only();
+  FetchUniqueIdsAsync(one, [done = std::move(done)](
+                               absl::StatusOr<std::vector<std::string>> ids) mutable {
+    if (!ids.ok()) return done(ids.status());
+    done(ids->empty() ? std::string() : std::move(ids->front()));
+  });
 }
 
 void Coordinator::FetchUniqueIdsAsync(const v1::FetchUniqueIdRequest& req,
                                       RendezvousTable::FetchIdsDone done) {
-  if (req.timeout_ms() < 0) {
-    done(absl::InvalidArgumentError("timeout_ms: must not be negative"));
-    return;
-  }
-  absl::Duration timeout = req.timeout_ms() == 0
-                               ? kDefaultFetchTimeout
-                               : std::min(absl::Milliseconds(req.timeout_ms()),
-                                          kMaxFetchTimeout);
-  RendezvousTable::FetchOptions options;
-  options.relayed_ranks.assign(req.relayed_ranks().begin(), req.relayed_ranks().end());
-  options.id_count = req.id_count();
-  options.arrivals_only = req.arrivals_only();
-  rendezvous_.CountFetch(options);
-  rendezvous_.FetchIdsAsync(req.job_id(), req.attempt(), req.rank(), req.token(),
-                            clock_->Now(), timeout, options, std::move(done));
+  rendezvous_.FetchRequest(req, clock_->Now(), std::move(done));
 }
 
 // ---------------------------------------------------------------- metrics
@@ -472,7 +389,7 @@ void Coordinator::Tick() {
     EventLock lock(this);
     const bool lost = ExpireStaleNodesLocked(now, deferred);
     for (JobWaiters::Expired& w : waiters_.Expire(now)) {
-      deferred.push_back([done = std::move(w.done), j = Redacted(jobs_.at(w.job_id))]() mutable {
+      deferred.push_back([done = std::move(w.done), j = RedactedJob(jobs_.at(w.job_id))]() mutable {
         done(std::move(j));
       });
     }

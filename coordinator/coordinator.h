@@ -26,32 +26,25 @@
 // is reported (logged as an error, counted in Stats().illegal_transitions,
 // fatal where assertions are on).
 
-#include <array>
-#include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_map.h"
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/random/random.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "coordinator/asha.h"
 #include "coordinator/cluster_views.h"
 #include "coordinator/coordinator_config.h"
-#include "coordinator/diagnosis.h"
 #include "coordinator/draining_tasks.h"
 #include "coordinator/experiment_store.h"
 #include "coordinator/job_facts.h"
@@ -63,17 +56,14 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/pass_coalescer.h"
 #include "coordinator/scheduler_view.h"
-#include "coordinator/preflight.h"
+#include "coordinator/preflight_runs.h"
 #include "coordinator/rendezvous.h"
-#include "coordinator/sched/packer.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_machine.h"
 #include "coordinator/state_store.h"
 #include "coordinator/task_starts.h"
-#include "coordinator/usage_history.h"
 #include "trainctl/v1/preflight.pb.h"
 #include "trainctl/v1/service.pb.h"
-#include "trainctl/v1/telemetry.pb.h"
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
@@ -135,15 +125,12 @@ class Coordinator {
   absl::StatusOr<int64_t> SubmitJob(const v1::JobSpec& spec,
                                     const std::string& request_id);
 
-  // SubmitJob without blocking the caller: `done` gets the job id once the
-  // job's write is durable. A repeated request id first used by a job that
-  // is not `caller`'s is refused (PERMISSION_DENIED naming both users).
-  // (More below.) `done` gets the job id once the
-  // job's write is durable (on the store's commit thread, or inline when the
-  // store is synchronous or the call fails early). The gRPC layer uses this
-  // so that no server thread waits for an fsync. Errors: as SubmitJob. A
-  // spec with JobSpec.array is an array of its own (array_job_id = its id;
-  // the cross-spec rules of SubmitJobsAsync do not apply).
+  // SubmitJob without blocking the caller (no server thread waits for an
+  // fsync): `done` gets the job id once the job's write is durable (on the
+  // store's commit thread, or inline when the store is synchronous or the
+  // call fails early). A repeated request id first used by a job that is
+  // not `caller`'s is refused (PERMISSION_DENIED naming both users). Errors:
+  // as SubmitJob. A spec with JobSpec.array is an array of its own.
   using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
   void SubmitJobAsync(const v1::JobSpec& spec, const std::string& request_id,
                       SubmitDone done, const SubmitCaller& caller = {});
@@ -252,15 +239,12 @@ class Coordinator {
 
   // Stores the points a process of job req.job_id reports, stamped with the
   // receive time, attempt and rank; durable (one store transaction for the
-  // whole report) before it returns. Stored outside the coordinator's lock,
-  // so metric writes never hold up scheduling or agents.
-  // Errors: INVALID_ARGUMENT naming the field (no points or more than
-  // kMaxPointsPerReport, a key not of 1-128 [A-Za-z0-9_.:/-], a value that is
-  // not finite, a negative step, a negative `samples_per_s`: CheckMetricPoint
-  // in common/metric_rules.h; a rank outside the attempt); UNAUTHENTICATED
-  // when req.token is empty; NOT_FOUND for an unknown job; PERMISSION_DENIED
-  // when req.attempt is not the job's current attempt or the token is not its
-  // token; RESOURCE_EXHAUSTED when the job would pass
+  // whole report, outside the coordinator's lock) before it returns.
+  // Errors: INVALID_ARGUMENT naming the field (ExperimentStore::CheckReport:
+  // 1 to kMaxPointsPerReport points, CheckMetricPoint's rules; a rank outside
+  // the attempt); UNAUTHENTICATED when req.token is empty; NOT_FOUND for an
+  // unknown job; PERMISSION_DENIED for another attempt or token
+  // (ExperimentStore::CheckReporter); RESOURCE_EXHAUSTED past
   // max_metric_points_per_job; UNAVAILABLE when the store failed (nothing of
   // the report is stored).
   // Early stopping: when the job is a sweep trial with spec.early_stop and a
@@ -281,26 +265,17 @@ class Coordinator {
   // ------------------------------------------------------------ agents
 
   // First message of an agent's stream: records the node (inventory,
-  // address), marks it READY and reconciles its running tasks: a task the
-  // coordinator does not expect there is stopped; a task it expects but the
-  // agent does not report is lost. An older connection of the same node is
-  // closed. On success the first message sent on `conn` is the RegisterAck
-  // (lease_ms = node_timeout), before any StartTask or StopTask.
-  // A task reported running on a GPU that is now gone or smaller than what is
-  // reserved on it is stopped and counts as lost.
-  // A name held by another agent that is still connected and heartbeating
-  // is refused; the same agent instance (RegisterNode.agent_instance_id)
-  // reconnecting takes its node back, closing its older stream.
-  // A GPU (by UUID) offered by another node that is not lost is refused:
-  // two agents on one host offering the same GPU would have it given to two
-  // jobs.
-  // Errors: INVALID_ARGUMENT for a bad inventory (empty name, duplicate GPU
-  // index or UUID, bad port range); ALREADY_EXISTS when another connected
-  // agent holds the node name, or another node whose agent is connected
-  // offers one of its GPUs (the message names that node and its address; the
-  // agent exits); UNAVAILABLE when the GPU's other node has lost its agent
-  // but is not yet lost (the agent registers again later), or when the store
-  // failed. Nothing is sent on `conn` and nothing changes then.
+  // address), marks it READY and reconciles its running tasks (recovery.h's
+  // Reconcile: unexpected ones are stopped, expected ones not reported are
+  // lost, and so are tasks on a GPU now gone or too small). On success the
+  // first message sent on `conn` is the RegisterAck (lease_ms =
+  // node_timeout), before any StartTask or StopTask. Names and GPUs follow
+  // NodeRegistry's identity rules (CheckNameFree, CheckGpusFree).
+  // Errors: INVALID_ARGUMENT for a bad inventory (NodeRegistry::Validate);
+  // ALREADY_EXISTS when another connected agent holds the node name or
+  // offers one of its GPUs (naming that node and its address); UNAVAILABLE
+  // when the GPU's other node has lost its agent but is not yet lost, or the
+  // store failed. Nothing is sent on `conn` and nothing changes then.
   absl::Status RegisterAgent(const v1::RegisterNode& reg, AgentConnection* conn);
 
   // The stream of `conn` ended. The node stays READY until its heartbeats
@@ -364,7 +339,7 @@ class Coordinator {
 
   // Applies every timeout due at clock->Now(): lost nodes (their tasks fail),
   // rendezvous and wait deadlines, unanswered log reads; records a usage
-  // sample per running job every usage_sample_period and then retries
+  // sample per running job every usage.sample_period and then retries
   // pending auto-packed trials (their admission depends on measurements);
   // drops the records of jobs that retired (final, no live task, stored)
   // from memory, keeping a summary (reads then go to the store). The server
@@ -445,15 +420,11 @@ class Coordinator {
   // queue, then the packer's. Returns whether another pass is due (a job
   // array was cut shorter than what the pass could place).
   bool SchedulePassLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Coalesced scheduling passes (PassCoalescer). An event that may change
-  // what can be placed (submit, cancel, task exit, node change, time
-  // limit...) calls this in its locked section instead of ScheduleLocked().
-  // The pass runs there and then (same lock, same commit), unless another
-  // event is already waiting for mu_: then the pass at the end of that
-  // event's section serves both, so a burst of N events costs one pass, not
-  // N passes over the whole queue. The caller does not wait for a pass left
-  // to another event: the last event of a burst runs it as its EventLock
-  // ends (or Tick(), at the latest, for a pass no event took).
+  // Coalesced scheduling passes (PassCoalescer): an event that may change
+  // what can be placed calls this in its locked section. The pass runs as
+  // its EventLock ends (same commit), unless another event waits for mu_:
+  // then the last event of the burst runs one pass for all (or Tick(), at
+  // the latest). No caller waits for a pass left to another event.
   void RequestScheduleLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SubmitJobAsync (one spec, `batch` false: errors name "spec.field") and
   // SubmitJobsAsync (`batch` true: "specs[i].field").
@@ -562,6 +533,13 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkNodeLostLocked(NodeEntry& node, const std::string& why,
                           Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes each live task on `node` for which `pred` holds as LOST with
+  // `message` (told to stop first when `stop`); each job goes on as after a
+  // lost task (OnTaskEndedLocked) and is persisted.
+  void LoseTasksLocked(const std::string& node,
+                       absl::FunctionRef<bool(const v1::Job&, const v1::Task&)> pred,
+                       const std::string& message, bool stop, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleTaskStatusLocked(const std::string& node, const v1::TaskStatus& st,
                               Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completes waiters of a job that just became final.
@@ -574,12 +552,9 @@ class Coordinator {
   // whole GPU (the attempt then fails as any other).
   bool RequeueAfterOomLocked(v1::Job& job, const v1::Task& task,
                              Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static v1::Job Redacted(const v1::Job& job);
-  // Redacted, with the running attempt's GPU-hours counted up to now and
+  // RedactedJob, with the running attempt's GPU-hours counted up to now and
   // the job's stored metric points.
   v1::Job ForUserLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // GPUs the current attempt's tasks hold (AttemptRecord.gpus).
-  double AttemptGpusLocked(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunDeferred(Deferred& deferred);
   // The job `id`: from jobs_, or for a retired job its record read from the
   // store into `*scratch`. Errors: NOT_FOUND; those of StateStore::ReadJobs
@@ -591,12 +566,9 @@ class Coordinator {
   // while a caller holds a reference into jobs_.
   void EvictRetiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // ---- pre-flight (docs/preflight.md)
-  // Whether `job`, just placed on `nodes` nodes, runs a pre-flight first.
-  bool PreflightWantedLocked(const v1::Job& job, int nodes) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Opens a pre-flight run over the job's (just placed) tasks: its own
-  // rendezvous group and token, probe StartTasks to the agents, a deadline.
+  // ---- pre-flight (docs/preflight.md): PreflightRuns decides, these apply.
+  // Opens a run over the job's (just placed) tasks: its rendezvous group,
+  // the probes' StartTasks.
   void BeginPreflightLocked(v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The StartTask of `task` of `job` (its current attempt, or its pre-flight
   // probe while one runs): TaskRef, the job's command and workdir, the
@@ -608,13 +580,11 @@ class Coordinator {
   // Sends StartTask for every task of the job (the job's own command).
   void LaunchTasksLocked(const v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A probe task ended: fills its rank record; once all ended, or one
-  // errored (the rest are stopped), judges the run.
+  // A probe ended: stops the rest after a failure; judges the run when due.
   void OnProbeEndedLocked(v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Judges the current run (EvaluatePreflight) and applies it: pass starts
-  // the job's tasks on the same placement; fail excludes nodes and requeues
-  // the gang, or fails the job at preflight_max_failures.
+  // Judges the run: pass starts the job's ranks on the same placement; fail
+  // stops the probes and requeues or fails the job.
   void FinishPreflightLocked(v1::Job& job, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Judges the runs past their deadline at `now`; returns whether any was.
@@ -665,9 +635,8 @@ class Coordinator {
   // Usage history (its own lock: read without mu_) and the auto-packer
   // (guarded by mu_).
   Measurements measured_;
-  // Deadline of each running pre-flight, by job id (set when it begins; not
-  // stored: a restart requeues a job caught mid-pre-flight).
-  absl::flat_hash_map<int64_t, absl::Time> preflight_deadline_ ABSL_GUARDED_BY(mu_);
+  // Pre-flight runs: records, deadlines, verdicts.
+  PreflightRuns preflight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainctl::coord

@@ -5,22 +5,15 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "coordinator/coordinator_internal.h"
-#include "coordinator/job_spec.h"
-#include "coordinator/launch_env.h"
+#include "coordinator/recovery.h"
 
 namespace trainctl::coord {
 
@@ -60,79 +53,29 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     // The ack goes first: the agent reads it before anything else.
     conn->Send(nodes_.Ack());
 
-    // Reconcile what the agent runs with what we expect there.
-    e.stopping_unplaced.clear();
-    absl::flat_hash_set<std::tuple<int64_t, int, int>> reported;
-    for (const v1::TaskRef& ref : reg.running_tasks()) {
-      reported.insert({ref.job_id(), ref.attempt(), ref.rank()});
-      auto jt = jobs_.find(ref.job_id());
-      v1::Task* task = nullptr;
-      if (jt != jobs_.end() && TaskAttemptOf(jt->second) == ref.attempt()) {
-        for (v1::Task& t : *jt->second.mutable_tasks()) {
-          if (t.rank() == ref.rank() && t.node() == n.name() && IsLive(t.state())) {
-            task = &t;
-          }
-        }
-      }
-      if (task != nullptr && task->state() != v1::TASK_STATE_STOPPING) {
-        if (task->state() == v1::TASK_STATE_STARTING) {
-          // Its RUNNING report was lost with the previous coordinator (or its
-          // lazily written record with a crash): handled as that report, so
-          // the job becomes RUNNING once all its ranks are, as it would have.
-          v1::TaskStatus running;
-          *running.mutable_task() = ref;
-          running.set_state(v1::TASK_STATE_RUNNING);
-          HandleTaskStatusLocked(n.name(), running, deferred);
-        }
-        continue;
-      }
-      // Unknown, finished, stopping or of an old attempt: stop it. A
-      // STOPPING task of the current attempt still holds its reservation;
-      // any other keeps the whole node from placements until it exits, as
-      // nothing here says which GPUs it is on.
-      if (task == nullptr) {
-        e.stopping_unplaced.insert({ref.job_id(), ref.attempt(), ref.rank()});
-      }
-      v1::CoordinatorMessage msg;
-      *msg.mutable_stop_task()->mutable_task() = ref;
-      msg.mutable_stop_task()->set_grace_ms(
-          absl::ToInt64Milliseconds(config_.stop_grace));
-      conn->Send(msg);
+    // Reconcile what the agent runs with what we expect there (recovery.h).
+    Reconciliation plan = Reconcile(reg, jobs_);
+    e.stopping_unplaced = std::move(plan.unplaced);
+    for (const v1::TaskRef& ref : plan.started) {
+      v1::TaskStatus running;
+      *running.mutable_task() = ref;
+      running.set_state(v1::TASK_STATE_RUNNING);
+      HandleTaskStatusLocked(n.name(), running, deferred);
     }
-    // Exits the agent sent that we may have died before storing: apply them
-    // (HandleTaskStatusLocked ignores tasks no longer live) before anything
-    // not reported is taken for lost.
-    for (const v1::TaskStatus& st : reg.finished_tasks()) {
-      const v1::TaskRef& r = st.task();
-      if (reported.contains({r.job_id(), r.attempt(), r.rank()})) continue;
-      if (st.state() == v1::TASK_STATE_EXITED ||
-          st.state() == v1::TASK_STATE_START_FAILED) {
-        HandleTaskStatusLocked(n.name(), st, deferred);
-      }
-    }
+    for (const v1::TaskRef& ref : plan.stop) conn->Send(StopMessage(ref, config_.stop_grace));
+    // Exits we may have died before storing are applied (HandleTaskStatusLocked
+    // ignores tasks no longer live) before anything not reported is lost.
+    for (const v1::TaskStatus& st : plan.replay) HandleTaskStatusLocked(n.name(), st, deferred);
+    const absl::flat_hash_set<TaskKey>& reported = plan.reported;
     draining_.RemoveIf([&](const DrainingTask& d) {
       return d.task.node() == n.name() &&
-             !reported.contains({d.job_id, d.attempt, d.task.rank()});
+             !reported.contains({d.job_id, d.attempt, d.probe_run, d.task.rank()});
     });
-    for (int64_t id : jobs_.ActiveIds()) {
-      v1::Job& job = jobs_.at(id);
-      bool changed = false;
-      for (v1::Task& t : *job.mutable_tasks()) {
-        if (t.node() != n.name() || !IsLive(t.state()) ||
-            reported.contains({job.id(), TaskAttemptOf(job), t.rank()})) {
-          continue;
-        }
-        TaskToLocked(job, t, v1::TASK_STATE_LOST);
-        t.set_message(absl::StrCat("was not running when the agent on ", n.name(),
-                                   " (re)registered"));
-        t.set_end_time_ms(ToUnixMs(clock_->Now()));
-        changed = true;
-      }
-      if (changed) {
-        OnTaskEndedLocked(job, deferred);
-        PersistLocked(job);
-      }
-    }
+    LoseTasksLocked(
+        n.name(),
+        [&](const v1::Job& job, const v1::Task& t) { return !reported.contains(KeyOf(job, t)); },
+        absl::StrCat("was not running when the agent on ", n.name(), " (re)registered"),
+        /*stop=*/false, deferred);
     StopTasksThatNoLongerFitLocked(e, deferred);
     RequestScheduleLocked(deferred);
   }
@@ -142,26 +85,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
 
 void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferred) {
   const std::string& name = e.node.name();
-  absl::flat_hash_map<int, int64_t> capacity;
-  for (const v1::Gpu& g : e.node.gpus()) capacity[g.index()] = g.memory_total_bytes();
-  absl::flat_hash_map<int, int64_t> reserved;
-  auto add = [&](const v1::Task& t) {
-    for (int gpu : OwnedGpus(t)) reserved[gpu] += TaskBytesOnGpu(t, capacity[gpu]);
-  };
-  for (int64_t id : jobs_.active()) {
-    const v1::Job& job = jobs_.at(id);
-    for (const v1::Task& t : job.tasks()) {
-      if (t.node() == name && HoldsGpus(job, t)) add(t);
-    }
-  }
-  for (const DrainingTask& d : draining_) {
-    if (d.task.node() == name) add(d.task);
-  }
-  absl::flat_hash_set<int> bad;
-  for (const auto& [gpu, bytes] : reserved) {
-    auto it = capacity.find(gpu);
-    if (it == capacity.end() || bytes > it->second) bad.insert(gpu);
-  }
+  const absl::flat_hash_set<int> bad = OverbookedGpus(e, jobs_, draining_);
   if (bad.empty()) return;
   auto on_bad_gpu = [&](const v1::Task& t) {
     for (int gpu : OwnedGpus(t)) {
@@ -169,39 +93,16 @@ void Coordinator::StopTasksThatNoLongerFitLocked(NodeEntry& e, Deferred& deferre
     }
     return false;
   };
-  auto stop = [&](int64_t job_id, int attempt, const v1::Task& t) {
-    v1::CoordinatorMessage msg;
-    v1::TaskRef* ref = msg.mutable_stop_task()->mutable_task();
-    ref->set_job_id(job_id);
-    ref->set_attempt(attempt);
-    ref->set_rank(t.rank());
-    ref->set_pid(t.pid());
-    msg.mutable_stop_task()->set_grace_ms(absl::ToInt64Milliseconds(config_.stop_grace));
-    SendLocked(name, msg);
-  };
   draining_.RemoveIf([&](const DrainingTask& d) {
     if (d.task.node() != name || !on_bad_gpu(d.task)) return false;
-    stop(d.job_id, d.attempt, d.task);
+    SendLocked(name, StopMessage(d.Ref(), config_.stop_grace));
     return true;
   });
-
-  for (int64_t id : jobs_.ActiveIds()) {
-    v1::Job& job = jobs_.at(id);
-    bool changed = false;
-    for (v1::Task& t : *job.mutable_tasks()) {
-      if (t.node() != name || !IsLive(t.state()) || !on_bad_gpu(t)) continue;
-      stop(job.id(), TaskAttemptOf(job), t);
-      TaskToLocked(job, t, v1::TASK_STATE_LOST);
-      t.set_message(absl::StrCat("no longer fits its GPU: node ", name,
-                                 " re-registered with a GPU missing or smaller"));
-      t.set_end_time_ms(ToUnixMs(clock_->Now()));
-      changed = true;
-    }
-    if (changed) {
-      OnTaskEndedLocked(job, deferred);
-      PersistLocked(job);
-    }
-  }
+  LoseTasksLocked(
+      name, [&](const v1::Job&, const v1::Task& t) { return on_bad_gpu(t); },
+      absl::StrCat("no longer fits its GPU: node ", name,
+                   " re-registered with a GPU missing or smaller"),
+      /*stop=*/true, deferred);
 }
 
 void Coordinator::AgentDisconnected(const std::string& node, AgentConnection* conn) {
@@ -223,15 +124,15 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
     // A process stopped at registration, whose GPUs were unknown, is gone.
     auto nt = nodes_.find(node);
     if (nt != nodes_.end()) {
-      nt->second.stopping_unplaced.erase({ref.job_id(), ref.attempt(), ref.rank()});
+      nt->second.stopping_unplaced.erase(TaskKey::Of(ref));
     }
   }
   auto jt = jobs_.find(ref.job_id());
-  if (jt == jobs_.end() || TaskAttemptOf(jt->second) != ref.attempt()) {
+  if (jt == jobs_.end() || !IsCurrent(jt->second, ref)) {
     // A task of an earlier attempt: it frees its GPUs when it ends.
     if (ended) {
       // Only the node running the task may report it ended.
-      draining_.Ended(ref.job_id(), ref.attempt(), ref.rank(), node);
+      draining_.Ended(TaskKey::Of(ref), node);
     }
     return;
   }
@@ -277,31 +178,8 @@ void Coordinator::HandleTaskStatusLocked(const std::string& node,
   task->set_signal(st.signal());
   task->set_message(st.message());
   task->set_end_time_ms(now_ms);
-  if (InPreflight(job) && st.has_preflight_result()) {
-    // The probe's result line (the agent read it from the probe's log).
-    const v1::PreflightProbeResult& res = st.preflight_result();
-    v1::PreflightRun* run = job.mutable_preflight()->mutable_runs(
-        job.preflight().runs_size() - 1);
-    for (v1::PreflightRank& r : *run->mutable_ranks()) {
-      if (r.rank() != task->rank()) continue;
-      r.set_comm_ready_ms(res.comm_ready_ms());
-      r.set_busbw_gbps(res.busbw_gbps());
-      r.set_intra_node_busbw_gbps(res.intra_node_busbw_gbps());
-      r.set_exit_code(st.exit_code());
-      if (res.timed_out()) {
-        r.set_status(v1::PREFLIGHT_RANK_STATUS_TIMED_OUT);
-        r.set_detail(res.error());
-      } else if (!res.error().empty()) {
-        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
-        r.set_detail(res.error());
-      } else if (st.exit_code() != 0 || st.signal() != 0) {
-        r.set_status(v1::PREFLIGHT_RANK_STATUS_ERROR);
-        r.set_detail(ExitText(*task));
-      } else {
-        r.set_status(v1::PREFLIGHT_RANK_STATUS_OK);
-      }
-    }
-  }
+  // A probe's result line (the agent read it from the probe's log).
+  PreflightRuns::RecordResult(job, *task, st);
   OnTaskEndedLocked(job, deferred);
   PersistLocked(job);
 }
@@ -321,22 +199,11 @@ void Coordinator::MarkNodeLostLocked(NodeEntry& e, const std::string& why,
   const std::string& name = e.node.name();
   draining_.RemoveIf([&](const DrainingTask& d) { return d.task.node() == name; });
 
-  const int64_t now_ms = ToUnixMs(clock_->Now());
+  LoseTasksLocked(
+      name, [](const v1::Job&, const v1::Task&) { return true; },
+      absl::StrCat("was lost with node ", name, " (", why, ")"), /*stop=*/false, deferred);
   for (int64_t id : jobs_.ActiveIds()) {
     v1::Job& job = jobs_.at(id);
-    bool changed = false;
-    for (v1::Task& t : *job.mutable_tasks()) {
-      if (t.node() != name || !IsLive(t.state())) continue;
-      TaskToLocked(job, t, v1::TASK_STATE_LOST);
-      t.set_message(absl::StrCat("was lost with node ", name, " (", why, ")"));
-      t.set_end_time_ms(now_ms);
-      changed = true;
-    }
-    if (changed) {
-      OnTaskEndedLocked(job, deferred);
-      PersistLocked(job);
-      continue;
-    }
     // A pre-flight whose probe on this node had already ended: passing, it
     // would start the job's ranks on the lost node. Abort it and place the
     // gang again (no restart used up), as after a failed pre-flight.
@@ -463,6 +330,28 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
   }
   RunDeferred(deferred);
   return absl::OkStatus();
+}
+
+void Coordinator::LoseTasksLocked(
+    const std::string& node, absl::FunctionRef<bool(const v1::Job&, const v1::Task&)> pred,
+    const std::string& message, bool stop, Deferred& deferred) {
+  const int64_t now_ms = ToUnixMs(clock_->Now());
+  for (int64_t id : jobs_.ActiveIds()) {
+    v1::Job& job = jobs_.at(id);
+    bool changed = false;
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (t.node() != node || !IsLive(t.state()) || !pred(job, t)) continue;
+      if (stop) SendLocked(node, StopMessage(RefOf(job, t), config_.stop_grace));
+      TaskToLocked(job, t, v1::TASK_STATE_LOST);
+      t.set_message(message);
+      t.set_end_time_ms(now_ms);
+      changed = true;
+    }
+    if (changed) {
+      OnTaskEndedLocked(job, deferred);
+      PersistLocked(job);
+    }
+  }
 }
 
 }  // namespace trainctl::coord

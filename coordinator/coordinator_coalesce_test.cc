@@ -89,7 +89,7 @@ class CoalesceTest : public ::testing::Test {
   void SetUp() override {
     CoordinatorConfig config;
     config.advertise_address = "coord.example:50051";
-    config.on_schedule_pass = [this](absl::Duration) { passes_.fetch_add(1); };
+    config.hooks.on_schedule_pass = [this](absl::Duration) { passes_.fetch_add(1); };
     auto core = Coordinator::Create(config, &store_, &clock_);
     ASSERT_THAT(core, ::trainctl::testing::IsOk());
     core_ = std::move(*core);

@@ -2,30 +2,22 @@
 // list, cancel, wait, why, logs. Declared in coordinator.h.
 
 #include "coordinator/coordinator.h"
-#include "coordinator/coordinator_internal.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "coordinator/job_spec.h"
-#include "coordinator/launch_env.h"
 #include "coordinator/submit_checks.h"
 
 namespace trainctl::coord {
 namespace {
 
 constexpr int kDefaultListLimit = 1000;
-constexpr int kDefaultLogBytes = 1 << 20;
-constexpr int kMaxLogBytes = 2 << 20;  // fits gRPC's default 4 MiB message limit
 
 }  // namespace
 
@@ -108,38 +100,13 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
       }
     }
     if (!retried) {
-      refused = jobs_.CheckPendingLimit(specs, config_.max_pending_jobs,
-                                        config_.max_pending_jobs_per_user);
+      refused = jobs_.CheckPendingLimit(specs, config_.limits.max_pending_jobs,
+                                        config_.limits.max_pending_jobs_per_user);
     }
     if (!retried && refused.ok() && !nodes_.empty()) {
       // A job no registered node could ever hold is refused, not accepted
       // to fail at once (with no node yet, the cluster is still starting).
-      const sched::ClusterSnapshot snapshot = SnapshotLocked();
-      // A job array's tasks are mostly one request: it is checked once.
-      const v1::JobSpec* checked = nullptr;
-      for (size_t i = 0; i < specs.size() && refused.ok(); ++i) {
-        if (specs[i].hold()) continue;
-        if (checked != nullptr && SameSchedulingRequest(*checked, specs[i])) continue;
-        checked = &specs[i];
-        v1::Job candidate;
-        // The spec without its environment (ToJobRequest reads none of it):
-        // the maps are swapped out and back, not copied.
-        google::protobuf::Map<std::string, std::string> env, exported;
-        env.swap(*specs[i].mutable_env());
-        exported.swap(*specs[i].mutable_exported_env());
-        *candidate.mutable_spec() = specs[i];
-        specs[i].mutable_env()->swap(env);
-        specs[i].mutable_exported_env()->swap(exported);
-        candidate.set_kind(KindOf(specs[i]));
-        if (std::optional<std::string> never =
-                scheduler_.WhyNeverFits(snapshot, ToJobRequest(candidate))) {
-          refused = absl::FailedPreconditionError(absl::StrCat(
-              batch ? absl::StrCat("specs[", i, "]: ") : "",
-              "cannot run on this cluster: ", *never,
-              "; submit with --hold (spec.hold) to keep it waiting for nodes "
-              "that will join"));
-        }
-      }
+      refused = CheckEverFits(scheduler_, SnapshotLocked(), specs, batch);
     }
     if (!retried && refused.ok()) {
       // The jobs' PENDING records and the placements they get below commit
@@ -149,23 +116,10 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
       const int64_t now_ms = ToUnixMs(clock_->Now());
       std::vector<v1::Job> jobs(specs.size());
       for (size_t i = 0; i < specs.size(); ++i) {
-        const int64_t id = first_id + static_cast<int64_t>(i);
         v1::Job& job = jobs[i];
-        job.set_id(id);
-        *job.mutable_spec() = std::move(specs[i]);
-        if (job.spec().has_array()) {
-          job.mutable_spec()->mutable_array()->set_array_job_id(first_id);
-        }
-        if (shares_env[i]) job.set_exported_env_job_id(first_id);
-        job.set_kind(KindOf(job.spec()));
-        job.set_state(v1::JOB_STATE_PENDING);
-        job.set_reason("waiting to be scheduled");
-        job.set_submit_time_ms(now_ms);
+        job = NewPendingJob(std::move(specs[i]), first_id + static_cast<int64_t>(i), first_id,
+                            now_ms, shares_env[i], config_.checkpoint_root);
         if (i == 0) job.set_request_id(request_id);
-        if (!config_.checkpoint_root.empty()) {
-          job.set_checkpoint_dir(absl::StrCat(
-              absl::StripSuffix(config_.checkpoint_root, "/"), "/", id));
-        }
         // Queued first (a store that refuses at once refuses the call), then
         // placed; a job placed in this pass has its SCHEDULED record replace
         // the PENDING one still queued, so both go in one commit.
@@ -288,11 +242,8 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
   filter.array_job_id = array_job_id;
   filter.limit = limit <= 0 ? kDefaultListLimit : limit;
   std::vector<v1::Job> out;
-  // Retired jobs picked: their index in `out` (a placeholder until read from
-  // the store outside the lock) and metric point count.
-  std::vector<int64_t> retired_ids;
-  std::vector<size_t> retired_slots;
-  std::vector<int64_t> retired_points;
+  // Retired jobs are placeholders here, read from the store below.
+  std::vector<JobTable::RetiredSlot> retired;
   WriteTicket durable_at = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -301,12 +252,9 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
         out.push_back(ForUserLocked(*l.record));
         continue;
       }
-      retired_ids.push_back(l.id);
-      retired_slots.push_back(out.size());
-      retired_points.push_back(experiments_.Points(l.id));
+      retired.push_back({l.id, out.size(), experiments_.Points(l.id)});
       out.emplace_back().set_id(l.id);
     }
-    // (Retired jobs are placeholders here, read from the store below.)
     if (std::any_of(out.begin(), out.end(),
                     [](const v1::Job& job) { return IsFinal(job.state()); })) {
       durable_at = last_ticket_;
@@ -319,35 +267,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
       TC_LOG_ERROR("list: final states shown before they were stored: {}", s.ToString());
     }
   }
-  if (retired_ids.empty()) return out;
-  absl::StatusOr<std::vector<v1::Job>> read = store_->ReadJobs(retired_ids);
-  if (!read.ok()) {
-    TC_LOG_ERROR("list: could not read {} finished jobs from the store: {}",
-                 retired_ids.size(), read.status().ToString());
-    read = std::vector<v1::Job>();
-  }
-  absl::flat_hash_map<int64_t, v1::Job*> by_id;
-  for (v1::Job& job : *read) by_id[job.id()] = &job;
-  std::vector<bool> missing(out.size(), false);
-  for (size_t i = 0; i < retired_ids.size(); ++i) {
-    auto it = by_id.find(retired_ids[i]);
-    if (it == by_id.end()) {
-      missing[retired_slots[i]] = true;
-      continue;
-    }
-    v1::Job& slot = out[retired_slots[i]];
-    slot = std::move(*it->second);
-    // As ForUserLocked: a retired job has no running attempt to count.
-    slot.clear_attempt_token();
-    if (retired_points[i] > 0) slot.set_metric_points(retired_points[i]);
-  }
-  if (std::find(missing.begin(), missing.end(), true) != missing.end()) {
-    std::vector<v1::Job> kept;
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (!missing[i]) kept.push_back(std::move(out[i]));
-    }
-    out = std::move(kept);
-  }
+  JobTable::FillRetired(retired, *store_, out);
   return out;
 }
 
@@ -377,7 +297,7 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
       TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred);
       PersistLocked(job);
       RequestScheduleLocked(deferred);
-      result = Redacted(job);
+      result = RedactedJob(job);
       durable_at = last_ticket_;
     }
   }
@@ -403,12 +323,12 @@ void Coordinator::WaitJobAsync(int64_t job_id, absl::Duration timeout,
       v1::Job scratch;
       absl::StatusOr<const v1::Job*> job = LookupLocked(job_id, &scratch);
       if (job.ok()) {
-        now_result = Redacted(**job);
+        now_result = RedactedJob(**job);
       } else {
         now_result = job.status();
       }
     } else if (IsFinal(it->second.state()) || timeout <= absl::ZeroDuration()) {
-      now_result = Redacted(it->second);
+      now_result = RedactedJob(it->second);
     } else {
       waiters_.Add(job_id, clock_->Now() + timeout, std::move(done));
       return;
@@ -446,50 +366,30 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
     absl::MutexLock lock(&mu_);
     v1::Job scratch;
     absl::StatusOr<const v1::Job*> found = LookupLocked(job_id, &scratch);
-    if (offset < 0) {
-      error = absl::InvalidArgumentError("offset: must not be negative");
-    } else if (max_bytes < 0 || max_bytes > kMaxLogBytes) {
-      error = absl::InvalidArgumentError(
-          absl::StrCat("max_bytes: must be in [0, ", kMaxLogBytes, "]"));
-    } else if (!found.ok()) {
-      error = found.status();
+    absl::StatusOr<const v1::Task*> task =
+        found.ok() ? LogRelay::Route(**found, rank, offset, max_bytes,
+                                     [&](const std::string& name) {
+                                       auto node = nodes_.find(name);
+                                       return node != nodes_.end() &&
+                                              node->second.conn != nullptr &&
+                                              node->second.node.state() ==
+                                                  v1::NODE_STATE_READY;
+                                     })
+                   : absl::StatusOr<const v1::Task*>(found.status());
+    if (!task.ok()) {
+      error = task.status();
     } else {
-      const v1::Job& job = **found;
-      const v1::Task* task = nullptr;
-      for (const v1::Task& t : job.tasks()) {
-        if (t.rank() == rank) task = &t;
-      }
-      auto node = task ? nodes_.find(task->node()) : nodes_.end();
-      if (job.spec().discard_output()) {
-        error = absl::FailedPreconditionError(absl::StrCat(
-            "job ", job_id, " discards its output (submitted with --no-logs): "
-            "no log was kept"));
-      } else if (task == nullptr) {
-        error = absl::NotFoundError(
-            job.tasks().empty()
-                ? absl::StrCat("job ", job_id, " has no logs yet: it is ",
-                               v1::JobState_Name(job.state()))
-                : absl::StrCat("job ", job_id, " has no rank ", rank,
-                               " (world size ", job.world_size(), ")"));
-      } else if (node == nodes_.end() || node->second.conn == nullptr ||
-                 node->second.node.state() != v1::NODE_STATE_READY) {
-        error = absl::FailedPreconditionError(absl::StrCat(
-            "node ", task->node(), " is not connected; rank ", rank,
-            "'s log is at ", task->log_path().empty() ? "?" : task->log_path(),
-            " on that host"));
-      } else {
-        const int want = max_bytes == 0 ? kDefaultLogBytes : max_bytes;
-        const int64_t request_id = logs_.Add({clock_->Now() + config_.log_read_timeout, job_id,
-                                              rank, task->node(), std::move(done), want});
-        v1::CoordinatorMessage msg;
-        v1::ReadLog* read = msg.mutable_read_log();
-        read->set_request_id(request_id);
-        *read->mutable_task() = RefOf(job, *task);
-        read->set_offset(offset);
-        read->set_max_bytes(want);
-        node->second.conn->Send(msg);
-        return;
-      }
+      const int want = max_bytes == 0 ? LogRelay::kDefaultBytes : max_bytes;
+      const int64_t request_id = logs_.Add({clock_->Now() + config_.log_read_timeout, job_id,
+                                            rank, (*task)->node(), std::move(done), want});
+      v1::CoordinatorMessage msg;
+      v1::ReadLog* read = msg.mutable_read_log();
+      read->set_request_id(request_id);
+      *read->mutable_task() = RefOf(**found, **task);
+      read->set_offset(offset);
+      read->set_max_bytes(want);
+      nodes_.find((*task)->node())->second.conn->Send(msg);
+      return;
     }
   }
   done(error);

@@ -73,19 +73,21 @@ class PreflightTest : public ::testing::Test {
     core_.reset();
     CoordinatorConfig config;
     config.advertise_address = "coord.example:50051";
-    config.preflight_auto = true;
-    config.preflight_timeout = absl::Seconds(60);
-    config.preflight_max_failures = max_failures_;
+    config.preflight.auto_enabled = true;
+    config.preflight.timeout = absl::Seconds(60);
+    config.preflight.max_failures = max_failures_;
     auto core = Coordinator::Create(config, &store_, &clock_);
     ASSERT_THAT(core, ::trainctl::testing::IsOk());
     core_ = std::move(*core);
   }
 
   FakeConnection& Connect(const std::string& name, int gpus = 1,
-                          std::vector<v1::TaskRef> running = {}) {
+                          std::vector<v1::TaskRef> running = {},
+                          bool probe_tasks = true) {
     auto& conn = conns_[name];
     conn = std::make_unique<FakeConnection>();
     v1::RegisterNode reg = NodeReg(name, gpus);
+    reg.set_probe_tasks(probe_tasks);
     for (const v1::TaskRef& r : running) *reg.add_running_tasks() = r;
     EXPECT_THAT(core_->RegisterAgent(reg, conn.get()), ::trainctl::testing::IsOk());
     return *conn;
@@ -128,6 +130,23 @@ class PreflightTest : public ::testing::Test {
   std::map<std::string, size_t> seen_starts_;
 };
 
+// An agent from before probes were tasks of their own would take a probe
+// and the job's rank of the same attempt for one task: a gang with such a
+// node starts without a pre-flight, and its ranks run as usual.
+TEST_F(PreflightTest, AnOlderAgent_GetsNoProbe_TheGangStartsWithout) {
+  Connect("a");
+  Connect("b", 1, {}, /*probe_tasks=*/false);
+  auto id = core_->SubmitJob(TwoNodeGang(), "");
+  TC_ASSERT_OK(id);
+  std::vector<v1::StartTask> pa = NewStarts("a"), pb = NewStarts("b");
+  ASSERT_THAT(pa, SizeIs(1));
+  ASSERT_THAT(pb, SizeIs(1));
+  EXPECT_FALSE(pa[0].has_preflight());
+  EXPECT_FALSE(pb[0].has_preflight());
+  EXPECT_EQ(pb[0].task().probe_run(), 0);
+  EXPECT_EQ(Job(*id).preflight().runs_size(), 0);
+}
+
 TEST_F(PreflightTest, Pass_JobStartsOnTheSameGpus) {
   Connect("a");
   Connect("b");
@@ -139,8 +158,12 @@ TEST_F(PreflightTest, Pass_JobStartsOnTheSameGpus) {
   ASSERT_THAT(pa, SizeIs(1));
   ASSERT_THAT(pb, SizeIs(1));
   EXPECT_TRUE(pa[0].has_preflight());
-  EXPECT_EQ(pa[0].task().attempt(), kPreflightAttemptBase + 1);
-  EXPECT_EQ(pa[0].env().at("TRAINCTL_ATTEMPT"), "1000000001");
+  // The probe is a task of its own beside the job's rank 0 of attempt 0:
+  // run 1's probe, with the job's attempt number.
+  EXPECT_EQ(pa[0].task().attempt(), 0);
+  EXPECT_EQ(pa[0].task().probe_run(), 1);
+  EXPECT_EQ(pa[0].env().at("TRAINCTL_ATTEMPT"), "0");
+  EXPECT_EQ(pa[0].env().at("TRAINCTL_PREFLIGHT"), "1");
   EXPECT_EQ(pa[0].env().at("CUDA_VISIBLE_DEVICES"), "GPU-a-0");
   EXPECT_EQ(pa[0].preflight().timeout_ms(), 45000);  // 3/4 of 60 s
   const std::string probe_token = pa[0].env().at("TRAINCTL_TOKEN");
@@ -282,7 +305,8 @@ TEST_F(PreflightTest, SlowNode_ExcludedAndGangPlacedOnAnother) {
   std::vector<v1::StartTask> q1 = NewStarts(first), q2 = NewStarts(spare);
   ASSERT_THAT(q1, SizeIs(1));
   ASSERT_THAT(q2, SizeIs(1));
-  EXPECT_EQ(q1[0].task().attempt(), kPreflightAttemptBase + 2);
+  EXPECT_EQ(q1[0].task().attempt(), 1);
+  EXPECT_EQ(q1[0].task().probe_run(), 2);
 
   Report(first, ProbeExit(q1[0], 100));
   Report(spare, ProbeExit(q2[0], 95));
@@ -330,7 +354,8 @@ TEST_F(PreflightTest, ProbeHangs_DeadlineExcludesItsNode) {
   EXPECT_THAT(job.preflight().excluded(0).reason(), HasSubstr("did not finish"));
   // The hung probe is told to stop.
   ASSERT_THAT(conns_[hung]->Stops(), SizeIs(1));
-  EXPECT_EQ(conns_[hung]->Stops()[0].task().attempt(), kPreflightAttemptBase + 1);
+  EXPECT_EQ(conns_[hung]->Stops()[0].task().attempt(), 0);
+  EXPECT_EQ(conns_[hung]->Stops()[0].task().probe_run(), 1);
   EXPECT_EQ(job.state(), v1::JOB_STATE_SCHEDULED);  // placed again
   for (const v1::Task& t : job.tasks()) EXPECT_NE(t.node(), hung);
 }
@@ -402,7 +427,7 @@ TEST_F(PreflightTest, RestartMidPreflight_JobRequeuedAndProbedAgain) {
   std::vector<v1::StartTask> qa = NewStarts("a"), qb = NewStarts("b");
   ASSERT_THAT(qa, SizeIs(1));
   ASSERT_THAT(qb, SizeIs(1));
-  EXPECT_EQ(qa[0].task().attempt(), kPreflightAttemptBase + 2);
+  EXPECT_EQ(qa[0].task().probe_run(), 2);
   Report("a", ProbeExit(qa[0], 40));
   Report("b", ProbeExit(qb[0], 40));
   std::vector<v1::StartTask> ja = NewStarts("a");
@@ -437,7 +462,8 @@ TEST_F(PreflightTest, Cancel_MidPreflight_ProbesStoppedAndGpusFreedOnExit) {
   Report("b", Running(pb[0]));
   TC_ASSERT_OK(core_->CancelJob(*id));
   ASSERT_THAT(conns_["a"]->Stops(), SizeIs(1));
-  EXPECT_EQ(conns_["a"]->Stops()[0].task().attempt(), kPreflightAttemptBase + 1);
+  EXPECT_EQ(conns_["a"]->Stops()[0].task().attempt(), 0);
+  EXPECT_EQ(conns_["a"]->Stops()[0].task().probe_run(), 1);
   EXPECT_EQ(Job(*id).preflight().runs(0).verdict(), v1::PREFLIGHT_VERDICT_ABORTED);
   // The probes' exits free their GPUs: a new gang fits again.
   v1::AgentMessage ea = ProbeExit(pa[0], 0, "killed"), eb = ProbeExit(pb[0], 0, "killed");

@@ -4,26 +4,17 @@
 
 #include "coordinator/coordinator.h"
 
-#include <algorithm>
-#include <map>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/hash/hash.h"
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/secrets.h"
 #include "common/logging.h"
-#include "common/status_macros.h"
-#include "coordinator/coordinator_internal.h"
 #include "coordinator/job_lifecycle.h"
-#include "coordinator/job_spec.h"
-#include "coordinator/launch_env.h"
 
 namespace trainctl::coord {
 
@@ -125,15 +116,8 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
         break;
       case sched::Outcome::kRetryLater:
         // Usually the sentence of the last pass: compared, not rewritten.
-        if (job.reason() != d.reason) job.set_reason(d.reason);
-        if (job.preflight().excluded_size() > 0) {
-          std::vector<std::string> names;
-          for (const v1::ExcludedNode& e : job.preflight().excluded()) {
-            names.push_back(e.node());
-          }
-          absl::StrAppend(job.mutable_reason(), "; excluded by pre-flight: ",
-                          absl::StrJoin(names, ", "),
-                          " (`trainctl describe` says why)");
+        if (std::string why = WaitReason(job, d.reason); job.reason() != why) {
+          job.set_reason(std::move(why));
         }
         break;
       case sched::Outcome::kPreempting:
@@ -148,49 +132,19 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
     }
   }
   nodes_.EndPass();
-  // The tasks of an array left out of the pass wait for the same reason as
-  // the last one it decided, or fail with it (they would not fit either).
-  // Had that one started, the cut was too tight: pass again.
-  // The reasons are not copied again while the array's cut and reason are
-  // those of the last pass (SchedulerView::TrimReasonUnchanged): with the same cut the tasks
-  // left out are those of the last pass but the ones that moved into the
-  // queue, and each already has the reason.
-  bool again = false;
-  absl::flat_hash_map<int64_t, std::pair<int, std::string>> reasons;
-  for (auto& [array, cut] : trimmed) {
-    if (cut.trimmed.empty()) continue;
-    auto last = jobs_.find(cut.last_included);
-    if (last == jobs_.end()) continue;
-    const v1::Job& decided = last->second;
-    if (decided.state() != v1::JOB_STATE_PENDING &&
-        decided.state() != v1::JOB_STATE_FAILED) {
-      again = true;
-      continue;
-    }
-    if (decided.state() == v1::JOB_STATE_PENDING) {
-      const bool unchanged = view_.TrimReasonUnchanged(array, cut.cap, decided.reason());
-      reasons.emplace(array, std::make_pair(cut.cap, decided.reason()));
-      if (unchanged) continue;
-    }
-    for (int64_t id : cut.trimmed) {
-      auto it = jobs_.find(id);
-      if (it == jobs_.end() || it->second.state() != v1::JOB_STATE_PENDING) continue;
-      v1::Job& job = it->second;
-      if (decided.state() == v1::JOB_STATE_PENDING) {
-        if (job.reason() != decided.reason()) job.set_reason(decided.reason());
-      } else if (TransitionLocked(job, v1::JOB_STATE_FAILED, decided.reason(), deferred)) {
-        PersistLocked(job);
-      }
-    }
+  // The tasks of arrays left out of the pass (SchedulerView::FollowUpTrimmed).
+  const SchedulerView::FollowUp follow_up = view_.FollowUpTrimmed(trimmed, jobs_);
+  for (const auto& [id, reason] : follow_up.fail) {
+    v1::Job& job = jobs_.at(id);
+    if (TransitionLocked(job, v1::JOB_STATE_FAILED, reason, deferred)) PersistLocked(job);
   }
-  view_.SetTrimReasons(std::move(reasons));
   PackPendingLocked(deferred);
-  if (config_.on_schedule_pass) {
+  if (config_.hooks.on_schedule_pass) {
     deferred.push_back([this, took = clock_->Now() - pass_start]() {
-      config_.on_schedule_pass(took);
+      config_.hooks.on_schedule_pass(took);
     });
   }
-  return again;
+  return follow_up.pass_again;
 }
 
 absl::flat_hash_map<std::string, absl::flat_hash_set<int>>
@@ -237,38 +191,15 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   }
   job.clear_tasks();
   job.set_attempt_token(NewSecretToken());
-  int rank = 0;
   std::vector<std::string> rank_hosts;
-  for (size_t node_rank = 0; node_rank < placement.nodes.size(); ++node_rank) {
-    const sched::NodeAssignment& na = placement.nodes[node_rank];
-    const v1::Node& node = nodes_[na.node].node;
-    const int tasks = TasksPerNode(job.spec(), static_cast<int>(na.gpu_indices.size()));
-    for (int local = 0; local < tasks; ++local) {
-      v1::Task* t = job.add_tasks();
-      t->set_rank(rank++);
-      t->set_local_rank(local);
-      t->set_local_world_size(tasks);
-      t->set_node_rank(static_cast<int>(node_rank));
-      t->set_node(na.node);
-      int64_t node_gpu_bytes = 0;
-      for (int idx : na.gpu_indices) {
-        t->add_gpu_indices(idx);
-        for (const v1::Gpu& g : node.gpus()) {
-          if (g.index() != idx) continue;
-          t->add_gpu_uuids(g.uuid());
-          node_gpu_bytes = std::max(node_gpu_bytes, g.memory_total_bytes());
-        }
-      }
-      // Whole GPUs: each is held whole (TaskBytesOnGpu); the bytes shown
-      // are this node's GPU size, not the gang's smallest.
-      t->set_whole_gpus(placement.whole_gpus);
-      t->set_reserved_bytes_per_gpu(placement.whole_gpus ? node_gpu_bytes
-                                                         : placement.reserved_bytes_per_gpu);
-      TaskToLocked(job, *t, v1::TASK_STATE_STARTING);
-      rank_hosts.push_back(na.node);
-    }
+  for (v1::Task& t : TaskStarts::PlaceRanks(job.spec(), placement, [&](const std::string& n) {
+         auto it = nodes_.find(n);
+         return it == nodes_.end() ? nullptr : &it->second.node;
+       })) {
+    rank_hosts.push_back(t.node());
+    TaskToLocked(job, *job.add_tasks() = std::move(t), v1::TASK_STATE_STARTING);
   }
-  job.set_world_size(rank);
+  job.set_world_size(job.tasks_size());
   job.set_placement_seq(jobs_.TakePlacementSeq());
   job.clear_preempted_for_job_id();
   // The jobs preempted for this one may start again now that it is placed
@@ -285,10 +216,19 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
   TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", deferred);
-  if (PreflightWantedLocked(job, static_cast<int>(placement.nodes.size()))) {
+  bool agents_run_probes = true;
+  for (const sched::NodeAssignment& na : placement.nodes) {
+    agents_run_probes = agents_run_probes && nodes_[na.node].probe_tasks;
+  }
+  const int node_count = static_cast<int>(placement.nodes.size());
+  if (preflight_.Wanted(job, node_count, agents_run_probes)) {
     // The job's own rendezvous opens and its tasks start once it passes.
     BeginPreflightLocked(job);
     return;
+  }
+  if (!agents_run_probes && preflight_.Wanted(job, node_count, true)) {
+    TC_LOG_WARN("job {}: starts without a pre-flight: an agent of its nodes predates "
+                "probe tasks (RegisterNode.probe_tasks)", job.id());
   }
   rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(rank_hosts),
                    clock_->Now());
@@ -371,11 +311,7 @@ void Coordinator::SendLocked(const std::string& node, v1::CoordinatorMessage msg
 
 void Coordinator::StopTaskLocked(const v1::Job& job, v1::Task& task) {
   TaskToLocked(job, task, v1::TASK_STATE_STOPPING);
-  v1::CoordinatorMessage msg;
-  v1::StopTask* stop = msg.mutable_stop_task();
-  *stop->mutable_task() = RefOf(job, task);
-  stop->set_grace_ms(absl::ToInt64Milliseconds(config_.stop_grace));
-  SendLocked(task.node(), std::move(msg));
+  SendLocked(task.node(), StopMessage(RefOf(job, task), config_.stop_grace));
 }
 
 void Coordinator::PreemptLocked(v1::Job& victim, int64_t by, Deferred& deferred) {
@@ -472,6 +408,90 @@ void Coordinator::OnTaskEndedLocked(v1::Job& job, Deferred& deferred) {
     step = DecideAttempt(job, /*oom_requeue_possible=*/false);
   }
   ApplyAttemptStepLocked(job, step, deferred);
+}
+
+// ---------------------------------------------------------------- pre-flight
+// What a run means is PreflightRuns'; here it is applied.
+
+void Coordinator::BeginPreflightLocked(v1::Job& job) {
+  PreflightRuns::Opening o = preflight_.Begin(job, clock_->Now());
+  rendezvous_.Open(job.id(), GroupRef(job.attempt(), o.run), o.token,
+                   std::move(o.rank_hosts));
+  PersistLocked(job);
+  TC_LOG_INFO("job {} attempt {}: pre-flight {}", job.id(), job.attempt(), o.run);
+  for (const v1::Task& t : job.tasks()) {
+    v1::CoordinatorMessage msg = BuildStartTaskLocked(job, t, /*agent_store=*/false);
+    preflight_.MakeProbeStart(job, *msg.mutable_start_task());
+    SendLocked(t.node(), std::move(msg));
+  }
+}
+
+void Coordinator::OnProbeEndedLocked(v1::Job& job, Deferred& deferred) {
+  const PreflightRuns::Progress p = PreflightRuns::OnProbeEnded(job);
+  for (v1::Task& t : *job.mutable_tasks()) {
+    if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING &&
+        absl::c_linear_search(p.stop_ranks, t.rank())) {
+      StopTaskLocked(job, t);
+    }
+  }
+  if (p.judge) {
+    FinishPreflightLocked(job, deferred);
+  } else {
+    PersistLocked(job);
+  }
+}
+
+void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
+  const PreflightRuns::Verdict v = preflight_.Judge(job, clock_->Now());
+  ++counters_.preflight_runs[v.verdict];
+  TC_LOG_INFO("job {} pre-flight {}: {}", job.id(), v.run,
+              job.preflight().runs(job.preflight().runs_size() - 1).reason());
+  if (v.verdict != v1::PREFLIGHT_VERDICT_PASSED) {
+    // Live probes (stopped after a failure, or hung at the deadline) drain
+    // under their own key, holding their GPUs until they exit.
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) StopTaskLocked(job, t);
+    }
+    TransitionLocked(job, v.to, v.why, deferred);
+    PersistLocked(job);
+    return;
+  }
+  rendezvous_.Close(job.id(), GroupRef(job.attempt(), v.run), "pre-flight passed");
+  // The job's own ranks on the same placement: the probes have all exited,
+  // so their GPUs pass straight to the job. Each probe's record becomes the
+  // rank's: a new task (UNSPECIFIED -> STARTING), nothing of the probe kept.
+  std::vector<std::string> hosts;
+  for (v1::Task& t : *job.mutable_tasks()) {
+    v1::Task rank;
+    rank.set_rank(t.rank());
+    rank.set_node(t.node());
+    *rank.mutable_gpu_indices() = t.gpu_indices();
+    *rank.mutable_gpu_uuids() = t.gpu_uuids();
+    rank.set_reserved_bytes_per_gpu(t.reserved_bytes_per_gpu());
+    rank.set_whole_gpus(t.whole_gpus());
+    rank.set_local_rank(t.local_rank());
+    rank.set_node_rank(t.node_rank());
+    rank.set_local_world_size(t.local_world_size());
+    TaskToLocked(job, rank, v1::TASK_STATE_STARTING);
+    t = std::move(rank);
+    hosts.push_back(t.node());
+  }
+  job.clear_reason();
+  rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(hosts),
+                   clock_->Now());
+  PersistLocked(job);
+  LaunchTasksLocked(job, deferred);
+}
+
+bool Coordinator::ExpirePreflightsLocked(absl::Time now, Deferred& deferred) {
+  const std::vector<int64_t> due = preflight_.TakeDue(now);
+  for (int64_t id : due) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !InPreflight(it->second)) continue;
+    preflight_.MarkMissing(it->second);
+    FinishPreflightLocked(it->second, deferred);
+  }
+  return !due.empty();
 }
 
 }  // namespace trainctl::coord

@@ -279,8 +279,8 @@ TEST_F(CoordinatorTest, UnlikeGpus_GangGpuHours_CountEveryGpuWhole) {
 // One user could keep 340,000 held jobs in the coordinator's memory: the
 // pending jobs per user and in all are capped.
 TEST_F(CoordinatorTest, SubmitJob_PastPendingLimits_ResourceExhaustedNamingTheLimit) {
-  config_.max_pending_jobs_per_user = 2;
-  config_.max_pending_jobs = 3;
+  config_.limits.max_pending_jobs_per_user = 2;
+  config_.limits.max_pending_jobs = 3;
   Restart();
   v1::JobSpec alice = Spec();
   alice.set_user("alice");
@@ -1007,8 +1007,8 @@ TEST_F(CoordinatorTest, Observers_SchedulePassAndRendezvous_TimedWithClock) {
   std::vector<absl::Duration> passes, rendezvous;
   MemoryStateStore store;
   CoordinatorConfig config;
-  config.on_schedule_pass = [&](absl::Duration d) { passes.push_back(d); };
-  config.on_rendezvous_published = [&](absl::Duration d) { rendezvous.push_back(d); };
+  config.hooks.on_schedule_pass = [&](absl::Duration d) { passes.push_back(d); };
+  config.hooks.on_rendezvous_published = [&](absl::Duration d) { rendezvous.push_back(d); };
   auto core = Coordinator::Create(config, &store, &clock_);
   TC_ASSERT_OK(core);
   FakeConnection a;
@@ -1128,7 +1128,7 @@ TEST_F(CoordinatorTest, Stats_GpusHeldByLiveTasks_AllocatedUntilExit) {
 
 TEST_F(CoordinatorTest, Observers_JobPlaced_QueueWaitFromSubmitOrAttemptEnd) {
   std::vector<absl::Duration> waits;
-  config_.on_job_placed = [&](absl::Duration d) { waits.push_back(d); };
+  config_.hooks.on_job_placed = [&](absl::Duration d) { waits.push_back(d); };
   Restart();
   // No node yet: the job waits 30 s, then a node comes and it is placed.
   v1::JobSpec spec = Spec();

@@ -17,9 +17,10 @@ int DrainingTasks::RemoveIf(absl::FunctionRef<bool(const DrainingTask&)> pred) {
   return static_cast<int>(before - tasks_.size());
 }
 
-bool DrainingTasks::Ended(int64_t job_id, int attempt, int rank, const std::string& node) {
+bool DrainingTasks::Ended(const TaskKey& key, const std::string& node) {
   return RemoveIf([&](const DrainingTask& d) {
-           return d.job_id == job_id && d.attempt == attempt && d.task.rank() == rank &&
+           return d.job_id == key.job_id && d.attempt == key.attempt &&
+                  d.probe_run == key.probe_run && d.task.rank() == key.rank &&
                   d.task.node() == node;
          }) > 0;
 }

@@ -18,6 +18,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
+#include "coordinator/task_key.h"
+#include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
@@ -25,11 +27,24 @@ namespace trainctl::coord {
 // A task of an earlier attempt of a job that still holds GPUs.
 struct DrainingTask {
   int64_t job_id = 0;
-  // Its TaskRef.attempt (a pre-flight probe's key for a probe).
+  // Its TaskRef.attempt and probe_run (0: the job's rank; n: the probe of
+  // pre-flight run n).
   int attempt = 0;
+  int probe_run = 0;
   v1::Task task;
   // The placement_seq of its attempt.
   int64_t placement_seq = 0;
+
+  // Its TaskRef (job, attempt, probe run, rank, pid).
+  v1::TaskRef Ref() const {
+    v1::TaskRef ref;
+    ref.set_job_id(job_id);
+    ref.set_attempt(attempt);
+    ref.set_probe_run(probe_run);
+    ref.set_rank(task.rank());
+    ref.set_pid(task.pid());
+    return ref;
+  }
 };
 
 class DrainingTasks {
@@ -46,10 +61,9 @@ class DrainingTasks {
   // Removes every task for which `pred` is true (called once per task, in
   // order); returns how many.
   int RemoveIf(absl::FunctionRef<bool(const DrainingTask&)> pred);
-  // The agent of `node` reported task (job_id, attempt, rank) ended: it
-  // frees its GPUs. Only the node running a task may end it. Returns whether
-  // such a task drained.
-  bool Ended(int64_t job_id, int attempt, int rank, const std::string& node);
+  // The agent of `node` reported task `key` ended: it frees its GPUs. Only
+  // the node running a task may end it. Returns whether such a task drained.
+  bool Ended(const TaskKey& key, const std::string& node);
 
   // ---- preemption
   // Job `victim` was preempted for job `preemptor`.

@@ -63,7 +63,7 @@ class ExperimentRecordTest : public ::testing::Test {
     core_.reset();
     CoordinatorConfig config;
     config.checkpoint_root = "/shared/ckpt/";
-    config.max_metric_points_per_job = 5;
+    config.limits.max_metric_points_per_job = 5;
     auto core = Coordinator::Create(config, &store_, &clock_);
     ASSERT_THAT(core, ::trainctl::testing::IsOk());
     core_ = std::move(*core);

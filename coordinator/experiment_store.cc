@@ -7,6 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/metric_rules.h"
+#include "common/secrets.h"
+#include "coordinator/job_facts.h"
+#include "coordinator/job_spec.h"
 
 namespace trainctl::coord {
 namespace {
@@ -161,6 +164,50 @@ void CountRunningGpuHours(v1::Job& job, int64_t now_ms) {
   const int64_t ms = std::max<int64_t>(0, now_ms - last->start_time_ms());
   last->set_gpu_hours(last->gpus() * static_cast<double>(ms) / kMsPerHour);
   job.set_gpu_hours(job.gpu_hours() + last->gpu_hours());
+}
+
+absl::Status ExperimentStore::CheckReporter(const v1::Job& job,
+                                            const v1::ReportMetricsRequest& req) {
+  if (req.attempt() != job.attempt()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "attempt ", req.attempt(), " is not job ", job.id(), "'s current attempt (",
+        job.attempt(), "); only its ranks may report"));
+  }
+  if (job.attempt_token().empty() || !SameSecret(req.token(), job.attempt_token())) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("token: not the token of job ", job.id(), " attempt ", job.attempt()));
+  }
+  if (req.rank() < 0 || req.rank() >= std::max(1, job.world_size())) {
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", req.rank(), " is outside job ",
+                                                   job.id(), "'s ", job.world_size(),
+                                                   " ranks"));
+  }
+  return absl::OkStatus();
+}
+
+double ExperimentStore::AttemptGpus(const v1::Job& job, const NodeRegistry& nodes) {
+  double gpus = 0;
+  for (const v1::Task& t : job.tasks()) {
+    auto node = nodes.find(t.node());
+    for (int index : OwnedGpus(t)) {
+      double share = TaskShareOfGpu(t, 0);
+      if (node != nodes.end()) {
+        for (const v1::Gpu& g : node->second.node.gpus()) {
+          if (g.index() == index) share = TaskShareOfGpu(t, g.memory_total_bytes());
+        }
+      }
+      gpus += share;
+    }
+  }
+  return gpus;
+}
+
+std::optional<double> ExperimentStore::LatestThroughput(
+    const std::vector<v1::MetricPoint>& points) {
+  for (auto p = points.rbegin(); p != points.rend(); ++p) {
+    if (p->key() == kThroughputMetricKey) return p->value();
+  }
+  return std::nullopt;
 }
 
 }  // namespace trainctl::coord

@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "coordinator/asha.h"
+#include "coordinator/node_registry.h"
 #include "trainctl/v1/metrics.pb.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -28,7 +29,7 @@ namespace trainctl::coord {
 class ExperimentStore {
  public:
   // `max_points_per_job`: the metric points one job may store
-  // (CoordinatorConfig.max_metric_points_per_job).
+  // (CoordinatorConfig.limits.max_metric_points_per_job).
   explicit ExperimentStore(int64_t max_points_per_job)
       : max_points_per_job_(max_points_per_job) {}
 
@@ -37,6 +38,17 @@ class ExperimentStore {
   // Errors: INVALID_ARGUMENT naming points[i] and the rule; UNAUTHENTICATED
   // when the token is missing.
   static absl::Status CheckReport(const v1::ReportMetricsRequest& req, int max_points);
+  // Whether `req` comes from a rank of `job`'s current attempt: its attempt,
+  // token and a rank below world size. Errors: PERMISSION_DENIED naming the
+  // attempt or the token; INVALID_ARGUMENT naming the rank.
+  static absl::Status CheckReporter(const v1::Job& job, const v1::ReportMetricsRequest& req);
+  // The newest throughput (kThroughputMetricKey, samples/s) among `points`,
+  // in report order; nullopt when none is one.
+  static std::optional<double> LatestThroughput(const std::vector<v1::MetricPoint>& points);
+  // GPUs the current attempt's tasks of `job` hold (AttemptRecord.gpus): a
+  // whole GPU counts 1, a share its reserved part of the GPU's memory as
+  // `nodes` report it.
+  static double AttemptGpus(const v1::Job& job, const NodeRegistry& nodes);
   // Fills resp.series from `points` ordered by key, then as appended (as the
   // StateStore reads them): per key the count, last value and step, min and
   // max, and the points themselves unless `summary_only`.

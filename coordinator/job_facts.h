@@ -11,6 +11,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "coordinator/task_key.h"
 #include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -69,12 +71,20 @@ inline int JobGpuCount(const v1::Job& job) {
   return static_cast<int>(gpus.size());
 }
 
-// TaskRef.attempt of the tasks now in job.tasks(): the pre-flight probe's key
-// while a pre-flight runs (preflight.h, kPreflightAttemptBase + run), else the
-// job's attempt.
-inline int TaskAttemptOf(const v1::Job& job) {
-  return job.preflight().probe_attempt() != 0 ? job.preflight().probe_attempt()
-                                              : job.attempt();
+// TaskRef.probe_run of the tasks now in job.tasks(): the pre-flight run
+// whose probes they are, else 0 (the job's own ranks).
+inline int ProbeRunOf(const v1::Job& job) { return job.preflight().probe_run(); }
+
+// The TaskKey of `task`, one of job.tasks() now.
+inline TaskKey KeyOf(const v1::Job& job, const v1::Task& task) {
+  return {job.id(), job.attempt(), ProbeRunOf(job), task.rank()};
+}
+
+// Whether `ref` names one of job.tasks() now: its attempt, and its probe run
+// (a probe is never taken for the rank of the same attempt).
+inline bool IsCurrent(const v1::Job& job, const v1::TaskRef& ref) {
+  return ref.job_id() == job.id() && ref.attempt() == job.attempt() &&
+         ref.probe_run() == ProbeRunOf(job);
 }
 
 // Whether a job's edge `from` -> `to` ends its current attempt's run:
@@ -85,7 +95,7 @@ inline bool LeavesAttempt(v1::JobState from, v1::JobState to) {
 }
 
 inline bool InPreflight(const v1::Job& job) {
-  return job.preflight().probe_attempt() != 0 &&
+  return ProbeRunOf(job) != 0 &&
          job.state() == v1::JOB_STATE_SCHEDULED;
 }
 
@@ -101,10 +111,44 @@ inline bool HoldsGpus(const v1::Job& job, const v1::Task& task) {
 inline v1::TaskRef RefOf(const v1::Job& job, const v1::Task& task) {
   v1::TaskRef ref;
   ref.set_job_id(job.id());
-  ref.set_attempt(TaskAttemptOf(job));
+  ref.set_attempt(job.attempt());
+  ref.set_probe_run(ProbeRunOf(job));
   ref.set_rank(task.rank());
   ref.set_pid(task.pid());
   return ref;
+}
+
+// The StopTask of the task `ref` names: SIGTERM, then SIGKILL after
+// `grace` (rounded down to ms).
+inline v1::CoordinatorMessage StopMessage(const v1::TaskRef& ref, absl::Duration grace) {
+  v1::CoordinatorMessage msg;
+  *msg.mutable_stop_task()->mutable_task() = ref;
+  msg.mutable_stop_task()->set_grace_ms(absl::ToInt64Milliseconds(grace));
+  return msg;
+}
+
+// `job` as users see it: without its attempt token and pre-flight tokens
+// (secrets of the rendezvous).
+inline v1::Job RedactedJob(const v1::Job& job) {
+  v1::Job copy = job;
+  copy.clear_attempt_token();
+  if (copy.has_preflight()) {
+    // (mutable_preflight() on a job without one would add an empty one.)
+    for (v1::PreflightRun& run : *copy.mutable_preflight()->mutable_runs()) run.clear_token();
+  }
+  return copy;
+}
+
+// Why a PENDING `job` waits, as the scheduler said (`scheduler_reason`),
+// with the nodes a pre-flight excluded it from.
+inline std::string WaitReason(const v1::Job& job, const std::string& scheduler_reason) {
+  if (job.preflight().excluded_size() == 0) return scheduler_reason;
+  std::string why = absl::StrCat(scheduler_reason, "; excluded by pre-flight: ");
+  for (int i = 0; i < job.preflight().excluded_size(); ++i) {
+    absl::StrAppend(&why, i > 0 ? ", " : "", job.preflight().excluded(i).node());
+  }
+  absl::StrAppend(&why, " (`trainctl describe` says why)");
+  return why;
 }
 
 }  // namespace trainctl::coord

@@ -19,6 +19,8 @@
 //   5. A task still live: wait for it.
 //   6. Every rank exited 0: the job succeeded.
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "trainctl/v1/types.pb.h"
@@ -58,6 +60,17 @@ AttemptStep DecideAttempt(const v1::Job& job, bool oom_requeue_possible = true);
 // WHY; restarting (k of M restarts)") while restarts are left, else kFail
 // with `why`. Preemptions and pre-flight requeues use up no restart.
 AttemptStep RestartOrFail(const v1::Job& job, const std::string& why);
+
+// How long `job`, being placed at `now_ms` (Unix ms), waited in the queue,
+// ms: since the end of its attempt before (its record is the last one until
+// this placement opens the next), or since its submit; never negative.
+inline int64_t QueueWaitMs(const v1::Job& job, int64_t now_ms) {
+  int64_t since_ms = job.submit_time_ms();
+  if (job.attempts_size() > 0) {
+    since_ms = std::max(since_ms, job.attempts(job.attempts_size() - 1).end_time_ms());
+  }
+  return std::max<int64_t>(0, now_ms - since_ms);
+}
 
 }  // namespace trainctl::coord
 

@@ -77,8 +77,19 @@ TEST(JobLifecycleTest, LateReportsAndPreflights_AreNotDecidedHere) {
   job.set_state(v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(DecideAttempt(job).kind, Kind::kWait);
   job.set_state(v1::JOB_STATE_SCHEDULED);
-  job.mutable_preflight()->set_probe_attempt(5);
+  job.mutable_preflight()->set_probe_run(1);
   EXPECT_EQ(DecideAttempt(job).kind, Kind::kJudgePreflight);
+}
+
+// The wait on_job_placed reports: from the submit for a first attempt,
+// from the end of the attempt before for a later one.
+TEST(JobLifecycleTest, QueueWait_FromSubmitOrTheLastAttemptsEnd) {
+  v1::Job job;
+  job.set_submit_time_ms(1000);
+  EXPECT_EQ(QueueWaitMs(job, 4000), 3000);
+  job.add_attempts()->set_end_time_ms(3500);
+  EXPECT_EQ(QueueWaitMs(job, 4000), 500);
+  EXPECT_EQ(QueueWaitMs(job, 3000), 0);  // a clock that went back: no wait
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace trainctl::coord {
@@ -255,6 +257,40 @@ std::vector<JobTable::Listed> JobTable::Select(const ListFilter& f, StateStore& 
     }
   }
   return out;
+}
+
+void JobTable::FillRetired(const std::vector<RetiredSlot>& slots, StateStore& store,
+                           std::vector<v1::Job>& list) {
+  if (slots.empty()) return;
+  std::vector<int64_t> ids;
+  for (const RetiredSlot& r : slots) ids.push_back(r.id);
+  absl::StatusOr<std::vector<v1::Job>> read = store.ReadJobs(ids);
+  if (!read.ok()) {
+    TC_LOG_ERROR("list: could not read {} finished jobs from the store: {}", ids.size(),
+                 read.status().ToString());
+    read = std::vector<v1::Job>();
+  }
+  absl::flat_hash_map<int64_t, v1::Job*> by_id;
+  for (v1::Job& job : *read) by_id[job.id()] = &job;
+  std::vector<bool> missing(list.size(), false);
+  for (const RetiredSlot& r : slots) {
+    auto it = by_id.find(r.id);
+    if (it == by_id.end()) {
+      missing[r.index] = true;
+      continue;
+    }
+    v1::Job& slot = list[r.index];
+    slot = std::move(*it->second);
+    // As users see it; a retired job has no running attempt to count.
+    slot.clear_attempt_token();
+    if (r.points > 0) slot.set_metric_points(r.points);
+  }
+  if (std::find(missing.begin(), missing.end(), true) == missing.end()) return;
+  std::vector<v1::Job> kept;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!missing[i]) kept.push_back(std::move(list[i]));
+  }
+  list = std::move(kept);
 }
 
 }  // namespace trainctl::coord

@@ -172,6 +172,20 @@ class JobTable {
   // sweep that does not exist gives an empty list.
   std::vector<Listed> Select(const ListFilter& filter, StateStore& store) const;
 
+  // A retired job Select picked, waiting in a list for its record: its
+  // index in the list and its metric point count (Job.metric_points).
+  struct RetiredSlot {
+    int64_t id = 0;
+    size_t index = 0;
+    int64_t points = 0;
+  };
+  // Reads the records of `slots` from `store` into `list` (as users see
+  // them: no attempt token); a record the store no longer has is dropped
+  // from the list (logged). A failed read drops them all (logged): a list is
+  // shown with what could be read.
+  static void FillRetired(const std::vector<RetiredSlot>& slots, StateStore& store,
+                          std::vector<v1::Job>& list);
+
  private:
   // A retired job: the few bytes ListJobs filters on.
   struct Retired {

@@ -50,4 +50,35 @@ absl::StatusOr<v1::GetLogsResponse> LogRelay::Answer(const v1::LogChunk& chunk,
   return resp;
 }
 
+absl::StatusOr<const v1::Task*> LogRelay::Route(
+    const v1::Job& job, int rank, int64_t offset, int max_bytes,
+    absl::FunctionRef<bool(const std::string&)> node_connected) {
+  if (offset < 0) return absl::InvalidArgumentError("offset: must not be negative");
+  if (max_bytes < 0 || max_bytes > kMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("max_bytes: must be in [0, ", kMaxBytes, "]"));
+  }
+  if (job.spec().discard_output()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " discards its output (submitted with --no-logs): no log was kept"));
+  }
+  const v1::Task* task = nullptr;
+  for (const v1::Task& t : job.tasks()) {
+    if (t.rank() == rank) task = &t;
+  }
+  if (task == nullptr) {
+    return absl::NotFoundError(
+        job.tasks().empty()
+            ? absl::StrCat("job ", job.id(), " has no logs yet: it is ",
+                           v1::JobState_Name(job.state()))
+            : absl::StrCat("job ", job.id(), " has no rank ", rank, " (world size ",
+                           job.world_size(), ")"));
+  }
+  if (!node_connected(task->node())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", task->node(), " is not connected; rank ", rank, "'s log is at ",
+        task->log_path().empty() ? "?" : task->log_path(), " on that host"));
+  }
+  return task;
+}
+
 }  // namespace trainctl::coord

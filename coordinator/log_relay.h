@@ -19,10 +19,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "trainctl/v1/service.pb.h"
+#include "trainctl/v1/types.pb.h"
 
 namespace trainctl::coord {
 
@@ -41,6 +43,21 @@ class LogRelay {
     // The bytes asked for (ReadLog.max_bytes).
     int max_bytes = 0;
   };
+
+  // Bytes a read returns when it asks for 0, and at most (a chunk must fit
+  // gRPC's default 4 MiB message limit).
+  static constexpr int kDefaultBytes = 1 << 20;
+  static constexpr int kMaxBytes = 2 << 20;
+
+  // Where a read of rank `rank`'s log of `job` from `offset`, `max_bytes`
+  // (0: kDefaultBytes) goes: the rank's task, whose node must be connected
+  // (`node_connected(name)`). Errors: INVALID_ARGUMENT naming offset or
+  // max_bytes; FAILED_PRECONDITION when the job discards its output, or the
+  // node is not connected (naming the log's path on that host); NOT_FOUND
+  // when the job has no tasks yet or no such rank.
+  static absl::StatusOr<const v1::Task*> Route(
+      const v1::Job& job, int rank, int64_t offset, int max_bytes,
+      absl::FunctionRef<bool(const std::string&)> node_connected);
 
   // Records `read` and returns its request id (ReadLog.request_id), unique
   // for the life of this relay, counting from 1.

@@ -77,5 +77,37 @@ TEST(LogRelayTest, Answer_EofOnceTheRankEndedAndTheChunkHoldsTheRest) {
   EXPECT_EQ(LogRelay::Answer(chunk, true, 6).status().code(), absl::StatusCode::kNotFound);
 }
 
+// A log read goes to the node of the rank's task, and only when that node is
+// connected; what cannot be read says why, naming the field or the path.
+TEST(LogRelayTest, Route_FindsTheRanksNodeOrSaysWhyNot) {
+  v1::Job job;
+  job.set_id(4);
+  job.set_world_size(2);
+  for (int r = 0; r < 2; ++r) {
+    v1::Task* t = job.add_tasks();
+    t->set_rank(r);
+    t->set_node(r == 0 ? "a" : "b");
+    t->set_log_path("/var/log/trainctl/x.log");
+  }
+  auto only_a = [](const std::string& n) { return n == "a"; };
+  absl::StatusOr<const v1::Task*> t = LogRelay::Route(job, 0, 0, 0, only_a);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->node(), "a");
+  EXPECT_EQ(LogRelay::Route(job, 1, 0, 0, only_a).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(LogRelay::Route(job, 1, 0, 0, only_a).status().message().find(
+                "/var/log/trainctl/x.log"),
+            std::string::npos);
+  EXPECT_EQ(LogRelay::Route(job, 5, 0, 0, only_a).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(LogRelay::Route(job, 0, -1, 0, only_a).status().message(),
+            "offset: must not be negative");
+  EXPECT_EQ(LogRelay::Route(job, 0, 0, LogRelay::kMaxBytes + 1, only_a).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  job.mutable_spec()->set_discard_output(true);
+  EXPECT_EQ(LogRelay::Route(job, 0, 0, 0, only_a).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace trainctl::coord

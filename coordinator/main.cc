@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   std::string node_timeout = "10s", heartbeat = "1s", stop_grace = "10s";
   std::string metrics_listen;
   std::string checkpoint_root;
-  int64_t max_metric_points = trainctl::coord::CoordinatorConfig().max_metric_points_per_job;
+  int64_t max_metric_points = trainctl::coord::CoordinatorConfig().limits.max_metric_points_per_job;
   // Telemetry and auto-packing; defaults in CoordinatorConfig.
   std::string usage_sample = "2s", pack_settle = "20s";
   int usage_samples = 300, pack_util_target = 90, pack_max = 8;
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   bool preflight_auto = true;
   std::string preflight_timeout = "60s", preflight_bytes = "64MiB";
   double preflight_ratio = trainctl::coord::PreflightPolicy().min_busbw_ratio;
-  int preflight_max_failures = trainctl::coord::CoordinatorConfig().preflight_max_failures;
+  int preflight_max_failures = trainctl::coord::CoordinatorConfig().preflight.max_failures;
   app.add_flag("--preflight-auto,!--no-preflight-auto", preflight_auto,
                "run a pre-flight (a short NCCL all-reduce on the reserved GPUs) "
                "before every gang placed on more than one node, unless it was "
@@ -326,11 +326,11 @@ int main(int argc, char** argv) {
   trainctl::coord::CoordinatorConfig config;
   if (metrics != nullptr) {
     trainctl::coord::PrometheusMetrics* m = metrics.get();
-    config.on_schedule_pass = [m](absl::Duration d) { m->ObserveSchedulePass(d); };
-    config.on_rendezvous_published = [m](absl::Duration d) {
+    config.hooks.on_schedule_pass = [m](absl::Duration d) { m->ObserveSchedulePass(d); };
+    config.hooks.on_rendezvous_published = [m](absl::Duration d) {
       m->ObserveRendezvousPublish(d);
     };
-    config.on_job_placed = [m](absl::Duration d) { m->ObserveJobQueueWait(d); };
+    config.hooks.on_job_placed = [m](absl::Duration d) { m->ObserveJobQueueWait(d); };
   }
   config.node_timeout = ToDuration(node_timeout);
   config.heartbeat_interval = ToDuration(heartbeat);
@@ -343,9 +343,9 @@ int main(int argc, char** argv) {
     while (checkpoint_root.size() > 1 && checkpoint_root.back() == '/') checkpoint_root.pop_back();
   }
   config.checkpoint_root = checkpoint_root;
-  config.max_pending_jobs_per_user = max_pending_jobs_per_user;
-  config.max_pending_jobs = max_pending_jobs;
-  config.max_metric_points_per_job = max_metric_points;
+  config.limits.max_pending_jobs_per_user = max_pending_jobs_per_user;
+  config.limits.max_pending_jobs = max_pending_jobs;
+  config.limits.max_metric_points_per_job = max_metric_points;
   if (!scheduler_config.empty()) {
     auto policy = trainctl::coord::LoadSchedulerConfig(scheduler_config);
     if (!policy.ok()) {
@@ -358,8 +358,8 @@ int main(int argc, char** argv) {
                 config.scheduler.policy.user_gpu_quota.size(),
                 config.scheduler.policy.project_gpu_quota.size());
   }
-  config.usage_sample_period = ToDuration(usage_sample);
-  config.usage_history_samples = usage_samples;
+  config.usage.sample_period = ToDuration(usage_sample);
+  config.usage.history_samples = usage_samples;
   config.packer.settle_ms = absl::ToInt64Milliseconds(ToDuration(pack_settle));
   config.packer.util_target_pct = pack_util_target;
   config.packer.max_tasks_per_gpu = pack_max;
@@ -367,17 +367,17 @@ int main(int argc, char** argv) {
   config.packer.dram_bw_target_pct = pack_dram_target;
   config.packer.plateau_samples = pack_plateau_samples;
   config.packer.fast_ramp = pack_fast_ramp;
-  config.preflight_auto = preflight_auto;
+  config.preflight.auto_enabled = preflight_auto;
   // With tokens, JobSpec.user is who the token says: tasks run as that user.
   config.run_jobs_as_user = !tokens_file.empty();
   config.allow_root_jobs = allow_root_jobs;
-  config.preflight_timeout = ToDuration(preflight_timeout);
-  config.preflight_policy.min_busbw_ratio = preflight_ratio;
-  config.preflight_max_failures = preflight_max_failures;
+  config.preflight.timeout = ToDuration(preflight_timeout);
+  config.preflight.policy.min_busbw_ratio = preflight_ratio;
+  config.preflight.max_failures = preflight_max_failures;
   config.rendezvous_fanout_threads = fanout_threads;
   if (absl::StatusOr<int64_t> b = trainctl::ParseByteSize(preflight_bytes);
       b.ok() && *b >= 4 && *b <= (int64_t{4} << 30)) {
-    config.preflight_bytes = *b;
+    config.preflight.bytes = *b;
   } else {
     TC_LOG_ERROR("--preflight-bytes: expected a size from 4 bytes to 4GiB, e.g. "
                  "64MiB; got {}",

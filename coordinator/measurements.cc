@@ -8,6 +8,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "coordinator/job_facts.h"
@@ -209,6 +211,86 @@ std::vector<sched::PackGpu> Measurements::PackGpus(const sched::ClusterSnapshot&
     trial.group = job.spec().sweep_id();
   });
   return gpus;
+}
+
+std::vector<Measurements::PackedPlacement> Measurements::PlanPacking(
+    const std::vector<v1::Job*>& pending, std::vector<sched::PackGpu> gpus, int64_t now_ms) {
+  std::vector<PackedPlacement> out;
+  // Choose() depends only on the GPUs, the memory request and the sweep, and
+  // the GPUs change only when a trial is placed: a (request, sweep) refused
+  // once is refused again until then (a sweep's trials share one request, so
+  // a long queue costs one evaluation).
+  absl::flat_hash_map<std::pair<int64_t, std::string>, std::string> refused;
+  for (v1::Job* job : pending) {
+    const int64_t request =
+        std::max(job->auto_pack_memory_bytes(), job->spec().gpu_memory_bytes());
+    sched::PackChoice c;
+    if (auto it = refused.find({request, job->spec().sweep_id()}); it != refused.end()) {
+      c.reason = it->second;
+    } else {
+      c = packer_.Choose(gpus, request, now_ms, job->spec().sweep_id(),
+                         /*declared=*/job->spec().gpu_memory_bytes() > 0);
+    }
+    if (!c.gpu.has_value()) {
+      refused.emplace(std::make_pair(request, job->spec().sweep_id()), c.reason);
+      std::string reason = c.reason;
+      if (job->oom_count() > 0) {
+        absl::StrAppendFormat(&reason,
+                              "; it ran out of GPU memory %d time(s) and now "
+                              "asks for %.1f GiB",
+                              job->oom_count(),
+                              job->auto_pack_memory_bytes() / double(int64_t{1} << 30));
+      }
+      job->set_reason(reason);
+      continue;
+    }
+    sched::PackGpu& p = gpus[*c.gpu];
+    PackedPlacement& placed = out.emplace_back();
+    placed.job = job;
+    placed.placement.nodes.push_back({p.node, {p.index}});
+    placed.placement.reserved_bytes_per_gpu = c.reserved_bytes;
+    TC_LOG_INFO("auto-pack: job {} goes to GPU {} on {} as trial {} there "
+                "(measured {:.0f}% busy{}, {} MiB used; plan {} trials), reserving {} MiB",
+                job->id(), p.index, p.node, p.trials.size() + 1, p.util_pct,
+                p.gpm ? absl::StrFormat(", SM activity %.0f%%, DRAM bandwidth %.0f%%",
+                                        p.sm_active_pct, p.dram_bw_pct)
+                      : std::string(),
+                p.memory_used_bytes >> 20, packer_.Planned(p.node, p.index),
+                c.reserved_bytes >> 20);
+    sched::PackedTrial& trial = p.trials.emplace_back();
+    trial.job_id = job->id();
+    trial.start_ms = now_ms;
+    trial.reserved_bytes = c.reserved_bytes;
+    trial.group = job->spec().sweep_id();
+    refused.clear();  // The GPUs changed.
+  }
+  return out;
+}
+
+std::optional<Measurements::OomRequeue> Measurements::OnOutOfMemory(
+    const v1::Job& job, const v1::Task& task, const JobTable& jobs,
+    const NodeRegistry& nodes) {
+  if (task.gpu_indices().empty()) return std::nullopt;
+  const int gpu = task.gpu_indices(0);
+  int64_t total = 0;
+  if (auto it = nodes.find(task.node()); it != nodes.end()) {
+    for (const v1::Gpu& g : it->second.node.gpus()) {
+      if (g.index() == gpu) total = g.memory_total_bytes();
+    }
+  }
+  const int64_t request = std::max(job.auto_pack_memory_bytes(), task.reserved_bytes_per_gpu());
+  if (total <= 0 || request >= total) return std::nullopt;
+  const int64_t peak = usage_.PeakGpuMemoryBytes(job.id(), job.attempt(), task.rank());
+  // The trial itself has exited; it ran with the live ones.
+  const int trials = AutoPackedOnGpu(jobs, task.node(), gpu) + 1;
+  OomRequeue r;
+  r.next_request_bytes = packer_.OnOutOfMemory(task.node(), gpu, trials, peak, request, total);
+  r.why = absl::StrFormat(
+      "attempt %d ran out of GPU memory on GPU %d of %s with %d trials there; "
+      "requeued asking for %.1f GiB, and that GPU now takes at most %d trials",
+      job.attempt(), gpu, task.node(), trials, r.next_request_bytes / double(int64_t{1} << 30),
+      packer_.Cap(task.node(), gpu));
+  return r;
 }
 
 }  // namespace trainctl::coord

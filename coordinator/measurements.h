@@ -14,6 +14,7 @@
 // called under the coordinator's lock, which guards it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,34 @@ class Measurements {
 
   // Live auto-packed tasks on GPU `gpu` of `node`.
   static int AutoPackedOnGpu(const JobTable& jobs, const std::string& node, int gpu);
+
+  // An auto-packed trial to place, and where (one GPU, its reservation).
+  struct PackedPlacement {
+    v1::Job* job = nullptr;
+    sched::Placement placement;
+  };
+  // Where the packer puts the pending auto-packed trials `pending` (in that
+  // order: highest priority first) on `gpus` (PackGpus at now_ms), each
+  // placement counted on its GPU before the next trial is chosen. A trial
+  // left waiting gets the packer's reason (and, after running out of GPU
+  // memory, what it now asks for) as its job's reason. The caller starts
+  // the placements, in order.
+  std::vector<PackedPlacement> PlanPacking(const std::vector<v1::Job*>& pending,
+                                           std::vector<sched::PackGpu> gpus,
+                                           int64_t now_ms);
+
+  // What an auto-packed trial that ran out of GPU memory gets: a larger
+  // request (bytes) and the sentence saying so. nullopt when it cannot grow
+  // (no such GPU, or it asked for the whole GPU already): the attempt then
+  // fails as any other.
+  struct OomRequeue {
+    int64_t next_request_bytes = 0;
+    std::string why;
+  };
+  // `task` (of `job`'s current attempt) ran out of memory on its GPU of
+  // `nodes`; the packer lowers that GPU's cap (sched::Packer::OnOutOfMemory).
+  std::optional<OomRequeue> OnOutOfMemory(const v1::Job& job, const v1::Task& task,
+                                          const JobTable& jobs, const NodeRegistry& nodes);
 
  private:
   const absl::Duration sample_period_;

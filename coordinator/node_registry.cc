@@ -100,6 +100,7 @@ std::pair<NodeEntry*, bool> NodeRegistry::Admit(const v1::RegisterNode& reg,
   e.node = std::move(updated);
   e.conn = conn;
   e.fences = reg.fences();
+  e.probe_tasks = reg.probe_tasks();
   e.last_heartbeat = now;
   if (e.next_port < e.node.port_min() || e.next_port > e.node.port_max()) {
     e.next_port = e.node.port_min();

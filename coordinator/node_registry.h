@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "coordinator/task_key.h"
 #include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -76,13 +77,16 @@ struct NodeEntry {
   bool fences = false;
   // RegisterNode.agent_instance_id of the agent holding the node.
   std::string instance_id;
+  // RegisterNode.probe_tasks: the agent runs pre-flight probes as tasks of
+  // their own; an older one gets no pre-flight.
+  bool probe_tasks = false;
   // Processes the agent reported running at registration that hold no
   // reservation here (an unknown job, an earlier attempt, an aborted
   // pre-flight's probe, a task already taken for ended) and were told to
   // stop: which GPUs they hold is unknown, so the node gets no placement
   // until the agent reports each one's exit (at most stop_grace). Rebuilt at
   // every registration; cleared when the node is lost.
-  absl::flat_hash_set<std::tuple<int64_t, int, int>> stopping_unplaced;
+  absl::flat_hash_set<TaskKey> stopping_unplaced;
 };
 
 class NodeRegistry {

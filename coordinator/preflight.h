@@ -40,12 +40,6 @@
 
 namespace trainctl::coord {
 
-// TaskRef.attempt and rendezvous key of pre-flight run n (1-based) of a job:
-// kPreflightAttemptBase + n. Real attempts count from 0 and never get near
-// it, so a probe's rendezvous group and tasks can never be taken for the
-// job's own (TRAINCTL_ATTEMPT is parsed as a non-negative int).
-inline constexpr int kPreflightAttemptBase = 1000000000;
-
 struct PreflightPolicy {
   // A rank slower than this share of the median of its peers in a link
   // class is slow (rule 3). In (0, 1]; 0 turns the bandwidth rule off.

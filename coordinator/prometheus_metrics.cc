@@ -79,23 +79,23 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                 .Name("trainctl_nodes")
                 .Help("Nodes known to the coordinator, by state")
                 .Register(*registry_);
-  gpu_utilization_ = &BuildGauge()
+  gpu_.utilization = &BuildGauge()
                           .Name("trainctl_gpu_utilization_ratio")
                           .Help("GPU utilization (0-1) at the node's last heartbeat")
                           .Register(*registry_);
-  gpu_memory_used_ = &BuildGauge()
+  gpu_.memory_used = &BuildGauge()
                           .Name("trainctl_gpu_memory_used_bytes")
                           .Help("GPU memory in use at the node's last heartbeat")
                           .Register(*registry_);
-  gpu_memory_total_ = &BuildGauge()
+  gpu_.memory_total = &BuildGauge()
                            .Name("trainctl_gpu_memory_total_bytes")
                            .Help("GPU memory in all")
                            .Register(*registry_);
-  gpu_power_ = &BuildGauge()
+  gpu_.power = &BuildGauge()
                     .Name("trainctl_gpu_power_watts")
                     .Help("GPU power draw at the node's last heartbeat")
                     .Register(*registry_);
-  gpu_temperature_ = &BuildGauge()
+  gpu_.temperature = &BuildGauge()
                           .Name("trainctl_gpu_temperature_celsius")
                           .Help("GPU temperature at the node's last heartbeat")
                           .Register(*registry_);
@@ -111,7 +111,7 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                          .Help("GPUs of a ready node that a live task holds a "
                                "reservation on (a shared GPU counts once)")
                          .Register(*registry_);
-  jobs_submitted_ = &BuildCounter()
+  counters_.jobs_submitted = &BuildCounter()
                          .Name("trainctl_jobs_submitted_total")
                          .Help("Jobs accepted since the coordinator started")
                          .Register(*registry_)
@@ -122,9 +122,9 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                              "coordinator started, by state")
                        .Register(*registry_);
   for (v1::JobState s : kFinalStates) {
-    jobs_finished_[s] = &finished.Add({{"state", StateLabel(s)}});
+    counters_.jobs_finished[s] = &finished.Add({{"state", StateLabel(s)}});
   }
-  placements_ = &BuildCounter()
+  counters_.placements = &BuildCounter()
                      .Name("trainctl_job_placements_total")
                      .Help("Job attempts placed on GPUs (pending to scheduled), "
                            "restarted and preempted ones included")
@@ -136,9 +136,9 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                              "failure with restarts left, or an auto-packed "
                              "trial's CUDA out-of-memory error")
                        .Register(*registry_);
-  restarts_failure_ = &restarts.Add({{"reason", "failure"}});
-  restarts_oom_ = &restarts.Add({{"reason", "out_of_memory"}});
-  preemptions_ = &BuildCounter()
+  counters_.restarts_failure = &restarts.Add({{"reason", "failure"}});
+  counters_.restarts_oom = &restarts.Add({{"reason", "out_of_memory"}});
+  counters_.preemptions = &BuildCounter()
                       .Name("trainctl_preemptions_total")
                       .Help("Scheduled or running jobs preempted for another job")
                       .Register(*registry_)
@@ -148,9 +148,9 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                         .Help("Gang pre-flight runs that ended, by verdict")
                         .Register(*registry_);
   for (v1::PreflightVerdict v : kEndVerdicts) {
-    preflight_runs_[v] = &preflight.Add({{"verdict", VerdictLabel(v)}});
+    counters_.preflight_runs[v] = &preflight.Add({{"verdict", VerdictLabel(v)}});
   }
-  registrations_ = &BuildCounter()
+  counters_.registrations = &BuildCounter()
                         .Name("trainctl_agent_registrations_total")
                         .Help("Agent registrations accepted (first ones and "
                               "re-registrations after a restart or a lost stream)")
@@ -162,27 +162,27 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                            "directly, or from node relays (one per node and "
                            "job attempt)")
                      .Register(*registry_);
-  rendezvous_fetches_direct_ = &fetches.Add({{"via", "direct"}});
-  rendezvous_fetches_relayed_ = &fetches.Add({{"via", "relay"}});
-  rendezvous_ranks_relayed_ = &BuildCounter()
+  counters_.rendezvous_fetches_direct = &fetches.Add({{"via", "direct"}});
+  counters_.rendezvous_fetches_relayed = &fetches.Add({{"via", "relay"}});
+  counters_.rendezvous_ranks_relayed = &BuildCounter()
                                    .Name("trainctl_rendezvous_relayed_ranks_total")
                                    .Help("Ranks named by node relays' fetches and "
                                          "arrival reports")
                                    .Register(*registry_)
                                    .Add({});
-  schedule_pass_ = &BuildHistogram()
+  histograms_.schedule_pass = &BuildHistogram()
                         .Name("trainctl_schedule_pass_seconds")
                         .Help("Time of one scheduling pass over the pending jobs")
                         .Register(*registry_)
                         .Add({}, kScheduleBuckets);
-  rendezvous_publish_ =
+  histograms_.rendezvous_publish =
       &BuildHistogram()
            .Name("trainctl_rendezvous_publish_seconds")
            .Help("Time from a job attempt's placement to rank 0 publishing "
                  "its NCCL unique id")
            .Register(*registry_)
            .Add({}, kRendezvousBuckets);
-  job_queue_wait_ =
+  histograms_.job_queue_wait =
       &BuildHistogram()
            .Name("trainctl_job_queue_wait_seconds")
            .Help("Time a job attempt waited to be placed: from its submit, or "
@@ -244,23 +244,23 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
 
   const CoordinatorCounters& c = stats.counters;
   CoordinatorCounters& last = last_counters_;
-  Advance(*jobs_submitted_, c.jobs_submitted, &last.jobs_submitted);
+  Advance(*counters_.jobs_submitted, c.jobs_submitted, &last.jobs_submitted);
   for (v1::JobState s : kFinalStates) {
-    Advance(*jobs_finished_[s], c.jobs_finished[s], &last.jobs_finished[s]);
+    Advance(*counters_.jobs_finished[s], c.jobs_finished[s], &last.jobs_finished[s]);
   }
-  Advance(*placements_, c.placements, &last.placements);
-  Advance(*restarts_failure_, c.restarts, &last.restarts);
-  Advance(*restarts_oom_, c.oom_requeues, &last.oom_requeues);
-  Advance(*preemptions_, c.preemptions, &last.preemptions);
+  Advance(*counters_.placements, c.placements, &last.placements);
+  Advance(*counters_.restarts_failure, c.restarts, &last.restarts);
+  Advance(*counters_.restarts_oom, c.oom_requeues, &last.oom_requeues);
+  Advance(*counters_.preemptions, c.preemptions, &last.preemptions);
   for (v1::PreflightVerdict v : kEndVerdicts) {
-    Advance(*preflight_runs_[v], c.preflight_runs[v], &last.preflight_runs[v]);
+    Advance(*counters_.preflight_runs[v], c.preflight_runs[v], &last.preflight_runs[v]);
   }
-  Advance(*registrations_, c.agent_registrations, &last.agent_registrations);
-  Advance(*rendezvous_fetches_direct_, c.rendezvous_fetches_direct,
+  Advance(*counters_.registrations, c.agent_registrations, &last.agent_registrations);
+  Advance(*counters_.rendezvous_fetches_direct, c.rendezvous_fetches_direct,
           &last.rendezvous_fetches_direct);
-  Advance(*rendezvous_fetches_relayed_, c.rendezvous_fetches_relayed,
+  Advance(*counters_.rendezvous_fetches_relayed, c.rendezvous_fetches_relayed,
           &last.rendezvous_fetches_relayed);
-  Advance(*rendezvous_ranks_relayed_, c.rendezvous_ranks_relayed,
+  Advance(*counters_.rendezvous_ranks_relayed, c.rendezvous_ranks_relayed,
           &last.rendezvous_ranks_relayed);
 
   std::map<std::string, int> allocated;  // by READY node
@@ -274,10 +274,10 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
                                  {"model", g.model}};
     auto it = gpu_series_.find(labels);
     if (it == gpu_series_.end()) {
-      GpuGauges gauges{&gpu_utilization_->Add(labels),
-                       &gpu_memory_used_->Add(labels),
-                       &gpu_memory_total_->Add(labels), &gpu_power_->Add(labels),
-                       &gpu_temperature_->Add(labels)};
+      GpuGauges gauges{&gpu_.utilization->Add(labels),
+                       &gpu_.memory_used->Add(labels),
+                       &gpu_.memory_total->Add(labels), &gpu_.power->Add(labels),
+                       &gpu_.temperature->Add(labels)};
       it = gpu_series_.emplace(labels, gauges).first;
     }
     it->second.utilization->Set(g.utilization_pct / 100.0);
@@ -292,11 +292,11 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
       ++it;
       continue;
     }
-    gpu_utilization_->Remove(it->second.utilization);
-    gpu_memory_used_->Remove(it->second.memory_used);
-    gpu_memory_total_->Remove(it->second.memory_total);
-    gpu_power_->Remove(it->second.power);
-    gpu_temperature_->Remove(it->second.temperature);
+    gpu_.utilization->Remove(it->second.utilization);
+    gpu_.memory_used->Remove(it->second.memory_used);
+    gpu_.memory_total->Remove(it->second.memory_total);
+    gpu_.power->Remove(it->second.power);
+    gpu_.temperature->Remove(it->second.temperature);
     it = gpu_series_.erase(it);
   }
 
@@ -337,15 +337,15 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
 }
 
 void PrometheusMetrics::ObserveSchedulePass(absl::Duration took) {
-  schedule_pass_->Observe(Seconds(took));
+  histograms_.schedule_pass->Observe(Seconds(took));
 }
 
 void PrometheusMetrics::ObserveRendezvousPublish(absl::Duration took) {
-  rendezvous_publish_->Observe(Seconds(took));
+  histograms_.rendezvous_publish->Observe(Seconds(took));
 }
 
 void PrometheusMetrics::ObserveJobQueueWait(absl::Duration waited) {
-  job_queue_wait_->Observe(Seconds(waited));
+  histograms_.job_queue_wait->Observe(Seconds(waited));
 }
 
 std::string PrometheusMetrics::TextExposition() const {

@@ -119,6 +119,36 @@ class PrometheusMetrics {
     prometheus::Gauge* temperature;
   };
 
+  // The per-GPU families (a series per GPU, labelled by node and index).
+  struct GpuFamilies {
+    prometheus::Family<prometheus::Gauge>* utilization;
+    prometheus::Family<prometheus::Gauge>* memory_used;
+    prometheus::Family<prometheus::Gauge>* memory_total;
+    prometheus::Family<prometheus::Gauge>* power;
+    prometheus::Family<prometheus::Gauge>* temperature;
+  };
+  // The counters Refresh() advances from CoordinatorCounters.
+  struct Counters {
+    prometheus::Counter* jobs_submitted;
+    // By v1::JobState / v1::PreflightVerdict; null where no series exists.
+    std::array<prometheus::Counter*, v1::JobState_ARRAYSIZE> jobs_finished{};
+    prometheus::Counter* placements;
+    prometheus::Counter* restarts_failure;
+    prometheus::Counter* restarts_oom;
+    prometheus::Counter* preemptions;
+    std::array<prometheus::Counter*, v1::PreflightVerdict_ARRAYSIZE> preflight_runs{};
+    prometheus::Counter* registrations;
+    prometheus::Counter* rendezvous_fetches_direct;
+    prometheus::Counter* rendezvous_fetches_relayed;
+    prometheus::Counter* rendezvous_ranks_relayed;
+  };
+  // The histograms the Observe* methods feed (seconds).
+  struct Histograms {
+    prometheus::Histogram* schedule_pass;
+    prometheus::Histogram* rendezvous_publish;
+    prometheus::Histogram* job_queue_wait;
+  };
+
   explicit PrometheusMetrics(Options options);
 
   const Options options_;
@@ -130,29 +160,12 @@ class PrometheusMetrics {
   prometheus::Gauge* jobs_in_memory_;
   prometheus::Family<prometheus::Gauge>* queue_length_;
   prometheus::Family<prometheus::Gauge>* nodes_;
-  prometheus::Family<prometheus::Gauge>* gpu_utilization_;
-  prometheus::Family<prometheus::Gauge>* gpu_memory_used_;
-  prometheus::Family<prometheus::Gauge>* gpu_memory_total_;
-  prometheus::Family<prometheus::Gauge>* gpu_power_;
-  prometheus::Family<prometheus::Gauge>* gpu_temperature_;
   // Null without Options::per_job_series.
   prometheus::Family<prometheus::Gauge>* job_gpu_utilization_ = nullptr;
   prometheus::Family<prometheus::Gauge>* gpus_allocated_;
-  prometheus::Counter* jobs_submitted_;
-  // By v1::JobState / v1::PreflightVerdict; null where no series exists.
-  std::array<prometheus::Counter*, v1::JobState_ARRAYSIZE> jobs_finished_{};
-  prometheus::Counter* placements_;
-  prometheus::Counter* restarts_failure_;
-  prometheus::Counter* restarts_oom_;
-  prometheus::Counter* preemptions_;
-  std::array<prometheus::Counter*, v1::PreflightVerdict_ARRAYSIZE> preflight_runs_{};
-  prometheus::Counter* registrations_;
-  prometheus::Counter* rendezvous_fetches_direct_;
-  prometheus::Counter* rendezvous_fetches_relayed_;
-  prometheus::Counter* rendezvous_ranks_relayed_;
-  prometheus::Histogram* schedule_pass_;
-  prometheus::Histogram* rendezvous_publish_;
-  prometheus::Histogram* job_queue_wait_;
+  GpuFamilies gpu_;
+  Counters counters_;
+  Histograms histograms_;
 
   std::mutex mu_;  // Guards what follows (Refresh() against itself).
   std::map<prometheus::Labels, GpuGauges> gpu_series_;

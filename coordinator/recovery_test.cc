@@ -68,5 +68,50 @@ TEST(RecoveryTest, ADrainingTaskCanBeTheStaleClaim) {
   EXPECT_TRUE(c->draining);
 }
 
+v1::TaskRef Ref(int64_t job, int attempt, int rank, int probe_run = 0) {
+  v1::TaskRef r;
+  r.set_job_id(job);
+  r.set_attempt(attempt);
+  r.set_rank(rank);
+  r.set_probe_run(probe_run);
+  return r;
+}
+
+// After a coordinator restart an agent says what it runs: the live task of
+// the current attempt is kept (and, when still STARTING, taken as RUNNING);
+// a process of an old attempt, and a pre-flight probe beside the job's rank
+// of the same attempt, are stopped, without a known reservation; an exit the
+// agent sent for a task it no longer runs is replayed.
+TEST(RecoveryTest, Reconcile_KeepsCurrentTasks_StopsTheRest) {
+  JobTable jobs;
+  v1::Job job = Holding(1, 1, 40 * kGiB);
+  job.set_attempt(2);
+  job.mutable_tasks(0)->set_state(v1::TASK_STATE_STARTING);
+  jobs.Add(job);
+  v1::RegisterNode reg;
+  reg.mutable_node()->set_name("a");
+  *reg.add_running_tasks() = Ref(1, 2, 0);
+  *reg.add_running_tasks() = Ref(1, 1, 0);                  // an old attempt
+  *reg.add_running_tasks() = Ref(1, 2, 0, /*probe_run=*/1);  // an old probe
+  v1::TaskStatus exited;
+  *exited.mutable_task() = Ref(7, 0, 0);
+  exited.set_state(v1::TASK_STATE_EXITED);
+  *reg.add_finished_tasks() = exited;
+  v1::TaskStatus still_running = exited;
+  *still_running.mutable_task() = Ref(1, 2, 0);  // it runs: not replayed
+  *reg.add_finished_tasks() = still_running;
+
+  const Reconciliation r = Reconcile(reg, jobs);
+  ASSERT_EQ(r.started.size(), 1u);
+  EXPECT_EQ(r.started[0].attempt(), 2);
+  ASSERT_EQ(r.stop.size(), 2u);
+  EXPECT_EQ(r.stop[0].attempt(), 1);
+  EXPECT_EQ(r.stop[1].probe_run(), 1);
+  EXPECT_EQ(r.unplaced.size(), 2u);
+  EXPECT_EQ(r.reported.size(), 3u);
+  ASSERT_EQ(r.replay.size(), 1u);
+  EXPECT_EQ(r.replay[0].task().job_id(), 7);
+}
+
 }  // namespace
 }  // namespace trainctl::coord

@@ -12,6 +12,11 @@
 
 namespace trainctl::coord {
 
+std::string GroupRef::ToString() const {
+  return probe_run == 0 ? absl::StrCat("attempt ", attempt)
+                        : absl::StrCat("attempt ", attempt, " pre-flight ", probe_run);
+}
+
 namespace {
 
 int DefaultFanoutThreads() {
@@ -51,13 +56,13 @@ void RendezvousTable::AnswerAll(std::vector<Waiter>& ready,
   for (std::thread& h : helpers) h.join();
 }
 
-void RendezvousTable::Open(int64_t job_id, int attempt, std::string token,
+void RendezvousTable::Open(int64_t job_id, GroupRef ref, std::string token,
                            std::vector<std::string> rank_hosts,
                            std::optional<absl::Time> opened_at) {
   std::vector<Waiter> aborted;
   {
     absl::MutexLock lock(&mu_);
-    Group& g = groups_[{job_id, attempt}];
+    Group& g = groups_[Key{job_id, ref}];
     aborted = std::move(g.waiters);
     g = Group{};
     g.token = std::move(token);
@@ -69,17 +74,17 @@ void RendezvousTable::Open(int64_t job_id, int attempt, std::string token,
   }
 }
 
-void RendezvousTable::Close(int64_t job_id, int attempt, absl::string_view why) {
+void RendezvousTable::Close(int64_t job_id, GroupRef ref, absl::string_view why) {
   std::vector<Waiter> aborted;
   {
     absl::MutexLock lock(&mu_);
-    auto it = groups_.find(Key{job_id, attempt});
+    auto it = groups_.find(Key{job_id, ref});
     if (it == groups_.end()) return;
     aborted = std::move(it->second.waiters);
     groups_.erase(it);
   }
   for (Waiter& w : aborted) {
-    w.done(absl::AbortedError(absl::StrCat("job ", job_id, " attempt ", attempt,
+    w.done(absl::AbortedError(absl::StrCat("job ", job_id, " ", ref.ToString(),
                                            " ended before its ncclUniqueId was "
                                            "published: ",
                                            why)));
@@ -87,18 +92,23 @@ void RendezvousTable::Close(int64_t job_id, int attempt, absl::string_view why) 
 }
 
 absl::StatusOr<RendezvousTable::Group*> RendezvousTable::FindLocked(
-    int64_t job_id, int attempt, int rank, absl::string_view token) {
-  auto it = groups_.find(Key{job_id, attempt});
+    int64_t job_id, GroupRef ref, int rank, absl::string_view token) {
+  if (ref.probe_run < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("probe_run: ", ref.probe_run, " is negative (0 for a job's ranks, "
+                     "n for the probes of pre-flight run n)"));
+  }
+  auto it = groups_.find(Key{job_id, ref});
   if (it == groups_.end()) {
     return absl::NotFoundError(absl::StrCat(
-        "job ", job_id, " attempt ", attempt,
+        "job ", job_id, " ", ref.ToString(),
         " has no rendezvous: it is not running (finished, cancelled, or a newer "
         "attempt replaced it)"));
   }
   Group& g = it->second;
   if (!SameSecret(token, g.token)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "wrong TRAINCTL_TOKEN for job ", job_id, " attempt ", attempt));
+        "wrong TRAINCTL_TOKEN for job ", job_id, " ", ref.ToString()));
   }
   if (rank < 0 || rank >= static_cast<int>(g.rank_hosts.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -129,7 +139,7 @@ absl::Status RendezvousTable::CheckIdCountLocked(Group& group, int requested) {
   return absl::OkStatus();
 }
 
-absl::Status RendezvousTable::Publish(int64_t job_id, int attempt, int rank,
+absl::Status RendezvousTable::Publish(int64_t job_id, GroupRef ref, int rank,
                                       absl::string_view token,
                                       std::string unique_id, int id_index,
                                       int id_count) {
@@ -142,7 +152,7 @@ absl::Status RendezvousTable::Publish(int64_t job_id, int attempt, int rank,
   std::vector<std::string> ids;
   {
     absl::MutexLock lock(&mu_);
-    auto g = FindLocked(job_id, attempt, rank, token);
+    auto g = FindLocked(job_id, ref, rank, token);
     if (!g.ok()) return g.status();
     Group& group = **g;
     TC_RETURN_IF_ERROR(CheckIdCountLocked(group, id_count));
@@ -165,7 +175,7 @@ absl::Status RendezvousTable::Publish(int64_t job_id, int attempt, int rank,
     if (!slot.empty()) {
       if (slot == unique_id) return absl::OkStatus();
       return absl::AlreadyExistsError(absl::StrCat(
-          "job ", job_id, " attempt ", attempt,
+          "job ", job_id, " ", ref.ToString(),
           " already has a different ncclUniqueId",
           group.id_count > 1 ? absl::StrCat(" of index ", id_index) : "",
           " (an id serves one communicator)"));
@@ -182,10 +192,10 @@ absl::Status RendezvousTable::Publish(int64_t job_id, int attempt, int rank,
   return absl::OkStatus();
 }
 
-void RendezvousTable::FetchAsync(int64_t job_id, int attempt, int rank,
+void RendezvousTable::FetchAsync(int64_t job_id, GroupRef ref, int rank,
                                  absl::string_view token, absl::Time now,
                                  absl::Duration timeout, FetchDone done) {
-  FetchIdsAsync(job_id, attempt, rank, token, now, timeout, FetchOptions{},
+  FetchIdsAsync(job_id, ref, rank, token, now, timeout, FetchOptions{},
                 [done = std::move(done)](
                     absl::StatusOr<std::vector<std::string>> ids) mutable {
                   if (!ids.ok()) {
@@ -196,7 +206,7 @@ void RendezvousTable::FetchAsync(int64_t job_id, int attempt, int rank,
                 });
 }
 
-void RendezvousTable::FetchIdsAsync(int64_t job_id, int attempt, int rank,
+void RendezvousTable::FetchIdsAsync(int64_t job_id, GroupRef ref, int rank,
                                     absl::string_view token, absl::Time now,
                                     absl::Duration timeout,
                                     const FetchOptions& options,
@@ -204,7 +214,7 @@ void RendezvousTable::FetchIdsAsync(int64_t job_id, int attempt, int rank,
   absl::StatusOr<std::vector<std::string>> result;
   {
     absl::MutexLock lock(&mu_);
-    auto g = FindLocked(job_id, attempt, rank, token);
+    auto g = FindLocked(job_id, ref, rank, token);
     if (!g.ok()) {
       result = g.status();
     } else if (absl::Status k = CheckIdCountLocked(**g, options.id_count); !k.ok()) {
@@ -241,7 +251,7 @@ void RendezvousTable::FetchIdsAsync(int64_t job_id, int attempt, int rank,
   done(std::move(result));
 }
 
-std::string RendezvousTable::MissingRanksMessage(int64_t job_id, int attempt,
+std::string RendezvousTable::MissingRanksMessage(int64_t job_id, GroupRef ref,
                                                  const Group& group,
                                                  absl::Duration waited) {
   std::vector<std::string> missing;
@@ -255,7 +265,7 @@ std::string RendezvousTable::MissingRanksMessage(int64_t job_id, int attempt,
   }
   std::string msg;
   if (group.id_count <= 1) {
-    msg = absl::StrCat("job ", job_id, " attempt ", attempt, ": rank 0 (",
+    msg = absl::StrCat("job ", job_id, " ", ref.ToString(), ": rank 0 (",
                        group.rank_hosts.empty() ? "?" : group.rank_hosts[0],
                        ") did not publish its ncclUniqueId within ",
                        absl::FormatDuration(waited));
@@ -272,7 +282,7 @@ std::string RendezvousTable::MissingRanksMessage(int64_t job_id, int attempt,
         roots.push_back(absl::StrCat(root, " (", group.rank_hosts[root], ")"));
       }
     }
-    msg = absl::StrCat("job ", job_id, " attempt ", attempt, ": ", unpublished,
+    msg = absl::StrCat("job ", job_id, " ", ref.ToString(), ": ", unpublished,
                        " of ", group.id_count,
                        " ncclUniqueIds not published within ",
                        absl::FormatDuration(waited), " by root ranks ",
@@ -308,10 +318,10 @@ void RendezvousTable::Expire(absl::Time now) {
 }
 
 std::optional<absl::Duration> RendezvousTable::TakeTimeToPublish(int64_t job_id,
-                                                                int attempt,
+                                                                GroupRef ref,
                                                                 absl::Time now) {
   absl::MutexLock lock(&mu_);
-  auto it = groups_.find(Key{job_id, attempt});
+  auto it = groups_.find(Key{job_id, ref});
   if (it == groups_.end() || !it->second.opened_at.has_value()) return std::nullopt;
   const absl::Duration took = now - *it->second.opened_at;
   it->second.opened_at.reset();
@@ -336,6 +346,39 @@ RendezvousTable::FetchCounts RendezvousTable::fetch_counts() const {
 int RendezvousTable::OpenGroups() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(groups_.size());
+}
+
+absl::Status RendezvousTable::PublishRequest(
+    const v1::PublishUniqueIdRequest& req, absl::Time now,
+    const std::function<void(absl::Duration)>& on_published) {
+  const GroupRef ref(req.attempt(), req.probe_run());
+  TC_RETURN_IF_ERROR(Publish(req.job_id(), ref, req.rank(), req.token(), req.unique_id(),
+                             req.id_index(), req.id_count()));
+  // Absent: published before (a repeat), or a group restored at start-up.
+  if (std::optional<absl::Duration> took = TakeTimeToPublish(req.job_id(), ref, now);
+      took.has_value() && on_published) {
+    on_published(*took);
+  }
+  return absl::OkStatus();
+}
+
+void RendezvousTable::FetchRequest(const v1::FetchUniqueIdRequest& req, absl::Time now,
+                                   FetchIdsDone done) {
+  if (req.timeout_ms() < 0) {
+    done(absl::InvalidArgumentError("timeout_ms: must not be negative"));
+    return;
+  }
+  const absl::Duration timeout =
+      req.timeout_ms() == 0
+          ? absl::Seconds(120)
+          : std::min(absl::Milliseconds(req.timeout_ms()), absl::Seconds(3600));
+  FetchOptions options;
+  options.relayed_ranks.assign(req.relayed_ranks().begin(), req.relayed_ranks().end());
+  options.id_count = req.id_count();
+  options.arrivals_only = req.arrivals_only();
+  CountFetch(options);
+  FetchIdsAsync(req.job_id(), {req.attempt(), req.probe_run()}, req.rank(), req.token(), now,
+                timeout, options, std::move(done));
 }
 
 }  // namespace trainctl::coord

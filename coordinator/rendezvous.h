@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,11 +39,32 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "trainctl/v1/service.pb.h"
 
 namespace trainctl::coord {
 
 // Size of ncclUniqueId (NCCL_UNIQUE_ID_BYTES in nccl.h).
 inline constexpr size_t kNcclUniqueIdBytes = 128;
+
+// Which rendezvous group of a job: its attempt's (probe_run 0), or the
+// group of pre-flight run `probe_run` (>= 1) of that attempt, whose probes
+// publish and fetch with TRAINCTL_PREFLIGHT set (TaskRef.probe_run). Made
+// implicitly from an attempt number.
+struct GroupRef {
+  GroupRef(int attempt, int probe_run = 0)  // NOLINT: an attempt is a group
+      : attempt(attempt), probe_run(probe_run) {}
+  int attempt;
+  int probe_run;
+  // "attempt 2" or "attempt 2 pre-flight 1", for messages.
+  std::string ToString() const;
+  friend bool operator==(const GroupRef& a, const GroupRef& b) {
+    return a.attempt == b.attempt && a.probe_run == b.probe_run;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const GroupRef& g) {
+    return H::combine(std::move(h), g.attempt, g.probe_run);
+  }
+};
 
 // Thread-safe; callbacks run outside its lock, on the calling thread (and,
 // when Publish answers many waiters, on helper threads it starts and joins).
@@ -83,7 +105,7 @@ class RendezvousTable {
   // Starts the group of (job, attempt). `rank_hosts[r]` names the node of
   // rank r (for messages). Replaces an older group of the same key.
   // `opened_at`: when set, TakeTimeToPublish measures from it.
-  void Open(int64_t job_id, int attempt, std::string token,
+  void Open(int64_t job_id, GroupRef ref, std::string token,
             std::vector<std::string> rank_hosts,
             std::optional<absl::Time> opened_at = std::nullopt);
 
@@ -91,7 +113,7 @@ class RendezvousTable {
   // (called right after its first successful Publish: the group's time to
   // its ncclUniqueId). nullopt for a group not timed, already taken, or
   // closed.
-  std::optional<absl::Duration> TakeTimeToPublish(int64_t job_id, int attempt,
+  std::optional<absl::Duration> TakeTimeToPublish(int64_t job_id, GroupRef ref,
                                                   absl::Time now);
 
   // Fetches since start, for metrics (CoordinatorCounters): direct ones (a
@@ -108,7 +130,7 @@ class RendezvousTable {
   FetchCounts fetch_counts() const;
 
   // Ends the group; its waiting fetches get ABORTED with `why`.
-  void Close(int64_t job_id, int attempt, absl::string_view why);
+  void Close(int64_t job_id, GroupRef ref, absl::string_view why);
 
   // Rank 0 publishes the id (with `id_count` K > 1 ids: the root rank of
   // `id_index` publishes that id) and, once all K are published, answers
@@ -117,12 +139,12 @@ class RendezvousTable {
   // kWaitersPerFanoutThread waiters (each answer is a separate gRPC reply on
   // its own connection, so they can go out in parallel). Publishing the same
   // id again is OK. `id_count` 0 means 1.
-  // Errors: NOT_FOUND when the attempt is not running; PERMISSION_DENIED for a
-  // wrong token; INVALID_ARGUMENT when rank is not the root of id_index
-  // (rank 0 for one id), id_index is outside [0, K), K is outside [1, ranks]
+  // Errors: NOT_FOUND when the group is not open; PERMISSION_DENIED for a
+  // wrong token; INVALID_ARGUMENT for a negative probe_run, when rank is
+  // not the root of id_index (rank 0 for one id), id_index is outside [0, K), K is outside [1, ranks]
   // or differs from the K of earlier calls of the attempt, or the id is not
   // 128 bytes; ALREADY_EXISTS when a different id was published.
-  absl::Status Publish(int64_t job_id, int attempt, int rank,
+  absl::Status Publish(int64_t job_id, GroupRef ref, int rank,
                        absl::string_view token, std::string unique_id,
                        int id_index = 0, int id_count = 0);
 
@@ -130,18 +152,29 @@ class RendezvousTable {
   // error: NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT (rank out of
   // range) at once; DEADLINE_EXCEEDED from Expire() once `timeout` has passed
   // since `now`; ABORTED from Close().
-  void FetchAsync(int64_t job_id, int attempt, int rank, absl::string_view token,
+  void FetchAsync(int64_t job_id, GroupRef ref, int rank, absl::string_view token,
                   absl::Time now, absl::Duration timeout, FetchDone done);
 
   // As FetchAsync, with the options above; `done` gets all K ids. Also
   // INVALID_ARGUMENT at once for a relayed rank out of range or an id_count
   // that differs from the attempt's.
-  void FetchIdsAsync(int64_t job_id, int attempt, int rank, absl::string_view token,
+  void FetchIdsAsync(int64_t job_id, GroupRef ref, int rank, absl::string_view token,
                      absl::Time now, absl::Duration timeout,
                      const FetchOptions& options, FetchIdsDone done);
 
   // Fails the fetches whose deadline is <= now.
   void Expire(absl::Time now);
+
+  // The RPCs' entry points (PublishUniqueId, FetchUniqueId), at `now`.
+  // PublishRequest: Publish of req's group (attempt, probe_run), then
+  // `on_published` with the group's time to its id the first time it is
+  // published (TakeTimeToPublish). FetchRequest: FetchIdsAsync with
+  // req.timeout_ms (0: 120 s, at most 3600 s) and req's relayed_ranks,
+  // id_count and arrivals_only, counted by CountFetch. Errors: those of
+  // Publish and FetchIdsAsync; INVALID_ARGUMENT for a negative timeout_ms.
+  absl::Status PublishRequest(const v1::PublishUniqueIdRequest& req, absl::Time now,
+                              const std::function<void(absl::Duration)>& on_published);
+  void FetchRequest(const v1::FetchUniqueIdRequest& req, absl::Time now, FetchIdsDone done);
 
   // Number of open groups (for tests and metrics).
   int OpenGroups() const;
@@ -167,14 +200,14 @@ class RendezvousTable {
     // Open's `opened_at`, until TakeTimeToPublish.
     std::optional<absl::Time> opened_at;
   };
-  using Key = std::pair<int64_t, int>;
+  using Key = std::pair<int64_t, GroupRef>;
 
   // Checks token and rank of a call on (job, attempt).
-  absl::StatusOr<Group*> FindLocked(int64_t job_id, int attempt, int rank,
+  absl::StatusOr<Group*> FindLocked(int64_t job_id, GroupRef ref, int rank,
                                     absl::string_view token)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The DEADLINE_EXCEEDED message for `group`.
-  static std::string MissingRanksMessage(int64_t job_id, int attempt,
+  static std::string MissingRanksMessage(int64_t job_id, GroupRef ref,
                                          const Group& group, absl::Duration waited);
 
   // Fixes the group's id count at `requested` (0 means 1), or checks it

@@ -301,4 +301,39 @@ bool SchedulerView::TrimReasonUnchanged(int64_t array, int cap,
   return it != trim_reasons_.end() && it->second.first == cap && it->second.second == reason;
 }
 
+SchedulerView::FollowUp SchedulerView::FollowUpTrimmed(
+    const absl::flat_hash_map<int64_t, TrimmedArray>& trimmed, JobTable& jobs) {
+  FollowUp f;
+  absl::flat_hash_map<int64_t, std::pair<int, std::string>> reasons;
+  for (const auto& [array, cut] : trimmed) {
+    if (cut.trimmed.empty()) continue;
+    auto last = jobs.find(cut.last_included);
+    if (last == jobs.end()) continue;
+    const v1::Job& decided = last->second;
+    const bool pending = decided.state() == v1::JOB_STATE_PENDING;
+    if (!pending && decided.state() != v1::JOB_STATE_FAILED) {
+      f.pass_again = true;
+      continue;
+    }
+    if (pending) {
+      // With the same cut the tasks left out are those of the last pass but
+      // the ones that moved into the queue, and each has the reason already.
+      const bool unchanged = TrimReasonUnchanged(array, cut.cap, decided.reason());
+      reasons.emplace(array, std::make_pair(cut.cap, decided.reason()));
+      if (unchanged) continue;
+    }
+    for (int64_t id : cut.trimmed) {
+      auto it = jobs.find(id);
+      if (it == jobs.end() || it->second.state() != v1::JOB_STATE_PENDING) continue;
+      if (!pending) {
+        f.fail.emplace_back(id, decided.reason());
+      } else if (it->second.reason() != decided.reason()) {
+        it->second.set_reason(decided.reason());
+      }
+    }
+  }
+  SetTrimReasons(std::move(reasons));
+  return f;
+}
+
 }  // namespace trainctl::coord

@@ -84,6 +84,20 @@ class SchedulerView {
     trim_reasons_ = std::move(reasons);
   }
 
+  // After a pass over a queue with arrays cut short (`trimmed`, from Queue):
+  // the tasks left out wait for the same reason as the last task the pass
+  // decided (set here on their PENDING records, unless TrimReasonUnchanged),
+  // or fail with it (`fail`: they would not fit either). Had that task
+  // started, the cut was too tight: `pass_again`. Records the cuts'
+  // reasons for the next pass.
+  struct FollowUp {
+    bool pass_again = false;
+    // (job id, reason) of PENDING tasks to fail.
+    std::vector<std::pair<int64_t, std::string>> fail;
+  };
+  FollowUp FollowUpTrimmed(const absl::flat_hash_map<int64_t, TrimmedArray>& trimmed,
+                           JobTable& jobs);
+
  private:
   const int max_tasks_per_gpu_;
   mutable sched::ClusterSnapshot cache_;

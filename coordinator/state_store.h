@@ -175,6 +175,19 @@ class StateStore {
   // Errors: UNAVAILABLE when it cannot be read or stored.
   virtual absl::StatusOr<std::string> ClusterId() = 0;
 };
+// Holds `store`'s commits for one scope (HoldCommits/ReleaseCommits): the
+// writes of one coordinator event go in one transaction. Declared after the
+// coordinator's MutexLock, so it ends before the lock is released.
+class CommitHold {
+ public:
+  explicit CommitHold(StateStore* store) : store_(store) { store_->HoldCommits(); }
+  ~CommitHold() { store_->ReleaseCommits(); }
+  CommitHold(const CommitHold&) = delete;
+  CommitHold& operator=(const CommitHold&) = delete;
+
+ private:
+  StateStore* const store_;
+};
 
 // A fresh cluster id: 128 random bits as 32 lower-case hex digits.
 std::string NewClusterId();

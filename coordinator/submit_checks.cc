@@ -162,4 +162,51 @@ absl::StatusOr<std::vector<v1::JobSpec>> ExpandArray(v1::JobSpec spec,
   return specs;
 }
 
+absl::Status CheckEverFits(const sched::Scheduler& scheduler,
+                           const sched::ClusterSnapshot& snapshot,
+                           std::vector<v1::JobSpec>& specs, bool batch) {
+  // A job array's tasks are mostly one request: it is checked once.
+  const v1::JobSpec* checked = nullptr;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].hold()) continue;
+    if (checked != nullptr && SameSchedulingRequest(*checked, specs[i])) continue;
+    checked = &specs[i];
+    v1::Job candidate;
+    // The spec without its environment (ToJobRequest reads none of it): the
+    // maps are swapped out and back, not copied.
+    google::protobuf::Map<std::string, std::string> env, exported;
+    env.swap(*specs[i].mutable_env());
+    exported.swap(*specs[i].mutable_exported_env());
+    *candidate.mutable_spec() = specs[i];
+    specs[i].mutable_env()->swap(env);
+    specs[i].mutable_exported_env()->swap(exported);
+    candidate.set_kind(KindOf(specs[i]));
+    if (std::optional<std::string> never =
+            scheduler.WhyNeverFits(snapshot, ToJobRequest(candidate))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          batch ? absl::StrCat("specs[", i, "]: ") : "", "cannot run on this cluster: ",
+          *never, "; submit with --hold (spec.hold) to keep it waiting for nodes "
+          "that will join"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+v1::Job NewPendingJob(v1::JobSpec spec, int64_t id, int64_t first_id, int64_t now_ms,
+                      bool shares_env, const std::string& checkpoint_root) {
+  v1::Job job;
+  job.set_id(id);
+  *job.mutable_spec() = std::move(spec);
+  if (job.spec().has_array()) job.mutable_spec()->mutable_array()->set_array_job_id(first_id);
+  if (shares_env) job.set_exported_env_job_id(first_id);
+  job.set_kind(KindOf(job.spec()));
+  job.set_state(v1::JOB_STATE_PENDING);
+  job.set_reason("waiting to be scheduled");
+  job.set_submit_time_ms(now_ms);
+  if (!checkpoint_root.empty()) {
+    job.set_checkpoint_dir(absl::StrCat(absl::StripSuffix(checkpoint_root, "/"), "/", id));
+  }
+  return job;
+}
+
 }  // namespace trainctl::coord

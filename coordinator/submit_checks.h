@@ -61,6 +61,22 @@ absl::StatusOr<std::vector<v1::JobSpec>> ExpandArray(v1::JobSpec spec,
                                                      int max_running,
                                                      const sched::PolicyConfig& policy);
 
+// OK when every spec of `specs` that is not held could run on `snapshot`
+// (a cluster with registered nodes) some day; specs that ask the scheduler
+// the same (SameSchedulingRequest) are checked once. Errors:
+// FAILED_PRECONDITION naming the index (when `batch`) and why the job never
+// fits, and --hold as the way to keep it waiting for nodes that will join.
+absl::Status CheckEverFits(const sched::Scheduler& scheduler,
+                           const sched::ClusterSnapshot& snapshot,
+                           std::vector<v1::JobSpec>& specs, bool batch);
+
+// The PENDING record of a job of `spec` with id `id`, submitted at `now_ms`
+// (Unix ms): its kind, reason, array id (`first_id`, the call's first job,
+// for a job array), checkpoint directory under `checkpoint_root` (empty:
+// none) and, when `shares_env`, the first job's exported environment.
+v1::Job NewPendingJob(v1::JobSpec spec, int64_t id, int64_t first_id, int64_t now_ms,
+                      bool shares_env, const std::string& checkpoint_root);
+
 }  // namespace trainctl::coord
 
 #endif  // TRAINCTL_COORDINATOR_SUBMIT_CHECKS_H_

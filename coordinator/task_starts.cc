@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "coordinator/job_spec.h"
 #include "coordinator/launch_env.h"
 
 namespace trainctl::coord {
@@ -56,6 +57,41 @@ v1::CoordinatorMessage TaskStarts::Build(const v1::Job& job, const v1::Task& t,
     }
   }
   return msg;
+}
+
+std::vector<v1::Task> TaskStarts::PlaceRanks(
+    const v1::JobSpec& spec, const sched::Placement& placement,
+    absl::FunctionRef<const v1::Node*(const std::string&)> node_of) {
+  std::vector<v1::Task> ranks;
+  for (size_t node_rank = 0; node_rank < placement.nodes.size(); ++node_rank) {
+    const sched::NodeAssignment& na = placement.nodes[node_rank];
+    const v1::Node* node = node_of(na.node);
+    const int tasks = TasksPerNode(spec, static_cast<int>(na.gpu_indices.size()));
+    for (int local = 0; local < tasks; ++local) {
+      v1::Task& t = ranks.emplace_back();
+      t.set_rank(static_cast<int>(ranks.size()) - 1);
+      t.set_local_rank(local);
+      t.set_local_world_size(tasks);
+      t.set_node_rank(static_cast<int>(node_rank));
+      t.set_node(na.node);
+      int64_t node_gpu_bytes = 0;
+      for (int idx : na.gpu_indices) {
+        t.add_gpu_indices(idx);
+        if (node == nullptr) continue;
+        for (const v1::Gpu& g : node->gpus()) {
+          if (g.index() != idx) continue;
+          t.add_gpu_uuids(g.uuid());
+          node_gpu_bytes = std::max(node_gpu_bytes, g.memory_total_bytes());
+        }
+      }
+      // Whole GPUs: each is held whole (TaskBytesOnGpu); the bytes shown
+      // are this node's GPU size, not the gang's smallest.
+      t.set_whole_gpus(placement.whole_gpus);
+      t.set_reserved_bytes_per_gpu(placement.whole_gpus ? node_gpu_bytes
+                                                        : placement.reserved_bytes_per_gpu);
+    }
+  }
+  return ranks;
 }
 
 }  // namespace trainctl::coord

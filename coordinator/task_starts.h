@@ -13,6 +13,10 @@
 // Build is a pure function of its arguments and the configuration.
 
 #include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "coordinator/sched/scheduler.h"
 
 #include "coordinator/job_facts.h"
 #include "trainctl/v1/service.pb.h"
@@ -51,6 +55,16 @@ class TaskStarts {
   // rank 0's agent hosts the gang's PyTorch store.
   v1::CoordinatorMessage Build(const v1::Job& job, const v1::Task& t, const v1::Node* node,
                                const Env* exported_env, bool agent_store) const;
+
+  // The ranks of an attempt of `spec` placed at `placement` (state not yet
+  // set), in rank order: per node of the placement (node rank), its tasks
+  // (TasksPerNode: one per GPU, or one for all), their local ranks, GPUs
+  // (indexes and UUIDs from `node_of(name)`, null when unknown) and
+  // reservation: whole GPUs at their node's GPU size, else the placement's
+  // bytes per GPU.
+  static std::vector<v1::Task> PlaceRanks(
+      const v1::JobSpec& spec, const sched::Placement& placement,
+      absl::FunctionRef<const v1::Node*(const std::string&)> node_of);
 
  private:
   Config config_;

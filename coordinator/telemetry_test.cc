@@ -121,8 +121,8 @@ class TelemetryTest : public ::testing::Test {
 
 TEST_F(TelemetryTest, GetJobUsage_HistoryIsBoundedToTheNewestSamples) {
   CoordinatorConfig config;
-  config.usage_sample_period = absl::Seconds(2);
-  config.usage_history_samples = 5;
+  config.usage.sample_period = absl::Seconds(2);
+  config.usage.history_samples = 5;
   Start(config);
   const int64_t id = Submit(false);
   Running(0);
@@ -202,7 +202,7 @@ TEST_F(TelemetryTest, AutoPack_AdmitsTrialsOneAtATimeWhileMeasurementsLeaveRoom)
 
 TEST_F(TelemetryTest, AutoPack_SweepOnGpmGpu_RampsToPredictedCountAtOnce) {
   CoordinatorConfig config;  // Packer: plateau 5 samples, SM target 90 %.
-  config.usage_sample_period = absl::Seconds(2);
+  config.usage.sample_period = absl::Seconds(2);
   Start(config);
   std::vector<int64_t> trials;
   for (int i = 0; i < 7; ++i) trials.push_back(Submit(true, "sweep-1"));

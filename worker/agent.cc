@@ -184,6 +184,7 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   reg.set_fences(config_.fences);
   reg.set_agent_instance_id(instance_id_);
   reg.set_accepts_start_task_batch(true);
+  reg.set_probe_tasks(true);
   for (const GpuInfo& g : gpus) {
     if (!offered.empty() && !offered.contains(g.index)) continue;
     v1::Gpu* gpu = node->add_gpus();
@@ -226,11 +227,15 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
   }
 
   // Per-task use. Each task leads its own process group (pgid = pid).
+  // Pre-flight probes are not the job's ranks: their use is not the job's
+  // (TaskUsage names the attempt, not the probe run).
   std::vector<v1::TaskRef> running;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, entry] : tasks_) {
-      if (!entry.exited && entry.ref.pid() > 0) running.push_back(entry.ref);
+      if (!entry.exited && entry.ref.pid() > 0 && entry.ref.probe_run() == 0) {
+        running.push_back(entry.ref);
+      }
     }
   }
   if (running.empty()) return hb;
@@ -393,7 +398,7 @@ void Agent::EmitLocked(v1::AgentMessage msg) {
   // An exit is forgotten once sent: the next registration will not list it.
   if (msg.has_task_status() && msg.task_status().state() != v1::TASK_STATE_RUNNING) {
     const v1::TaskRef& r = msg.task_status().task();
-    tasks_.erase(Key{r.job_id(), r.attempt(), r.rank()});
+    tasks_.erase(Key{r.job_id(), r.attempt(), r.probe_run(), r.rank()});
     // Sent is not stored: the coordinator may die before it stores this.
     recent_exits_.push_back(msg.task_status());
     if (recent_exits_.size() > kRecentExits) recent_exits_.pop_front();
@@ -416,7 +421,7 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
       int pid = 0;
       {
         absl::MutexLock lock(&mu_);
-        auto it = tasks_.find(Key{r.job_id(), r.attempt(), r.rank()});
+        auto it = tasks_.find(Key{r.job_id(), r.attempt(), r.probe_run(), r.rank()});
         if (it != tasks_.end() && !it->second.exited) {
           pid = it->second.ref.pid();
           it->second.stopped = true;
@@ -753,7 +758,7 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
 
 void Agent::Start(const v1::StartTask& start) {
   const v1::TaskRef& ref = start.task();
-  const Key key{ref.job_id(), ref.attempt(), ref.rank()};
+  const Key key{ref.job_id(), ref.attempt(), ref.probe_run(), ref.rank()};
   {
     absl::MutexLock lock(&mu_);
     if (tasks_.contains(key)) return;  // A repeated start: already running.
@@ -776,7 +781,7 @@ void Agent::Start(const v1::StartTask& start) {
       made.ok() ? OpenStoreFor(start) : absl::StatusOr<int>(made.status());
   // Registered before the process exists, so its first rendezvous call
   // finds its token here.
-  const std::optional<std::tuple<int64_t, int, int>> relay_rank =
+  const std::optional<RelayRank> relay_rank =
       made.ok() ? AddToRelay(start) : std::nullopt;
   absl::StatusOr<int> pid =
       !store_port.ok() ? absl::StatusOr<int>(store_port.status())
@@ -794,7 +799,7 @@ void Agent::Start(const v1::StartTask& start) {
   if (!pid.ok()) RemoveFromRelay(relay_rank);
 
   int close_port = 0;
-  std::optional<std::tuple<int64_t, int, int>> remove_relay_rank;
+  std::optional<RelayRank> remove_relay_rank;
   absl::Cleanup close_store = [this, &close_port, &remove_relay_rank] {
     if (close_port > 0) config_.torch_store->Close(close_port);
     RemoveFromRelay(remove_relay_rank);
@@ -866,7 +871,7 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   std::vector<std::vector<std::string>> container_cleanup;
   std::string container_files;
   bool stopped = false;
-  std::optional<std::tuple<int64_t, int, int>> relay_rank;
+  std::optional<RelayRank> relay_rank;
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);
@@ -902,30 +907,18 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
   if (close_port > 0) config_.torch_store->Close(close_port);
 }
 
-std::optional<std::tuple<int64_t, int, int>> Agent::AddToRelay(
-    const v1::StartTask& start) {
+std::optional<RelayRank> Agent::AddToRelay(const v1::StartTask& start) {
   if (config_.rendezvous_relay == nullptr) return std::nullopt;
-  const auto& env = start.env();
-  auto token = env.find("TRAINCTL_TOKEN");
-  auto job = env.find("TRAINCTL_JOB_ID");
-  auto attempt = env.find("TRAINCTL_ATTEMPT");
-  auto rank = env.find("RANK");
-  int64_t job_id = 0;
-  int attempt_n = 0, rank_n = 0;
-  if (token == env.end() || job == env.end() || attempt == env.end() ||
-      rank == env.end() || !absl::SimpleAtoi(job->second, &job_id) ||
-      !absl::SimpleAtoi(attempt->second, &attempt_n) ||
-      !absl::SimpleAtoi(rank->second, &rank_n)) {
-    return std::nullopt;
+  std::optional<RelayRank> r = RelayRankFromEnv(start.env());
+  if (r.has_value()) {
+    config_.rendezvous_relay->AddRank(r->job_id, r->attempt, r->token, r->rank, r->probe_run);
   }
-  config_.rendezvous_relay->AddRank(job_id, attempt_n, token->second, rank_n);
-  return std::make_tuple(job_id, attempt_n, rank_n);
+  return r;
 }
 
-void Agent::RemoveFromRelay(const std::optional<std::tuple<int64_t, int, int>>& rank) {
-  if (!rank.has_value() || config_.rendezvous_relay == nullptr) return;
-  const auto& [job_id, attempt, r] = *rank;
-  config_.rendezvous_relay->RemoveRank(job_id, attempt, r);
+void Agent::RemoveFromRelay(const std::optional<RelayRank>& r) {
+  if (!r.has_value() || config_.rendezvous_relay == nullptr) return;
+  config_.rendezvous_relay->RemoveRank(r->job_id, r->attempt, r->rank, r->probe_run);
 }
 
 absl::StatusOr<int> Agent::OpenStoreFor(const v1::StartTask& start) {
@@ -960,14 +953,15 @@ int Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
   st->set_signal(info.signal);
   if (!it->second.discard_output) st->set_log_path(LogPath(it->second.ref));
   TC_LOG_INFO("job {} rank {} exited: code {}, signal {}", std::get<0>(key),
-              std::get<2>(key), info.exit_code, info.signal);
+              std::get<3>(key), info.exit_code, info.signal);
   if (it->second.preflight) {
     std::optional<v1::PreflightProbeResult> result = ParsePreflightResult(
         FileTail(LogPath(it->second.ref), kPreflightScanBytes));
     if (result.has_value()) *st->mutable_preflight_result() = *std::move(result);
   }
-  if (info.exit_code != 0 || info.signal != 0) {
-    // Said before the exit, so the coordinator knows why when the exit comes.
+  if ((info.exit_code != 0 || info.signal != 0) && !it->second.preflight) {
+    // Said before the exit, so the coordinator knows why when the exit comes
+    // (a probe's failure is judged from its result line instead).
     std::string line = OutOfMemoryLine(it->second.ref);
     if (!line.empty()) {
       v1::AgentMessage oom;

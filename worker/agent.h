@@ -179,7 +179,7 @@ class Agent {
   // cluster (Connected()'s cluster id, C below), one flat file per task,
   // grouped by 1,000 job ids (k = id rounded down to a multiple of 1,000):
   // <log_dir>/cluster-C/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log, and for
-  // a pre-flight probe (TaskRef.attempt = kPreflightAttemptBase + run)
+  // a pre-flight probe (TaskRef.probe_run = run)
   // .../job-<id>.preflight-<run>.rank-<r>.log. Per cluster because job ids
   // start again at 1 in a new cluster: without it a new cluster's job 1
   // would append to, and `trainctl logs` would show, an older cluster's
@@ -202,7 +202,7 @@ class Agent {
       absl::string_view tail);
 
  private:
-  using Key = std::tuple<int64_t, int, int>;  // job, attempt, rank
+  using Key = std::tuple<int64_t, int, int, int>;  // job, attempt, probe_run, rank
   struct TaskEntry {
     v1::TaskRef ref;
     bool exited = false;
@@ -223,9 +223,9 @@ class Agent {
     // Port of the PyTorch store opened for this task's job attempt (rank 0
     // only; 0: none), closed when the task exits.
     int store_port = 0;
-    // Registered with the rendezvous relay as (job, attempt, rank) of its
-    // launch environment; removed at its exit.
-    std::optional<std::tuple<int64_t, int, int>> relay_rank;
+    // Registered with the rendezvous relay as (job, attempt, rank,
+    // probe_run) of its launch environment; removed at its exit.
+    std::optional<RelayRank> relay_rank;
     // The task's cgroup (empty: none), killed and removed at its exit.
     std::string cgroup_dir;
     // A container task: the runtime commands that remove what a killed
@@ -294,8 +294,8 @@ class Agent {
   // Registers `start`'s rank with the rendezvous relay when there is one
   // and its environment names a job attempt, rank and token; returns what
   // was registered.
-  std::optional<std::tuple<int64_t, int, int>> AddToRelay(const v1::StartTask& start);
-  void RemoveFromRelay(const std::optional<std::tuple<int64_t, int, int>>& rank);
+  std::optional<RelayRank> AddToRelay(const v1::StartTask& start);
+  void RemoveFromRelay(const std::optional<RelayRank>& rank);
   void EmitLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentMessage ReadLog(const v1::ReadLog& read) const;
   // The line of the end of a task's log that says CUDA ran out of memory;

@@ -37,13 +37,13 @@ class FakeLauncher : public ProcessLauncher {
   std::map<int, absl::AnyInvocable<void(ExitInfo)>> exits;
 };
 
-constexpr int kProbeAttempt = 1000000001;  // kPreflightAttemptBase + run 1
 
 v1::CoordinatorMessage ProbeStart() {
   v1::CoordinatorMessage msg;
   v1::StartTask* s = msg.mutable_start_task();
   s->mutable_task()->set_job_id(7);
-  s->mutable_task()->set_attempt(kProbeAttempt);
+  s->mutable_task()->set_attempt(0);
+  s->mutable_task()->set_probe_run(1);
   s->mutable_task()->set_rank(1);
   s->add_argv("python");
   s->add_argv("train.py");

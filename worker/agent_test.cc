@@ -863,8 +863,8 @@ TEST_F(AgentTest, LogPath_GroupsThousandJobIdsPerDirectory) {
   EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-12000/job-12345.attempt-2.rank-3.log");
   ref.set_job_id(999);
   EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-0/job-999.attempt-2.rank-3.log");
-  // A pre-flight probe (attempt = 1,000,000,000 + run).
-  ref.set_attempt(1000000000 + 1);
+  // The probe of pre-flight run 1 of the same attempt: a log of its own.
+  ref.set_probe_run(1);
   EXPECT_EQ(agent_->LogPath(ref), log_dir_ + "/jobs-0/job-999.preflight-1.rank-3.log");
 }
 

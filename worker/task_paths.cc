@@ -17,9 +17,9 @@ std::string TaskLogPath(const std::string& log_dir, const std::string& cluster_i
   const std::string dir = ClusterDir(log_dir, cluster_id);
   const int64_t job = ref.job_id();
   const int64_t shard = job / kJobsPerLogShard * kJobsPerLogShard;
-  if (ref.attempt() > kProbeAttemptBase) {
-    return absl::StrCat(dir, "/jobs-", shard, "/job-", job, ".preflight-",
-                        ref.attempt() - kProbeAttemptBase, ".rank-", ref.rank(), ".log");
+  if (ref.probe_run() > 0) {
+    return absl::StrCat(dir, "/jobs-", shard, "/job-", job, ".preflight-", ref.probe_run(),
+                        ".rank-", ref.rank(), ".log");
   }
   return absl::StrCat(dir, "/jobs-", shard, "/job-", job, ".attempt-", ref.attempt(),
                       ".rank-", ref.rank(), ".log");
@@ -27,8 +27,10 @@ std::string TaskLogPath(const std::string& log_dir, const std::string& cluster_i
 
 std::string DefaultTaskWorkdir(const std::string& log_dir, const std::string& cluster_id,
                                const v1::TaskRef& ref) {
-  return absl::StrCat(ClusterDir(log_dir, cluster_id), "/work/job-", ref.job_id(),
-                      "/attempt-", ref.attempt());
+  const std::string dir = absl::StrCat(ClusterDir(log_dir, cluster_id), "/work/job-",
+                                       ref.job_id(), "/attempt-", ref.attempt());
+  // A probe's scratch directory is its own, beside its attempt's.
+  return ref.probe_run() > 0 ? absl::StrCat(dir, ".preflight-", ref.probe_run()) : dir;
 }
 
 v1::LogChunk ReadLogChunk(const std::string& path, const v1::ReadLog& read,

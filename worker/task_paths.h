@@ -12,9 +12,6 @@
 
 namespace trainctl::worker {
 
-// TaskRef.attempt of pre-flight probes starts here (coordinator/preflight.h,
-// kPreflightAttemptBase): probe run n is kPreflightAttemptBase + n.
-inline constexpr int kProbeAttemptBase = 1000000000;
 // Task logs are grouped in directories of this many consecutive job ids
 // (<log_dir>/cluster-C/jobs-12000/ holds jobs 12000-12999): one mkdir per
 // 1,000 jobs.
@@ -29,12 +26,13 @@ std::string ClusterDir(const std::string& log_dir, const std::string& cluster_id
 // The log file of task `ref` (one flat file per task):
 // <ClusterDir>/jobs-<k>/job-<id>.attempt-<n>.rank-<r>.log, k = the job id
 // rounded down to a multiple of kJobsPerLogShard; for a pre-flight probe
-// (attempt = kProbeAttemptBase + run) .../job-<id>.preflight-<run>.rank-<r>.log.
+// (TaskRef.probe_run = run >= 1) .../job-<id>.preflight-<run>.rank-<r>.log
+// (runs are numbered over the job's life, so that names one task).
 std::string TaskLogPath(const std::string& log_dir, const std::string& cluster_id,
                         const v1::TaskRef& ref);
 
 // Working directory of a task whose StartTask names none:
-// <ClusterDir>/work/job-<id>/attempt-<n>.
+// <ClusterDir>/work/job-<id>/attempt-<n>, for a probe attempt-<n>.preflight-<run>.
 std::string DefaultTaskWorkdir(const std::string& log_dir, const std::string& cluster_id,
                                const v1::TaskRef& ref);
 

@@ -42,12 +42,14 @@ class FakeAgentConnection : public AgentConnection {
 
 // A RegisterNode for node `name` with `gpus` GPUs (indexes 0.., UUIDs
 // "GPU-<name>-<i>", `gpu_memory_bytes` each, model `gpu_name`), address
-// "<name>.example", `cpu_count` CPUs and ports 29500-29509.
+// "<name>.example", `cpu_count` CPUs and ports 29500-29509, from an agent
+// that runs pre-flight probes as tasks of their own (probe_tasks).
 inline v1::RegisterNode FakeNodeRegistration(const std::string& name, int gpus,
                                              int cpu_count = 32,
                                              int64_t gpu_memory_bytes = int64_t{80} << 30,
                                              const std::string& gpu_name = "") {
   v1::RegisterNode reg;
+  reg.set_probe_tasks(true);
   v1::Node* n = reg.mutable_node();
   n->set_name(name);
   n->set_address(absl::StrCat(name, ".example"));

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 #include <utility>

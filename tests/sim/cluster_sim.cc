@@ -80,7 +80,11 @@ class SimConn : public coord::AgentConnection {
   bool closed = false;
 };
 
-using TaskKey = std::tuple<int64_t, int, int>;  // job, attempt, rank
+using TaskKey = std::tuple<int64_t, int, int, int>;  // job, attempt, probe_run, rank
+
+TaskKey KeyOfRef(const v1::TaskRef& r) {
+  return {r.job_id(), r.attempt(), r.probe_run(), r.rank()};
+}
 
 // A process an agent started.
 struct Proc {
@@ -90,10 +94,11 @@ struct Proc {
   std::string owner;
   // (GPU uuid, bytes reserved on it).
   std::vector<std::pair<std::string, int64_t>> holds;
-  // TRAINCTL_TOKEN and TRAINCTL_ATTEMPT of its launch environment (the
-  // rendezvous key; a probe's is its own), WORLD_SIZE.
+  // TRAINCTL_TOKEN, TRAINCTL_ATTEMPT and TRAINCTL_PREFLIGHT of its launch
+  // environment (its rendezvous group; a probe's is its own), WORLD_SIZE.
   std::string token;
   int rendezvous_attempt = 0;
+  int rendezvous_probe_run = 0;
   int world_size = 1;
   // Asked to stop: exits at kill_at at the latest.
   bool stopping = false;
@@ -114,6 +119,9 @@ struct Agent {
   int host = 0;
   std::string instance;
   bool fences = true;
+  // RegisterNode.probe_tasks: false plays an agent from before probes were
+  // tasks of their own; it must never be sent a probe.
+  bool probe_tasks = true;
   // GPUs it reports (a subset of its host's after kShrinkGpus).
   std::vector<v1::Gpu> gpus;
   SimConn* conn = nullptr;  // nullptr: not connected
@@ -208,15 +216,17 @@ class Simulation {
       agent->host = n;
       agent->instance = NewInstance();
       agent->fences = shape() % 4 != 0;
+      // Every seventh node runs an older agent (no new draw: seeds replay).
+      agent->probe_tasks = n % 7 != 6;
       agent->gpus = hosts_.back().gpus;
       agents_.push_back(std::move(agent));
     }
     config_.node_timeout = absl::Seconds(10);
     config_.heartbeat_interval = absl::Seconds(1);
     config_.stop_grace = absl::Seconds(10);
-    config_.preflight_auto = true;
-    config_.preflight_timeout = absl::Seconds(30);
-    config_.usage_sample_period = absl::Seconds(2);
+    config_.preflight.auto_enabled = true;
+    config_.preflight.timeout = absl::Seconds(30);
+    config_.usage.sample_period = absl::Seconds(2);
     // An authenticated cluster: tasks run as their job's user.
     config_.run_jobs_as_user = true;
     // Fetches are answered on the publishing call: no thread of its own.
@@ -383,8 +393,8 @@ class Simulation {
     return sched::ReservationBytes(r, gpu_total);
   }
 
-  std::tuple<int, int64_t, int, int> Key(const v1::TaskRef& r) const {
-    return {generation_, r.job_id(), r.attempt(), r.rank()};
+  std::tuple<int, int64_t, int, int, int> Key(const v1::TaskRef& r) const {
+    return {generation_, r.job_id(), r.attempt(), r.probe_run(), r.rank()};
   }
 
   // ------------------------------------------------------------ agents
@@ -402,6 +412,7 @@ class Simulation {
     n->set_fake_gpus(true);
     for (const v1::Gpu& g : a.gpus) *n->add_gpus() = g;
     reg.set_fences(a.fences);
+    reg.set_probe_tasks(a.probe_tasks);
     reg.set_agent_instance_id(a.instance);
     for (const auto& [key, p] : hosts_[a.host].procs) {
       if (p.owner == a.instance) *reg.add_running_tasks() = p.ref;
@@ -486,7 +497,7 @@ class Simulation {
 
   void HandleStart(Agent& a, const v1::StartTask& start, uint64_t luck) {
     Host& host = hosts_[a.host];
-    const TaskKey key{start.task().job_id(), start.task().attempt(), start.task().rank()};
+    const TaskKey key = KeyOfRef(start.task());
     if (host.procs.count(key)) return;  // Already running (a repeated start).
     ++result_.processes_started;
     v1::AgentMessage msg;
@@ -497,6 +508,11 @@ class Simulation {
       st->set_message("sim: exec failed");
       Send(a, msg);
       return;
+    }
+    if (start.has_preflight() && !a.probe_tasks) {
+      Violation("preflight", absl::StrCat("job ", start.task().job_id(),
+                                          ": a probe was sent to ", a.name,
+                                          ", whose agent predates probe tasks"));
     }
     Proc p;
     p.ref = start.task();
@@ -531,6 +547,9 @@ class Simulation {
     if (auto it = env.find("TRAINCTL_ATTEMPT"); it != env.end()) {
       (void)absl::SimpleAtoi(it->second, &p.rendezvous_attempt);
     }
+    if (auto it = env.find("TRAINCTL_PREFLIGHT"); it != env.end()) {
+      (void)absl::SimpleAtoi(it->second, &p.rendezvous_probe_run);
+    }
     if (auto it = env.find("WORLD_SIZE"); it != env.end()) {
       (void)absl::SimpleAtoi(it->second, &p.world_size);
     }
@@ -543,7 +562,8 @@ class Simulation {
       path = worker::TaskLogPath("/var/log/trainctl", a.cluster_id, start.task());
       const std::string writer =
           absl::StrCat("cluster ", generation_, " job ", std::get<0>(key), " attempt ",
-                       std::get<1>(key), " rank ", std::get<2>(key));
+                       std::get<1>(key), " probe ", std::get<2>(key), " rank ",
+                       std::get<3>(key));
       auto [it, fresh] = host.disk.try_emplace(path, writer);
       if (!fresh && it->second != writer) {
         Violation("logs", absl::StrCat("task ", writer, " appends to ", path,
@@ -559,7 +579,7 @@ class Simulation {
 
   void HandleStop(Agent& a, const v1::StopTask& stop, uint64_t luck) {
     Host& host = hosts_[a.host];
-    const TaskKey key{stop.task().job_id(), stop.task().attempt(), stop.task().rank()};
+    const TaskKey key = KeyOfRef(stop.task());
     auto it = host.procs.find(key);
     if (it == host.procs.end() || it->second.owner != a.instance) return;
     if (luck % 3 == 0) {
@@ -967,7 +987,7 @@ class Simulation {
         v1::AgentMessage oom;
         oom.mutable_task_oom()->set_job_id(std::get<0>(key));
         oom.mutable_task_oom()->set_attempt(std::get<1>(key));
-        oom.mutable_task_oom()->set_rank(std::get<2>(key));
+        oom.mutable_task_oom()->set_rank(std::get<3>(key));
         oom.mutable_task_oom()->set_line("torch.OutOfMemoryError: CUDA out of memory.");
         Send(*agent, oom);
         EndProc(*agent, key, 1, 0);
@@ -990,7 +1010,7 @@ class Simulation {
     if (all.empty()) return;
     auto [agent, key] = all[a % all.size()];
     v1::PreflightProbeResult r;
-    r.set_rank(std::get<2>(key));
+    r.set_rank(std::get<3>(key));
     if (b % 5 == 0) {
       r.set_error("sim: ncclCommInitRank: unhandled system error");
       EndProc(*agent, key, 1, 0, r);
@@ -1199,8 +1219,9 @@ class Simulation {
 
   // The id rank 0 of (job, rendezvous attempt) publishes in this cluster:
   // 128 bytes, so a rank that gets another group's id is caught.
-  std::string UniqueId(int64_t job, int attempt) const {
-    std::string id = absl::StrCat("id/", generation_, "/", job, "/", attempt, "/");
+  std::string UniqueId(int64_t job, int attempt, int probe_run) const {
+    std::string id =
+        absl::StrCat("id/", generation_, "/", job, "/", attempt, "/", probe_run, "/");
     id.resize(128, '.');
     return id;
   }
@@ -1219,17 +1240,20 @@ class Simulation {
     const Proc& p = *ranks[a % ranks.size()];
     const int64_t job = p.ref.job_id();
     const int attempt = p.rendezvous_attempt;
-    const std::string expect = UniqueId(job, attempt);
+    const int probe_run = p.rendezvous_probe_run;
+    const std::string expect = UniqueId(job, attempt, probe_run);
     // Most times rank 0 of the group publishes first (once; a repeat of the
     // same id is accepted).
     if ((b >> 4) % 4 != 0) {
       for (const Proc* q : ranks) {
-        if (q->ref.job_id() != job || q->rendezvous_attempt != attempt || q->ref.rank() != 0) {
+        if (q->ref.job_id() != job || q->rendezvous_attempt != attempt ||
+            q->rendezvous_probe_run != probe_run || q->ref.rank() != 0) {
           continue;
         }
         v1::PublishUniqueIdRequest req;
         req.set_job_id(job);
         req.set_attempt(attempt);
+        req.set_probe_run(probe_run);
         req.set_rank(0);
         req.set_token(q->token);
         req.set_unique_id(expect);
@@ -1247,6 +1271,7 @@ class Simulation {
       v1::FetchUniqueIdRequest req;
       req.set_job_id(job);
       req.set_attempt(attempt);
+      req.set_probe_run(probe_run);
       req.set_rank(p.ref.rank());
       req.set_token(other->token);
       req.set_timeout_ms(1000);
@@ -1263,6 +1288,7 @@ class Simulation {
     v1::FetchUniqueIdRequest req;
     req.set_job_id(job);
     req.set_attempt(attempt);
+    req.set_probe_run(probe_run);
     req.set_rank(p.ref.rank());
     req.set_token(p.token);
     req.set_timeout_ms(static_cast<int64_t>(1000 + (b >> 8) % 30000));
@@ -1276,7 +1302,7 @@ class Simulation {
         if (!here) continue;
         for (const auto& [key, q] : h.procs) {
           if (!q.stopping && q.token == p.token && q.ref.job_id() == job &&
-              q.rendezvous_attempt == attempt) {
+              q.rendezvous_attempt == attempt && q.rendezvous_probe_run == probe_run) {
             req.add_relayed_ranks(q.ref.rank());
           }
         }
@@ -1530,7 +1556,7 @@ class Simulation {
     }
     // A job all of whose ranks run is RUNNING: also when their RUNNING
     // reports died with a coordinator and came back with the registrations.
-    if (job.state() == v1::JOB_STATE_SCHEDULED && job.preflight().probe_attempt() == 0 &&
+    if (job.state() == v1::JOB_STATE_SCHEDULED && job.preflight().probe_run() == 0 &&
         job.tasks_size() > 0 &&
         std::all_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) {
           return t.state() == v1::TASK_STATE_RUNNING;
@@ -1597,7 +1623,7 @@ class Simulation {
         for (const TaskKey& k : LiveProcs(*ap, /*probes=*/true)) {
           busy = true;
           v1::PreflightProbeResult r;
-          r.set_rank(std::get<2>(k));
+          r.set_rank(std::get<3>(k));
           r.set_comm_ready_ms(400);
           r.set_busbw_gbps(100);
           EndProc(*ap, k, 0, 0, r);
@@ -1679,8 +1705,8 @@ class Simulation {
   std::map<int64_t, std::pair<v1::JobState, int64_t>> final_;
   // Acked job id -> the exported environment it was submitted with.
   absl::flat_hash_map<int64_t, std::map<std::string, std::string>> exported_;
-  // (generation, job, attempt, rank) -> GPUs and bytes its StartTask reserved.
-  std::map<std::tuple<int, int64_t, int, int>, std::vector<std::pair<std::string, int64_t>>>
+  // (generation, job, attempt, probe run, rank) -> GPUs and bytes its StartTask reserved.
+  std::map<std::tuple<int, int64_t, int, int, int>, std::vector<std::pair<std::string, int64_t>>>
       reservations_;
   int64_t illegal_seen_ = 0;
 };

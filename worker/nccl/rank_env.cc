@@ -49,6 +49,9 @@ absl::StatusOr<RankEnv> RankEnvFromEnv(
                       GetInt(getenv, "TRAINCTL_JOB_ID", 0,
                              std::numeric_limits<int64_t>::max()));
   TC_ASSIGN_OR_RETURN(env.attempt, GetInt(getenv, "TRAINCTL_ATTEMPT", 0, kIntMax));
+  if (const char* run = getenv("TRAINCTL_PREFLIGHT"); run != nullptr && *run != '\0') {
+    TC_ASSIGN_OR_RETURN(env.probe_run, GetInt(getenv, "TRAINCTL_PREFLIGHT", 1, kIntMax));
+  }
   TC_ASSIGN_OR_RETURN(env.token, GetString(getenv, "TRAINCTL_TOKEN"));
   TC_ASSIGN_OR_RETURN(env.world_size, GetInt(getenv, "WORLD_SIZE", 1, kIntMax));
   TC_ASSIGN_OR_RETURN(env.rank, GetInt(getenv, "RANK", 0, kIntMax));

@@ -22,6 +22,9 @@ struct RankEnv {
   int64_t job_id = 0;
   // TRAINCTL_ATTEMPT: one try of the job; a restart is a new attempt.
   int attempt = 0;
+  // TRAINCTL_PREFLIGHT: set for a pre-flight probe, the run it belongs to
+  // (its own rendezvous group); 0 when unset (the job's own ranks).
+  int probe_run = 0;
   // TRAINCTL_TOKEN: the rendezvous token of this job attempt.
   std::string token;
   // RANK, WORLD_SIZE: global rank in [0, world_size), number of processes.

@@ -153,6 +153,7 @@ absl::Status GrpcRendezvousClient::Publish(const RankEnv& env,
   v1::PublishUniqueIdRequest request;
   request.set_job_id(env.job_id);
   request.set_attempt(env.attempt);
+  request.set_probe_run(env.probe_run);
   request.set_rank(env.rank);
   request.set_token(env.token);
   request.set_unique_id(std::string(id));
@@ -198,6 +199,7 @@ absl::StatusOr<std::vector<std::string>> GrpcRendezvousClient::FetchAll(
   v1::FetchUniqueIdRequest request;
   request.set_job_id(env.job_id);
   request.set_attempt(env.attempt);
+  request.set_probe_run(env.probe_run);
   request.set_rank(env.rank);
   request.set_token(env.token);
   if (env.nccl_unique_ids > 1) request.set_id_count(env.nccl_unique_ids);

@@ -4,11 +4,34 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/nccl_roots.h"
 #include "common/secrets.h"
 
 namespace trainctl::worker {
+
+std::optional<RelayRank> RelayRankFromEnv(
+    const google::protobuf::Map<std::string, std::string>& env) {
+  RelayRank r;
+  auto token = env.find("TRAINCTL_TOKEN");
+  auto job = env.find("TRAINCTL_JOB_ID");
+  auto attempt = env.find("TRAINCTL_ATTEMPT");
+  auto rank = env.find("RANK");
+  if (token == env.end() || job == env.end() || attempt == env.end() || rank == env.end() ||
+      !absl::SimpleAtoi(job->second, &r.job_id) ||
+      !absl::SimpleAtoi(attempt->second, &r.attempt) ||
+      !absl::SimpleAtoi(rank->second, &r.rank)) {
+    return std::nullopt;
+  }
+  // A probe's group is its own (TRAINCTL_PREFLIGHT, its run).
+  if (auto run = env.find("TRAINCTL_PREFLIGHT");
+      run != env.end() && !absl::SimpleAtoi(run->second, &r.probe_run)) {
+    return std::nullopt;
+  }
+  r.token = token->second;
+  return r;
+}
 
 RendezvousRelay::RendezvousRelay(RendezvousUpstream* upstream,
                                  RendezvousRelayOptions options)
@@ -31,26 +54,26 @@ void RendezvousRelay::AbortAll(absl::string_view why) {
 }
 
 void RendezvousRelay::AddRank(int64_t job_id, int attempt, const std::string& token,
-                              int rank) {
+                              int rank, int probe_run) {
   absl::MutexLock lock(&mu_);
-  Registration& reg = registered_[{job_id, attempt}];
+  Registration& reg = registered_[{job_id, attempt, probe_run}];
   reg.token = token;
   reg.ranks.insert(rank);
 }
 
-void RendezvousRelay::RemoveRank(int64_t job_id, int attempt, int rank) {
+void RendezvousRelay::RemoveRank(int64_t job_id, int attempt, int rank, int probe_run) {
   std::vector<UniqueIdsDone> aborted;
   {
     absl::MutexLock lock(&mu_);
-    auto reg = registered_.find({job_id, attempt});
+    auto reg = registered_.find({job_id, attempt, probe_run});
     if (reg == registered_.end()) return;
     reg->second.ranks.erase(rank);
     if (!reg->second.ranks.empty()) return;
     registered_.erase(reg);
-    // Every group of the attempt, whatever its token.
-    auto it = groups_.lower_bound(GroupKey{job_id, attempt, ""});
+    // Every group of the attempt (or probe run), whatever its token.
+    auto it = groups_.lower_bound(GroupKey{job_id, attempt, probe_run, ""});
     while (it != groups_.end() && std::get<0>(it->first) == job_id &&
-           std::get<1>(it->first) == attempt) {
+           std::get<1>(it->first) == attempt && std::get<2>(it->first) == probe_run) {
       for (UniqueIdsDone& w : it->second.waiters) aborted.push_back(std::move(w));
       it = groups_.erase(it);
     }
@@ -61,9 +84,9 @@ void RendezvousRelay::RemoveRank(int64_t job_id, int attempt, int rank) {
   }
 }
 
-absl::Status RendezvousRelay::CheckTokenLocked(int64_t job_id, int attempt,
+absl::Status RendezvousRelay::CheckTokenLocked(int64_t job_id, int attempt, int probe_run,
                                                const std::string& token) {
-  auto reg = registered_.find({job_id, attempt});
+  auto reg = registered_.find({job_id, attempt, probe_run});
   if (reg == registered_.end() || SameSecret(token, reg->second.token)) {
     return absl::OkStatus();
   }
@@ -94,7 +117,8 @@ void RendezvousRelay::FetchAsync(const v1::FetchUniqueIdRequest& request,
         "id_count: must be in [0, ", kMaxNcclUniqueIds, "], got ", request.id_count())));
     return;
   }
-  const GroupKey key{request.job_id(), request.attempt(), request.token()};
+  const GroupKey key{request.job_id(), request.attempt(), request.probe_run(),
+                     request.token()};
   std::optional<v1::FetchUniqueIdRequest> upstream;
   absl::StatusOr<std::vector<std::string>> now_result;
   bool answer_now = false;
@@ -102,7 +126,7 @@ void RendezvousRelay::FetchAsync(const v1::FetchUniqueIdRequest& request,
     absl::MutexLock lock(&mu_);
     ++stats_.local_fetches;
     if (absl::Status s = CheckTokenLocked(request.job_id(), request.attempt(),
-                                          request.token());
+                                          request.probe_run(), request.token());
         !s.ok()) {
       ++stats_.refused;
       now_result = s;
@@ -178,7 +202,7 @@ void RendezvousRelay::OnUpstreamFetch(const GroupKey& key,
     // Ids of an attempt the agent did not start are not kept: nothing would
     // ever drop them.
     const bool registered =
-        registered_.count({std::get<0>(key), std::get<1>(key)}) > 0;
+        registered_.count({std::get<0>(key), std::get<1>(key), std::get<2>(key)}) > 0;
     if (!registered && !g.reporting) groups_.erase(it);
   }
   for (UniqueIdsDone& w : waiters) w(result);
@@ -190,14 +214,16 @@ void RendezvousRelay::PublishAsync(const v1::PublishUniqueIdRequest& request,
   {
     absl::MutexLock lock(&mu_);
     ++stats_.local_publishes;
-    allowed = CheckTokenLocked(request.job_id(), request.attempt(), request.token());
+    allowed = CheckTokenLocked(request.job_id(), request.attempt(), request.probe_run(),
+                               request.token());
     if (!allowed.ok()) ++stats_.refused;
   }
   if (!allowed.ok()) {
     done(allowed);
     return;
   }
-  const GroupKey key{request.job_id(), request.attempt(), request.token()};
+  const GroupKey key{request.job_id(), request.attempt(), request.probe_run(),
+                     request.token()};
   // Out of range: the coordinator refuses it, and nothing is held here.
   const int id_count = std::clamp(request.id_count(), 1, kMaxNcclUniqueIds);
   const int index = request.id_index();
@@ -215,7 +241,7 @@ void RendezvousRelay::OnPublished(const GroupKey& key, int id_count, int index,
   std::vector<std::string> ids;
   {
     absl::MutexLock lock(&mu_);
-    if (registered_.count({std::get<0>(key), std::get<1>(key)}) == 0) return;
+    if (registered_.count({std::get<0>(key), std::get<1>(key), std::get<2>(key)}) == 0) return;
     Group& g = groups_[key];
     if (g.id_count == 0) {
       g.id_count = id_count;
@@ -241,7 +267,8 @@ void RendezvousRelay::Tick(absl::Time now) {
       v1::FetchUniqueIdRequest report;
       report.set_job_id(std::get<0>(key));
       report.set_attempt(std::get<1>(key));
-      report.set_token(std::get<2>(key));
+      report.set_probe_run(std::get<2>(key));
+      report.set_token(std::get<3>(key));
       report.set_rank(*g.unreported.begin());
       report.set_id_count(g.id_count);
       report.set_arrivals_only(true);
@@ -270,7 +297,7 @@ void RendezvousRelay::Tick(absl::Time now) {
           held = g.ids;
         }
         if (!g.fetching &&
-            registered_.count({std::get<0>(key), std::get<1>(key)}) == 0) {
+            registered_.count({std::get<0>(key), std::get<1>(key), std::get<2>(key)}) == 0) {
           groups_.erase(it);
         }
       }

@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -95,6 +96,22 @@ struct RendezvousRelayStats {
 
 // Thread-safe (one mutex); `done` callbacks and upstream calls run outside
 // it, on the calling thread or the upstream's.
+// A rank as the relay registers it (AddRank), from its launch environment.
+struct RelayRank {
+  int64_t job_id = 0;
+  int attempt = 0;
+  int rank = 0;
+  // TRAINCTL_PREFLIGHT: a probe's run; 0 when unset.
+  int probe_run = 0;
+  std::string token;
+};
+// The registration of a task started with `env`: TRAINCTL_JOB_ID,
+// TRAINCTL_ATTEMPT, RANK, TRAINCTL_TOKEN and TRAINCTL_PREFLIGHT. nullopt when
+// one of the first four is missing or one is not a number (then the task
+// fetches from the coordinator directly).
+std::optional<RelayRank> RelayRankFromEnv(
+    const google::protobuf::Map<std::string, std::string>& env);
+
 class RendezvousRelay {
  public:
   // `upstream` is not owned and must outlive the relay.
@@ -104,13 +121,16 @@ class RendezvousRelay {
   RendezvousRelay& operator=(const RendezvousRelay&) = delete;
 
   // The agent started `rank` of (job, attempt) here with `token`
-  // (TRAINCTL_TOKEN). A later token for the same attempt replaces the
-  // earlier one (the coordinator issues one per attempt).
-  void AddRank(int64_t job_id, int attempt, const std::string& token, int rank);
+  // (TRAINCTL_TOKEN); `probe_run` n >= 1 for the probe of pre-flight run n
+  // of that attempt (TRAINCTL_PREFLIGHT), a group of its own. A later token
+  // for the same group replaces the earlier one (the coordinator issues one
+  // per attempt and one per pre-flight run).
+  void AddRank(int64_t job_id, int attempt, const std::string& token, int rank,
+               int probe_run = 0);
 
-  // `rank` of (job, attempt) ended here. After the attempt's last local
+  // `rank` of (job, attempt, probe_run) ended here. After its last local
   // rank, its groups are dropped; their waiters get ABORTED.
-  void RemoveRank(int64_t job_id, int attempt, int rank);
+  void RemoveRank(int64_t job_id, int attempt, int rank, int probe_run = 0);
 
   // A local rank's FetchUniqueId (`request` as the rank sent it). `done`
   // gets the ids at once when held, else when the one upstream fetch of the
@@ -143,8 +163,9 @@ class RendezvousRelay {
   int Groups() const;
 
  private:
-  using AttemptKey = std::pair<int64_t, int>;
-  using GroupKey = std::tuple<int64_t, int, std::string>;  // job, attempt, token
+  using AttemptKey = std::tuple<int64_t, int, int>;  // job, attempt, probe_run
+  // job, attempt, probe_run, token
+  using GroupKey = std::tuple<int64_t, int, int, std::string>;
   struct Registration {
     std::string token;
     absl::btree_set<int> ranks;
@@ -162,8 +183,9 @@ class RendezvousRelay {
     std::vector<UniqueIdsDone> waiters;
   };
 
-  // PERMISSION_DENIED when (job, attempt) is registered with another token.
-  absl::Status CheckTokenLocked(int64_t job_id, int attempt,
+  // PERMISSION_DENIED when (job, attempt, probe_run) is registered with
+  // another token.
+  absl::Status CheckTokenLocked(int64_t job_id, int attempt, int probe_run,
                                 const std::string& token) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The upstream fetch of `key` answered.
   void OnUpstreamFetch(const GroupKey& key,

@@ -284,5 +284,29 @@ TEST(RendezvousRelayTest, FetchAsync_TwoIds_AllRelayedInOrder) {
   EXPECT_EQ(upstream.fetches, 1);
 }
 
+// A probe and the job's rank of the same attempt register as two groups:
+// TRAINCTL_PREFLIGHT gives the probe's run; a malformed value registers
+// nothing (the task then asks the coordinator itself).
+TEST(RendezvousRelayTest, RelayRankFromEnv_ReadsTheProbeRun) {
+  google::protobuf::Map<std::string, std::string> env;
+  env["TRAINCTL_JOB_ID"] = "9";
+  env["TRAINCTL_ATTEMPT"] = "2";
+  env["RANK"] = "3";
+  env["TRAINCTL_TOKEN"] = "tok";
+  std::optional<RelayRank> r = RelayRankFromEnv(env);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->probe_run, 0);
+  env["TRAINCTL_PREFLIGHT"] = "1";
+  r = RelayRankFromEnv(env);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->attempt, 2);
+  EXPECT_EQ(r->probe_run, 1);
+  env["TRAINCTL_PREFLIGHT"] = "x";
+  EXPECT_FALSE(RelayRankFromEnv(env).has_value());
+  env.erase("TRAINCTL_PREFLIGHT");
+  env.erase("RANK");
+  EXPECT_FALSE(RelayRankFromEnv(env).has_value());
+}
+
 }  // namespace
 }  // namespace trainctl::worker
