@@ -360,7 +360,7 @@ int Cli::Run(int argc, char** argv) {
                         {f.list_user, f.list_name, f.list_limit, f.output == "wide",
                          f.list_all_users, f.list_array});
   }
-  if (describe->parsed()) return session.Describe(f.job_id, json);
+  if (describe->parsed()) return session.DescribeJobs(f.job_ids, json);
   if (logs->parsed()) {
     if (f.all_ranks && f.follow) return session.LogsFollowAllRanks(f.job_id);
     if (f.tail_lines > 0 || f.all_ranks) {
@@ -372,7 +372,7 @@ int Cli::Run(int argc, char** argv) {
     return session.CancelJobs(f.job_ids, f.cancel_sweep, f.cancel_name, f.cancel_states,
                               f.cancel_array);
   }
-  if (wait->parsed()) return session.Wait(f.job_id, timeout);
+  if (wait->parsed()) return session.WaitJobs(f.job_ids, timeout);
   if (nodes_cmd->parsed()) return session.Nodes(json);
   if (why->parsed()) return session.Why(f.job_id, json);
   if (top->parsed()) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -44,6 +45,13 @@ namespace trainctl::cli::internal {
 std::string ShortEnumName(const std::string& full, absl::string_view prefix) {
   return absl::AsciiStrToLower(absl::StripPrefix(full, prefix));
 }
+std::string JobStateLabel(const v1::Job& job) {
+  if (job.state() == v1::JOB_STATE_CANCELLED && job.stopped_early_at_step() > 0) {
+    return "stopped early";
+  }
+  return StateName(job.state());
+}
+
 std::string StateName(v1::JobState s) {
   return ShortEnumName(v1::JobState_Name(s), "JOB_STATE_");
 }
@@ -141,25 +149,55 @@ std::string ToJson(const google::protobuf::Message& message) {
 
 namespace {
 
-// Block style all the way down: a node loaded from JSON keeps JSON's flow
-// style ({...}, [...]), which yaml-cpp would emit again.
-void BlockStyle(YAML::Node node) {
-  if (!node.IsMap() && !node.IsSequence()) return;
-  node.SetStyle(YAML::EmitterStyle::Block);
+// Whether the plain YAML scalar `text` would be read back as something other
+// than a string (YAML 1.1 and 1.2 core schemas: null, booleans, numbers).
+bool ReadsAsNonString(const std::string& text) {
+  static const std::regex kNonString(
+      "|~|null|Null|NULL|true|True|TRUE|false|False|FALSE|yes|Yes|YES|no|No|NO|"
+      "on|On|ON|off|Off|OFF|y|Y|n|N|[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?|"
+      "[-+]?\\.(inf|Inf|INF)|\\.(nan|NaN|NAN)|0x[0-9a-fA-F]+|0o[0-7]+");
+  return std::regex_match(text, kNonString);
+}
+
+// Emits `node` (loaded from JSON) in block style all the way down. A JSON
+// string (yaml-cpp tags a quoted scalar "!") that would read back as a
+// number, boolean or null is double-quoted, so strings stay strings ("1.0"
+// in a command line); but an integer, which protobuf's JSON writes as a
+// string for 64-bit fields (ids, *_ms, *_bytes), stays a number.
+void Emit(YAML::Emitter& out, const YAML::Node& node) {
   if (node.IsMap()) {
-    for (auto it = node.begin(); it != node.end(); ++it) BlockStyle(it->second);
+    out << YAML::BeginMap;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      out << YAML::Key;
+      Emit(out, it->first);
+      out << YAML::Value;
+      Emit(out, it->second);
+    }
+    out << YAML::EndMap;
+  } else if (node.IsSequence()) {
+    out << YAML::BeginSeq;
+    for (auto it = node.begin(); it != node.end(); ++it) Emit(out, *it);
+    out << YAML::EndSeq;
+  } else if (node.IsNull()) {
+    out << YAML::Null;
   } else {
-    for (auto it = node.begin(); it != node.end(); ++it) BlockStyle(*it);
+    static const std::regex kInteger("-?[0-9]+");
+    const std::string& text = node.Scalar();
+    if (node.Tag() == "!" && ReadsAsNonString(text) && !std::regex_match(text, kInteger)) {
+      out << YAML::DoubleQuoted << text;
+    } else {
+      out << text;
+    }
   }
 }
 
 }  // namespace
 
 std::string JsonToYaml(const std::string& json) {
-  YAML::Node node = YAML::Load(json);
-  BlockStyle(node);
   YAML::Emitter emitter;
-  emitter << node;
+  emitter.SetMapFormat(YAML::Block);
+  emitter.SetSeqFormat(YAML::Block);
+  Emit(emitter, YAML::Load(json));
   return std::string(emitter.c_str()) + "\n";
 }
 

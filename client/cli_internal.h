@@ -71,6 +71,10 @@ inline constexpr absl::Duration kProgressPoll = absl::Seconds(1);
 
 // "JOB_STATE_RUNNING" -> "running": the user-facing name of an enum value.
 std::string ShortEnumName(const std::string& full, absl::string_view prefix);
+// How tables and summaries name `job`'s state: StateName, but "stopped
+// early" for a sweep trial the early-stopping rule cancelled
+// (Job.stopped_early_at_step), which a user's cancel is not.
+std::string JobStateLabel(const v1::Job& job);
 std::string StateName(v1::JobState s);
 std::string KindName(v1::JobKind k);
 std::string TaskStateName(v1::TaskState s);
@@ -208,6 +212,16 @@ class Session {
   };
   int List(const std::vector<std::string>& states, bool json, const ListFilter& filter);
   int Describe(int64_t job_id, bool json);
+  // `trainctl describe JOB...`: each job's description (a blank line
+  // between), or with `json` one ListJobsResponse of them (one id: its
+  // GetJobResponse, as Describe). A job that cannot be read is reported and
+  // the rest still shown; the exit status is then that error's.
+  int DescribeJobs(const std::vector<int64_t>& job_ids, bool json);
+  // The job as describe shows it: no attempt token, secret-looking
+  // variables masked. Errors: those of GetJob.
+  absl::StatusOr<v1::Job> DescribedJob(int64_t job_id);
+  // Describe's table for `job`.
+  void PrintDescription(const v1::Job& job);
   // `trainctl __complete-ids`: the caller's job ids and sweep ids for shell
   // completion (client/completion.h), one ListJobs call, "job 42" and
   // "sweep sw-1" lines, newest first.
@@ -233,6 +247,12 @@ class Session {
                  const std::string& name, const std::vector<std::string>& states,
                  int64_t array_job_id = 0);
   int Wait(int64_t job_id, std::optional<absl::Duration> timeout);
+  // `trainctl wait JOB...`: waits for every job (one `timeout` for all),
+  // printing each one's summary as it ends; returns the worst status:
+  // kExitWaitTimeout when the timeout came first, else the status of the
+  // first job (in the order given) that failed, else kExitCancelled when one
+  // was cancelled, else 0.
+  int WaitJobs(const std::vector<int64_t>& job_ids, std::optional<absl::Duration> timeout);
   int Nodes(bool json);
   // `trainctl why`: the WhyJob answer as lines for people, or JSON.
   int Why(int64_t job_id, bool json);

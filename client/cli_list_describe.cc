@@ -72,8 +72,8 @@ ListDescribeCommands AddListDescribeCommands(CLI::App& app, Flags& f) {
       ->allow_extra_args(false);
   // describe
   CLI::App* describe =
-      app.add_subcommand("describe", "Show a job's spec, state and ranks");
-  describe->add_option("JOB", f.job_id, "Job id")->required();
+      app.add_subcommand("describe", "Show jobs' spec, state and ranks");
+  describe->add_option("JOB", f.job_ids, "Job ids")->required();
   list->add_option("-o,--output", f.output,
                    "Output format: table, wide (with USER and NODES), json or yaml")
       ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
@@ -169,28 +169,14 @@ int Session::List(const std::vector<std::string>& states, bool json,
     out_ << ToJson(shown);
     return kExitOk;
   }
-  if (filter.wide) {
-    Table table({"ID", "NAME", "USER", "KIND", "STATE", "GPUS", "NODES", "ATTEMPT", "AGE",
-                 "REASON"});
-    for (const v1::Job* job : jobs) {
-      std::vector<std::string> nodes;
-      for (const v1::Task& t : job->tasks()) {
-        if (std::find(nodes.begin(), nodes.end(), t.node()) == nodes.end()) {
-          nodes.push_back(t.node());
-        }
-      }
-      table.AddRow({absl::StrCat(job->id()),
-                    ShownName(*job),
-                    job->spec().user().empty() ? "-" : job->spec().user(),
-                    KindName(job->kind()), StateName(job->state()), FormatGpus(job->spec()),
-                    nodes.empty() ? "-" : absl::StrJoin(nodes, ","),
-                    absl::StrCat(job->attempt()), Ago(job->submit_time_ms()), job->reason()});
-    }
-    table.Print(out_, terminal_width_);
-    return kExitOk;
-  }
-  Table table({"ID", "NAME", "KIND", "STATE", "GPUS", "ATTEMPT", "AGE",
-               "RUNTIME", "REASON"});
+  // -o wide is the table with USER and NODES added, nothing taken away.
+  const bool wide = filter.wide;
+  std::vector<std::string> header = {"ID", "NAME"};
+  if (wide) header.push_back("USER");
+  for (const char* c : {"KIND", "STATE", "GPUS"}) header.push_back(c);
+  if (wide) header.push_back("NODES");
+  for (const char* c : {"ATTEMPT", "AGE", "RUNTIME", "REASON"}) header.push_back(c);
+  Table table(header);
   for (const v1::Job* job : jobs) {
     std::string runtime = "-";
     if (job->start_time_ms() > 0) {
@@ -198,11 +184,30 @@ int Session::List(const std::vector<std::string>& states, bool json,
           job->end_time_ms() > 0 ? FromMs(job->end_time_ms()) : clock_.Now();
       runtime = FormatAge(end - FromMs(job->start_time_ms()));
     }
-    table.AddRow({absl::StrCat(job->id()),
-                  ShownName(*job),
-                  KindName(job->kind()), StateName(job->state()),
-                  FormatGpus(job->spec()), absl::StrCat(job->attempt()),
-                  Ago(job->submit_time_ms()), runtime, job->reason()});
+    std::vector<std::string> row = {absl::StrCat(job->id()), ShownName(*job)};
+    if (wide) row.push_back(job->spec().user().empty() ? "-" : job->spec().user());
+    for (std::string cell : {KindName(job->kind()), JobStateLabel(*job),
+                             FormatGpus(job->spec())}) {
+      row.push_back(std::move(cell));
+    }
+    if (wide) {
+      std::vector<std::string> nodes;
+      for (const v1::Task& t : job->tasks()) {
+        if (std::find(nodes.begin(), nodes.end(), t.node()) == nodes.end()) {
+          nodes.push_back(t.node());
+        }
+      }
+      row.push_back(nodes.empty() ? "-" : absl::StrJoin(nodes, ","));
+    }
+    for (std::string cell : {absl::StrCat(job->attempt()), Ago(job->submit_time_ms()), runtime,
+                             job->reason()}) {
+      row.push_back(std::move(cell));
+    }
+    table.AddRow(row);
+  }
+  if (wide) {  // the full width: nothing is optional
+    table.Print(out_, terminal_width_);
+    return kExitOk;
   }
   // On a narrow terminal NAME and REASON are cut, ATTEMPT and RUNTIME go.
   for (int column : {0, 2, 3, 4, 6}) table.KeepWhole(column);
@@ -212,27 +217,61 @@ int Session::List(const std::vector<std::string>& states, bool json,
   return kExitOk;
 }
 
-int Session::Describe(int64_t job_id, bool json) {
+int Session::DescribeJobs(const std::vector<int64_t>& job_ids, bool json) {
+  if (job_ids.size() == 1) return Describe(job_ids.front(), json);
+  // Several: a table each, a blank line between; as data, one list. A job
+  // that cannot be read is reported and the others still shown.
+  v1::ListJobsResponse all;
+  int status = kExitOk;
+  for (size_t i = 0; i < job_ids.size(); ++i) {
+    absl::StatusOr<v1::Job> job = DescribedJob(job_ids[i]);
+    if (!job.ok()) {
+      status = Fail(job.status());
+      continue;
+    }
+    if (json) {
+      *all.add_jobs() = *std::move(job);
+      continue;
+    }
+    if (i > 0) out_ << "\n";
+    PrintDescription(*job);
+  }
+  if (json) out_ << ToJson(all);
+  return status;
+}
+
+absl::StatusOr<v1::Job> Session::DescribedJob(int64_t job_id) {
   v1::GetJobRequest request;
   request.set_job_id(job_id);
   v1::GetJobResponse response;
-  if (absl::Status s = Call(&Stub::GetJob, request, &response); !s.ok()) {
-    return Fail(s);
-  }
-  response.mutable_job()->clear_attempt_token();
+  if (absl::Status s = Call(&Stub::GetJob, request, &response); !s.ok()) return s;
+  v1::Job job = std::move(*response.mutable_job());
+  job.clear_attempt_token();
   // Secret-looking variables are masked, in JSON too: describe output is
   // pasted into chats and tickets.
-  if (response.job().has_spec()) {
-    v1::JobSpec* spec = response.mutable_job()->mutable_spec();
+  if (job.has_spec()) {
+    v1::JobSpec* spec = job.mutable_spec();
     for (auto* env : {spec->mutable_env(), spec->mutable_exported_env()}) {
       for (const auto& [name, value] : MaskSecrets(*env)) (*env)[name] = value;
     }
   }
+  return job;
+}
+
+int Session::Describe(int64_t job_id, bool json) {
+  absl::StatusOr<v1::Job> job = DescribedJob(job_id);
+  if (!job.ok()) return Fail(job.status());
   if (json) {
+    v1::GetJobResponse response;
+    *response.mutable_job() = *std::move(job);
     out_ << ToJson(response);
     return kExitOk;
   }
-  const v1::Job& job = response.job();
+  PrintDescription(*job);
+  return kExitOk;
+}
+
+void Session::PrintDescription(const v1::Job& job) {
   const v1::JobSpec& spec = job.spec();
   auto field = [this](absl::string_view key, absl::string_view value) {
     if (!value.empty()) out_ << absl::StrFormat("%-12s %s\n", key, value);
@@ -253,7 +292,7 @@ int Session::Describe(int64_t job_id, bool json) {
   field("Job:",
         absl::StrCat(job.id(),
                      spec.name().empty() ? "" : " (" + spec.name() + ")"));
-  field("State:", StateName(job.state()));
+  field("State:", JobStateLabel(job));
   field("Reason:", job.reason());
   field("Kind:", KindName(job.kind()));
   field("Attempt:", absl::StrFormat("%d (restarts allowed: %d)", job.attempt(),
@@ -346,7 +385,7 @@ int Session::Describe(int64_t job_id, bool json) {
                                 FormatBytes(job.auto_pack_memory_bytes()))
               : "on");
   }
-  if (job.tasks_size() == 0) return kExitOk;
+  if (job.tasks_size() == 0) return;
 
   out_ << "\n";
   Table table({"RANK", "NODE", "GPUS", "STATE", "PID", "EXIT", "LOG PATH"});
@@ -364,7 +403,6 @@ int Session::Describe(int64_t job_id, bool json) {
   table.Print(out_, /*terminal_width=*/1 << 20);
   for (const std::string& m : messages) out_ << m << "\n";
   DescribeUsage(job);
-  return kExitOk;
 }
 
 void Session::DescribePreflight(const v1::Job& job) {

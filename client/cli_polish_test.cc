@@ -346,6 +346,26 @@ TEST_F(CliPolishTest, Json_EveryReadCommand_HasOutputJson) {
   }
 }
 
+// One output model: every command that prints state takes -o json and
+// -o yaml (the same data; yaml is the json's, JsonToYaml).
+TEST_F(CliPolishTest, Output_EveryReadCommand_TakesJsonAndYaml) {
+  ASSERT_EQ(Run({"completion", "bash"}), 0);
+  const std::string script = WriteTemp("trainctl.bash", out_.str());
+  for (const auto& [path, names] : facts_.options_by_path) {
+    if (path.empty() || names.count("--output") == 0) continue;
+    // `top -o json` is a stream, one JSON frame per line (NDJSON): a YAML of
+    // it would be no document.
+    if (path == "top") continue;
+    std::vector<std::string> words = {"trainctl"};
+    for (absl::string_view w : absl::StrSplit(path, ' ')) words.emplace_back(w);
+    words.push_back("-o");
+    words.push_back("");
+    const std::string values = BashComplete(script, words);
+    EXPECT_THAT(values, HasSubstr("json")) << "trainctl " << path;
+    EXPECT_THAT(values, HasSubstr("yaml")) << "trainctl " << path;
+  }
+}
+
 // Runs `args` (ending in -o json) and parses the output back into `T`.
 template <typename T>
 void ExpectJsonParsesAs(CliPolishTest* test, int status, const std::string& out) {
@@ -381,14 +401,17 @@ TEST_F(CliPolishTest, Json_ReadCommands_PrintValidJson) {
   status = Run({"sweep", "describe", "sw-1", "-o", "json"});
   ExpectJsonParsesAs<v1::ListJobsResponse>(this, status, out_.str());
 
-  // sweep list -o json: the trials of every sweep, not the plain jobs.
+  // sweep list -o json: the table's data, one entry per sweep, states as
+  // describe spells them.
   status = Run({"sweep", "list", "-o", "json"});
-  v1::ListJobsResponse trials;
+  v1::SweepList sweeps;
   ASSERT_EQ(status, 0);
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &trials).ok())
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &sweeps).ok())
       << out_.str();
-  ASSERT_EQ(trials.jobs_size(), 1);
-  EXPECT_EQ(trials.jobs(0).spec().sweep_id(), "sw-1");
+  ASSERT_EQ(sweeps.sweeps_size(), 1);
+  EXPECT_EQ(sweeps.sweeps(0).sweep_id(), "sw-1");
+  EXPECT_EQ(sweeps.sweeps(0).trials(), 1);
+  EXPECT_EQ(sweeps.sweeps(0).by_state().count("JOB_STATE_PENDING"), 1u);
 }
 
 // ------------------------------------------------------------ table widths

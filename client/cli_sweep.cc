@@ -111,8 +111,8 @@ SweepCommands AddSweepCommands(CLI::App& app, Flags& f) {
   sweep_cancel->add_option("SWEEP", f.sweep_id, "Sweep id")->required();
   sweep_list
       ->add_option("-o,--output", f.output,
-                   "Output format: table, or json (the sweeps' trials, as "
-                   "`list -o json` prints jobs)")
+                   "Output format: table, json or yaml (the table's data: a "
+                   "SweepList, as GET /v1/sweeps answers)")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
   sweep_list->footer(
       Example("  trainctl sweep list\n  trainctl sweep list -o json"));
@@ -353,50 +353,52 @@ int Session::SweepList(bool json) {
       !s.ok()) {
     return Fail(s);
   }
-  if (json) {
-    // The trials themselves, newest first, as `list -o json` prints jobs:
-    // the per-sweep counts are a view of them.
-    v1::ListJobsResponse trials;
-    for (v1::Job& job : *response.mutable_jobs()) {
-      if (job.spec().sweep_id().empty()) continue;
-      job.clear_attempt_token();
-      *trials.add_jobs() = std::move(job);
-    }
-    out_ << ToJson(trials);
-    return kExitOk;
-  }
-  struct Row {
-    int trials = 0;
-    int64_t first_submit_ms = 0;
-    absl::flat_hash_map<int, int> by_state;
-  };
-  // Newest sweep first: jobs come newest first.
-  std::vector<std::string> order;
-  absl::flat_hash_map<std::string, Row> rows;
+  // One entry per sweep, newest first (jobs come newest first): the table's
+  // rows, and -o json|yaml's data, as the gateway's GET /v1/sweeps.
+  v1::SweepList list;
+  list.set_jobs_scanned(response.jobs_size());
+  // ListJobs's default limit (service.proto): older sweeps may be missing.
+  list.set_truncated(response.jobs_size() >= 1000);
+  absl::flat_hash_map<std::string, v1::SweepSummary*> by_id;
   for (const v1::Job& job : response.jobs()) {
     const std::string& id = job.spec().sweep_id();
     if (id.empty()) continue;
-    auto [it, inserted] = rows.try_emplace(id);
-    if (inserted) order.push_back(id);
-    Row& row = it->second;
-    ++row.trials;
-    ++row.by_state[job.state()];
-    if (row.first_submit_ms == 0 || job.submit_time_ms() < row.first_submit_ms) {
-      row.first_submit_ms = job.submit_time_ms();
+    v1::SweepSummary*& sweep = by_id[id];
+    if (sweep == nullptr) {
+      sweep = list.add_sweeps();
+      sweep->set_sweep_id(id);
+      for (int st = v1::JobState_MIN; st <= v1::JobState_MAX; ++st) {
+        if (v1::JobState_IsValid(st) && st != v1::JOB_STATE_UNSPECIFIED) {
+          (*sweep->mutable_by_state())[v1::JobState_Name(static_cast<v1::JobState>(st))] = 0;
+        }
+      }
     }
+    sweep->set_trials(sweep->trials() + 1);
+    ++(*sweep->mutable_by_state())[v1::JobState_Name(job.state())];
+    if (sweep->first_submit_time_ms() == 0 ||
+        job.submit_time_ms() < sweep->first_submit_time_ms()) {
+      sweep->set_first_submit_time_ms(job.submit_time_ms());
+    }
+    sweep->set_last_submit_time_ms(
+        std::max(sweep->last_submit_time_ms(), job.submit_time_ms()));
+  }
+  if (json) {
+    out_ << ToJson(list);
+    return kExitOk;
   }
   Table table({"SWEEP", "TRIALS", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
                "CANCELLED", "AGE"});
-  for (const std::string& id : order) {
-    Row& row = rows[id];
-    table.AddRow({id, absl::StrCat(row.trials),
-                  absl::StrCat(row.by_state[v1::JOB_STATE_PENDING] +
-                               row.by_state[v1::JOB_STATE_SCHEDULED]),
-                  absl::StrCat(row.by_state[v1::JOB_STATE_RUNNING]),
-                  absl::StrCat(row.by_state[v1::JOB_STATE_SUCCEEDED]),
-                  absl::StrCat(row.by_state[v1::JOB_STATE_FAILED]),
-                  absl::StrCat(row.by_state[v1::JOB_STATE_CANCELLED]),
-                  Ago(row.first_submit_ms)});
+  for (const v1::SweepSummary& sweep : list.sweeps()) {
+    auto count = [&sweep](v1::JobState st) {
+      return sweep.by_state().at(v1::JobState_Name(st));
+    };
+    table.AddRow({sweep.sweep_id(), absl::StrCat(sweep.trials()),
+                  absl::StrCat(count(v1::JOB_STATE_PENDING) + count(v1::JOB_STATE_SCHEDULED)),
+                  absl::StrCat(count(v1::JOB_STATE_RUNNING)),
+                  absl::StrCat(count(v1::JOB_STATE_SUCCEEDED)),
+                  absl::StrCat(count(v1::JOB_STATE_FAILED)),
+                  absl::StrCat(count(v1::JOB_STATE_CANCELLED)),
+                  Ago(sweep.first_submit_time_ms())});
   }
   // The counts are never cut; on a narrow terminal AGE and CANCELLED go.
   for (int column = 1; column < 8; ++column) table.KeepWhole(column);
@@ -423,7 +425,7 @@ int Session::SweepDescribe(const std::string& sweep_id, bool json) {
   Table table(std::move(header));
   for (const v1::Job& job : response->jobs()) {
     std::vector<std::string> row = {absl::StrCat(job.id()),
-                                    StateName(job.state())};
+                                    JobStateLabel(job)};
     for (const std::string& name : names) {
       auto it = job.spec().params().find(name);
       row.push_back(it == job.spec().params().end() ? "-" : it->second);
@@ -457,7 +459,7 @@ absl::StatusOr<v1::SweepComparison> Session::CompareSweep(
   for (const v1::Job& job : jobs->jobs()) {
     v1::SweepTrial* t = cmp.add_trials();
     t->set_job_id(job.id());
-    t->set_state(StateName(job.state()));
+    t->set_state(v1::JobState_Name(job.state()));
     t->mutable_params()->insert(job.spec().params().begin(),
                                 job.spec().params().end());
     t->set_gpu_hours(job.gpu_hours());
@@ -536,7 +538,8 @@ int Session::SweepCompare(const std::string& sweep_id, const std::string& metric
     if (max_rows > 0 && rows == max_rows) continue;
     ++rows;
     std::vector<std::string> row = {t.has_metric() ? absl::StrCat(rows) : "-",
-                                    absl::StrCat(t.job_id()), t.state()};
+                                    absl::StrCat(t.job_id()),
+                                    ShortEnumName(t.state(), "JOB_STATE_")};
     for (const std::string& name : names) {
       auto it = t.params().find(name);
       row.push_back(it == t.params().end() ? "-" : it->second);

@@ -642,6 +642,21 @@ TEST_F(CliTest, Describe_Yaml_TheJsonAsYaml) {
   EXPECT_THAT(out_.str(), HasSubstr("    name: ddp\n"));
 }
 
+// -o yaml is the JSON's data: a string that looks like a number, a boolean
+// or nothing stays a string (a command line's "1.0"); ids stay numbers.
+TEST_F(CliTest, Describe_Yaml_StringsStayStrings) {
+  auto response = Proto<v1::GetJobResponse>(
+      R"pb(job { id: 9 spec { command: "train.py" command: "1.0" command: "true" command: "" } })pb");
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"describe", "9", "-o", "yaml"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("  id: 9\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("- train.py\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("- \"1.0\"\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("- \"true\"\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("- \"\"\n"));
+}
+
 TEST_F(CliTest, Describe_Json_ParsesBack) {
   auto response = Proto<v1::GetJobResponse>(R"pb(job {
                                                    id: 9
@@ -655,6 +670,25 @@ TEST_F(CliTest, Describe_Json_ParsesBack) {
       google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok());
   EXPECT_THAT(parsed, EqualsProto(response));
   EXPECT_THAT(out_.str(), HasSubstr("\"log_path\""));
+}
+
+// describe takes several ids: a description each; as JSON one list.
+TEST_F(CliTest, Describe_SeveralIds_EachOrOneList) {
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillRepeatedly([](grpc::ClientContext*, const v1::GetJobRequest& req,
+                         v1::GetJobResponse* resp) {
+        resp->mutable_job()->set_id(req.job_id());
+        resp->mutable_job()->mutable_spec()->set_name(absl::StrCat("job", req.job_id()));
+        return grpc::Status::OK;
+      });
+  ASSERT_EQ(Run({"describe", "3", "4"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("3 (job3)"));
+  EXPECT_THAT(out_.str(), HasSubstr("4 (job4)"));
+  ASSERT_EQ(Run({"describe", "3", "4", "-o", "json"}), 0);
+  v1::ListJobsResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok());
+  ASSERT_EQ(parsed.jobs_size(), 2);
+  EXPECT_EQ(parsed.jobs(1).id(), 4);
 }
 
 TEST_F(CliTest, Describe_NotANumber_UsageError) {
@@ -697,6 +731,23 @@ TEST_F(CliTest, Wait_FailedRankExit3_Exits3) {
                       Return(grpc::Status::OK)));
   EXPECT_EQ(Run({"wait", "5"}), 3);
   EXPECT_THAT(err_.str(), HasSubstr("job 5 failed: rank 1 exited with code 3"));
+}
+
+// Several jobs: each one's summary, and the worst status: a failure's code
+// over a cancel, whatever the order they ended in.
+TEST_F(CliTest, Wait_SeveralJobs_TheWorstStatus) {
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Done("id: 5 state: JOB_STATE_CANCELLED")),
+                      Return(grpc::Status::OK)))
+      .WillOnce(DoAll(SetArgPointee<2>(Done(R"pb(
+                        id: 6 state: JOB_STATE_FAILED tasks { rank: 0 exit_code: 3 })pb")),
+                      Return(grpc::Status::OK)))
+      .WillOnce(DoAll(SetArgPointee<2>(Done("id: 7 state: JOB_STATE_SUCCEEDED")),
+                      Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"wait", "5", "6", "7"}), 3);
+  EXPECT_THAT(err_.str(), HasSubstr("job 5 cancelled"));
+  EXPECT_THAT(err_.str(), HasSubstr("job 6 failed"));
+  EXPECT_THAT(err_.str(), HasSubstr("job 7 succeeded"));
 }
 
 TEST_F(CliTest, Wait_Cancelled_Exits2) {
@@ -1003,6 +1054,7 @@ TEST_F(CliTest, List_UserNameLimitWide_FiltersAndShowsUserAndNodes) {
   const std::string out = out_.str();
   EXPECT_THAT(out, HasSubstr("USER"));
   EXPECT_THAT(out, HasSubstr("NODES"));
+  EXPECT_THAT(out, HasSubstr("RUNTIME"));  // wide adds columns, drops none
   EXPECT_THAT(out, HasSubstr("gpu-a,gpu-b"));
   EXPECT_THAT(out, Not(HasSubstr("bob")));
   EXPECT_THAT(out, Not(HasSubstr("other")));

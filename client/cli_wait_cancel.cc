@@ -35,7 +35,10 @@ constexpr char kWaitExitHelp[] =
     "  2        the job was cancelled (also: bad command line)\n"
     "  124      --timeout reached before the job ended\n"
     "A job stopped at its --time-limit (reason TIMEOUT: ...) failed: 125 when\n"
-    "its first failing rank exited 143 (SIGTERM caught, capped to 125), else 1.\n";
+    "its first failing rank exited 143 (SIGTERM caught, capped to 125), else 1.\n"
+    "Several jobs: the worst of them: 124 when the timeout came first, else the\n"
+    "status of the first failed job (in the order given), else 2 when one was\n"
+    "cancelled, else 0.\n";
 
 }  // namespace
 
@@ -74,8 +77,8 @@ CLI::App* AddCancelCommand(CLI::App& app, Flags& f) {
 
 CLI::App* AddWaitCommand(CLI::App& app, Flags& f) {
   CLI::App* wait = app.add_subcommand(
-      "wait", "Wait for a job to end; its exit status tells how it ended");
-  wait->add_option("JOB", f.job_id, "Job id")->required();
+      "wait", "Wait for jobs to end; the exit status tells how they ended");
+  wait->add_option("JOB", f.job_ids, "Job ids (several: wait for all)")->required();
   wait->add_option("--timeout", f.timeout,
                    "Give up after this long, e.g. 90s, 2h (default: never)");
   wait->footer(absl::StrCat(kWaitExitHelp, "\n",
@@ -186,6 +189,27 @@ int Session::Wait(int64_t job_id, std::optional<absl::Duration> timeout) {
   return Cli::WaitExitStatus(response.job());
 }
 
+int Session::WaitJobs(const std::vector<int64_t>& job_ids,
+                      std::optional<absl::Duration> timeout) {
+  if (job_ids.size() == 1) return Wait(job_ids.front(), timeout);
+  const absl::Time deadline = timeout ? clock_.Now() + *timeout : absl::InfiniteFuture();
+  int failed = kExitOk;
+  bool cancelled = false;
+  for (int64_t id : job_ids) {
+    std::optional<absl::Duration> left;
+    if (timeout) left = std::max(deadline - clock_.Now(), absl::ZeroDuration());
+    const int status = Wait(id, left);
+    if (status == kExitWaitTimeout) return kExitWaitTimeout;
+    if (status == kExitCancelled) {
+      cancelled = true;
+    } else if (status != kExitOk && failed == kExitOk) {
+      failed = status;
+    }
+  }
+  if (failed != kExitOk) return failed;
+  return cancelled ? kExitCancelled : kExitOk;
+}
+
 void Session::DrawProgress(const v1::Job& job, absl::Duration elapsed,
                            int frame) {
   static constexpr char kFrames[] = "|/-\\";
@@ -211,7 +235,7 @@ void Session::ClearProgress() {
 
 void Session::PrintSummary(const v1::Job& job) {
   std::string line =
-      absl::StrFormat("job %d %s", job.id(), StateName(job.state()));
+      absl::StrFormat("job %d %s", job.id(), JobStateLabel(job));
   if (job.start_time_ms() > 0 && job.end_time_ms() > 0) {
     absl::StrAppend(
         &line, " after ",
