@@ -41,7 +41,7 @@ const ownDefinitions = `{
 	"gatewaySweepList": {"type": "object", "properties": {
 		"sweeps": {"type": "array", "items": {"$ref": "#/definitions/gatewaySweep"}, "description": "newest sweep first"},
 		"jobs_scanned": {"type": "integer", "format": "int32", "description": "jobs looked through (trials and other jobs)"},
-		"truncated": {"type": "boolean", "format": "boolean", "description": "the coordinator returned as many jobs as asked for: older sweeps may be missing (raise limit)"}}}
+		"truncated": {"type": "boolean", "format": "boolean", "description": "more sweeps were found than limit, or the coordinator returned its most jobs (1000): older sweeps may be missing"}}}
 }`
 
 const textLogsDescription = "The log's bytes as UTF-8 text (the gateway decodes them; over gRPC this field is bytes): " +

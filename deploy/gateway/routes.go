@@ -45,10 +45,10 @@ func ownRoutes(gw *runtime.ServeMux, client pb.CoordinatorClient, cfg gatewayCon
 				"200": {"description": "the coordinator answers", "schema": {"$ref": "#/definitions/gatewayHealth"}},
 				"503": {"description": "the coordinator does not answer; reason says why", "schema": {"$ref": "#/definitions/gatewayHealth"}}}}`},
 		{"/v1/sweeps", "GET", listSweeps(gw, client), `{
-			"summary": "One entry per sweep, newest first: its trials by state. A view of ListJobs (there is no ListSweeps RPC), as ` + "`trainctl sweep list`" + ` is: it covers the newest limit jobs (0: the coordinator's default, 1000); truncated says when there may be more. A sweep's trials: GET /v1/sweeps/{sweep_id}/jobs.",
+			"summary": "One entry per sweep, newest first: its trials by state; at most limit sweeps (0: all found). A view of ListJobs (there is no ListSweeps RPC), as ` + "`trainctl sweep list`" + ` is: it covers the coordinator's newest 1000 jobs; truncated says when there may be more sweeps. A sweep's trials: GET /v1/sweeps/{sweep_id}/jobs.",
 			"operationId": "ListSweeps", "tags": ["gateway"],
 			"parameters": [{"name": "limit", "in": "query", "required": false, "type": "integer", "format": "int32",
-				"description": "How many of the newest jobs to look through; 0 means the coordinator's default (1000)."}],
+				"description": "At most this many sweeps, newest first; 0: every sweep among the jobs looked through."}],
 			"responses": {"200": {"description": "the sweeps", "schema": {"$ref": "#/definitions/gatewaySweepList"}}}}`},
 	}
 }
@@ -117,8 +117,9 @@ type sweepList struct {
 	Sweeps []*sweepSummary `json:"sweeps"`
 	// Jobs looked through (trials and plain jobs).
 	JobsScanned int `json:"jobs_scanned"`
-	// True when the coordinator returned as many jobs as asked for: older
-	// jobs, and sweeps, may be missing.
+	// True when more sweeps were found than limit, or the coordinator
+	// returned as many jobs as it returns at most: older sweeps may be
+	// missing.
 	Truncated bool `json:"truncated"`
 }
 
@@ -126,13 +127,17 @@ type sweepList struct {
 const coordinatorListLimit = 1000
 
 // listSweeps: GET /v1/sweeps[?limit=N], the per-sweep view of ListJobs that
-// `trainctl sweep list` prints (client/cli_sweep.cc). The caller's
-// Authorization goes with the call, so a user sees their own sweeps.
+// `trainctl sweep list` prints (client/cli_sweep.cc): at most N sweeps (0:
+// every sweep among the coordinator's newest jobs); limit counts sweeps, what
+// the call returns, not the jobs scanned. The caller's Authorization goes
+// with the call, so a user sees their own sweeps.
 func listSweeps(gw *runtime.ServeMux, client pb.CoordinatorClient) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_, outbound := runtime.MarshalerForRequest(gw, r)
 		fail := func(err error) { runtime.HTTPError(r.Context(), gw, outbound, w, r, err) }
+		// The coordinator's default: its newest coordinatorListLimit jobs.
 		req := &pb.ListJobsRequest{}
+		sweepLimit := 0
 		for k, v := range r.URL.Query() {
 			if k != "limit" {
 				fail(status.Errorf(codes.InvalidArgument, "unknown query parameter %q (GET /v1/sweeps takes limit)", k))
@@ -143,7 +148,7 @@ func listSweeps(gw *runtime.ServeMux, client pb.CoordinatorClient) http.HandlerF
 				fail(status.Errorf(codes.InvalidArgument, "limit: expected a count >= 0, got %q", v[len(v)-1]))
 				return
 			}
-			req.Limit = int32(n)
+			sweepLimit = int(n)
 		}
 		ctx, err := runtime.AnnotateContext(r.Context(), gw, r)
 		if err != nil {
@@ -155,18 +160,16 @@ func listSweeps(gw *runtime.ServeMux, client pb.CoordinatorClient) http.HandlerF
 			fail(err)
 			return
 		}
-		writeJSON(w, http.StatusOK, summarizeSweeps(resp.Jobs, req.Limit))
+		writeJSON(w, http.StatusOK, summarizeSweeps(resp.Jobs, sweepLimit))
 	}
 }
 
-// summarizeSweeps groups jobs (newest first) by sweep, newest sweep first;
-// limit is what was asked of ListJobs.
-func summarizeSweeps(jobs []*pb.Job, limit int32) *sweepList {
+// summarizeSweeps groups jobs (newest first, as ListJobs with its default
+// limit answered) by sweep, newest sweep first, and keeps the first
+// sweepLimit sweeps (0: all).
+func summarizeSweeps(jobs []*pb.Job, sweepLimit int) *sweepList {
 	out := &sweepList{Sweeps: []*sweepSummary{}, JobsScanned: len(jobs)}
-	if limit == 0 {
-		limit = coordinatorListLimit
-	}
-	out.Truncated = len(jobs) >= int(limit)
+	out.Truncated = len(jobs) >= coordinatorListLimit
 	byID := map[string]*sweepSummary{}
 	for _, j := range jobs {
 		id := j.GetSpec().GetSweepId()
@@ -192,6 +195,10 @@ func summarizeSweeps(jobs []*pb.Job, limit int32) *sweepList {
 		if j.SubmitTimeMs > s.LastSubmitTimeMs {
 			s.LastSubmitTimeMs = j.SubmitTimeMs
 		}
+	}
+	if sweepLimit > 0 && len(out.Sweeps) > sweepLimit {
+		out.Sweeps = out.Sweeps[:sweepLimit]
+		out.Truncated = true
 	}
 	return out
 }

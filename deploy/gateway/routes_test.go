@@ -183,10 +183,18 @@ func TestListSweeps_TrialsGroupedBySweep_NewestFirst(t *testing.T) {
 		t.Errorf("ListJobs calls %v with authorization %v", f.lists, f.authz)
 	}
 
-	// limit=5 and 5 jobs back: there may be more.
-	_, body = get(t, web.URL+"/v1/sweeps?limit=5", "")
-	if o := object(t, body); o["truncated"] != true || f.lists[1].Limit != 5 {
-		t.Errorf("limit=5: %s (asked %v)", body, f.lists[1])
+	// limit counts sweeps (what the call returns), not jobs: limit=1 is the
+	// newest sweep, and says there are more; limit=2 is both, complete.
+	_, body = get(t, web.URL+"/v1/sweeps?limit=1", "")
+	o := object(t, body)
+	if sweeps, _ := o["sweeps"].([]interface{}); len(sweeps) != 1 ||
+		sweeps[0].(map[string]interface{})["sweep_id"] != "b" || o["truncated"] != true ||
+		f.lists[1].Limit != 0 {
+		t.Errorf("limit=1: %s (asked %v)", body, f.lists[1])
+	}
+	_, body = get(t, web.URL+"/v1/sweeps?limit=2", "")
+	if o := object(t, body); len(o["sweeps"].([]interface{})) != 2 || o["truncated"] != false {
+		t.Errorf("limit=2: %s", body)
 	}
 }
 
