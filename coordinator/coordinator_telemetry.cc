@@ -138,6 +138,7 @@ absl::StatusOr<v1::ReportMetricsResponse> Coordinator::ReportMetrics(
         for (v1::Task& t : *job.mutable_tasks()) {
           if (IsLive(t.state())) StopTaskLocked(job, t);
         }
+        job.set_stopped_early_at_step(verdict.stop_step);
         TransitionLocked(job, v1::JOB_STATE_CANCELLED, *verdict.stop_reason, deferred);
         RequestScheduleLocked(deferred);
       }

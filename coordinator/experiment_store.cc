@@ -115,6 +115,7 @@ ExperimentStore::EarlyStop ExperimentStore::OnReport(
     out.recorded = true;
     (*job.mutable_rung_values())[v.rung_step] = v.value;
     if (!v.stop) continue;
+    out.stop_step = v.rung_step;
     out.stop_reason = absl::StrFormat(
         "stopped early (ASHA): %s %g at step %d is not within the best 1/%d "
         "of the %d other trial(s) at that rung (cutoff %g)",
@@ -140,7 +141,9 @@ void RecordAttemptEdge(v1::Job& job, v1::JobState from, v1::JobState to, int64_t
   v1::AttemptRecord* r = job.mutable_attempts(job.attempts_size() - 1);
   if (r->attempt() != job.attempt() || r->end_time_ms() != 0) return;
   r->set_end_time_ms(now_ms);
-  r->set_outcome(OutcomeOf(to));
+  r->set_outcome(to == v1::JOB_STATE_CANCELLED && job.stopped_early_at_step() > 0
+                     ? v1::ATTEMPT_OUTCOME_STOPPED_EARLY
+                     : OutcomeOf(to));
   r->set_reason(job.reason());
   for (const v1::Task& t : job.tasks()) {
     v1::RankRecord* rank = r->add_ranks();

@@ -78,8 +78,10 @@ class ExperimentStore {
     // A new rung value was recorded in job.rung_values (the job must be
     // stored again).
     bool recorded = false;
-    // Set when the ASHA rule stops the trial: why, for the job's reason.
+    // Set when the ASHA rule stops the trial: why, for the job's reason, and
+    // the step of the rung it fell short at (Job.stopped_early_at_step).
     std::optional<std::string> stop_reason;
+    int64_t stop_step = 0;
   };
   // The trial `job` (spec.early_stop set) reported `points`: each point of
   // its early-stop metric is judged against the sweep's rungs (AshaOnReport)

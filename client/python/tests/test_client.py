@@ -177,6 +177,13 @@ class JobTest(unittest.TestCase):
         self.assertEqual(self.job.exit_code, 3)
         self.assertEqual(len(self.stub.requests("GetJob")), 1)  # wait() read it
 
+    def test_stopped_early_tells_asha_from_a_users_cancel(self):
+        self.stub.answer("GetJob", service_pb2.GetJobResponse(
+            job=job_proto(3, S.JOB_STATE_CANCELLED, stopped_early_at_step=300)))
+        self.assertEqual(self.job.stopped_early, 300)
+        cancelled = trainctl.Job(self.client, 4, job_proto(4, S.JOB_STATE_CANCELLED))
+        self.assertIsNone(cancelled.stopped_early)
+
     def test_exit_code_zero_when_no_rank_failed(self):
         for state, tasks in ((S.JOB_STATE_SUCCEEDED, [S.Task(rank=0), S.Task(rank=1)]),
                              (S.JOB_STATE_CANCELLED, [])):  # cancelled before it ran

@@ -185,6 +185,16 @@ class Job:
         return first.exit_code if first.exit_code != 0 else 128 + first.signal
 
     @property
+    def stopped_early(self) -> Optional[int]:
+        """The step of the rung at which the sweep's early-stopping rule
+        (ASHA, ``EarlyStop`` of the spec) ended this trial, as of the last
+        read; None when it did not (a user's cancel included): such a trial
+        is CANCELLED, and this tells the two apart. Reads the job first if it
+        was never read (GetJob); raises that call's TrainctlError."""
+        step = self._read().stopped_early_at_step
+        return int(step) if step > 0 else None
+
+    @property
     def gpu_hours(self) -> float:
         """GPU-hours the job has used, all its attempts together, as of the
         last read (a float, in hours): GPUs held x wall-clock hours, a share

@@ -8,6 +8,7 @@ import {
   formatBytes,
   formatDuration,
   formatMetric,
+  jobStateLabel,
   jobUtilization,
   logTickLabel,
   paramAxis,
@@ -187,5 +188,15 @@ describe("logTickLabel", () => {
     expect(logTickLabel(0.009)).toBe("");
     expect(logTickLabel(100)).toBe("100");
     expect(logTickLabel(0)).toBe("");
+  });
+});
+
+describe("jobStateLabel", () => {
+  it("tells a trial ASHA stopped early from a user's cancel", () => {
+    expect(jobStateLabel(job("1", "JOB_STATE_CANCELLED", {}, { stopped_early_at_step: "300" }))).toBe(
+      "STOPPED EARLY",
+    );
+    expect(jobStateLabel(job("2", "JOB_STATE_CANCELLED"))).toBe("CANCELLED");
+    expect(jobStateLabel(job("3", "JOB_STATE_RUNNING"))).toBe("RUNNING");
   });
 });

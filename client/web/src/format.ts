@@ -58,6 +58,18 @@ export function shortEnum(name: string | undefined, prefix: string): string {
   return name.startsWith(prefix) ? name.slice(prefix.length) : name;
 }
 
+/**
+ * A job's state as the dashboard shows it: the short state name, but
+ * "STOPPED EARLY" for a sweep trial the early-stopping rule (ASHA) ended,
+ * which a user's cancel is not (Job.stopped_early_at_step, as the CLI says).
+ */
+export function jobStateLabel(job: Pick<Job, "state" | "stopped_early_at_step">): string {
+  if (job.state === "JOB_STATE_CANCELLED" && Number(job.stopped_early_at_step ?? 0) > 0) {
+    return "STOPPED EARLY";
+  }
+  return shortEnum(job.state, "JOB_STATE_");
+}
+
 /** True for SUCCEEDED, FAILED and CANCELLED (docs/design.md §2). */
 export function isFinalState(state: string): boolean {
   return ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"].includes(state);

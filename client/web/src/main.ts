@@ -18,6 +18,7 @@ import {
   formatDuration,
   formatMetric,
   isFinalState,
+  jobStateLabel,
   jobUtilization,
   paramNames,
   resourceText,
@@ -68,9 +69,10 @@ function poll(fn: () => Promise<void>): Cleanup {
   };
 }
 
-function stateBadge(state: string): HTMLElement {
+function stateBadge(state: string, stoppedEarlyAtStep?: string): HTMLElement {
   const s = shortEnum(state, "JOB_STATE_");
-  return h("span", { class: `badge state-${s.toLowerCase()}`, "data-testid": "job-state" }, s);
+  const label = jobStateLabel({ state, stopped_early_at_step: stoppedEarlyAtStep });
+  return h("span", { class: `badge state-${s.toLowerCase()}`, "data-testid": "job-state" }, label);
 }
 
 function jobLink(id: string, text?: string): HTMLElement {
@@ -199,7 +201,7 @@ function jobsView(params: URLSearchParams): Cleanup {
               h("td", {}, jobLink(j.id)),
               h("td", {}, jobLink(j.id, j.spec?.name || "(unnamed)")),
               h("td", {}, j.spec?.user ?? ""),
-              h("td", {}, stateBadge(j.state)),
+              h("td", {}, stateBadge(j.state, j.stopped_early_at_step)),
               h("td", { class: "reason", title: j.reason ?? "" }, j.reason ?? ""),
               h("td", {}, shortEnum(j.kind, "JOB_KIND_").toLowerCase()),
               h("td", {}, resourceText(j.spec ?? {})),
@@ -348,7 +350,7 @@ function jobDetailView(id: string): Cleanup {
       info,
       kv([
         ["name", spec.name || "(unnamed)"],
-        ["state", stateBadge(job.state)],
+        ["state", stateBadge(job.state, job.stopped_early_at_step)],
         ["reason", job.reason],
         ["kind", shortEnum(job.kind, "JOB_KIND_").toLowerCase()],
         ["resources", resourceText(spec)],

@@ -55,6 +55,8 @@ export interface Job {
   master_addr?: string;
   master_port?: number;
   world_size?: number;
+  /** Set (a step, as a string: int64) when the sweep's early-stopping rule ended the trial. */
+  stopped_early_at_step?: string;
 }
 
 export interface Gpu {
