@@ -46,6 +46,11 @@ inline std::string ExitText(const v1::Task& t) {
   }
   if (t.state() == v1::TASK_STATE_LOST) return t.message();
   if (t.signal() != 0) return absl::StrCat("was killed by signal ", t.signal());
+  // The agent's word on the exit (a container runtime that could not start
+  // the image), when it has one.
+  if (!t.message().empty()) {
+    return absl::StrCat("exited with code ", t.exit_code(), " (", t.message(), ")");
+  }
   return absl::StrCat("exited with code ", t.exit_code());
 }
 

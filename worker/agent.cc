@@ -952,6 +952,13 @@ int Agent::ReportExitLocked(absl::btree_map<Key, TaskEntry>::iterator it,
   st->set_exit_code(info.exit_code);
   st->set_signal(info.signal);
   if (!it->second.discard_output) st->set_log_path(LogPath(it->second.ref));
+  // A container runtime's own failure (an image that would not pull): why.
+  const int code = info.exit_code;
+  if (!it->second.container_cleanup.empty() && !it->second.discard_output &&
+      ((code >= 125 && code <= 127) || code == 255)) {
+    std::string why = ContainerRuntimeError(FileTail(LogPath(it->second.ref), 4096));
+    if (!why.empty()) st->set_message(absl::StrCat("the container runtime failed: ", why));
+  }
   TC_LOG_INFO("job {} rank {} exited: code {}, signal {}", std::get<0>(key),
               std::get<3>(key), info.exit_code, info.signal);
   if (it->second.preflight) {

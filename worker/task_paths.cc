@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace trainctl::worker {
 
@@ -62,6 +65,17 @@ std::string FileTail(const std::string& path, int64_t bytes) {
   in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
   tail.resize(std::max<std::streamsize>(0, in.gcount()));
   return tail;
+}
+
+std::string ContainerRuntimeError(absl::string_view log_tail) {
+  std::string found;
+  for (absl::string_view line : absl::StrSplit(log_tail, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (absl::StartsWith(line, "Error:") || absl::StartsWith(line, "FATAL:")) {
+      found = std::string(line.substr(0, 400));
+    }
+  }
+  return found;
 }
 
 }  // namespace trainctl::worker

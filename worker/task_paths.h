@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "trainctl/v1/service.pb.h"
 
 namespace trainctl::worker {
@@ -48,6 +49,13 @@ v1::LogChunk ReadLogChunk(const std::string& path, const v1::ReadLog& read,
 
 // The last `bytes` of the file at `path` ("" when unreadable).
 std::string FileTail(const std::string& path, int64_t bytes);
+
+// Why a container runtime could not run a task (an image pull that failed,
+// a bad mount), from the tail of the task's log, where podman writes
+// "Error: ..." and Apptainer "FATAL: ..." before exiting 125 (podman's own
+// error, podman-run(1)), 126, 127 or 255: the last such line, at most 400
+// bytes. Empty when there is none (the program itself exited so).
+std::string ContainerRuntimeError(absl::string_view log_tail);
 
 }  // namespace trainctl::worker
 
