@@ -309,6 +309,11 @@ TEST_F(ExperimentRecordTest, EarlyStop_WorseTrialAtRung_CancelledWithReason) {
   EXPECT_EQ(stopped.state(), v1::JOB_STATE_CANCELLED);
   EXPECT_THAT(stopped.reason(), HasSubstr("stopped early (ASHA): val_loss 0.9 at step 10"));
   EXPECT_EQ(stopped.rung_values().at(10), 0.9);
+  // Its own outcome, not a user's cancel.
+  EXPECT_EQ(stopped.stopped_early_at_step(), 10);
+  ASSERT_GT(stopped.attempts_size(), 0);
+  EXPECT_EQ(stopped.attempts(stopped.attempts_size() - 1).outcome(),
+            v1::ATTEMPT_OUTCOME_STOPPED_EARLY);
   EXPECT_EQ(Metrics(bad).series(0).count(), 1);
   EXPECT_EQ(core_->GetJob(good)->state(), v1::JOB_STATE_RUNNING);
 
