@@ -36,8 +36,10 @@ OLD_BIN=/work/wt-old/build/bin
 NEW_BIN=$ROOT/build/bin
 OLD_TREE=/work/wt-old
 NEW_TREE=$ROOT
-OLD_LABEL=OLD-19af006
-NEW_LABEL=NEW-c2011ac
+# Labels of the two sides (env OLD_LABEL/NEW_LABEL; the first A/B's are the
+# defaults), written to meta.txt for the summarizer.
+OLD_LABEL=${OLD_LABEL:-OLD-19af006}
+NEW_LABEL=${NEW_LABEL:-NEW-c2011ac}
 WORK=/tmp/core_parts_ab/raw
 ROUNDS=
 BENCH=
@@ -110,6 +112,7 @@ case $MODE in
     {
       echo "start_utc $(date -u +%Y-%m-%dT%H:%M:%SZ)"
       echo "old_bin $OLD_BIN"; echo "new_bin $NEW_BIN"
+      echo "old_label $OLD_LABEL"; echo "new_label $NEW_LABEL"
       echo "old_tree $OLD_TREE $(git -C "$OLD_TREE" rev-parse HEAD)"
       echo "new_tree $NEW_TREE $(git -C "$NEW_TREE" rev-parse HEAD)"
     } >"$WORK/meta.txt"

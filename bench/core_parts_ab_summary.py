@@ -255,22 +255,29 @@ def read_sha(work, side):
     return {name: digest for digest, name in (l.split() for l in open(path) if l.strip())}
 
 
-def summarize(work, out):
+def summarize(work, out, what=None):
+    global OLD_COMMIT_SHORT, NEW_COMMIT_SHORT
     rows = read_runs(work)
     meta = read_meta(work)
+    # Later A/Bs name their sides in meta.txt (OLD_LABEL/NEW_LABEL).
+    if meta.get("old_label", "").startswith("OLD-"):
+        OLD_COMMIT_SHORT = meta["old_label"][4:]
+    if meta.get("new_label", "").startswith("NEW-"):
+        NEW_COMMIT_SHORT = meta["new_label"][4:]
     main_rows = [r for r in rows if r["phase"] == "main"]
     doc = {
-        "what": ("The Coordinator as a facade over its parts (JobTable, NodeRegistry, ExperimentStore, "
-                 "JobWaiters, LogRelay, PassCoalescer, DrainingTasks, SchedulerView, Measurements, "
-                 "TaskStarts): OLD vs NEW, same machine, runs alternating OLD/NEW per benchmark in "
-                 "each round"),
+        "what": what or ("The Coordinator as a facade over its parts (JobTable, NodeRegistry, "
+                         "ExperimentStore, JobWaiters, LogRelay, PassCoalescer, DrainingTasks, "
+                         "SchedulerView, Measurements, TaskStarts): OLD vs NEW, same machine, runs "
+                         "alternating OLD/NEW per benchmark in each round"),
         "old": {"commit": meta.get("old_tree", " " + OLD_COMMIT_SHORT).split()[-1],
                 "label": "OLD-" + OLD_COMMIT_SHORT,
                 "binaries": meta.get("old_bin", "") + " (worktree at that commit, built for this A/B)",
                 "sha256": read_sha(work, "old")},
-        "new": {"commit": subprocess.run(["git", "rev-parse", NEW_COMMIT_SHORT], capture_output=True,
-                                         text=True, cwd=os.path.dirname(os.path.abspath(__file__))
-                                         ).stdout.strip() or NEW_COMMIT_SHORT,
+        "new": {"commit": meta.get("new_tree", "").split()[-1] if meta.get("new_tree") else (
+                    subprocess.run(["git", "rev-parse", NEW_COMMIT_SHORT], capture_output=True,
+                                   text=True, cwd=os.path.dirname(os.path.abspath(__file__))
+                                   ).stdout.strip() or NEW_COMMIT_SHORT),
                 "label": "NEW-" + NEW_COMMIT_SHORT,
                 "binaries": meta.get("new_bin", "") + (
                     " (a byte-identical copy, same sha256, of the main checkout's build/bin as "
@@ -451,8 +458,10 @@ def table(path):
         for k, v in rr["summary"].items():
             reruns.setdefault((rr["bench"], k), v["new_over_old"])
     n = max(len(doc["benchmarks"]["sched"]["runs"]["old"]), 1)
-    head = ["Figure (median of %d runs each)" % n, "old (%s)" % OLD_COMMIT_SHORT,
-            "new (%s)" % NEW_COMMIT_SHORT, "new / old", "old runs min-max", "new runs min-max"]
+    old_short = doc["old"]["label"].replace("OLD-", "")
+    new_short = doc["new"]["label"].replace("NEW-", "")
+    head = ["Figure (median of %d runs each)" % n, "old (%s)" % old_short,
+            "new (%s)" % new_short, "new / old", "old runs min-max", "new runs min-max"]
     if reruns:
         head.append("new / old, rerun of %d" % nre)
     print("| " + " | ".join(head) + " |")
@@ -476,11 +485,12 @@ def main():
     ap.add_argument("--work")
     ap.add_argument("--out")
     ap.add_argument("--table")
+    ap.add_argument("--what", help="the JSON's 'what': which change the A/B measures")
     a = ap.parse_args()
     if a.table:
         table(a.table)
     else:
-        summarize(a.work, a.out)
+        summarize(a.work, a.out, a.what)
 
 
 if __name__ == "__main__":
