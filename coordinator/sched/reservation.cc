@@ -24,7 +24,7 @@ bool Reservation::MayUse(const JobRequest& job) const {
                     job.submit_seq, job.time_limit_s, job.preemptible);
 }
 
-// MayUseHold for a job of these values (the tail's fast path has them
+// MayUse for a job of these values (the tail's fast path has them
 // without the JobRequest).
 bool Reservation::MayUse(int priority, int level, int64_t submit_seq,
                          int64_t time_limit_s, bool preemptible) const {
