@@ -2,6 +2,8 @@
 // best-fit GPU, from the free-capacity indexes or by the reference scan of
 // every GPU, placing one, and why one waits.
 
+#include "coordinator/sched/experiment_placer.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -11,12 +13,11 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/sched/experiment_placer.h"
 
 namespace trainctl::sched::internal {
 
 std::optional<GpuRef> ExperimentPlacer::Find(const JobRequest& job,
-                                              bool honor_hold) const {
+                                             bool honor_hold) const {
   return state_.indexed()
              ? state_.index().BestExperimentGpu(job, honor_hold, state_.held())
              : FindLinear(job, honor_hold);
@@ -24,7 +25,7 @@ std::optional<GpuRef> ExperimentPlacer::Find(const JobRequest& job,
 
 // The reference: every GPU of the cluster, O(GPUs).
 std::optional<GpuRef> ExperimentPlacer::FindLinear(const JobRequest& job,
-                                                    bool honor_hold) const {
+                                                   bool honor_hold) const {
   const std::vector<NodeState>& nodes = state_.nodes();
   std::optional<GpuRef> best;
   // (room left after placing, whole free GPUs on the node, name, index).

@@ -39,8 +39,7 @@ class ExperimentPlacer {
   ExperimentFacts WaitFacts(const JobRequest& job, bool hold_taken) const;
   // "waiting for 25% of one GPU free (20.0 GiB on the largest GPU) (now at
   // most 10.0 GiB free on any GPU)"; for facts not blocked by the hold.
-  std::string WaitReason(const JobRequest& job,
-                         const ExperimentFacts& f) const;
+  std::string WaitReason(const JobRequest& job, const ExperimentFacts& f) const;
 
  private:
   PassState& state_;

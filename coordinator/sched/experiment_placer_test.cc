@@ -34,7 +34,8 @@ ClusterSnapshot OnePartlyUsedGpu(int64_t used_bytes) {
   return cluster;
 }
 
-TEST(ExperimentPlacerTest, Place_FillsThePartlyUsedGpuFirstAndReservesItsShare) {
+TEST(ExperimentPlacerTest,
+     Place_FillsThePartlyUsedGpuFirstAndReservesItsShare) {
   // 25% of 80 GiB is 20 GiB: GPU 1 (60 GiB used) has exactly that left, so
   // GPU 0 stays whole for a gang.
   const ClusterSnapshot cluster = OnePartlyUsedGpu(60 * kGiB);
@@ -129,9 +130,8 @@ TEST(ExperimentPlacerTest, WaitFacts_ReportsAJobThatFitsButForTheHold) {
     PassState state(cluster, config, indexed);
     state.Hold(0, 0);
     ExperimentPlacer experiments(state);
-    EXPECT_TRUE(
-        experiments.WaitFacts(Experiment(1, 0.5), /*hold_taken=*/true)
-            .blocked_by_hold);
+    EXPECT_TRUE(experiments.WaitFacts(Experiment(1, 0.5), /*hold_taken=*/true)
+                    .blocked_by_hold);
   }
 }
 

@@ -4,6 +4,8 @@
 // Kept equal to what the linear scans would compute from the pass's nodes and
 // held marks: every change to either goes through NodeChanged(n).
 
+#include "coordinator/sched/free_capacity_index.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -11,8 +13,6 @@
 #include <optional>
 #include <utility>
 #include <vector>
-
-#include "coordinator/sched/free_capacity_index.h"
 
 namespace trainctl::sched::internal {
 
@@ -27,8 +27,8 @@ void FreeCapacityIndex::Build(const std::vector<NodeState>& nodes,
   });
   name_rank_.assign(node_count, 0);
   for (int i = 0; i < node_count; ++i) {
-    const bool same = i > 0 && nodes[by_name[i]].name ==
-                                   nodes[by_name[i - 1]].name;
+    const bool same =
+        i > 0 && nodes[by_name[i]].name == nodes[by_name[i - 1]].name;
     name_rank_[by_name[i]] = same ? name_rank_[by_name[i - 1]] : i;
   }
   size_t max_gpus = 0;
@@ -116,8 +116,8 @@ std::optional<GpuRef> FreeCapacityIndex::BestExperimentGpu(
   std::tuple<int64_t, int, int, int, int, int> best_key;
   for (const MemoryClass& c : classes_) {
     const int64_t want = ReservationBytes(job, c.memory_bytes);
-    auto it = c.gpus.lower_bound(ExpKey{want, INT32_MIN, INT32_MIN,
-                                        INT32_MIN, INT32_MIN, INT32_MIN});
+    auto it = c.gpus.lower_bound(
+        ExpKey{want, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN});
     for (; it != c.gpus.end(); ++it) {
       const auto& [free, whole_free, rank, index, n, g] = *it;
       if (honor_hold && held[n][g]) continue;

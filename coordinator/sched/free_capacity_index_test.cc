@@ -24,7 +24,8 @@ using ::trainctl::sched::testing::Node;
 
 HeldGpus NoneHeld(const std::vector<NodeState>& nodes) {
   HeldGpus held;
-  for (const NodeState& node : nodes) held.emplace_back(node.gpus.size(), false);
+  for (const NodeState& node : nodes)
+    held.emplace_back(node.gpus.size(), false);
   return held;
 }
 

@@ -4,6 +4,8 @@
 // has enough. From the per-count node buckets or by the reference scan of
 // every node; placing one, and why one waits.
 
+#include "coordinator/sched/gang_placer.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -16,15 +18,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/sched/gang_placer.h"
 
 namespace trainctl::sched::internal {
 
 // `count` whole free GPUs of node `n` (it has enough), as positions sorted
 // by GPU index: from the smallest NVLink island with enough free GPUs, else
 // the lowest indices.
-std::vector<int> GangPlacer::PickGpus(int n, int count,
-                                      bool honor_hold) const {
+std::vector<int> GangPlacer::PickGpus(int n, int count, bool honor_hold) const {
   const std::vector<GpuState>& gpus = state_.nodes()[n].gpus;
   const int size = static_cast<int>(gpus.size());
   std::vector<int> order(size);
@@ -95,8 +95,7 @@ std::optional<GangPlan> GangPlacer::FindIndexed(const JobRequest& job,
       state_.index().Buckets(honor_hold);
   const int max_count = static_cast<int>(buckets.size()) - 1;
   const bool spread = job.placement == GangPlacement::kSpread;
-  Layouts layouts =
-      GangLayouts(job, static_cast<int>(state_.nodes().size()));
+  Layouts layouts = GangLayouts(job, static_cast<int>(state_.nodes().size()));
   if (spread) std::reverse(layouts.begin(), layouts.end());
   for (const Layout& layout : layouts) {
     if (layout.per_node > max_count) continue;
@@ -202,8 +201,7 @@ Layouts GangPlacer::PossibleLayouts(const JobRequest& job) const {
   return layouts;
 }
 
-GangFacts GangPlacer::WaitFacts(const JobRequest& job,
-                               bool hold_taken) const {
+GangFacts GangPlacer::WaitFacts(const JobRequest& job, bool hold_taken) const {
   GangFacts f;
   if (hold_taken && Fits(job, /*honor_hold=*/false)) {
     f.blocked_by_hold = true;

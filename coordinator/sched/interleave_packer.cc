@@ -3,6 +3,8 @@
 // gang onto the group it interleaves with best. The interleave arithmetic
 // itself is in interleave.cc.
 
+#include "coordinator/sched/interleave_packer.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -14,7 +16,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
-#include "coordinator/sched/interleave_packer.h"
 
 namespace trainctl::sched::internal {
 
@@ -22,8 +23,7 @@ namespace trainctl::sched::internal {
 std::string InterleavePacker::PlacementKey(const Placement& placement) {
   std::string key;
   for (const NodeAssignment& a : placement.nodes) {
-    absl::StrAppend(&key, a.node, ":", absl::StrJoin(a.gpu_indices, ","),
-                    ";");
+    absl::StrAppend(&key, a.node, ":", absl::StrJoin(a.gpu_indices, ","), ";");
   }
   return key;
 }
@@ -33,10 +33,9 @@ std::string InterleavePacker::PlacementKey(const Placement& placement) {
 // costs nothing).
 void InterleavePacker::Init(const std::vector<JobRequest>& queue) {
   if (!state_.policy().interleave.enabled) return;
-  active_ =
-      std::any_of(queue.begin(), queue.end(), [](const JobRequest& j) {
-        return j.kind == JobKind::kGang && j.interleave.usable();
-      });
+  active_ = std::any_of(queue.begin(), queue.end(), [](const JobRequest& j) {
+    return j.kind == JobKind::kGang && j.interleave.usable();
+  });
   if (!active_) return;
   const std::vector<RunningJob>& running = state_.running();
   for (int i = 0; i < static_cast<int>(running.size()); ++i) {
@@ -63,8 +62,8 @@ void InterleavePacker::AddMember(const Placement& placement,
 // its GPU count and layout, free of the hold, on schedulable nodes.
 bool InterleavePacker::GroupTakes(const JobRequest& job, const PackGroup& g,
                                   bool hold_taken) const {
-  if (g.gpus != static_cast<int>(DemandGpus(
-                    job, state_.shape().max_gpu_memory_bytes))) {
+  if (g.gpus !=
+      static_cast<int>(DemandGpus(job, state_.shape().max_gpu_memory_bytes))) {
     return false;
   }
   if (job.nodes >= 1) {
@@ -122,11 +121,10 @@ bool InterleavePacker::TryPack(const JobRequest& job, bool hold_taken,
   // change to the cluster (every placement, packing, preemption and the
   // hold bump the state version): this one finds none either. So a long
   // queue costs one search per distinct (shape, profile), not per job.
-  std::vector<double> key = {static_cast<double>(DemandGpus(
-                                 job, state_.shape().max_gpu_memory_bytes)),
-                             static_cast<double>(job.nodes),
-                             static_cast<double>(job.gpus_per_node),
-                             job.interleave.iteration_time};
+  std::vector<double> key = {
+      static_cast<double>(DemandGpus(job, state_.shape().max_gpu_memory_bytes)),
+      static_cast<double>(job.nodes), static_cast<double>(job.gpus_per_node),
+      job.interleave.iteration_time};
   key.insert(key.end(), job.interleave.resource_time.begin(),
              job.interleave.resource_time.end());
   // Exclusions (pre-flight) make a job's view its own: not remembered.

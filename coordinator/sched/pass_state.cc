@@ -63,7 +63,8 @@ Usage PassState::UsageOf(const Placement& placement) const {
         for (const GpuState& gpu : nodes_[it->second].gpus) {
           if (gpu.index == index && gpu.memory_total_bytes > 0) {
             bytes = static_cast<double>(PlacementBytesOn(placement, gpu));
-            share = std::min(1.0, bytes / static_cast<double>(gpu.memory_total_bytes));
+            share = std::min(
+                1.0, bytes / static_cast<double>(gpu.memory_total_bytes));
           }
         }
       }

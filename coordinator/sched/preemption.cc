@@ -3,6 +3,8 @@
 // victims whose GPUs let it fit (lowest rank first, then sparing those it
 // does not need).
 
+#include "coordinator/sched/preemption.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "coordinator/sched/preemption.h"
 
 namespace trainctl::sched::internal {
 
@@ -31,8 +32,7 @@ bool OutranksForPreemption(const PolicyConfig& policy, int a_priority,
 }
 
 // Whether `job` may preempt running job `r`.
-bool Preemption::MayPreempt(const JobRequest& job,
-                            const RunningJob& r) const {
+bool Preemption::MayPreempt(const JobRequest& job, const RunningJob& r) const {
   if (!r.preemptible) return false;
   const PolicyConfig& policy = state_.policy();
   return OutranksForPreemption(
@@ -172,8 +172,8 @@ bool Preemption::FitsWithAllFreed(const JobRequest& job, bool honor_hold,
       for (int g : positions) {
         auto& [tasks, bytes] = gpus[{n, g}];
         tasks += 1;
-        bytes += PlacementBytesOn(state_.running()[i].placement,
-                                  nodes[n].gpus[g]);
+        bytes +=
+            PlacementBytesOn(state_.running()[i].placement, nodes[n].gpus[g]);
       }
     }
   }
@@ -191,8 +191,7 @@ bool Preemption::FitsWithAllFreed(const JobRequest& job, bool honor_hold,
         continue;
       }
       const GpuState gpu = after(n, g, f);
-      if (IsUsable(gpu) &&
-          gpu.task_count < state_.config().max_tasks_per_gpu &&
+      if (IsUsable(gpu) && gpu.task_count < state_.config().max_tasks_per_gpu &&
           ReservationBytes(job, gpu.memory_total_bytes) <= FreeBytes(gpu)) {
         return true;
       }

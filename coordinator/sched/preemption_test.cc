@@ -105,7 +105,7 @@ TEST(PreemptionTest, TryPreempt_SparesVictimsItTurnsOutNotToNeed) {
 TEST(PreemptionTest, TryPreempt_NeverStopsANonPreemptibleOrEqualRankedJob) {
   ClusterSnapshot cluster;
   cluster.nodes = {Node("a", 2)};
-  AddRunning(cluster, 0, {0}, 100).priority = -1;  // Not preemptible.
+  AddRunning(cluster, 0, {0}, 100).priority = -1;       // Not preemptible.
   AddRunning(cluster, 0, {1}, 101).preemptible = true;  // Same rank.
   SchedulerConfig config;
   const JobRequest head = Gang(1, 1);

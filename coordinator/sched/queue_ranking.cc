@@ -2,6 +2,8 @@
 // submit order), sorting a queue list, usage per queue (weighted dominant
 // share, DRF), per user and project (quotas) and per job group.
 
+#include "coordinator/sched/queue_ranking.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,15 +18,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/sched/queue_ranking.h"
 
 namespace trainctl::sched::internal {
 namespace {
 
 // "2 GPUs", "0.5 GPU", "1.25 GPUs".
 std::string GpuAmount(double gpus) {
-  return absl::StrFormat("%g %s", std::round(gpus * 1000) / 1000,
-                         gpus == 1.0 || (gpus > 0 && gpus < 1.0) ? "GPU" : "GPUs");
+  return absl::StrFormat(
+      "%g %s", std::round(gpus * 1000) / 1000,
+      gpus == 1.0 || (gpus > 0 && gpus < 1.0) ? "GPU" : "GPUs");
 }
 
 // The hard quota for `name` in `quotas` ("*" as the fallback), if any.
@@ -117,8 +119,7 @@ void QueueRanking::OrderEntries(std::vector<QueueEntry>& jobs) {
 // (-priority, LAS level, submit_seq): smaller goes first.
 std::tuple<int, int, int64_t> QueueRanking::OrderKey(
     const JobRequest& job) const {
-  return {-job.priority, LasLevel(policy_, job.attained_gpu_s),
-          job.submit_seq};
+  return {-job.priority, LasLevel(policy_, job.attained_gpu_s), job.submit_seq};
 }
 
 double QueueRanking::DominantShare(const std::string& queue) const {
@@ -160,10 +161,10 @@ std::optional<std::string> QueueRanking::QuotaReason(
     auto it = user_gpus_.find(job.user);
     const double used = it == user_gpus_.end() ? 0 : it->second;
     if (used + want > *limit + kSlack) {
-      return absl::StrFormat(
-          "user %s: quota %s, %s in use, this job needs %s",
-          job.user.empty() ? "(none)" : job.user, GpuAmount(*limit),
-          GpuAmount(std::max(used, 0.0)), GpuAmount(want));
+      return absl::StrFormat("user %s: quota %s, %s in use, this job needs %s",
+                             job.user.empty() ? "(none)" : job.user,
+                             GpuAmount(*limit), GpuAmount(std::max(used, 0.0)),
+                             GpuAmount(want));
     }
   }
   if (std::optional<double> limit =

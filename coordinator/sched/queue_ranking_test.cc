@@ -31,8 +31,7 @@ TEST(QueueRankingTest, QuotaReason_GivesTheUsersArithmetic) {
   PolicyConfig policy;
   policy.user_gpu_quota = {{"alice", 4}};
   QueueRanking ranking(policy, kTotalGpus, kTotalBytes, kLargestGpu);
-  ranking.AddUsage("default", "alice", "", Usage{3, 3 * 80.0 * (1 << 30)},
-                   +1);
+  ranking.AddUsage("default", "alice", "", Usage{3, 3 * 80.0 * (1 << 30)}, +1);
   JobRequest two = Gang(1, 2);
   two.user = "alice";
   EXPECT_EQ(ranking.QuotaReason(two),
@@ -49,16 +48,14 @@ TEST(QueueRankingTest, QuotaReason_ProjectFallbackQuotaCountsGpuShares) {
   PolicyConfig policy;
   policy.project_gpu_quota = {{"*", 1}};
   QueueRanking ranking(policy, kTotalGpus, kTotalBytes, kLargestGpu);
-  ranking.AddUsage("default", "", "vision", Usage{0.75, 60.0 * (1 << 30)},
-                   +1);
+  ranking.AddUsage("default", "", "vision", Usage{0.75, 60.0 * (1 << 30)}, +1);
   JobRequest half = Experiment(1, 0.5);
   half.project = "vision";
   EXPECT_EQ(ranking.QuotaReason(half),
             "project vision: quota 1 GPU, 0.75 GPU in use, this job needs "
             "0.5 GPU");
   // Taking the usage off again makes room.
-  ranking.AddUsage("default", "", "vision", Usage{0.75, 60.0 * (1 << 30)},
-                   -1);
+  ranking.AddUsage("default", "", "vision", Usage{0.75, 60.0 * (1 << 30)}, -1);
   EXPECT_EQ(ranking.QuotaReason(half), std::nullopt);
 }
 

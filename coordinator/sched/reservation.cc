@@ -3,6 +3,8 @@
 // estimated start from the running jobs' time limits, and the reason of a job
 // that waits behind it.
 
+#include "coordinator/sched/reservation.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -13,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/sched/reservation.h"
 
 namespace trainctl::sched::internal {
 
@@ -21,7 +22,7 @@ namespace trainctl::sched::internal {
 // cannot delay the holder.
 bool Reservation::MayUse(const JobRequest& job) const {
   return MayUse(job.priority, LasLevel(state_.policy(), job.attained_gpu_s),
-                    job.submit_seq, job.time_limit_s, job.preemptible);
+                job.submit_seq, job.time_limit_s, job.preemptible);
 }
 
 // MayUse for a job of these values (the tail's fast path has them
@@ -37,8 +38,7 @@ bool Reservation::MayUse(int priority, int level, int64_t submit_seq,
   // delay it either.
   if (!state_.policy().preemption || !preemptible) return false;
   return OutranksForPreemption(state_.policy(), holder_priority_, holder_level_,
-                               holder_submit_seq_, priority, level,
-                               submit_seq);
+                               holder_submit_seq_, priority, level, submit_seq);
 }
 
 void Reservation::Take(const JobRequest& job,
@@ -94,8 +94,7 @@ void Reservation::HoldForGang(const JobRequest& job) {
   for (const Layout& layout : GangLayouts(job, node_count)) {
     std::vector<int> candidates;
     for (int n = 0; n < node_count; ++n) {
-      if (nodes[n].schedulable &&
-          shape.gpus_on_node[n] >= layout.per_node) {
+      if (nodes[n].schedulable && shape.gpus_on_node[n] >= layout.per_node) {
         candidates.push_back(n);
       }
     }
@@ -117,7 +116,7 @@ void Reservation::HoldForGang(const JobRequest& job) {
       names.push_back(nodes[n].name);
     }
     description_ = absl::StrCat(names.size() == 1 ? "node " : "nodes ",
-                                     JoinList(names, "and"));
+                                JoinList(names, "and"));
     return;
   }
 }
@@ -171,9 +170,9 @@ std::string Reservation::BlockedReason() const {
              "waiting for job %d, earlier in the queue, which has reserved %s "
              "until enough of it drains",
              holder_job_id_, description_) +
-         (eta_s_ >= 0 ? absl::StrCat(" (estimated in ",
-                                     ShortDuration(eta_s_), ")")
-                           : std::string());
+         (eta_s_ >= 0
+              ? absl::StrCat(" (estimated in ", ShortDuration(eta_s_), ")")
+              : std::string());
 }
 
 }  // namespace trainctl::sched::internal

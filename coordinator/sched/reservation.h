@@ -35,8 +35,8 @@ class Reservation {
   bool MayUse(const JobRequest& job) const;
   // MayUse for a job of these values (the tail's fast path has them
   // without the JobRequest).
-  bool MayUse(int priority, int level, int64_t submit_seq,
-              int64_t time_limit_s, bool preemptible) const;
+  bool MayUse(int priority, int level, int64_t submit_seq, int64_t time_limit_s,
+              bool preemptible) const;
 
   // Takes the hold for `job` (call at most once, when !taken()): for a gang,
   // every GPU of the nodes with the most GPUs that could hold the first of

@@ -270,7 +270,7 @@ bool SchedulePass::DecideTail(const QueueEntry& e, Decision& decision) {
   Shape& shape = shapes_[e.shape];
   const JobRequest& rep = *shape.rep;
   const bool honor_hold = !reservation_.MayUse(-neg_priority, level, seq,
-                                                e.time_limit_s, e.preemptible);
+                                               e.time_limit_s, e.preemptible);
   if (shape.no_fit_at[honor_hold] != state_.capacity_version()) {
     if (!KnownNotToFit(rep, honor_hold)) return false;
     shape.no_fit_at[honor_hold] = state_.capacity_version();
@@ -335,9 +335,9 @@ void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
   if (job.standing.preempted_for != 0) {
     if (preemption_.WaitsForPreemptor(job.standing.preempted_for)) {
       decision.outcome = Outcome::kRetryLater;
-      decision.reason = absl::StrFormat(
-          "was preempted for job %d and waits until it starts",
-          job.standing.preempted_for);
+      decision.reason =
+          absl::StrFormat("was preempted for job %d and waits until it starts",
+                          job.standing.preempted_for);
       return;
     }
   }
@@ -352,8 +352,8 @@ void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
     if (running >= limit.max_running) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = absl::StrFormat(
-          "group %s: %d of at most %d jobs running (its throttle)",
-          limit.group, running, limit.max_running);
+          "group %s: %d of at most %d jobs running (its throttle)", limit.group,
+          running, limit.max_running);
       return;
     }
   }
@@ -412,15 +412,13 @@ void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
     // take the GPUs it would need until it has waited long enough.
     if (config.wait_reasons || job.job_id == explain_id_) {
       absl::StrAppend(&decision.reason, "; reserves GPUs once it has waited ",
-                      ShortDuration(policy.reservation_min_wait_s),
-                      " (waited ", ShortDuration(std::max(waited_s, 0.0)),
-                      ")");
+                      ShortDuration(policy.reservation_min_wait_s), " (waited ",
+                      ShortDuration(std::max(waited_s, 0.0)), ")");
     }
     return;
   }
   if (!reservation_.taken()) {
-    reservation_.Take(job,
-                      [&] { return FitsNow(job, /*honor_hold=*/false); });
+    reservation_.Take(job, [&] { return FitsNow(job, /*honor_hold=*/false); });
     decision.eta_s = reservation_.eta_s();
     if (reservation_.eta_s() >= 0) {
       absl::StrAppend(&decision.reason, "; holds a reservation on ",

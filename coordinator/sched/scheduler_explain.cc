@@ -96,8 +96,8 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
   const NodeState& node = state_.nodes()[n];
   const JobRequest::NodeConstraints& c = job.constraints;
   const int64_t holder = reservation_.holder_job_id();
-  if (std::find(c.excluded_nodes.begin(), c.excluded_nodes.end(),
-                node.name) != c.excluded_nodes.end()) {
+  if (std::find(c.excluded_nodes.begin(), c.excluded_nodes.end(), node.name) !=
+      c.excluded_nodes.end()) {
     return absl::StrFormat("%s: excluded for this job by a pre-flight",
                            node.name);
   }
@@ -198,11 +198,11 @@ std::string SchedulePass::WaitReason(const JobRequest& job) {
                                                 0));
     auto it = reasons_.find(key);
     if (it == reasons_.end()) {
-      it = reasons_
-               .emplace(key, f.blocked_by_hold
-                                 ? reservation_.BlockedReason()
-                                 : experiments_.WaitReason(job, f))
-               .first;
+      it =
+          reasons_
+              .emplace(key, f.blocked_by_hold ? reservation_.BlockedReason()
+                                              : experiments_.WaitReason(job, f))
+              .first;
     }
     reason = &it->second;
   } else {
