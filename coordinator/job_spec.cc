@@ -374,15 +374,15 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
                     ? sched::GangPlacement::kSpread
                     : sched::GangPlacement::kPack;
   r.attained_gpu_s = static_cast<double>(job.attained_gpu_ms()) / 1000.0;
-  r.preempted_for = job.preempted_for_job_id();
+  r.standing.preempted_for = job.preempted_for_job_id();
   for (const v1::ExcludedNode& e : job.preflight().excluded()) {
-    r.excluded_nodes.push_back(e.node());
+    r.constraints.excluded_nodes.push_back(e.node());
   }
-  r.needs_container_runtime = !spec.image().empty();
-  r.needs_cgroup_limits = spec.cpus() > 0 || spec.memory_bytes() > 0;
+  r.constraints.needs_container_runtime = !spec.image().empty();
+  r.constraints.needs_cgroup_limits = spec.cpus() > 0 || spec.memory_bytes() > 0;
   if (spec.has_array()) {
-    r.group = ArrayGroup(spec.array().array_job_id());
-    r.group_max_running = spec.array().max_running();
+    r.group_limit.group = ArrayGroup(spec.array().array_job_id());
+    r.group_limit.max_running = spec.array().max_running();
   }
   if (KindOf(spec) == v1::JOB_KIND_EXPERIMENT) {
     r.kind = sched::JobKind::kExperiment;

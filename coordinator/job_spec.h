@@ -68,9 +68,9 @@ v1::JobKind KindOf(const v1::JobSpec& spec);
 // The scheduler's view of a valid pending job. `submit_seq` orders jobs of
 // equal priority (the job id serves). time_limit_s is time_limit_ms rounded
 // up to whole seconds; attained_gpu_s is attained_gpu_ms / 1000.
-// A job array's task (spec.array) is in group ArrayGroup(array_job_id) with
-// group_max_running = array.max_running. A spec field read here must also
-// be compared by SameSchedulingRequest.
+// A job array's task (spec.array) has group_limit.group =
+// ArrayGroup(array_job_id) and group_limit.max_running = array.max_running.
+// A spec field read here must also be compared by SameSchedulingRequest.
 sched::JobRequest ToJobRequest(const v1::Job& job);
 
 // Whether ToJobRequest makes the same request of a and b's jobs, but for

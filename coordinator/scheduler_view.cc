@@ -238,14 +238,14 @@ std::vector<sched::JobRequest> SchedulerView::Queue(
       }
     }
     queue.push_back(ToJobRequest(job));
-    queue.back().victims_stopping = waiting_on_victims.contains(id);
+    queue.back().standing.victims_stopping = waiting_on_victims.contains(id);
     // Queued since its submit, or since its last attempt ended (requeue).
     int64_t queued_since_ms = job.submit_time_ms();
     if (job.attempts_size() > 0) {
       queued_since_ms = std::max(queued_since_ms,
                                  job.attempts(job.attempts_size() - 1).end_time_ms());
     }
-    queue.back().waited_s =
+    queue.back().standing.waited_s =
         static_cast<double>(std::max<int64_t>(0, now_ms - queued_since_ms)) / 1000.0;
   });
   return queue;

@@ -96,7 +96,7 @@ TEST(SchedulerViewTest, Queue_HoldsPendingJobsButAutoPackedAndWaitsSinceSubmit) 
   std::vector<sched::JobRequest> q = view.Queue(jobs, nodes, DrainingTasks(), kNowMs);
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0].job_id, 1);
-  EXPECT_DOUBLE_EQ(q[0].waited_s, 5.0);
+  EXPECT_DOUBLE_EQ(q[0].standing.waited_s, 5.0);
 }
 
 TEST(SchedulerViewTest, Queue_CutsALongArrayToWhatOnePassCanPlace) {

@@ -66,7 +66,7 @@ struct Job {
   sched::Placement lib_placement;
   int64_t preempted_for = 0;
   // When it last entered the queue (submit, or preemption), s: the
-  // scheduler's JobRequest.waited_s is now minus this.
+  // scheduler's JobRequest.standing.waited_s is now minus this.
   double queued_since_s = 0;
 };
 
@@ -204,8 +204,8 @@ muri::Decision LibDecide(const sched::Scheduler& scheduler,
     q.total_gpus = job.num_gpu;
     q.preemptible = preemptible;
     q.attained_gpu_s = job.executed * job.num_gpu;
-    q.preempted_for = job.preempted_for;
-    q.waited_s = now_s - job.queued_since_s;
+    q.standing.preempted_for = job.preempted_for;
+    q.standing.waited_s = now_s - job.queued_since_s;
     q.interleave = job.profile;
   }
   muri::Decision out;

@@ -1,7 +1,7 @@
 // Scheduler: the public entry points (Schedule, Explain, ReservationBytes)
-// and deciding one job: SchedulePass's setup and the rules in the order they
-// apply (Decide). The rest of SchedulePass lives in the scheduler_*.cc files
-// beside this one, one responsibility each; scheduler_internal.h says which.
+// and SchedulePass, the driver over the phases (schedule_pass.h): the queue
+// walk, the tail's fast path, and the rules for one job in the order they
+// apply (Decide). Each phase lives in its own class and file.
 
 #include "coordinator/sched/scheduler.h"
 
@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/sched/scheduler_internal.h"
+#include "coordinator/sched/schedule_pass.h"
 
 // How one Schedule() call works (the header lists the policy; this is the
 // exact rule set):
@@ -62,19 +62,23 @@ namespace internal {
 namespace {
 
 // Marks the nodes `job` may not use unschedulable for its lifetime and
-// restores them after: those named in JobRequest.excluded_nodes, and those
-// without a container runtime (task cgroups) for a job that needs one. Costs nothing for a
-// job without exclusions.
+// restores them after: those named in JobRequest.constraints.excluded_nodes,
+// and those without a container runtime (task cgroups) for a job that needs
+// one. Costs nothing for a job without exclusions.
 class ExcludedNodesScope {
  public:
   ExcludedNodesScope(std::vector<NodeState>& nodes, const JobRequest& job)
       : nodes_(nodes) {
-    const std::vector<std::string>& excluded = job.excluded_nodes;
-    if (excluded.empty() && !job.needs_container_runtime && !job.needs_cgroup_limits) return;
+    const JobRequest::NodeConstraints& c = job.constraints;
+    const std::vector<std::string>& excluded = c.excluded_nodes;
+    if (excluded.empty() && !c.needs_container_runtime &&
+        !c.needs_cgroup_limits) {
+      return;
+    }
     for (size_t n = 0; n < nodes_.size(); ++n) {
       if (!nodes_[n].schedulable) continue;
-      if ((job.needs_container_runtime && !nodes_[n].container_runtime) ||
-          (job.needs_cgroup_limits && !nodes_[n].cgroups) ||
+      if ((c.needs_container_runtime && !nodes_[n].container_runtime) ||
+          (c.needs_cgroup_limits && !nodes_[n].cgroups) ||
           std::find(excluded.begin(), excluded.end(), nodes_[n].name) !=
               excluded.end()) {
         nodes_[n].schedulable = false;
@@ -93,53 +97,198 @@ class ExcludedNodesScope {
   std::vector<size_t> flipped_;
 };
 
+// Whether a pass over `queue` keeps the free-capacity index. Pre-flight
+// exclusions and node requirements (JobRequest.constraints) are applied by
+// marking nodes unschedulable per job, which the linear scans honour; the
+// index is built once per pass.
+bool IndexedPass(const SchedulerConfig& config,
+                 const std::vector<JobRequest>& queue) {
+  return !config.linear_search &&
+         std::none_of(queue.begin(), queue.end(), [](const JobRequest& j) {
+           return !j.constraints.excluded_nodes.empty() ||
+                  j.constraints.needs_container_runtime ||
+                  j.constraints.needs_cgroup_limits;
+         });
+}
+
 }  // namespace
 
 SchedulePass::SchedulePass(const ClusterSnapshot& cluster,
                            const SchedulerConfig& config,
                            const std::vector<JobRequest>& queue)
-    : config_(config),
-      policy_(config.policy),
-      // Pre-flight exclusions (JobRequest.excluded_nodes) are applied by
-      // marking nodes unschedulable per job, which the linear scans
-      // honour; the indexes are built once per pass.
-      indexed_(!config.linear_search &&
-               std::none_of(queue.begin(), queue.end(),
-                            [](const JobRequest& j) {
-                              return !j.excluded_nodes.empty() ||
-                                     j.needs_container_runtime ||
-                                     j.needs_cgroup_limits;
-                            })),
-      shape_(cluster),
-      cluster_nodes_(cluster.nodes),
-      nodes_(MutableCopy(cluster.nodes)),
-      running_(cluster.running),
-      queue_(queue),
-      tail_ok_(indexed_ && config.policy.backfill &&
+    : queue_(queue),
+      state_(cluster, config, IndexedPass(config, queue)),
+      ranking_(config.policy, state_.total_gpus(), state_.total_bytes(),
+               state_.shape().max_gpu_memory_bytes),
+      reservation_(state_),
+      preemption_(state_, ranking_, queue),
+      experiments_(state_),
+      gangs_(state_),
+      interleave_(state_),
+      tail_ok_(state_.indexed() && config.policy.backfill &&
                config.policy.user_gpu_quota.empty() &&
                config.policy.project_gpu_quota.empty() &&
-               shape_.node_count > 0 && shape_.gpu_count > 0) {
-  held_.reserve(nodes_.size());
-  node_index_.reserve(nodes_.size());
-  for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
-    const NodeState& node = nodes_[n];
-    held_.emplace_back(node.gpus.size(), false);
-    node_index_[node.name] = n;
-    if (!node.schedulable) continue;
-    for (const GpuState& gpu : node.gpus) {
-      if (!IsUsable(gpu)) continue;
-      total_gpus_ += 1;
-      total_bytes_ += static_cast<double>(gpu.memory_total_bytes);
+               state_.shape().node_count > 0 && state_.shape().gpu_count > 0) {
+  for (const RunningJob& r : state_.running()) {
+    const Usage u = state_.UsageOf(r.placement);
+    ranking_.AddUsage(QueueName(r.queue), r.user, r.project, u, +1);
+    if (!r.group.empty()) ranking_.AddGroupRunning(r.group);
+  }
+  interleave_.Init(queue);
+}
+
+// Decides every job of `queue`; decisions in scheduling order.
+std::vector<Decision> SchedulePass::Run(const std::vector<JobRequest>& queue,
+                                        int64_t explain_id,
+                                        Explanation* explanation) {
+  explain_id_ = explain_id;
+  explanation_ = explanation;
+  // One list per queue, configured queues first.
+  struct QueueList {
+    std::string name;
+    double weight = 1.0;
+    std::vector<QueueEntry> jobs;
+    size_t next = 0;
+    // DominantShare(name) / weight as of usage_version() == share_version.
+    double share = 0;
+    int64_t share_version = -1;
+  };
+  std::vector<QueueList> lists;
+  absl::flat_hash_map<std::string, size_t> list_of;
+  for (const QueueConfig& q : state_.policy().queues) {
+    list_of[q.name] = lists.size();
+    lists.push_back({q.name, q.weight > 0 ? q.weight : 1.0, {}, 0});
+  }
+  // Two sequential sweeps over `queue` (the only times most jobs are
+  // loaded): the list of each job (so each list is allocated once), then
+  // order keys and what the tail's fast path needs.
+  std::vector<uint32_t> list_index(queue.size());
+  {
+    size_t last_list = SIZE_MAX;
+    absl::string_view last_name;
+    std::vector<size_t> counts(lists.size(), 0);
+    for (size_t i = 0; i < queue.size(); ++i) {
+      const absl::string_view name = QueueName(queue[i].queue);
+      if (last_list == SIZE_MAX || name != last_name) {
+        auto it = list_of.find(name);
+        if (it == list_of.end()) {
+          it = list_of.emplace(std::string(name), lists.size()).first;
+          lists.push_back({std::string(name), 1.0, {}, 0});
+          counts.push_back(0);
+        }
+        last_list = it->second;
+        last_name = name;
+      }
+      list_index[i] = static_cast<uint32_t>(last_list);
+      ++counts[last_list];
     }
+    for (size_t l = 0; l < lists.size(); ++l) lists[l].jobs.reserve(counts[l]);
   }
-  evicted_.assign(running_.size(), false);
-  for (const RunningJob& r : running_) {
-    const Usage u = UsageOf(r.placement);
-    AddUsage(QueueName(r.queue), r.user, r.project, u, +1);
-    if (!r.group.empty()) ++group_running_[r.group];
+  for (size_t i = 0; i < queue.size(); ++i) {
+    lists[list_index[i]].jobs.push_back(MakeEntry(queue[i], i));
   }
-  if (indexed_) BuildIndexes();
-  InitInterleave(queue);
+  for (QueueList& list : lists) QueueRanking::OrderEntries(list.jobs);
+  std::vector<Decision> decisions;
+  decisions.reserve(queue.size());
+  for (size_t left = queue.size(); left > 0; --left) {
+    QueueList* best = nullptr;
+    std::tuple<int, int, double, int64_t> best_key;
+    for (QueueList& list : lists) {
+      if (list.next == list.jobs.size()) continue;
+      const auto [neg_priority, level, seq, position] =
+          list.jobs[list.next].key;
+      double share = 0.0;
+      if (lists.size() > 1) {
+        if (list.share_version != ranking_.usage_version()) {
+          list.share = ranking_.DominantShare(list.name) / list.weight;
+          list.share_version = ranking_.usage_version();
+        }
+        share = list.share;
+      }
+      auto key = std::make_tuple(neg_priority, level, share, seq);
+      if (best == nullptr || key < best_key) {
+        best = &list;
+        best_key = key;
+      }
+    }
+    const QueueEntry& entry = best->jobs[best->next++];
+    const int position = static_cast<int>(decisions.size()) + 1;
+    Decision& decision = decisions.emplace_back();
+    if (!DecideTail(entry, decision)) Decide(*entry.job, position, decision);
+  }
+  return decisions;
+}
+
+QueueEntry SchedulePass::MakeEntry(const JobRequest& job, size_t position) {
+  QueueEntry e;
+  const auto [neg_priority, level, seq] = ranking_.OrderKey(job);
+  e.key = {neg_priority, level, seq, position};
+  e.job = &job;
+  e.job_id = job.job_id;
+  e.time_limit_s = job.time_limit_s;
+  e.preemptible = job.preemptible;
+  if (!tail_ok_) return e;
+  const ShapeKey key{static_cast<int>(job.kind), job.gpu_fraction,
+                     job.gpu_memory_bytes, job.nodes, job.gpus_per_node,
+                     job.total_gpus, static_cast<int>(job.placement)};
+  auto [it, added] =
+      shape_ids_.try_emplace(key, static_cast<int>(shapes_.size()));
+  if (added) {
+    Shape& shape = shapes_.emplace_back();
+    shape.rep = &job;
+    shape.plain = !MalformedReason(job, state_.config()).has_value() &&
+                  !InfeasibleReason(job, state_.shape()).has_value();
+  }
+  e.shape = it->second;
+  // A gang that interleave packing may place on a running group
+  // (InterleavePacker) takes the full rules.
+  e.plain = shapes_[e.shape].plain && job.standing.preempted_for == 0 &&
+            job.group_limit.max_running == 0 &&
+            !job.standing.victims_stopping &&
+            job.constraints.excluded_nodes.empty() &&
+            !(interleave_.active() && job.kind == JobKind::kGang &&
+              job.interleave.usable());
+  return e;
+}
+
+// The tail's fast path: decides `e` without loading its JobRequest when
+// the full rules (DecideInner) would make it kRetryLater and change
+// nothing: the head-of-queue hold is taken, the job is plain, a job of its
+// shape already failed to fit the cluster as it is now (with or without
+// the hold, as this job may use it), and it may not preempt (no searches
+// left or nothing it outranks). Its reason is its shape's, shared. Returns
+// false, deciding nothing, when the full rules must run. Once the cluster
+// is full this decides the long tail of the queue in O(1) per job; the
+// differential test (scheduler_index_test.cc) checks it decides exactly
+// as the linear scans do.
+bool SchedulePass::DecideTail(const QueueEntry& e, Decision& decision) {
+  if (!tail_ok_ || !reservation_.taken() || !e.plain ||
+      e.job_id == explain_id_) {
+    return false;
+  }
+  const auto& [neg_priority, level, seq, position] = e.key;
+  Shape& shape = shapes_[e.shape];
+  const JobRequest& rep = *shape.rep;
+  const bool honor_hold = !reservation_.MayUse(-neg_priority, level, seq,
+                                               e.time_limit_s, e.preemptible);
+  if (shape.no_fit_at[honor_hold] != state_.capacity_version()) {
+    if (!KnownNotToFit(rep, honor_hold)) return false;
+    shape.no_fit_at[honor_hold] = state_.capacity_version();
+  }
+  if (state_.policy().preemption && preemption_.SearchesLeft() &&
+      preemption_.AnyMayBePreempted(-neg_priority, level, seq)) {
+    return false;
+  }
+  decision.job_id = e.job_id;
+  decision.outcome = Outcome::kRetryLater;
+  if (state_.config().wait_reasons) {
+    if (shape.reason_at != state_.state_version()) {
+      shape.reason = WaitReason(rep);
+      shape.reason_at = state_.state_version();
+    }
+    decision.reason = shape.reason;
+  }
+  return true;
 }
 
 // Decides `job` into `decision` (a default Decision, built in place in
@@ -150,7 +299,7 @@ void SchedulePass::Decide(const JobRequest& job, int position,
     // Nodes excluded for this job count as unschedulable while it is
     // decided (placement, preemption, its hold), and only then. (A pass
     // with such a job uses the linear scans: the indexes do not see it.)
-    ExcludedNodesScope excluded(nodes_, job);
+    ExcludedNodesScope excluded(state_.MutableNodes(), job);
     DecideInner(job, decision);
   }
   if (job.job_id == explain_id_ && explanation_ != nullptr) {
@@ -160,80 +309,83 @@ void SchedulePass::Decide(const JobRequest& job, int position,
 
 void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
   decision.job_id = job.job_id;
-  if (std::optional<std::string> reason = MalformedReason(job, config_)) {
+  const SchedulerConfig& config = state_.config();
+  const PolicyConfig& policy = state_.policy();
+  const ClusterShape& shape = state_.shape();
+  if (std::optional<std::string> reason = MalformedReason(job, config)) {
     decision.outcome = Outcome::kInfeasible;
     decision.reason = *std::move(reason);
     return;
   }
-  if (shape_.node_count == 0) {
+  if (shape.node_count == 0) {
     decision.outcome = Outcome::kRetryLater;
     decision.reason = "no nodes have registered yet";
     return;
   }
-  if (shape_.gpu_count == 0) {
+  if (shape.gpu_count == 0) {
     decision.outcome = Outcome::kRetryLater;
     decision.reason = "no node with a GPU has registered yet";
     return;
   }
-  if (std::optional<std::string> reason = InfeasibleReason(job, shape_)) {
+  if (std::optional<std::string> reason = InfeasibleReason(job, shape)) {
     decision.outcome = Outcome::kInfeasible;
     decision.reason = *std::move(reason);
     return;
   }
-  if (job.preempted_for != 0) {
-    if (WaitsForPreemptor(job.preempted_for)) {
+  if (job.standing.preempted_for != 0) {
+    if (preemption_.WaitsForPreemptor(job.standing.preempted_for)) {
       decision.outcome = Outcome::kRetryLater;
-      decision.reason = absl::StrFormat(
-          "was preempted for job %d and waits until it starts",
-          job.preempted_for);
+      decision.reason =
+          absl::StrFormat("was preempted for job %d and waits until it starts",
+                          job.standing.preempted_for);
       return;
     }
   }
-  if (std::optional<std::string> quota = QuotaReason(job)) {
+  if (std::optional<std::string> quota = ranking_.QuotaReason(job)) {
     decision.outcome = Outcome::kRetryLater;
     decision.reason = absl::StrCat("over quota: ", *quota);
     return;
   }
-  if (job.group_max_running > 0 && !job.group.empty()) {
-    auto it = group_running_.find(job.group);
-    const int running = it == group_running_.end() ? 0 : it->second;
-    if (running >= job.group_max_running) {
+  const JobRequest::GroupLimit& limit = job.group_limit;
+  if (limit.max_running > 0 && !limit.group.empty()) {
+    const int running = ranking_.GroupRunning(limit.group);
+    if (running >= limit.max_running) {
       decision.outcome = Outcome::kRetryLater;
       decision.reason = absl::StrFormat(
-          "group %s: %d of at most %d jobs running (its throttle)", job.group,
-          running, job.group_max_running);
+          "group %s: %d of at most %d jobs running (its throttle)", limit.group,
+          running, limit.max_running);
       return;
     }
   }
-  if (!policy_.backfill && fifo_blocker_ != 0) {
+  if (!policy.backfill && fifo_blocker_ != 0) {
     decision.outcome = Outcome::kRetryLater;
     decision.reason = absl::StrFormat(
         "waiting for job %d, earlier in the queue, to start (strict FIFO)",
         fifo_blocker_);
     return;
   }
-  const bool honor_hold = !MayUseHold(job);
+  const bool honor_hold = !reservation_.MayUse(job);
   if (!KnownNotToFit(job, honor_hold) &&
       Place(job, honor_hold, decision.placement)) {
     decision.outcome = Outcome::kPlaced;
     Account(job, decision.placement);
     return;
   }
-  if (job.victims_stopping) {
+  if (job.standing.victims_stopping) {
     decision.outcome = Outcome::kRetryLater;
     decision.reason =
         "waiting for the jobs it preempted to stop and free their GPUs";
     return;
   }
-  if (policy_.preemption) {
-    if (std::optional<std::vector<int64_t>> victims =
-            TryPreempt(job, honor_hold)) {
+  if (policy.preemption) {
+    if (std::optional<std::vector<int64_t>> victims = preemption_.TryPreempt(
+            job, honor_hold, [&] { return FitsNow(job, honor_hold); })) {
       Place(job, honor_hold, decision.placement);
       // The victims run until their tasks have stopped: for the rest of this
       // pass their GPUs stay taken (by them, and by the preemptor's placement
       // on top), so no later job is placed where a victim still runs. A
       // GPU's reservation may then exceed its memory here; nothing fits it.
-      for (int v : last_victims_) ApplyRunning(v, +1);
+      for (int v : preemption_.last_victims()) state_.ApplyRunning(v, +1);
       decision.outcome = Outcome::kPreempting;
       decision.preempt = *std::move(victims);
       std::vector<std::string> ids;
@@ -245,63 +397,57 @@ void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
       return;
     }
   }
-  if (TryInterleave(job, decision)) return;
+  if (interleave_.TryPack(job, reservation_.taken(), decision)) {
+    Account(job, decision.placement);
+    return;
+  }
   decision.outcome = Outcome::kRetryLater;
-  if (config_.wait_reasons || job.job_id == explain_id_) {
+  if (config.wait_reasons || job.job_id == explain_id_) {
     decision.reason = WaitReason(job);
   }
-  if (!policy_.backfill && fifo_blocker_ == 0) fifo_blocker_ = job.job_id;
-  if (!hold_taken_ && job.waited_s < policy_.reservation_min_wait_s) {
+  if (!policy.backfill && fifo_blocker_ == 0) fifo_blocker_ = job.job_id;
+  const double waited_s = job.standing.waited_s;
+  if (!reservation_.taken() && waited_s < policy.reservation_min_wait_s) {
     // Too young to reserve (Slurm's bf_min_age_reserve): later jobs may
     // take the GPUs it would need until it has waited long enough.
-    if (config_.wait_reasons || job.job_id == explain_id_) {
+    if (config.wait_reasons || job.job_id == explain_id_) {
       absl::StrAppend(&decision.reason, "; reserves GPUs once it has waited ",
-                      ShortDuration(policy_.reservation_min_wait_s),
-                      " (waited ", ShortDuration(std::max(job.waited_s, 0.0)),
-                      ")");
+                      ShortDuration(policy.reservation_min_wait_s), " (waited ",
+                      ShortDuration(std::max(waited_s, 0.0)), ")");
     }
     return;
   }
-  if (!hold_taken_) {
-    hold_taken_ = true;
-    holder_job_id_ = job.job_id;
-    holder_priority_ = job.priority;
-    holder_submit_seq_ = job.submit_seq;
-    holder_level_ = LasLevel(policy_, job.attained_gpu_s);
-    if (job.kind == JobKind::kExperiment) {
-      HoldForExperiment(job);
-    } else {
-      HoldForGang(job);
-    }
-    hold_eta_s_ = HoldEta(job);
-    ++state_version_;
-    decision.eta_s = hold_eta_s_;
-    if (hold_eta_s_ >= 0) {
+  if (!reservation_.taken()) {
+    reservation_.Take(job, [&] { return FitsNow(job, /*honor_hold=*/false); });
+    decision.eta_s = reservation_.eta_s();
+    if (reservation_.eta_s() >= 0) {
       absl::StrAppend(&decision.reason, "; holds a reservation on ",
-                      held_description_, ", estimated start in ",
-                      ShortDuration(hold_eta_s_));
+                      reservation_.description(), ", estimated start in ",
+                      ShortDuration(reservation_.eta_s()));
     }
   }
   return;
 }
 
 void SchedulePass::Account(const JobRequest& job, const Placement& placement) {
-  AddUsage(QueueName(job.queue), job.user, job.project, UsageOf(placement),
-           +1);
-  if (!job.group.empty()) ++group_running_[job.group];
-  placed_.insert(job.job_id);
-  if (interleave_active_) {
-    AddGroupMember(placement, {job.job_id, &job.interleave, -1});
+  ranking_.AddUsage(QueueName(job.queue), job.user, job.project,
+                    state_.UsageOf(placement), +1);
+  if (!job.group_limit.group.empty()) {
+    ranking_.AddGroupRunning(job.group_limit.group);
+  }
+  preemption_.MarkPlaced(job.job_id);
+  if (interleave_.active()) {
+    interleave_.AddPlaced(placement, job.job_id, &job.interleave);
   }
 }
 
 bool SchedulePass::Place(const JobRequest& job, bool honor_hold,
                          Placement& placement) {
   const bool placed = job.kind == JobKind::kExperiment
-                          ? PlaceExperiment(job, honor_hold, placement)
-                          : PlaceGang(job, honor_hold, placement);
-  if (!placed && indexed_) {
-    not_fitting_[FitKey(job, honor_hold)] = capacity_version_;
+                          ? experiments_.Place(job, honor_hold, placement)
+                          : gangs_.Place(job, honor_hold, placement);
+  if (!placed && state_.indexed()) {
+    not_fitting_[FitKey(job, honor_hold)] = state_.capacity_version();
   }
   return placed;
 }
@@ -316,21 +462,20 @@ SchedulePass::FitKeyT SchedulePass::FitKey(const JobRequest& job,
 }
 
 // Whether a job of the same shape failed to fit since capacity was last
-// added (then this one cannot fit either; see capacity_version_): once the
+// added (then this one cannot fit either; see capacity_version()): once the
 // cluster is full, the long tail of the queue costs a hash lookup per job,
 // placements in between included.
 bool SchedulePass::KnownNotToFit(const JobRequest& job, bool honor_hold) const {
-  if (!indexed_) return false;
+  if (!state_.indexed()) return false;
   auto it = not_fitting_.find(FitKey(job, honor_hold));
-  return it != not_fitting_.end() && it->second == capacity_version_;
+  return it != not_fitting_.end() && it->second == state_.capacity_version();
 }
 
 bool SchedulePass::FitsNow(const JobRequest& job, bool honor_hold) const {
   if (job.kind == JobKind::kExperiment) {
-    return FindExperimentGpu(job, honor_hold).has_value();
+    return experiments_.Find(job, honor_hold).has_value();
   }
-  return indexed_ ? GangFitsIndexed(job, honor_hold)
-                  : FindGang(job, honor_hold).has_value();
+  return gangs_.Fits(job, honor_hold);
 }
 
 }  // namespace internal

@@ -105,7 +105,7 @@ struct RunningJob {
   // (its end is unknown).
   double remaining_s = -1;
   Placement placement;
-  // The job group it belongs to (JobRequest.group), "" for none: it counts
+  // The job group it belongs to (JobRequest.group_limit.group), "" for none: it counts
   // toward that group's running jobs.
   std::string group;
   // Its per-resource profile (JobRequest.interleave); empty when unknown.
@@ -160,45 +160,57 @@ struct JobRequest {
   bool preemptible = false;
   // GPU-seconds received in earlier attempts (LAS level).
   double attained_gpu_s = 0;
-  // Non-zero when this job was preempted for that job: it is not placed
-  // while that job is still in the queue (no ping-pong).
-  int64_t preempted_for = 0;
-  // Set while jobs this one preempted are still stopping: it waits for their
-  // GPUs and preempts nothing more.
-  bool victims_stopping = false;
-  // Nodes this job must not be placed on (a pre-flight found them faulty for
-  // it; coordinator/preflight.h). They count as unschedulable for this job
-  // only: it waits when the other nodes cannot hold it (never infeasible on
-  // their account), and Explain() names them.
-  std::vector<std::string> excluded_nodes;
-  // The job runs in a container image: nodes without a container runtime
-  // (NodeState.container_runtime) count as unschedulable for it, as excluded
-  // nodes do (it waits for a node that has one; Explain() names them).
-  bool needs_container_runtime = false;
-  // The job limits its tasks' CPUs or memory (--cpus, --mem): nodes without
-  // task cgroups (NodeState.cgroups) count as unschedulable for it, as for
-  // needs_container_runtime.
-  bool needs_cgroup_limits = false;
-  // Seconds since it last entered the queue (its submit, or the end of its
-  // last attempt when it was requeued), from the caller's clock (the
-  // coordinator's injected clock, the simulator's simulated time). Decides
-  // whether it may hold the head-of-queue reservation
-  // (PolicyConfig.reservation_min_wait_s).
-  double waited_s = 0;
+  // Where the job stands in the queue, from the caller's bookkeeping (the
+  // coordinator's job table, the simulator's): how long it has waited and
+  // whether a preemption it took part in is still under way.
+  struct Standing {
+    // Seconds since it last entered the queue (its submit, or the end of its
+    // last attempt when it was requeued), from the caller's clock (the
+    // coordinator's injected clock, the simulator's simulated time). Decides
+    // whether it may hold the head-of-queue reservation
+    // (PolicyConfig.reservation_min_wait_s).
+    double waited_s = 0;
+    // Non-zero when this job was preempted for that job: it is not placed
+    // while that job is still in the queue (no ping-pong).
+    int64_t preempted_for = 0;
+    // Set while jobs this one preempted are still stopping: it waits for
+    // their GPUs and preempts nothing more.
+    bool victims_stopping = false;
+  };
+  Standing standing;
+  // Which nodes the job may run on, beyond free capacity. A node that fails
+  // any of these counts as unschedulable for this job only: it waits when
+  // the other nodes cannot hold it, and Explain() names the node.
+  struct NodeConstraints {
+    // Nodes this job must not be placed on (a pre-flight found them faulty
+    // for it; coordinator/preflight.h). They never make it infeasible.
+    std::vector<std::string> excluded_nodes;
+    // The job runs in a container image: nodes without a container runtime
+    // (NodeState.container_runtime) are ruled out.
+    bool needs_container_runtime = false;
+    // The job limits its tasks' CPUs or memory (--cpus, --mem): nodes
+    // without task cgroups (NodeState.cgroups) are ruled out.
+    bool needs_cgroup_limits = false;
+  };
+  NodeConstraints constraints;
   // Time per iteration on each resource (any unit, the same for every job),
   // measured or declared; empty (the default) when unknown. Only gangs with
   // a usable profile may be packed onto the GPUs of running jobs
   // (PolicyConfig.interleave); a job without one is never packed.
   InterleaveProfile interleave;
   // A group of jobs with a limit on how many run at once (a job array's
-  // `%P` throttle, Slurm's --array=0-99%4): "" for none. While
-  // group_max_running (> 0) jobs of `group` hold GPUs (RunningJob.group,
-  // this call's placements and preemptions included), the job waits
-  // (kRetryLater naming the group and the limit), takes no head-of-queue
-  // reservation and preempts nothing. 0: no limit. Every job of a group
-  // carries the same limit.
-  std::string group;
-  int group_max_running = 0;
+  // `%P` throttle, Slurm's --array=0-99%4). While max_running (> 0) jobs of
+  // `group` hold GPUs (RunningJob.group, this call's placements and
+  // preemptions included), the job waits (kRetryLater naming the group and
+  // the limit), takes no head-of-queue reservation and preempts nothing.
+  // Every job of a group carries the same limit.
+  struct GroupLimit {
+    // "" for none.
+    std::string group;
+    // 0: no limit.
+    int max_running = 0;
+  };
+  GroupLimit group_limit;
 };
 
 enum class Outcome {
@@ -294,7 +306,7 @@ struct PolicyConfig {
   // vs 15 k now).
   bool overtake_preemption = false;
   // A blocked job takes the head-of-queue reservation only once it has
-  // waited (JobRequest.waited_s) at least this many seconds; before that,
+  // waited (JobRequest.standing.waited_s) at least this many seconds; before that,
   // later jobs may take the GPUs it would need, and the first blocked job
   // old enough holds the reservation instead. 0: every blocked job may hold
   // it at once. Slurm's sched/backfill bf_min_age_reserve (slurm.conf:
@@ -383,15 +395,15 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   call's placements), then submit_seq.
 // - Quotas: a job whose user or project would exceed its hard GPU quota
 //   waits (kRetryLater naming the quota) and takes no reservation.
-// - Group limits: a job whose group (JobRequest.group) already has
-//   group_max_running jobs holding GPUs waits the same way.
+// - Group limits: a job whose group (JobRequest.group_limit) already has
+//   max_running jobs holding GPUs waits the same way.
 // - Preemption (PolicyConfig.preemption): a job that cannot be placed may
 //   preempt running preemptible jobs that rank below it: lower priority, or
 //   equal priority and a deeper LAS level (with overtake_preemption also
 //   those of its priority and level that overtook it: submitted later,
 //   started first). Victims: lowest rank first, latest submitted first,
 //   until it fits; then victims it does not need are spared. A job
-//   preempted for X (preempted_for) is not placed while X is in the queue.
+//   preempted for X (standing.preempted_for) is not placed while X is in the queue.
 // - Strict FIFO (backfill false): after the first job that waits for GPUs,
 //   later jobs wait too.
 // - Experiments: best fit, the GPU that has the least room left after the

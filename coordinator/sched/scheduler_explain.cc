@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/sched/scheduler_internal.h"
+#include "coordinator/sched/schedule_pass.h"
 
 namespace trainctl::sched::internal {
 namespace {
@@ -59,22 +59,23 @@ void SchedulePass::Explain(const JobRequest& job, const Decision& decision,
   e.decision = decision;
   e.position = position;
   e.queue = std::string(QueueName(job.queue));
-  if (std::optional<std::string> quota = QuotaReason(job);
+  if (std::optional<std::string> quota = ranking_.QuotaReason(job);
       quota && decision.outcome == Outcome::kRetryLater) {
     e.quota = *quota;
   }
-  if (job.preempted_for != 0 && WaitsForPreemptor(job.preempted_for)) {
-    e.preempted_for = job.preempted_for;
+  const int64_t preempted_for = job.standing.preempted_for;
+  if (preempted_for != 0 && preemption_.WaitsForPreemptor(preempted_for)) {
+    e.preempted_for = preempted_for;
   }
-  if (hold_taken_) {
-    e.reservation_job = holder_job_id_;
-    e.reservation = held_description_;
-    e.reservation_eta_s = hold_eta_s_;
+  if (reservation_.taken()) {
+    e.reservation_job = reservation_.holder_job_id();
+    e.reservation = reservation_.description();
+    e.reservation_eta_s = reservation_.eta_s();
   }
   if (decision.outcome != Outcome::kRetryLater) return;
   constexpr size_t kMaxNodeLines = 20;
   int more = 0;
-  for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+  for (int n = 0; n < static_cast<int>(state_.nodes().size()); ++n) {
     std::optional<std::string> line = NodeShortfall(job, n);
     if (!line) continue;
     if (e.nodes.size() < kMaxNodeLines) {
@@ -92,18 +93,20 @@ void SchedulePass::Explain(const JobRequest& job, const Decision& decision,
 // (or its share of it).
 std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
                                                        int n) const {
-  const NodeState& node = nodes_[n];
-  if (std::find(job.excluded_nodes.begin(), job.excluded_nodes.end(),
-                node.name) != job.excluded_nodes.end()) {
+  const NodeState& node = state_.nodes()[n];
+  const JobRequest::NodeConstraints& c = job.constraints;
+  const int64_t holder = reservation_.holder_job_id();
+  if (std::find(c.excluded_nodes.begin(), c.excluded_nodes.end(), node.name) !=
+      c.excluded_nodes.end()) {
     return absl::StrFormat("%s: excluded for this job by a pre-flight",
                            node.name);
   }
-  if (job.needs_container_runtime && !node.container_runtime) {
+  if (c.needs_container_runtime && !node.container_runtime) {
     return absl::StrFormat(
         "%s: no container runtime (podman or Apptainer) for the job's image",
         node.name);
   }
-  if (job.needs_cgroup_limits && !node.cgroups) {
+  if (c.needs_cgroup_limits && !node.cgroups) {
     return absl::StrFormat(
         "%s: no task cgroups for the job's --cpus/--mem limits", node.name);
   }
@@ -119,22 +122,23 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
     int per_node = job.gpus_per_node;
     if (job.nodes < 1) {
       per_node = job.total_gpus;
-      for (const Layout& l : GangLayouts(job, shape_.node_count)) {
-        if (shape_.CouldEverHold(l)) {
+      const ClusterShape& shape = state_.shape();
+      for (const Layout& l : GangLayouts(job, shape.node_count)) {
+        if (shape.CouldEverHold(l)) {
           per_node = l.per_node;
           break;
         }
       }
     }
-    const int free = GangFreeCount(n, /*honor_hold=*/false);
+    const int free = state_.GangFreeCount(n, /*honor_hold=*/false);
     if (free < per_node) {
       return absl::StrFormat("%s: %d of %d GPUs free, needs %d", node.name,
                              free, usable, per_node);
     }
-    if (GangFreeCount(n, /*honor_hold=*/true) < per_node &&
-        holder_job_id_ != job.job_id) {
+    if (state_.GangFreeCount(n, /*honor_hold=*/true) < per_node &&
+        holder != job.job_id) {
       return absl::StrFormat("%s: %d of %d GPUs free, but reserved for job %d",
-                             node.name, free, usable, holder_job_id_);
+                             node.name, free, usable, holder);
     }
     return std::nullopt;
   }
@@ -148,8 +152,9 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
     const int64_t want = ReservationBytes(job, gpu.memory_total_bytes);
     need = std::max(need, want);
     best_free = std::max(best_free, FreeBytes(gpu));
-    if (want <= FreeBytes(gpu) && gpu.task_count < config_.max_tasks_per_gpu) {
-      if (IsHeld(n, g) && holder_job_id_ != job.job_id) {
+    if (want <= FreeBytes(gpu) &&
+        gpu.task_count < state_.config().max_tasks_per_gpu) {
+      if (state_.IsHeld(n, g) && holder != job.job_id) {
         held_only = true;
       } else {
         fits = true;
@@ -159,13 +164,14 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
   if (fits) return std::nullopt;
   if (held_only) {
     return absl::StrFormat("%s: has room, but reserved for job %d", node.name,
-                           holder_job_id_);
+                           holder);
   }
   return absl::StrFormat("%s: at most %s free on a GPU, needs %s", node.name,
                          GiB(best_free), GiB(need));
 }
 
-// The kRetryLater reason of `job`: ExperimentWaitReason or GangWaitReason.
+// The kRetryLater reason of `job`: the hold's blocked reason, or the
+// placer's (ExperimentPlacer::WaitReason, GangPlacer::WaitReason).
 // Jobs of one shape waiting for the same facts share one sentence, worked
 // out once per pass.
 std::string SchedulePass::WaitReason(const JobRequest& job) {
@@ -177,7 +183,7 @@ std::string SchedulePass::WaitReason(const JobRequest& job) {
           : std::make_tuple(1, 0.0, int64_t{0}, job.nodes, job.gpus_per_node,
                             job.total_gpus);
   auto [last, added] = last_reason_.try_emplace(shape);
-  if (!added && last->second.first == state_version_) {
+  if (!added && last->second.first == state_.state_version()) {
     return *last->second.second;
   }
   // (shape, blocked by the hold, task limited, most free bytes or GPUs,
@@ -186,28 +192,35 @@ std::string SchedulePass::WaitReason(const JobRequest& job) {
       key;
   const std::string* reason = nullptr;
   if (job.kind == JobKind::kExperiment) {
-    const ExperimentFacts f = ExperimentWaitFacts(job);
+    const ExperimentFacts f = experiments_.WaitFacts(job, reservation_.taken());
     key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold,
                                                 f.task_limited, f.max_free,
                                                 0));
     auto it = reasons_.find(key);
     if (it == reasons_.end()) {
-      it = reasons_.emplace(key, ExperimentWaitReason(job, f)).first;
+      it =
+          reasons_
+              .emplace(key, f.blocked_by_hold ? reservation_.BlockedReason()
+                                              : experiments_.WaitReason(job, f))
+              .first;
     }
     reason = &it->second;
   } else {
-    const GangFacts f = GangWaitFacts(job);
+    const GangFacts f = gangs_.WaitFacts(job, reservation_.taken());
     key = std::tuple_cat(shape, std::make_tuple(f.blocked_by_hold, false,
                                                 int64_t{f.max_free},
                                                 f.big_enough));
     auto it = reasons_.find(key);
     if (it == reasons_.end()) {
-      it = reasons_.emplace(key, GangWaitReason(job, f)).first;
+      it = reasons_
+               .emplace(key, f.blocked_by_hold ? reservation_.BlockedReason()
+                                               : gangs_.WaitReason(job, f))
+               .first;
     }
     reason = &it->second;
   }
   // reasons_ is a node map: the pointer stays valid.
-  last->second = {state_version_, reason};
+  last->second = {state_.state_version(), reason};
   return *reason;
 }
 

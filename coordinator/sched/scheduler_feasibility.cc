@@ -81,12 +81,13 @@ std::optional<std::string> MalformedReason(const JobRequest& job,
 
 std::optional<std::string> InfeasibleReason(const JobRequest& job,
                                             const ClusterShape& shape) {
-  if (job.needs_container_runtime && shape.container_runtime_nodes == 0) {
+  if (job.constraints.needs_container_runtime &&
+      shape.container_runtime_nodes == 0) {
     return std::string(
         "runs in a container image but no node has a container runtime "
         "(podman or Apptainer)");
   }
-  if (job.needs_cgroup_limits && shape.cgroup_nodes == 0) {
+  if (job.constraints.needs_cgroup_limits && shape.cgroup_nodes == 0) {
     return std::string(
         "limits its tasks' CPUs or memory (--cpus, --mem) but no node gives "
         "tasks cgroups (cgroup v2, agent --cgroups)");

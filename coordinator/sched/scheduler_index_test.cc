@@ -160,9 +160,9 @@ class RandomCase {
       job.time_limit_s = Chance(0.4) ? Pick(6000) : 0;
       job.preemptible = Chance(0.4);
       job.attained_gpu_s = Pick(3) * 4000.0;
-      if (Chance(0.1) && i > 0) job.preempted_for = 1 + Pick(i + 3);
-      job.victims_stopping = Chance(0.05);
-      job.waited_s = Pick(1200);
+      if (Chance(0.1) && i > 0) job.standing.preempted_for = 1 + Pick(i + 3);
+      job.standing.victims_stopping = Chance(0.05);
+      job.standing.waited_s = Pick(1200);
       if (Chance(0.55)) {
         job.kind = JobKind::kExperiment;
         static constexpr double kFractions[] = {0.1, 0.25, 0.5, 1.0, 0.3};

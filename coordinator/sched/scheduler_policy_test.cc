@@ -175,8 +175,8 @@ TEST(SchedulerPolicyTest, Schedule_GroupLimit_PlacesAtMostLimitCountingThisCall)
   std::vector<JobRequest> queue;
   for (int64_t id = 1; id <= 10; ++id) {
     queue.push_back(Gang(id, 1));
-    queue.back().group = "array:1";
-    queue.back().group_max_running = 3;
+    queue.back().group_limit.group = "array:1";
+    queue.back().group_limit.max_running = 3;
   }
   std::vector<Decision> d = Scheduler().Schedule(cluster, queue);
   int placed = 0;
@@ -199,13 +199,13 @@ TEST(SchedulerPolicyTest, Schedule_GroupLimit_CountsRunningJobsAndSparesOthers) 
   std::vector<JobRequest> queue;
   for (int64_t id : {1, 2}) {
     queue.push_back(Gang(id, 1));
-    queue.back().group = "g";
-    queue.back().group_max_running = 2;
+    queue.back().group_limit.group = "g";
+    queue.back().group_limit.max_running = 2;
   }
   queue.push_back(Gang(3, 4));
   queue.push_back(Gang(4, 1));
-  queue.back().group = "h";
-  queue.back().group_max_running = 1;
+  queue.back().group_limit.group = "h";
+  queue.back().group_limit.max_running = 1;
   std::vector<Decision> d = Scheduler().Schedule(cluster, queue);
   EXPECT_EQ(Of(d, 1).outcome, Outcome::kPlaced);
   EXPECT_EQ(Of(d, 2).outcome, Outcome::kRetryLater);
@@ -224,8 +224,8 @@ TEST(SchedulerPolicyTest, Schedule_GroupLimitOnFullCluster_NeverExceedsLimit) {
   queue.push_back(Gang(1, 4));  // blocked: takes the hold on node a
   for (int64_t id = 2; id <= 51; ++id) {
     queue.push_back(Gang(id, 1));
-    queue.back().group = "array:2";
-    queue.back().group_max_running = 1;
+    queue.back().group_limit.group = "array:2";
+    queue.back().group_limit.max_running = 1;
     queue.back().preemptible = true;
     queue.back().time_limit_s = 1;
   }
@@ -345,7 +345,7 @@ TEST(SchedulerPolicyTest, Schedule_ReservationMinWait_YoungGangReservesOnlyAfter
   config.policy.reservation_min_wait_s = 3600;
   const Scheduler scheduler(config);
   JobRequest gang = Gang(1, 8);
-  gang.waited_s = 1800;
+  gang.standing.waited_s = 1800;
   std::vector<Decision> d = scheduler.Schedule(BackfillCluster(), {gang, Gang(2, 1)});
   EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater);
   EXPECT_DOUBLE_EQ(Of(d, 1).eta_s, -1);
@@ -354,7 +354,7 @@ TEST(SchedulerPolicyTest, Schedule_ReservationMinWait_YoungGangReservesOnlyAfter
   ASSERT_EQ(Of(d, 2).outcome, Outcome::kPlaced);
   EXPECT_THAT(Of(d, 2).placement.nodes[0].gpu_indices, ElementsAre(6));
 
-  gang.waited_s = 3600;
+  gang.standing.waited_s = 3600;
   d = scheduler.Schedule(BackfillCluster(), {gang, Gang(2, 1)});
   EXPECT_EQ(Of(d, 1).outcome, Outcome::kRetryLater);
   EXPECT_DOUBLE_EQ(Of(d, 1).eta_s, 7200);
@@ -372,9 +372,9 @@ TEST(SchedulerPolicyTest, Schedule_ReservationMinWait_FirstOldEnoughJobHoldsIt) 
   SchedulerConfig config;
   config.policy.reservation_min_wait_s = 3600;
   JobRequest young = Gang(1, 8);
-  young.waited_s = 60;
+  young.standing.waited_s = 60;
   JobRequest old = Gang(2, 4);
-  old.waited_s = 7200;
+  old.standing.waited_s = 7200;
   std::vector<Decision> d =
       Scheduler(config).Schedule(BackfillCluster(), {young, old, Gang(3, 1)});
   EXPECT_DOUBLE_EQ(Of(d, 1).eta_s, -1);
@@ -467,7 +467,7 @@ TEST(SchedulerPolicyTest, Schedule_PreemptedJob_WaitsUntilItsPreemptorIsPlaced) 
   cluster.nodes.push_back(Node("b", 1));
   AddRunning(cluster, 0, {0, 1, 2, 3}, 100);
   JobRequest victim = Gang(7, 1);
-  victim.preempted_for = 1;
+  victim.standing.preempted_for = 1;
   SchedulerConfig config;
   config.policy.backfill = true;
   std::vector<Decision> d = Scheduler(config).Schedule(cluster, {Gang(1, 4), victim});

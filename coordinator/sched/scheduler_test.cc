@@ -397,9 +397,9 @@ TEST(SchedulerTest, Schedule_GangOverUnlikeGpus_HoldsEachGpuWhole) {
 
 TEST(SchedulerTest, Schedule_NoNodeWithTheFeature_IsInfeasibleNamingIt) {
   JobRequest image = Experiment(1, 1.0);
-  image.needs_container_runtime = true;
+  image.constraints.needs_container_runtime = true;
   JobRequest limits = Experiment(2, 1.0);
-  limits.needs_cgroup_limits = true;
+  limits.constraints.needs_cgroup_limits = true;
   std::vector<Decision> d = ScheduleOn({Node("a", 2)}, {image, limits});
   EXPECT_EQ(d[0].outcome, Outcome::kInfeasible);
   EXPECT_THAT(d[0].reason, ::testing::HasSubstr("no node has a container runtime"));
@@ -592,7 +592,7 @@ TEST(SchedulerTest, Schedule_ExcludedNode_GangGoesElsewhere) {
   // Nodes a, b, c: 1 GPU each. A 2 x 1 gang with a excluded (its pre-flight
   // failed there) takes b and c, although a comes first by name.
   JobRequest gang = Gang(1, 2, 1);
-  gang.excluded_nodes = {"a"};
+  gang.constraints.excluded_nodes = {"a"};
   std::vector<Decision> d =
       ScheduleOn({Node("a", 1), Node("b", 1), Node("c", 1)}, {gang});
   ASSERT_EQ(d[0].outcome, Outcome::kPlaced);
@@ -604,7 +604,7 @@ TEST(SchedulerTest, Schedule_ExcludedNodeLeavesTooFew_WaitsNotInfeasible) {
   // hold it. It waits (never infeasible on account of an exclusion), and
   // another job can still use b.
   JobRequest gang = Gang(1, 2, 1);
-  gang.excluded_nodes = {"b"};
+  gang.constraints.excluded_nodes = {"b"};
   std::vector<Decision> d = ScheduleOn({Node("a", 1), Node("b", 1)},
                                        {gang, Experiment(2, 1.0)});
   ASSERT_EQ(d.size(), 2u);
@@ -625,7 +625,7 @@ TEST(SchedulerTest, Schedule_JobWithImage_OnlyOnNodesWithAContainerRuntime) {
   NodeState b = Node("b", 1);
   b.container_runtime = true;
   JobRequest boxed = Experiment(1, 1.0);
-  boxed.needs_container_runtime = true;
+  boxed.constraints.needs_container_runtime = true;
   std::vector<Decision> d = ScheduleOn({a, b}, {boxed, Experiment(2, 1.0)});
   ASSERT_EQ(d.size(), 2u);
   ASSERT_EQ(d[0].outcome, Outcome::kPlaced);

@@ -1,8 +1,10 @@
-// Scheduler: gangs (all-or-nothing on whole free GPUs). PACK tries layouts
-// fewest nodes first on best-fit nodes; SPREAD most nodes first on the
-// emptiest nodes; within a node, GPUs of one NVLink island when one has
-// enough. From the per-count node buckets or by the reference scan of every
-// node; placing one, and why one waits.
+// Scheduler: gangs (GangPlacer; all-or-nothing on whole free GPUs). PACK
+// tries layouts fewest nodes first on best-fit nodes; SPREAD most nodes first
+// on the emptiest nodes; within a node, GPUs of one NVLink island when one
+// has enough. From the per-count node buckets or by the reference scan of
+// every node; placing one, and why one waits.
+
+#include "coordinator/sched/gang_placer.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,28 +18,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/sched/scheduler_internal.h"
 
 namespace trainctl::sched::internal {
-
-// Whole free GPUs of node `n` a gang may take now.
-int SchedulePass::GangFreeCount(int n, bool honor_hold) const {
-  if (indexed_) return honor_hold ? unheld_free_[n] : whole_free_[n];
-  const NodeState& node = nodes_[n];
-  if (!node.schedulable) return 0;
-  int count = 0;
-  for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
-    if (IsWholeFree(node.gpus[g]) && !(honor_hold && IsHeld(n, g))) ++count;
-  }
-  return count;
-}
 
 // `count` whole free GPUs of node `n` (it has enough), as positions sorted
 // by GPU index: from the smallest NVLink island with enough free GPUs, else
 // the lowest indices.
-std::vector<int> SchedulePass::PickGpus(int n, int count,
-                                        bool honor_hold) const {
-  const std::vector<GpuState>& gpus = nodes_[n].gpus;
+std::vector<int> GangPlacer::PickGpus(int n, int count, bool honor_hold) const {
+  const std::vector<GpuState>& gpus = state_.nodes()[n].gpus;
   const int size = static_cast<int>(gpus.size());
   std::vector<int> order(size);
   std::iota(order.begin(), order.end(), 0);
@@ -54,8 +42,8 @@ std::vector<int> SchedulePass::PickGpus(int n, int count,
     return g;
   };
   for (int g = 0; g < size; ++g) {
-    // nodes_ leaves the peers out (MutableCopy); the snapshot has them.
-    for (int peer : cluster_nodes_[n].gpus[g].nvlink_peers) {
+    // The working copy leaves the peers out; the snapshot has them.
+    for (int peer : state_.cluster_nodes()[n].gpus[g].nvlink_peers) {
       auto it = position_of_index.find(peer);
       if (it != position_of_index.end()) parent[find(g)] = find(it->second);
     }
@@ -63,7 +51,7 @@ std::vector<int> SchedulePass::PickGpus(int n, int count,
   // Free positions per island root, in index order.
   absl::flat_hash_map<int, std::vector<int>> free_by_island;
   for (int g : order) {
-    if (IsWholeFree(gpus[g]) && !(honor_hold && IsHeld(n, g))) {
+    if (IsWholeFree(gpus[g]) && !(honor_hold && state_.IsHeld(n, g))) {
       free_by_island[find(g)].push_back(g);
     }
   }
@@ -83,7 +71,7 @@ std::vector<int> SchedulePass::PickGpus(int n, int count,
   }
   for (int g : order) {
     if (static_cast<int>(picked.size()) == count) break;
-    if (IsWholeFree(gpus[g]) && !(honor_hold && IsHeld(n, g))) {
+    if (IsWholeFree(gpus[g]) && !(honor_hold && state_.IsHeld(n, g))) {
       picked.push_back(g);
     }
   }
@@ -92,23 +80,22 @@ std::vector<int> SchedulePass::PickGpus(int n, int count,
 
 // Where `job` would go now: the first layout (fewest nodes) that fits, on
 // the best-fit nodes (fewest free GPUs left, then name).
-std::optional<GangPlan> SchedulePass::FindGang(const JobRequest& job,
-                                               bool honor_hold) const {
-  return indexed_ ? FindGangIndexed(job, honor_hold)
-                  : FindGangLinear(job, honor_hold);
+std::optional<GangPlan> GangPlacer::Find(const JobRequest& job,
+                                         bool honor_hold) const {
+  return state_.indexed() ? FindIndexed(job, honor_hold)
+                          : FindLinear(job, honor_hold);
 }
 
 // FindGang from the per-count node buckets: nodes with >= per_node free
 // GPUs are the buckets per_node..max, already in (count, name) order.
 // O(layouts x (GPUs per node + nodes taken x log nodes)).
-std::optional<GangPlan> SchedulePass::FindGangIndexed(const JobRequest& job,
-                                                      bool honor_hold) const {
-  const std::vector<NodeBucket>& buckets =
-      honor_hold ? unheld_buckets_ : all_buckets_;
+std::optional<GangPlan> GangPlacer::FindIndexed(const JobRequest& job,
+                                                bool honor_hold) const {
+  const std::vector<FreeCapacityIndex::NodeBucket>& buckets =
+      state_.index().Buckets(honor_hold);
   const int max_count = static_cast<int>(buckets.size()) - 1;
   const bool spread = job.placement == GangPlacement::kSpread;
-  Layouts layouts =
-      GangLayouts(job, static_cast<int>(nodes_.size()));
+  Layouts layouts = GangLayouts(job, static_cast<int>(state_.nodes().size()));
   if (spread) std::reverse(layouts.begin(), layouts.end());
   for (const Layout& layout : layouts) {
     if (layout.per_node > max_count) continue;
@@ -135,29 +122,21 @@ std::optional<GangPlan> SchedulePass::FindGangIndexed(const JobRequest& job,
   return std::nullopt;
 }
 
-// Whether FindGangIndexed would find a plan, without making it.
-bool SchedulePass::GangFitsIndexed(const JobRequest& job,
-                                   bool honor_hold) const {
-  const std::vector<NodeBucket>& buckets =
-      honor_hold ? unheld_buckets_ : all_buckets_;
-  const int max_count = static_cast<int>(buckets.size()) - 1;
-  for (const Layout& layout :
-       GangLayouts(job, static_cast<int>(nodes_.size()))) {
-    int64_t fitting = 0;
-    for (int k = std::max(layout.per_node, 1); k <= max_count; ++k) {
-      fitting += static_cast<int64_t>(buckets[k].size());
-    }
-    if (fitting >= layout.nodes) return true;
-  }
-  return false;
+bool GangPlacer::Fits(const JobRequest& job, bool honor_hold) const {
+  if (!state_.indexed()) return Find(job, honor_hold).has_value();
+  return state_.index().AnyLayoutFits(
+      GangLayouts(job, static_cast<int>(state_.nodes().size())), honor_hold);
 }
 
 // The reference: every node, O(GPUs + nodes log nodes) per layout.
-std::optional<GangPlan> SchedulePass::FindGangLinear(const JobRequest& job,
-                                                     bool honor_hold) const {
-  const int node_count = static_cast<int>(nodes_.size());
+std::optional<GangPlan> GangPlacer::FindLinear(const JobRequest& job,
+                                               bool honor_hold) const {
+  const std::vector<NodeState>& nodes = state_.nodes();
+  const int node_count = static_cast<int>(nodes.size());
   std::vector<int> free(node_count);
-  for (int n = 0; n < node_count; ++n) free[n] = GangFreeCount(n, honor_hold);
+  for (int n = 0; n < node_count; ++n) {
+    free[n] = state_.GangFreeCount(n, honor_hold);
+  }
   const bool spread = job.placement == GangPlacement::kSpread;
   Layouts layouts = GangLayouts(job, node_count);
   // SPREAD: the most nodes first.
@@ -172,8 +151,8 @@ std::optional<GangPlan> SchedulePass::FindGangLinear(const JobRequest& job,
     std::sort(candidates.begin(), candidates.end(), [&](int a, int b) {
       const int fa = spread ? -free[a] : free[a];
       const int fb = spread ? -free[b] : free[b];
-      return std::make_tuple(fa, absl::string_view(nodes_[a].name)) <
-             std::make_tuple(fb, absl::string_view(nodes_[b].name));
+      return std::make_tuple(fa, absl::string_view(nodes[a].name)) <
+             std::make_tuple(fb, absl::string_view(nodes[b].name));
     });
     GangPlan plan;
     for (int i = 0; i < layout.nodes; ++i) {
@@ -185,13 +164,13 @@ std::optional<GangPlan> SchedulePass::FindGangLinear(const JobRequest& job,
   return std::nullopt;
 }
 
-bool SchedulePass::PlaceGang(const JobRequest& job, bool honor_hold,
-                             Placement& placement) {
-  std::optional<GangPlan> plan = FindGang(job, honor_hold);
+bool GangPlacer::Place(const JobRequest& job, bool honor_hold,
+                       Placement& placement) {
+  std::optional<GangPlan> plan = Find(job, honor_hold);
   if (!plan) return false;
   int64_t per_gpu = -1;  // the smallest GPU's size, for display only
   for (const auto& [n, positions] : plan->nodes) {
-    NodeState& node = nodes_[n];
+    NodeState& node = state_.MutableNode(n);
     NodeAssignment assignment;
     assignment.node = node.name;
     for (int g : positions) {
@@ -204,7 +183,7 @@ bool SchedulePass::PlaceGang(const JobRequest& job, bool honor_hold,
       }
     }
     placement.nodes.push_back(std::move(assignment));
-    NodeChanged(n);
+    state_.NodeChanged(n);
   }
   placement.reserved_bytes_per_gpu = per_gpu;
   placement.whole_gpus = true;
@@ -213,41 +192,42 @@ bool SchedulePass::PlaceGang(const JobRequest& job, bool honor_hold,
 
 // The layouts of `job` this cluster could ever hold (not empty for a job
 // that passed InfeasibleReason).
-Layouts SchedulePass::PossibleLayouts(const JobRequest& job) const {
+Layouts GangPlacer::PossibleLayouts(const JobRequest& job) const {
+  const ClusterShape& shape = state_.shape();
   Layouts layouts;
-  for (const Layout& layout : GangLayouts(job, shape_.node_count)) {
-    if (shape_.CouldEverHold(layout)) layouts.push_back(layout);
+  for (const Layout& layout : GangLayouts(job, shape.node_count)) {
+    if (shape.CouldEverHold(layout)) layouts.push_back(layout);
   }
   return layouts;
 }
 
-SchedulePass::GangFacts SchedulePass::GangWaitFacts(
-    const JobRequest& job) const {
+GangFacts GangPlacer::WaitFacts(const JobRequest& job, bool hold_taken) const {
   GangFacts f;
-  if (hold_taken_ && FitsNow(job, /*honor_hold=*/false)) {
+  if (hold_taken && Fits(job, /*honor_hold=*/false)) {
     f.blocked_by_hold = true;
     return f;
   }
   const int per_node = PossibleLayouts(job).front().per_node;
-  if (indexed_) {
-    for (int k = static_cast<int>(all_buckets_.size()) - 1; k >= 0; --k) {
-      if (all_buckets_[k].empty()) continue;
+  if (state_.indexed()) {
+    const std::vector<FreeCapacityIndex::NodeBucket>& buckets =
+        state_.index().Buckets(/*honor_hold=*/false);
+    for (int k = static_cast<int>(buckets.size()) - 1; k >= 0; --k) {
+      if (buckets[k].empty()) continue;
       if (f.max_free == 0) f.max_free = k;
-      if (k >= per_node) f.big_enough += static_cast<int>(all_buckets_[k].size());
+      if (k >= per_node) f.big_enough += static_cast<int>(buckets[k].size());
     }
     return f;
   }
-  for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
-    const int free = GangFreeCount(n, /*honor_hold=*/false);
+  for (int n = 0; n < static_cast<int>(state_.nodes().size()); ++n) {
+    const int free = state_.GangFreeCount(n, /*honor_hold=*/false);
     f.max_free = std::max(f.max_free, free);
     if (free >= per_node) ++f.big_enough;
   }
   return f;
 }
 
-std::string SchedulePass::GangWaitReason(const JobRequest& job,
-                                         const GangFacts& f) const {
-  if (f.blocked_by_hold) return BlockedByHoldReason();
+std::string GangPlacer::WaitReason(const JobRequest& job,
+                                   const GangFacts& f) const {
   std::vector<std::string> wanted;
   const Layouts layouts = PossibleLayouts(job);
   for (const Layout& layout : layouts) {
@@ -265,7 +245,7 @@ std::string SchedulePass::GangWaitReason(const JobRequest& job,
                             big_enough == 1 ? "node has" : "nodes have",
                             first.per_node);
   return absl::StrFormat("waiting for %s (now %s%s)", JoinList(wanted, "or"),
-                         now, shape_.LostNote());
+                         now, state_.shape().LostNote());
 }
 
 }  // namespace trainctl::sched::internal

@@ -1,33 +1,34 @@
 // Scheduler: the free-capacity indexes (SchedulerConfig.linear_search off):
 // per GPU memory size, the GPUs that can take another task in best-fit
 // order; per count, the schedulable nodes with that many whole free GPUs.
-// Kept equal to what the linear scans would compute from nodes_ and held_:
-// every change to either goes through NodeChanged(n). Also the pass's
-// working copy of the nodes (MutableCopy).
+// Kept equal to what the linear scans would compute from the pass's nodes and
+// held marks: every change to either goes through NodeChanged(n).
+
+#include "coordinator/sched/free_capacity_index.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "coordinator/sched/scheduler_internal.h"
-
 namespace trainctl::sched::internal {
 
-void SchedulePass::BuildIndexes() {
-  const int node_count = static_cast<int>(nodes_.size());
+void FreeCapacityIndex::Build(const std::vector<NodeState>& nodes,
+                              const HeldGpus& held) {
+  const int node_count = static_cast<int>(nodes.size());
   // Equal names share a rank, as they compare equal in the linear scans.
   std::vector<int> by_name(node_count);
   std::iota(by_name.begin(), by_name.end(), 0);
-  std::stable_sort(by_name.begin(), by_name.end(), [this](int a, int b) {
-    return nodes_[a].name < nodes_[b].name;
+  std::stable_sort(by_name.begin(), by_name.end(), [&nodes](int a, int b) {
+    return nodes[a].name < nodes[b].name;
   });
   name_rank_.assign(node_count, 0);
   for (int i = 0; i < node_count; ++i) {
-    const bool same = i > 0 && nodes_[by_name[i]].name ==
-                                   nodes_[by_name[i - 1]].name;
+    const bool same =
+        i > 0 && nodes[by_name[i]].name == nodes[by_name[i - 1]].name;
     name_rank_[by_name[i]] = same ? name_rank_[by_name[i - 1]] : i;
   }
   size_t max_gpus = 0;
@@ -35,7 +36,7 @@ void SchedulePass::BuildIndexes() {
   exp_key_.resize(node_count);
   free_key_.resize(node_count);
   for (int n = 0; n < node_count; ++n) {
-    const NodeState& node = nodes_[n];
+    const NodeState& node = nodes[n];
     max_gpus = std::max(max_gpus, node.gpus.size());
     class_of_[n].assign(node.gpus.size(), -1);
     exp_key_[n].assign(node.gpus.size(), std::nullopt);
@@ -60,22 +61,19 @@ void SchedulePass::BuildIndexes() {
   whole_free_.assign(node_count, 0);
   unheld_free_.assign(node_count, 0);
   node_indexed_.assign(node_count, false);
-  for (int n = 0; n < node_count; ++n) NodeChanged(n);
+  for (int n = 0; n < node_count; ++n) NodeChanged(nodes, held, n);
 }
 
-// Re-indexes node `n` after its GPUs or its held_ marks changed.
-// Only the entries whose keys changed are touched.
-void SchedulePass::NodeChanged(int n) {
-  ++state_version_;
-  if (!indexed_) return;
-  const NodeState& node = nodes_[n];
+void FreeCapacityIndex::NodeChanged(const std::vector<NodeState>& nodes,
+                                    const HeldGpus& held, int n) {
+  const NodeState& node = nodes[n];
   if (!node.schedulable) return;  // Never indexed.
   int whole_free = 0;
   int unheld_free = 0;
   for (int g = 0; g < static_cast<int>(node.gpus.size()); ++g) {
     if (!IsWholeFree(node.gpus[g])) continue;
     ++whole_free;
-    if (!IsHeld(n, g)) ++unheld_free;
+    if (!held[n][g]) ++unheld_free;
   }
   const std::pair<int, int> entry(name_rank_[n], n);
   if (!node_indexed_[n] || whole_free != whole_free_[n]) {
@@ -100,7 +98,7 @@ void SchedulePass::NodeChanged(int n) {
       free_key_[n][g] = free;
     }
     std::optional<ExpKey> key;
-    if (gpu.task_count < config_.max_tasks_per_gpu) {
+    if (gpu.task_count < max_tasks_per_gpu_) {
       key = ExpKey{free, whole_free, name_rank_[n], gpu.index, n, g};
     }
     if (key != exp_key_[n][g]) {
@@ -111,27 +109,41 @@ void SchedulePass::NodeChanged(int n) {
   }
 }
 
-// `nodes` without what the pass never reads or changes (GPU UUIDs and
-// NVLink peers, read from the snapshot): no allocation per GPU.
-std::vector<NodeState> SchedulePass::MutableCopy(
-    const std::vector<NodeState>& nodes) {
-  std::vector<NodeState> copy(nodes.size());
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    copy[n].name = nodes[n].name;
-    copy[n].schedulable = nodes[n].schedulable;
-    copy[n].container_runtime = nodes[n].container_runtime;
-    copy[n].cgroups = nodes[n].cgroups;
-    copy[n].gpus.resize(nodes[n].gpus.size());
-    for (size_t g = 0; g < nodes[n].gpus.size(); ++g) {
-      const GpuState& from = nodes[n].gpus[g];
-      GpuState& to = copy[n].gpus[g];
-      to.index = from.index;
-      to.memory_total_bytes = from.memory_total_bytes;
-      to.reserved_bytes = from.reserved_bytes;
-      to.task_count = from.task_count;
+std::optional<GpuRef> FreeCapacityIndex::BestExperimentGpu(
+    const JobRequest& job, bool honor_hold, const HeldGpus& held) const {
+  std::optional<GpuRef> best;
+  // (room left after placing, then ExpKey's ties).
+  std::tuple<int64_t, int, int, int, int, int> best_key;
+  for (const MemoryClass& c : classes_) {
+    const int64_t want = ReservationBytes(job, c.memory_bytes);
+    auto it = c.gpus.lower_bound(
+        ExpKey{want, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN});
+    for (; it != c.gpus.end(); ++it) {
+      const auto& [free, whole_free, rank, index, n, g] = *it;
+      if (honor_hold && held[n][g]) continue;
+      auto key = std::make_tuple(free - want, whole_free, rank, index, n, g);
+      if (!best || key < best_key) {
+        best = GpuRef{n, g};
+        best_key = key;
+      }
+      break;
     }
   }
-  return copy;
+  return best;
+}
+
+bool FreeCapacityIndex::AnyLayoutFits(const Layouts& layouts,
+                                      bool honor_hold) const {
+  const std::vector<NodeBucket>& buckets = Buckets(honor_hold);
+  const int max_count = static_cast<int>(buckets.size()) - 1;
+  for (const Layout& layout : layouts) {
+    int64_t fitting = 0;
+    for (int k = std::max(layout.per_node, 1); k <= max_count; ++k) {
+      fitting += static_cast<int64_t>(buckets[k].size());
+    }
+    if (fitting >= layout.nodes) return true;
+  }
+  return false;
 }
 
 }  // namespace trainctl::sched::internal

@@ -1,10 +1,13 @@
-// Scheduler: interleave packing (PolicyConfig.interleave): groups of running
-// jobs with identical placements, and packing a waiting gang onto the group
-// it interleaves with best. The interleave arithmetic itself is in
-// interleave.cc.
+// Scheduler: interleave packing (InterleavePacker, PolicyConfig.interleave):
+// groups of running jobs with identical placements, and packing a waiting
+// gang onto the group it interleaves with best. The interleave arithmetic
+// itself is in interleave.cc.
+
+#include "coordinator/sched/interleave_packer.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,16 +16,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
-#include "coordinator/sched/scheduler_internal.h"
 
 namespace trainctl::sched::internal {
 
 // The identity of a placement: node names and GPU indices in rank order.
-std::string SchedulePass::PlacementKey(const Placement& placement) {
+std::string InterleavePacker::PlacementKey(const Placement& placement) {
   std::string key;
   for (const NodeAssignment& a : placement.nodes) {
-    absl::StrAppend(&key, a.node, ":", absl::StrJoin(a.gpu_indices, ","),
-                    ";");
+    absl::StrAppend(&key, a.node, ":", absl::StrJoin(a.gpu_indices, ","), ";");
   }
   return key;
 }
@@ -30,21 +31,21 @@ std::string SchedulePass::PlacementKey(const Placement& placement) {
 // Groups the running jobs by placement, once per call, when packing is on
 // and some gang of the queue has a usable profile (otherwise packing
 // costs nothing).
-void SchedulePass::InitInterleave(const std::vector<JobRequest>& queue) {
-  if (!policy_.interleave.enabled) return;
-  interleave_active_ =
-      std::any_of(queue.begin(), queue.end(), [](const JobRequest& j) {
-        return j.kind == JobKind::kGang && j.interleave.usable();
-      });
-  if (!interleave_active_) return;
-  for (int i = 0; i < static_cast<int>(running_.size()); ++i) {
-    AddGroupMember(running_[i].placement,
-                   {running_[i].job_id, &running_[i].interleave, i});
+void InterleavePacker::Init(const std::vector<JobRequest>& queue) {
+  if (!state_.policy().interleave.enabled) return;
+  active_ = std::any_of(queue.begin(), queue.end(), [](const JobRequest& j) {
+    return j.kind == JobKind::kGang && j.interleave.usable();
+  });
+  if (!active_) return;
+  const std::vector<RunningJob>& running = state_.running();
+  for (int i = 0; i < static_cast<int>(running.size()); ++i) {
+    AddMember(running[i].placement,
+              {running[i].job_id, &running[i].interleave, i});
   }
 }
 
-void SchedulePass::AddGroupMember(const Placement& placement,
-                                  GroupMember member) {
+void InterleavePacker::AddMember(const Placement& placement,
+                                 GroupMember member) {
   const std::string key = PlacementKey(placement);
   auto [it, added] = group_of_.try_emplace(key, groups_.size());
   if (added) {
@@ -59,8 +60,12 @@ void SchedulePass::AddGroupMember(const Placement& placement,
 
 // Whether `job` may join group `g` apart from the interleave criterion:
 // its GPU count and layout, free of the hold, on schedulable nodes.
-bool SchedulePass::GroupTakes(const JobRequest& job, const PackGroup& g) const {
-  if (g.gpus != static_cast<int>(DemandGpus(job))) return false;
+bool InterleavePacker::GroupTakes(const JobRequest& job, const PackGroup& g,
+                                  bool hold_taken) const {
+  if (g.gpus !=
+      static_cast<int>(DemandGpus(job, state_.shape().max_gpu_memory_bytes))) {
+    return false;
+  }
   if (job.nodes >= 1) {
     if (static_cast<int>(g.placement.nodes.size()) != job.nodes) return false;
     for (const NodeAssignment& a : g.placement.nodes) {
@@ -70,14 +75,14 @@ bool SchedulePass::GroupTakes(const JobRequest& job, const PackGroup& g) const {
     }
   }
   for (const NodeAssignment& a : g.placement.nodes) {
-    auto it = node_index_.find(a.node);
-    if (it == node_index_.end()) return false;
-    const int n = it->second;
-    if (!nodes_[n].schedulable) return false;
-    if (!hold_taken_) continue;
-    const std::vector<GpuState>& gpus = nodes_[n].gpus;
+    const std::optional<int> index = state_.NodeIndex(a.node);
+    if (!index) return false;
+    const int n = *index;
+    if (!state_.nodes()[n].schedulable) return false;
+    if (!hold_taken) continue;
+    const std::vector<GpuState>& gpus = state_.nodes()[n].gpus;
     for (int pos = 0; pos < static_cast<int>(gpus.size()); ++pos) {
-      if (IsHeld(n, pos) &&
+      if (state_.IsHeld(n, pos) &&
           std::find(a.gpu_indices.begin(), a.gpu_indices.end(),
                     gpus[pos].index) != a.gpu_indices.end()) {
         return false;
@@ -90,43 +95,43 @@ bool SchedulePass::GroupTakes(const JobRequest& job, const PackGroup& g) const {
 // (interleaved iteration time, utilization) of `members`, memoized by the
 // members' profiles (jobs of one model share a profile, so a long queue
 // asks the same few questions).
-std::pair<double, double> SchedulePass::GroupFigures(
+std::pair<double, double> InterleavePacker::GroupFigures(
     std::vector<const InterleaveProfile*> members) {
   std::vector<double> key = CanonicalGroupKey(members);
   auto it = figures_.find(key);
   if (it != figures_.end()) return it->second;
   const auto span = absl::MakeConstSpan(members);
   std::pair<double, double> figures(0, 0);
-  if (InterleaveWorthwhile(span, policy_.interleave)) {
-    figures = {InterleavedIterationTime(span, policy_.interleave),
-               InterleaveUtilization(span, policy_.interleave)};
+  const InterleaveConfig& config = state_.policy().interleave;
+  if (InterleaveWorthwhile(span, config)) {
+    figures = {InterleavedIterationTime(span, config),
+               InterleaveUtilization(span, config)};
   }
   figures_.emplace(std::move(key), figures);
   return figures;
 }
 
-// Packs `job` onto the best group that takes it (the header's rule);
-// fills `decision` and applies the placement when it does.
-bool SchedulePass::TryInterleave(const JobRequest& job, Decision& decision) {
-  if (!interleave_active_ || job.kind != JobKind::kGang ||
-      !job.interleave.usable() || job.victims_stopping) {
+bool InterleavePacker::TryPack(const JobRequest& job, bool hold_taken,
+                               Decision& decision) {
+  if (!active_ || job.kind != JobKind::kGang || !job.interleave.usable() ||
+      job.standing.victims_stopping) {
     return false;
   }
   // A job of the same shape and profile found no group since the last
   // change to the cluster (every placement, packing, preemption and the
-  // hold bump state_version_): this one finds none either. So a long
+  // hold bump the state version): this one finds none either. So a long
   // queue costs one search per distinct (shape, profile), not per job.
-  std::vector<double> key = {static_cast<double>(DemandGpus(job)),
-                             static_cast<double>(job.nodes),
-                             static_cast<double>(job.gpus_per_node),
-                             job.interleave.iteration_time};
+  std::vector<double> key = {
+      static_cast<double>(DemandGpus(job, state_.shape().max_gpu_memory_bytes)),
+      static_cast<double>(job.nodes), static_cast<double>(job.gpus_per_node),
+      job.interleave.iteration_time};
   key.insert(key.end(), job.interleave.resource_time.begin(),
              job.interleave.resource_time.end());
   // Exclusions (pre-flight) make a job's view its own: not remembered.
-  const bool memo = job.excluded_nodes.empty();
-  auto failed = interleave_failed_.find(key);
-  if (memo && failed != interleave_failed_.end() &&
-      failed->second == state_version_) {
+  const bool memo = job.constraints.excluded_nodes.empty();
+  auto failed = failed_.find(key);
+  if (memo && failed != failed_.end() &&
+      failed->second == state_.state_version()) {
     return false;
   }
   int best = -1;
@@ -135,12 +140,12 @@ bool SchedulePass::TryInterleave(const JobRequest& job, Decision& decision) {
   std::vector<const InterleaveProfile*> profiles;
   for (int gi = 0; gi < static_cast<int>(groups_.size()); ++gi) {
     const PackGroup& g = groups_[gi];
-    if (!GroupTakes(job, g)) continue;
+    if (!GroupTakes(job, g, hold_taken)) continue;
     profiles.clear();
     bool ok = true;
     for (const GroupMember& m : g.members) {
       // Preempted by this call: gone from these GPUs.
-      if (m.running >= 0 && evicted_[m.running]) continue;
+      if (m.running >= 0 && state_.evicted(m.running)) continue;
       if (!m.profile->usable()) {
         ok = false;
         break;
@@ -148,7 +153,8 @@ bool SchedulePass::TryInterleave(const JobRequest& job, Decision& decision) {
       profiles.push_back(m.profile);
     }
     if (!ok || profiles.empty() ||
-        static_cast<int>(profiles.size()) >= policy_.interleave.max_jobs) {
+        static_cast<int>(profiles.size()) >=
+            state_.policy().interleave.max_jobs) {
       continue;
     }
     profiles.push_back(&job.interleave);
@@ -162,18 +168,18 @@ bool SchedulePass::TryInterleave(const JobRequest& job, Decision& decision) {
     }
   }
   if (best < 0) {
-    if (memo) interleave_failed_[std::move(key)] = state_version_;
+    if (memo) failed_[std::move(key)] = state_.state_version();
     return false;
   }
   const Placement placement = groups_[best].placement;
   for (const GroupMember& m : groups_[best].members) {
-    if (m.running >= 0 && evicted_[m.running]) continue;
+    if (m.running >= 0 && state_.evicted(m.running)) continue;
     decision.packed_with.push_back(m.job_id);
   }
   std::sort(decision.packed_with.begin(), decision.packed_with.end());
   for (const NodeAssignment& a : placement.nodes) {
-    const int n = node_index_.at(a.node);
-    for (GpuState& gpu : nodes_[n].gpus) {
+    const int n = *state_.NodeIndex(a.node);
+    for (GpuState& gpu : state_.MutableNode(n).gpus) {
       if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) ==
           a.gpu_indices.end()) {
         continue;
@@ -181,7 +187,7 @@ bool SchedulePass::TryInterleave(const JobRequest& job, Decision& decision) {
       gpu.reserved_bytes += PlacementBytesOn(placement, gpu);
       gpu.task_count += 1;
     }
-    NodeChanged(n);
+    state_.NodeChanged(n);
   }
   decision.outcome = Outcome::kPlaced;
   decision.placement = placement;
@@ -190,7 +196,6 @@ bool SchedulePass::TryInterleave(const JobRequest& job, Decision& decision) {
   decision.reason = absl::StrFormat(
       "interleaved with job%s %s on their GPUs (multi-resource packing)",
       ids.size() == 1 ? "" : "s", JoinList(ids, "and"));
-  Account(job, placement);
   return true;
 }
 
