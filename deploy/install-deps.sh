@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what trainctl needs to build and test, from Debian 12's packages
-# (Debian 12's versions). Quick when everything is there already.
+# (Debian 12's versions). Asks dpkg-query which are installed and runs
+# apt-get (update, install) only when one is missing; says which in one line
+# either way. deploy/quickstart_test.sh checks both cases.
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git python3 procps
@@ -40,11 +42,12 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages are installed; no apt-get" >&2
   exit 0
 fi
 SUDO=
 if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
-echo "installing: ${missing[*]}" >&2
+echo "install-deps: ${#missing[@]} of ${#PACKAGES[@]} packages missing; apt-get install ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -10,7 +10,13 @@ KEEP=0
 [[ ${1:-} == --keep ]] && KEEP=1
 
 deploy/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Configured once (a build/ of another generator is kept); later runs only
+# rebuild what changed.
+if [[ -f build/CMakeCache.txt && (-f build/build.ninja || -f build/Makefile) ]]; then
+  echo "quickstart: build/ is configured; building what changed" >&2
+else
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
 # The agent's helpers too: the task shim (tasks as their users, in their
 # cgroups), trainctl-container-env (--image with podman) and the fake
 # pre-flight probe (a gang over two nodes on fake GPUs is probed with it).

@@ -1,5 +1,7 @@
-// Vite builds the dashboard into dist/ (served by trainctl-gateway
-// -static-dir); `npm run dev` proxies /v1/ to a gateway on 127.0.0.1:8080.
+// `npm run build` builds the dashboard into dist/; client/web/build.sh OUT_DIR
+// (the trainctl-web CMake target: build/web, which the packages ship) into
+// OUT_DIR. trainctl-gateway -static-dir serves either. `npm run dev` proxies
+// /v1/ to a gateway on 127.0.0.1:8080.
 // Vitest (npm test) runs src/**/*.test.ts with the same config.
 import { defineConfig } from "vitest/config";
 

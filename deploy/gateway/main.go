@@ -208,7 +208,7 @@ func newHandler(ctx context.Context, cfg gatewayConfig) (http.Handler, error) {
 	}
 	if cfg.StaticDir != "" {
 		if st, err := os.Stat(filepath.Join(cfg.StaticDir, "index.html")); err != nil || st.IsDir() {
-			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cd client/web && npm install && npm run build)", cfg.StaticDir)
+			return nil, fmt.Errorf("-static-dir %s: no index.html there (build the dashboard: cmake --build build --target trainctl-web, into build/web)", cfg.StaticDir)
 		}
 		mux.Handle("/", noCache(http.FileServer(http.Dir(cfg.StaticDir))))
 	} else {
@@ -225,7 +225,7 @@ func main() {
 	tlsCA := flag.String("tls-ca", "", "PEM CA certificate to verify a TLS coordinator with (default: plaintext)")
 	tlsCert := flag.String("tls-cert", "", "PEM certificate to serve HTTPS with (with -tls-key; default: HTTP)")
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
-	staticDir := flag.String("static-dir", "", "directory of static files (the web dashboard, client/web/dist) to serve outside /v1/; empty: none")
+	staticDir := flag.String("static-dir", "", "directory of static files (the web dashboard: build/web, from cmake --build build --target trainctl-web) to serve outside /v1/; empty: none")
 	readyTimeout := flag.Duration("ready-timeout", time.Second, "how long /readyz waits for the coordinator to answer before it says 503")
 	requireAuth := flag.Bool("require-auth", false, "refuse /v1/ requests without an Authorization header (401) before reading their body; set when the coordinator runs with --tokens-file")
 	showVersion := flag.Bool("version", false, "print the version and exit")

@@ -8,8 +8,9 @@
 // list (with its user and reason columns), a bad submit's error, a training
 // job's metric curves and GPU usage over time, the sweep charts (comparison
 // and the trials' curves overlaid) and the Sweeps page opening on the newest
-// sweep. Charts are read as a user reads them: uPlot's HTML legend (series
-// names, and the values at the cursor after hovering). Writes dashboard.png
+// sweep and on its --early-stop metric. Charts are read as a user reads them:
+// uPlot's HTML legend (series names, and the values at the cursor after
+// hovering). Writes dashboard.png
 // (cluster), dashboard-job.png (a training job's detail) and
 // dashboard-sweep.png to SCREENSHOT_DIR. Every wait is on a condition with a
 // deadline. Prints "N passed, 0 failed" or exits 1.
@@ -237,6 +238,25 @@ try {
   const sweepList = await page.getByTestId("sweep-select").locator("option").allTextContents();
   if (JSON.stringify(sweepList) !== JSON.stringify(["a-newest-sweep", "web-sweep"])) throw new Error(`sweep list ${JSON.stringify(sweepList)}`);
   ok(`sweeps page opens on the newest sweep (list: ${sweepList.join(", ")})`);
+
+  // A sweep that optimizes acc (JobSpec.early_stop, `trainctl sweep
+  // --early-stop acc:max`) opens both charts on acc, not on run time, though
+  // its trial also reports loss (no rung is reached: grace_steps 1000).
+  const ashaTrial = await submit({
+    name: "web-asha-t0", gpu_fraction: 0.125, sweep_id: "web-asha", params: { lr: "0.1" },
+    early_stop: { metric: "acc", mode: "max", grace_steps: "1000" },
+    ...reporter([1, 2].map((s) => [s, `loss=${1 / s} acc=${0.4 * s}`])),
+  });
+  await waitState(ashaTrial, "JOB_STATE_SUCCEEDED");
+  await page.goto(`${url}/#/sweeps?sweep=web-asha`);
+  await until("web-asha's trial curve", async () => (await labels("sweep-curves")).length === 2);
+  const yMetric = await page.getByTestId("sweep-metric").inputValue();
+  const curveMetric = await page.getByTestId("sweep-curve-metric").inputValue();
+  if (yMetric !== "m:acc" || curveMetric !== "acc")
+    throw new Error(`sweep web-asha opens on y=${yMetric}, curves of ${curveMetric}; want its metric acc (m:acc, acc)`);
+  const [, ashaLabel] = await labels("sweep-chart");
+  if (ashaLabel !== "web-asha: 1 trials with a value") throw new Error(`web-asha chart: ${ashaLabel}`);
+  ok("a sweep's charts open on its metric (early_stop acc), not on run time or loss");
 
   await page.goto(`${url}/#/jobs?name=web-sleep`);
   const row = page.locator(`[data-testid=job-row][data-job="${sleeper}"]`);

@@ -5,7 +5,8 @@
 //   #/jobs/ID        job detail: ranks, live log (follow), GPU utilization and
 //                    memory over time, metric curves (every key vs step)
 //   #/sweeps?sweep=  sweep comparison chart (metric vs hyper-parameter) and the
-//                    trials' curves of one metric overlaid; opens on the newest sweep
+//                    trials' curves of one metric overlaid; opens on the newest
+//                    sweep, both charts on the sweep's metric
 //   #/submit         submit form
 import "./style.css";
 import * as api from "./api";
@@ -29,7 +30,7 @@ import {
   utilColor,
   type JobFilter,
 } from "./format";
-import { align, metricCurves, sweepsNewestFirst, trialCurves, usageSeries } from "./series";
+import { align, metricCurves, sweepMetric, sweepsNewestFirst, trialCurves, usageSeries } from "./series";
 import type { Job, JobSpec, JobUsageSample, MetricSeries, NodeView } from "./types";
 
 /** How often views poll the gateway, ms. */
@@ -463,7 +464,7 @@ function sweepsView(params: URLSearchParams): Cleanup {
     view,
     h("h2", {}, "Sweeps"),
     h("div", { class: "filters" }, sweepSel, " x: ", paramSel, " y: ", metricSel),
-    h("p", { class: "small" }, "Each point is a trial (job) of the sweep; its hyper-parameters are JobSpec.params. The metrics the trials reported (where the coordinator records them) join run time among the y choices."),
+    h("p", { class: "small" }, "Each point is a trial (job) of the sweep; its hyper-parameters are JobSpec.params. The charts open on the sweep's metric (the one its --early-stop names, else loss or the first reported); the metrics the trials reported join run time among the y choices."),
     scatterBox,
     h("h3", {}, "Trial curves"),
     h("div", { class: "filters" }, "metric: ", curveSel),
@@ -475,6 +476,10 @@ function sweepsView(params: URLSearchParams): Cleanup {
   const curvePlot = new Plot(curveBox, 280);
   let all: Job[] = [];
   let sweep = params.get("sweep") ?? "";
+  // Whether the user picked the comparison's y or the curves' metric for this
+  // sweep; until then both follow the sweep's metric (sweepMetric).
+  let yPicked = false;
+  let curvePicked = false;
   const trialsOf = (s: string) => all.filter((j) => j.spec?.sweep_id === s);
   // Metrics the trials reported (GetMetrics summaries, where the coordinator
   // has them); a final trial's summary is fetched once.
@@ -507,10 +512,17 @@ function sweepsView(params: URLSearchParams): Cleanup {
     const ms = runTimeMs(j, Date.now());
     return ms > 0 ? ms / 1000 : null;
   };
-  // The keys the trials reported; the curve select keeps its choice, else
-  // shows "loss" where there is one, else the first key.
-  const metricKeys = (trials: Job[]) => [...new Set(trials.flatMap((t) => (summaries.get(t.id)?.series ?? []).map((m) => m.key)))].sort();
-  const curveKey = (keys: string[]) => (keys.includes(curveSel.value) ? curveSel.value : keys.includes("loss") ? "loss" : (keys[0] ?? ""));
+  // The keys the trials reported, and the sweep's own metric (its spec's
+  // early_stop.metric) before any trial reported it.
+  const reportedKeys = (trials: Job[]) => [...new Set(trials.flatMap((t) => (summaries.get(t.id)?.series ?? []).map((m) => m.key)))].sort();
+  const metricKeys = (trials: Job[]) => {
+    const keys = reportedKeys(trials);
+    const own = sweepMetric(trials, keys);
+    return own && !keys.includes(own) ? [...keys, own].sort() : keys;
+  };
+  // The curve select keeps the user's choice, else shows the sweep's metric.
+  const curveKey = (trials: Job[], keys: string[]) =>
+    curvePicked && keys.includes(curveSel.value) ? curveSel.value : sweepMetric(trials, reportedKeys(trials));
   const render = () => {
     const ids = sweepsNewestFirst(all);
     if (!sweep && ids.length) sweep = ids[0];
@@ -522,9 +534,10 @@ function sweepsView(params: URLSearchParams): Cleanup {
     fill(paramSel, names.map((n) => h("option", { value: n }, n)));
     paramSel.value = param;
     const keys = metricKeys(trials);
-    const chosen = metricSel.value;
+    const own = sweepMetric(trials, reportedKeys(trials));
+    const chosen = yPicked ? metricSel.value : own ? `m:${own}` : "runtime";
     fill(metricSel, h("option", { value: "runtime" }, "run time (s)"), keys.map((k) => h("option", { value: `m:${k}` }, `${k} (last)`)));
-    metricSel.value = keys.some((k) => `m:${k}` === chosen) ? chosen : "runtime";
+    metricSel.value = chosen === "runtime" || keys.some((k) => `m:${k}` === chosen) ? chosen : "runtime";
 
     // The comparison: one point per trial at (param value, metric).
     const yLabel = metricSel.selectedOptions[0]?.textContent ?? "";
@@ -540,7 +553,7 @@ function sweepsView(params: URLSearchParams): Cleanup {
     ]);
 
     // The trials' curves of one key, overlaid.
-    const key = curveKey(keys);
+    const key = curveKey(trials, keys);
     fill(curveSel, keys.length ? keys.map((k) => h("option", { value: k }, k)) : h("option", { value: "" }, "no metrics reported"));
     curveSel.value = key;
     const curves = key ? trialCurves(trials.slice(0, 200), (id) => histories.get(`${id}\n${key}`)?.series) : [];
@@ -552,7 +565,7 @@ function sweepsView(params: URLSearchParams): Cleanup {
         `${trials.length > 200 ? ", the first 200 trials" : ""}. Click a trial in the legend to hide it.`;
     } else {
       curvePlot.clear();
-      curveNote.textContent = "No trial of this sweep has reported a metric yet (trainctl report, or trainctl_report_metric() in the training loop).";
+      curveNote.textContent = `No trial of this sweep has reported ${key || "a metric"} yet (trainctl report, or trainctl_report_metric() in the training loop).`;
     }
 
     fill(
@@ -576,18 +589,19 @@ function sweepsView(params: URLSearchParams): Cleanup {
   const update = async () => {
     const trials = trialsOf(sweep);
     await fetchSummaries(trials);
-    await fetchCurves(trials, curveKey(metricKeys(trials)));
+    await fetchCurves(trials, curveKey(trials, metricKeys(trials)));
     render();
   };
   sweepSel.addEventListener("change", () => {
     sweep = sweepSel.value;
+    yPicked = curvePicked = false;
     history.replaceState(null, "", `#/sweeps?sweep=${encodeURIComponent(sweep)}`);
     render();
     void update().catch(showError);
   });
   paramSel.addEventListener("change", render);
-  metricSel.addEventListener("change", render);
-  curveSel.addEventListener("change", () => void update().catch(showError));
+  metricSel.addEventListener("change", () => ((yPicked = true), render()));
+  curveSel.addEventListener("change", () => ((curvePicked = true), void update().catch(showError)));
   const stop = poll(async () => {
     all = await api.listJobs({ limit: 1000 });
     if (!sweep) sweep = sweepsNewestFirst(all)[0] ?? "";

@@ -1,6 +1,6 @@
 // Unit tests of the charts' data shaping (series.ts; npm test).
 import { describe, expect, it } from "vitest";
-import { align, metricCurves, newestAttempt, seriesColor, sweepsNewestFirst, trialCurves, trialLabel, usageSeries } from "./series";
+import { align, metricCurves, newestAttempt, seriesColor, sweepMetric, sweepsNewestFirst, trialCurves, trialLabel, usageSeries } from "./series";
 import type { Job, MetricPoint, MetricSeries } from "./types";
 
 const pt = (key: string, step: number, value: number, attempt = 0, rank = 0): MetricPoint => ({
@@ -113,6 +113,22 @@ describe("sweepsNewestFirst", () => {
     ];
     expect(sweepsNewestFirst(jobs)).toEqual(["c-tie", "a-new", "b-old"]);
     expect(sweepsNewestFirst([])).toEqual([]);
+  });
+});
+
+describe("sweepMetric", () => {
+  const asha = { metric: "val_acc", mode: "max", grace_steps: "100" };
+  it("is the metric the sweep optimizes (its --early-stop), reported yet or not", () => {
+    const trials = [job("1", { sweep_id: "s", early_stop: asha }), job("2", { sweep_id: "s", early_stop: asha })];
+    expect(sweepMetric(trials, ["acc", "loss", "val_acc"])).toBe("val_acc");
+    expect(sweepMetric(trials, ["loss"])).toBe("val_acc");
+    expect(sweepMetric(trials, [])).toBe("val_acc");
+  });
+  it("without one: loss where reported, else the first reported key, else none (run time)", () => {
+    const trials = [job("1", { sweep_id: "s" })];
+    expect(sweepMetric(trials, ["acc", "loss"])).toBe("loss");
+    expect(sweepMetric(trials, ["acc", "f1"])).toBe("acc");
+    expect(sweepMetric(trials, [])).toBe("");
   });
 });
 

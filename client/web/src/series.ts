@@ -128,6 +128,19 @@ export function sweepsNewestFirst(jobs: Job[]): string[] {
 }
 
 /**
+ * The metric a sweep's charts open on: the one the sweep optimizes, from its
+ * trials' spec (JobSpec.early_stop.metric, `trainctl sweep --early-stop
+ * KEY:MODE`), reported yet or not; for a sweep that names none, "loss" where
+ * a trial reported it, else the first of `reported` (sorted keys the trials
+ * reported); "" when there is none of these (the comparison shows run time).
+ */
+export function sweepMetric(trials: Job[], reported: string[]): string {
+  const named = trials.find((t) => t.spec?.early_stop?.metric)?.spec?.early_stop?.metric;
+  if (named) return named;
+  return reported.includes("loss") ? "loss" : (reported[0] ?? "");
+}
+
+/**
  * Colour of series i: hues a golden angle apart, so any number of series
  * (a sweep of 200 trials) gets distinct neighbours. Returns "hsl(h, s%, l%)".
  */

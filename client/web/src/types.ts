@@ -21,6 +21,17 @@ export interface JobSpec {
   params?: Record<string, string>;
   user?: string;
   project?: string;
+  // Early stopping of a sweep's trials (`trainctl sweep --early-stop
+  // KEY:MODE`, metrics.proto EarlyStop): the metric the sweep optimizes.
+  early_stop?: EarlyStop;
+}
+
+export interface EarlyStop {
+  metric?: string;
+  mode?: string; // "min" or "max"
+  grace_steps?: string;
+  reduction_factor?: number;
+  max_steps?: string;
 }
 
 export interface Task {
