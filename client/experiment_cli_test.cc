@@ -198,6 +198,8 @@ TEST_F(SweepCompareTest, SweepCompare_MaxModeJson_ParsesBackRanked) {
   ASSERT_EQ(parsed.trials_size(), 3);
   EXPECT_EQ(parsed.trials(0).job_id(), 10);
   EXPECT_EQ(parsed.trials(0).value(), 0.9);
+  // States spelled as describe -o json and REST spell them.
+  EXPECT_EQ(parsed.trials(0).state(), "JOB_STATE_SUCCEEDED");
   EXPECT_EQ(parsed.trials(0).params().at("lr"), "1e-3");
   EXPECT_EQ(parsed.trials(2).job_id(), 12);
   EXPECT_FALSE(parsed.trials(2).has_metric());
