@@ -43,7 +43,7 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
       experiments_(config_.max_metric_points_per_job),
       view_(config_.scheduler.max_tasks_per_gpu),
       starts_({config_.advertise_address, config_.run_jobs_as_user, config_.allow_root_jobs,
-               config_.packer.initial_reservation_fraction}),
+               config_.packer.initial_reservation_fraction, config_.slurm_env}),
       measured_({config_.usage_sample_period, config_.usage_history_samples,
                  config_.usage_finished_jobs, config_.diagnosis},
                 config_.packer) {

@@ -52,6 +52,9 @@ struct CoordinatorConfig {
   // such a submit is PERMISSION_DENIED, and an agent refuses a job user that
   // maps to uid 0.
   bool allow_root_jobs = false;
+  // Every job's tasks also get Slurm's srun variables (--slurm-env; one
+  // job's: JobSpec.slurm_env). coordinator/launch_env.h lists them.
+  bool slurm_env = false;
   // Metric points a job may store (ReportMetrics), all keys and attempts
   // together. 100,000 points is a point every step for 100k steps, about
   // 5 MB of SQLite rows per job; past it reports are refused with

@@ -203,6 +203,7 @@ Coordinator::PortsInUseLocked(const std::string* only_host) const {
     for (const v1::Task& t : job.tasks()) {
       if (HoldsGpus(job, t)) {
         used[host].insert(job.master_port());
+        if (job.jax_port() > 0) used[host].insert(job.jax_port());
         break;
       }
     }
@@ -284,6 +285,8 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
+  // JAX's coordinator service (JAX_COORDINATOR_ADDRESS): only a gang needs one.
+  job.set_jax_port(rank > 1 ? AllocatePortLocked(master) : 0);
   TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", deferred);
   if (PreflightWantedLocked(job, static_cast<int>(placement.nodes.size()))) {
     // The job's own rendezvous opens and its tasks start once it passes.

@@ -129,7 +129,11 @@ const sched::ClusterSnapshot& SchedulerView::Snapshot(const JobTable& jobs,
       }
     }
     // As PortsInUseLocked(nullptr), in the same walk.
-    if (live) ports[nodes.PortHost(job.tasks(0).node())].insert(job.master_port());
+    if (live) {
+      auto& used = ports[nodes.PortHost(job.tasks(0).node())];
+      used.insert(job.master_port());
+      if (job.jax_port() > 0) used.insert(job.jax_port());
+    }
   });
   for (const DrainingTask& d : draining) reserve(d.task);
   // Who holds what, for quotas, fair share, preemption and ETAs.
