@@ -28,6 +28,17 @@ bool Coordinator::PreflightWantedLocked(const v1::Job& job, int nodes) const {
   if (job.kind() != v1::JOB_KIND_GANG && KindOf(job.spec()) != v1::JOB_KIND_GANG) {
     return false;
   }
+  // An agent that cannot run its probe (Node.preflight_probe_error) has a
+  // configuration error, which says nothing of its GPUs: the gang starts
+  // unprobed instead of excluding the node (`trainctl why` shows it).
+  for (const v1::Task& t : job.tasks()) {
+    auto n = nodes_.find(t.node());
+    if (n != nodes_.end() && !n->second.node.preflight_probe_error().empty()) {
+      TC_LOG_WARN("job {}: no pre-flight: node {}: {}", job.id(), t.node(),
+                  n->second.node.preflight_probe_error());
+      return false;
+    }
+  }
   switch (job.spec().preflight()) {
     case v1::PREFLIGHT_MODE_ON:
       return true;
