@@ -97,8 +97,8 @@ def summarize(runs, arms):
         for w in WORKLOADS:
             ratios = [t["line"]["steps_per_s"][w] / b["line"]["steps_per_s"][w]
                       for t, b in pairs if w in t["line"]["steps_per_s"]]
-            s["steps_per_s_ratio"][w] = spread(ratios)
-            s["steps_per_s_ratio"][w]["each"] = [round(x, 4) for x in ratios]
+            s["steps_per_s_ratio"][w] = dict(spread(ratios) or {},
+                                             each=[round(x, 4) for x in ratios])
             s["at_least_torchrun"][w] = sum(x >= 1.0 for x in ratios)
         s["first_allreduce_ratio"] = spread(
             [t["line"]["time_to_first_allreduce_s"] / b["line"]["time_to_first_allreduce_s"]
