@@ -149,11 +149,10 @@ TEST_F(AgentPreflightTest, Registration_SaysWhyItsProbeCannotRun) {
            {"/bin/true", ""}}) {
     SCOPED_TRACE(c.probe);
     config_.preflight_probe = c.probe;
-    sent_.clear();
     Make();
-    ASSERT_FALSE(sent_.empty());
-    ASSERT_TRUE(sent_.front().has_register_());
-    const std::string& error = sent_.front().register_().node().preflight_probe_error();
+    absl::StatusOr<v1::RegisterNode> reg = agent_->Registration();
+    ASSERT_TRUE(reg.ok()) << reg.status();
+    const std::string& error = reg->node().preflight_probe_error();
     if (c.says.empty()) {
       EXPECT_EQ(error, "");
     } else {
