@@ -21,7 +21,8 @@ prints one JSON line:
   steps                      {workload: timed steps}
   omp_num_threads, torch_threads  what the launcher's environment gave
 With DDP_PROBE_DIR set, rank 0 also writes DDP_PROBE_DIR/env.json: its
-environment, to compare launchers variable by variable.
+environment, to compare launchers variable by variable. DDP_STEADY_DEVICE=cpu
+runs it on the CPU with gloo (a smoke test of the script, no timings).
 """
 
 import argparse
