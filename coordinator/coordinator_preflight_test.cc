@@ -363,7 +363,7 @@ TEST_F(PreflightTest, RankErrors_OthersStoppedNotBlamed) {
   EXPECT_THAT(why->nodes(), ::testing::Contains("b: excluded for this job by a pre-flight"));
 }
 
-// issue 33: an agent whose --preflight-probe is missing (the quickstart
+// An agent whose --preflight-probe is missing (the quickstart
 // built none) said so at registration. That is the agent's configuration,
 // not its GPUs: the gang starts on it unprobed, nothing is excluded, and
 // `why` names the agent's error.

@@ -127,7 +127,7 @@ TEST_F(AgentPreflightTest, NoProbeConfigured_StartFails) {
   EXPECT_THAT(sent_.back().task_status().message(), HasSubstr("--preflight-probe"));
 }
 
-// issue 33: a missing or non-executable probe is said at registration, as
+// A missing or non-executable probe is said at registration, as
 // the agent's configuration error (the coordinator then never excludes the
 // node for it); a usable one leaves the field empty.
 TEST_F(AgentPreflightTest, Registration_SaysWhyItsProbeCannotRun) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A new user's 2-node gang on fake GPUs right after deploy/quickstart.sh
-# (issue 33), real binaries on loopback:
+# A new user's 2-node gang on fake GPUs right after deploy/quickstart.sh,
+# real binaries on loopback:
 #  1. a bin dir holding only what the quickstart builds (its --target list,
 #     read from the script) runs a coordinator and two fake-GPU agents; a
 #     2-node gang is pre-flighted (the fake probe is among the targets),

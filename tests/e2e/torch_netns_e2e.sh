@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real PyTorch across hosts (issue 33): Debian's python3-torch (CPU, gloo),
+# Real PyTorch across hosts: Debian's python3-torch (CPU, gloo),
 # a coordinator and three agents (one fake GPU each) in network namespaces
 # with addresses of their own (10.77.N.2, routed through the coordinator's
 # namespace), as netns_partition_e2e.sh sets them up.
