@@ -376,6 +376,8 @@ struct Flags {
   bool hold = false;
   // --no-logs: JobSpec.discard_output.
   bool no_logs = false;
+  // --slurm-env: JobSpec.slurm_env (Slurm's srun variables for every task).
+  bool slurm_env = false;
   bool pack = false;
   bool spread = false;
   bool preflight = false;

@@ -300,6 +300,7 @@ void Session::PrintDescription(const v1::Job& job) {
   field("Command:", absl::StrJoin(command, " "));
   field("Workdir:", spec.workdir());
   if (spec.discard_output()) field("Logs:", "discarded (--no-logs)");
+  if (spec.slurm_env()) field("Slurm env:", "SLURM_* variables (--slurm-env)");
   field("Env:", absl::StrJoin(env, " ", absl::PairFormatter("=")));
   if (!spec.export_policy().empty() || spec.exported_env_size() > 0) {
     std::vector<std::string> names;

@@ -113,6 +113,11 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
                 "--output=/dev/null: no log file is written and `trainctl "
                 "logs` has nothing to show (for many small tasks that write "
                 "their results elsewhere)");
+  sub->add_flag("--slurm-env", f.slurm_env,
+                "Also give every task the variables Slurm's srun sets "
+                "(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_JOB_ID, "
+                "SLURM_STEP_NODELIST...), with Slurm's meanings, so programs "
+                "that detect Slurm (Lightning, submitit, JAX) run unmodified");
   sub->add_flag("--preemptible", f.preemptible,
                 "May be stopped (SIGTERM, grace) and requeued for "
                 "higher-ranked work; may backfill onto reserved GPUs");
@@ -166,6 +171,7 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   spec->set_preemptible(flags->preemptible);
   spec->set_hold(flags->hold);
   spec->set_discard_output(flags->no_logs);
+  spec->set_slurm_env(flags->slurm_env);
   spec->set_user(flags->user);
   spec->set_project(flags->project);
   if (flags->pack) spec->set_placement(v1::GANG_PLACEMENT_PACK);

@@ -89,6 +89,15 @@ TEST_F(CliTest, Submit_NoLogs_AsksToDiscardTheOutput) {
   EXPECT_TRUE(submitted_.spec().discard_output());
 }
 
+TEST_F(CliTest, Submit_SlurmEnv_AsksForSrunsVariables) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--gpus", "2", "--slurm-env", "--", "python", "train.py"}), 0);
+  EXPECT_TRUE(submitted_.spec().slurm_env());
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--gpus", "2", "--", "python", "train.py"}), 0);
+  EXPECT_FALSE(submitted_.spec().slurm_env());  // off unless asked for
+}
+
 TEST_F(CliTest, Submit_ExportAllByDefault_TheShellsEnvironmentButTrainctlsOwn) {
   const char* env[] = {"PATH=/home/u/venv/bin:/usr/bin",
                        "VIRTUAL_ENV=/home/u/venv",

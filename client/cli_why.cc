@@ -36,8 +36,14 @@ int Session::Why(int64_t job_id, bool json) {
     out_ << ToJson(why) << "\n";
     return kExitOk;
   }
+  // Agents that cannot run their pre-flight program: their configuration,
+  // never a verdict on their GPUs (a gang there starts unprobed).
+  auto agent_errors = [&] {
+    for (const std::string& e : why.agent_errors()) out_ << "Agent error:  " << e << "\n";
+  };
   if (why.state() != v1::JOB_STATE_PENDING) {
     out_ << why.summary() << "\n";
+    agent_errors();
     return kExitOk;
   }
   out_ << absl::StrFormat("Job %d is pending in queue %s (number %d in the "
@@ -48,6 +54,7 @@ int Session::Why(int64_t job_id, bool json) {
   for (const std::string& e : why.excluded_nodes()) {
     out_ << "Excluded:     " << e << "\n";
   }
+  agent_errors();
   if (why.preempted_for_job_id() != 0) {
     out_ << absl::StrFormat(
         "Preempted:    for job %d (%d time%s); restarts once job %d starts\n",

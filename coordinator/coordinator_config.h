@@ -118,6 +118,9 @@ struct CoordinatorConfig {
   // such a submit is PERMISSION_DENIED, and an agent refuses a job user that
   // maps to uid 0.
   bool allow_root_jobs = false;
+  // Every job's tasks also get Slurm's srun variables (--slurm-env; one
+  // job's: JobSpec.slurm_env). coordinator/launch_env.h lists them.
+  bool slurm_env = false;
   UsageConfig usage;
   // Auto-packing of experiments that opt in (JobSpec.auto_pack).
   sched::PackerConfig packer;

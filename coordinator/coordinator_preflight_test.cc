@@ -388,6 +388,39 @@ TEST_F(PreflightTest, RankErrors_OthersStoppedNotBlamed) {
   EXPECT_THAT(why->nodes(), ::testing::Contains("b: excluded for this job by a pre-flight"));
 }
 
+// An agent whose --preflight-probe is missing (the quickstart
+// built none) said so at registration. That is the agent's configuration,
+// not its GPUs: the gang starts on it unprobed, nothing is excluded, and
+// `why` names the agent's error.
+TEST_F(PreflightTest, AgentWithoutItsProbe_GangStartsUnprobed_WhySaysWhy) {
+  Connect("a");
+  auto& conn = conns_["b"];
+  conn = std::make_unique<FakeConnection>();
+  v1::RegisterNode reg = NodeReg("b", 1);
+  reg.mutable_node()->set_preflight_probe_error(
+      "pre-flight program /opt/bin/trainctl-fake-preflight-probe does not exist");
+  TC_ASSERT_OK(core_->RegisterAgent(reg, conn.get()));
+  auto id = core_->SubmitJob(TwoNodeGang(), "");
+  TC_ASSERT_OK(id);
+
+  std::vector<v1::StartTask> ja = NewStarts("a"), jb = NewStarts("b");
+  ASSERT_THAT(ja, SizeIs(1));
+  ASSERT_THAT(jb, SizeIs(1));
+  EXPECT_FALSE(ja[0].has_preflight());  // the job's own ranks, at once
+  EXPECT_FALSE(jb[0].has_preflight());
+  EXPECT_THAT(ja[0].argv(), ElementsAre("python", "ddp.py"));
+  Report("a", Running(ja[0]));
+  Report("b", Running(jb[0]));
+  v1::Job job = Job(*id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(job.preflight().excluded(), SizeIs(0));
+  auto why = core_->WhyJob(*id);
+  TC_ASSERT_OK(why);
+  EXPECT_THAT(why->agent_errors(),
+              ElementsAre("b: agent configuration error: pre-flight program "
+                          "/opt/bin/trainctl-fake-preflight-probe does not exist"));
+}
+
 TEST_F(PreflightTest, RestartMidPreflight_JobRequeuedAndProbedAgain) {
   Connect("a");
   Connect("b");

@@ -157,6 +157,7 @@ Coordinator::PortsInUseLocked(const std::string* only_host) const {
     for (const v1::Task& t : job.tasks()) {
       if (HoldsGpus(job, t)) {
         used[host].insert(job.master_port());
+        if (job.jax_port() > 0) used[host].insert(job.jax_port());
         break;
       }
     }
@@ -215,10 +216,16 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   NodeEntry& master = nodes_[placement.nodes[0].node];
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
+  // JAX's coordinator service (JAX_COORDINATOR_ADDRESS): only a gang needs one.
+  job.set_jax_port(rank > 1 ? AllocatePortLocked(master) : 0);
   TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", deferred);
+  // An agent older than probe tasks, or one whose probe program is missing
+  // (Node.preflight_probe_error: its configuration, not its GPUs), runs none.
   bool agents_run_probes = true;
   for (const sched::NodeAssignment& na : placement.nodes) {
-    agents_run_probes = agents_run_probes && nodes_[na.node].probe_tasks;
+    const NodeEntry& n = nodes_[na.node];
+    agents_run_probes = agents_run_probes && n.probe_tasks &&
+                        n.node.preflight_probe_error().empty();
   }
   const int node_count = static_cast<int>(placement.nodes.size());
   if (preflight_.Wanted(job, node_count, agents_run_probes)) {
@@ -227,8 +234,8 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
     return;
   }
   if (!agents_run_probes && preflight_.Wanted(job, node_count, true)) {
-    TC_LOG_WARN("job {}: starts without a pre-flight: an agent of its nodes predates "
-                "probe tasks (RegisterNode.probe_tasks)", job.id());
+    TC_LOG_WARN("job {}: starts without a pre-flight: an agent of its nodes cannot run "
+                "probes (older than probe tasks, or no probe program: trainctl why)", job.id());
   }
   rendezvous_.Open(job.id(), job.attempt(), job.attempt_token(), std::move(rank_hosts),
                    clock_->Now());

@@ -203,13 +203,114 @@ TEST(LaunchEnvTest, BuildLaunchEnv_SecondNodeRank_TorchrunCompatible) {
   EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
   EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
-  EXPECT_EQ(env["OMP_NUM_THREADS"], "16");  // 64 cores / 4 local ranks
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "1");  // torchrun's: 4 processes on the node
   EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
   EXPECT_EQ(env["MASTER_PORT"], "29501");
   EXPECT_EQ(env["TRAINCTL_TOKEN"], "tok");
   EXPECT_EQ(env["TRAINCTL_ATTEMPT"], "2");
   EXPECT_EQ(env["WANDB_MODE"], "offline");
   EXPECT_EQ(env["TRAINCTL_PARAM_LR"], "3e-4");
+}
+
+// A gang of 2 nodes x 2 processes, one GPU each, placed on "n-a" and "n-b";
+// `rank` is the task asked about.
+v1::Job TwoByTwo(v1::Task* task, int rank) {
+  v1::Job job;
+  job.set_id(42);
+  job.set_attempt(1);
+  job.set_world_size(4);
+  job.set_master_addr("10.0.0.1");
+  job.set_master_port(29500);
+  job.set_jax_port(29501);
+  job.mutable_spec()->set_name("train");
+  job.mutable_spec()->set_user("ann");
+  job.mutable_spec()->add_command("python3");
+  for (int r = 0; r < 4; ++r) {
+    v1::Task* t = job.add_tasks();
+    t->set_rank(r);
+    t->set_local_rank(r % 2);
+    t->set_node_rank(r / 2);
+    t->set_node(r < 2 ? "n-a" : "n-b");
+    t->set_local_world_size(2);
+    t->add_gpu_uuids("GPU-0");
+    t->add_gpu_uuids("GPU-1");
+  }
+  *task = job.tasks(rank);
+  return job;
+}
+
+TEST(LaunchEnvTest, OmpNumThreads_TorchrunsRule_AndTheJobsOwnValueWins) {
+  v1::Task task;
+  v1::Job job = TwoByTwo(&task, 3);
+  EXPECT_EQ(BuildLaunchEnv(job, task, {"c:1", 2, 2, 64})["OMP_NUM_THREADS"], "1");
+  // One process on its node: unset, as torchrun leaves it (the library's
+  // own default then).
+  EXPECT_EQ(BuildLaunchEnv(job, task, {"c:1", 2, 1, 64}).count("OMP_NUM_THREADS"), 0u);
+  // The job's --env, or its exported environment, is never overridden.
+  (*job.mutable_spec()->mutable_env())["OMP_NUM_THREADS"] = "8";
+  EXPECT_EQ(BuildLaunchEnv(job, task, {"c:1", 2, 2, 64})["OMP_NUM_THREADS"], "8");
+  job.mutable_spec()->clear_env();
+  (*job.mutable_spec()->mutable_exported_env())["OMP_NUM_THREADS"] = "4";
+  EXPECT_EQ(BuildLaunchEnv(job, task, {"c:1", 2, 2, 64})["OMP_NUM_THREADS"], "4");
+}
+
+TEST(LaunchEnvTest, Jax_CoordinatorAddressAndTheProcesssDevices) {
+  v1::Task task;
+  v1::Job job = TwoByTwo(&task, 3);
+  auto env = BuildLaunchEnv(job, task, {"c:1", 2, 2, 64});
+  EXPECT_EQ(env["JAX_COORDINATOR_ADDRESS"], "10.0.0.1:29501");
+  EXPECT_EQ(env["JAX_LOCAL_DEVICE_IDS"], "1");  // its GPU in CUDA_VISIBLE_DEVICES
+  // One process driving both GPUs of its node (--tasks-per-node 1).
+  EXPECT_EQ(BuildLaunchEnv(job, task, {"c:1", 2, 1, 64})["JAX_LOCAL_DEVICE_IDS"], "0,1");
+  // A one-process job has no JAX port: no address to give.
+  job.set_jax_port(0);
+  EXPECT_EQ(BuildLaunchEnv(job, task, {"c:1", 2, 2, 64}).count("JAX_COORDINATOR_ADDRESS"), 0u);
+}
+
+TEST(LaunchEnvTest, SlurmEnv_SrunsVariablesWithSlurmsMeanings) {
+  v1::Task task;
+  v1::Job job = TwoByTwo(&task, 3);
+  LaunchContext ctx{"c:1", 2, 2, 64};
+  auto plain = BuildLaunchEnv(job, task, ctx);
+  EXPECT_EQ(plain.count("SLURM_PROCID"), 0u);  // only when asked for
+  EXPECT_EQ(plain["TORCHELASTIC_RUN_ID"], "42");
+  ctx.slurm_env = true;
+  auto env = BuildLaunchEnv(job, task, ctx);
+  // As under srun, not torchrun: Lightning then picks SLURMEnvironment.
+  EXPECT_EQ(env.count("TORCHELASTIC_RUN_ID"), 0u);
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "1");
+  EXPECT_EQ(env["SLURM_JOB_ID"], "42");
+  EXPECT_EQ(env["SLURM_JOBID"], "42");
+  EXPECT_EQ(env["SLURM_JOB_NAME"], "train");
+  EXPECT_EQ(env["SLURM_PROCID"], "3");
+  EXPECT_EQ(env["SLURM_LOCALID"], "1");
+  EXPECT_EQ(env["SLURM_NODEID"], "1");
+  EXPECT_EQ(env["SLURM_NTASKS"], "4");
+  EXPECT_EQ(env["SLURM_NPROCS"], "4");
+  EXPECT_EQ(env["SLURM_NNODES"], "2");
+  EXPECT_EQ(env["SLURM_JOB_NUM_NODES"], "2");
+  EXPECT_EQ(env["SLURM_TASKS_PER_NODE"], "2(x2)");
+  EXPECT_EQ(env["SLURM_NTASKS_PER_NODE"], "2");
+  EXPECT_EQ(env["SLURM_STEP_NODELIST"], "n-a,n-b");
+  EXPECT_EQ(env["SLURM_JOB_NODELIST"], "n-a,n-b");
+  EXPECT_EQ(env["SLURMD_NODENAME"], "n-b");
+  EXPECT_EQ(env["SLURM_STEP_ID"], "0");
+  EXPECT_EQ(env["SLURM_CPUS_ON_NODE"], "64");
+  EXPECT_EQ(env["SLURM_GPUS_ON_NODE"], "2");
+  EXPECT_EQ(env["SLURM_RESTART_COUNT"], "1");
+  EXPECT_EQ(env["SLURM_JOB_USER"], "ann");
+  // Uneven nodes: Slurm's compressed counts, and no SLURM_NTASKS_PER_NODE.
+  job.mutable_tasks(3)->set_node_rank(2);
+  job.mutable_tasks(3)->set_node("n-c");
+  job.set_world_size(4);
+  env = BuildLaunchEnv(job, job.tasks(3), ctx);
+  EXPECT_EQ(env["SLURM_TASKS_PER_NODE"], "2,1(x2)");
+  EXPECT_EQ(env.count("SLURM_NTASKS_PER_NODE"), 0u);
+  EXPECT_EQ(env["SLURM_NODELIST"], "n-a,n-b,n-c");
+  // No name: the program's base name, as sbatch names a job after its script.
+  job.mutable_spec()->clear_name();
+  job.mutable_spec()->set_command(0, "/usr/bin/python3");
+  EXPECT_EQ(BuildLaunchEnv(job, task, ctx)["SLURM_JOB_NAME"], "python3");
 }
 
 TEST(ValidateJobSpecTest, ValidateJobSpec_SweepTrial_Accepted) {

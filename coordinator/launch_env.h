@@ -19,8 +19,8 @@ struct LaunchContext {
   int num_nodes = 1;
   // Processes on this task's node (LOCAL_WORLD_SIZE).
   int local_world_size = 1;
-  // CPU cores of this task's node; OMP_NUM_THREADS = max(1, cores / local
-  // world size), as torchrun does.
+  // CPU cores of this task's node (SLURM_CPUS_ON_NODE). OMP_NUM_THREADS no
+  // longer derives from it: see BuildLaunchEnv.
   int node_cpu_count = 1;
   // Rank 0's node hosts the job's PyTorch TCPStore (Node.torch_store): every
   // rank gets TORCHELASTIC_USE_AGENT_STORE=True and connects to it as a
@@ -32,6 +32,9 @@ struct LaunchContext {
   // (Job.exported_env_job_id: stored once with another job); null: the
   // job's spec.exported_env.
   const google::protobuf::Map<std::string, std::string>* exported_env = nullptr;
+  // Also export Slurm's srun variables (JobSpec.slurm_env, or the
+  // coordinator's --slurm-env for every job).
+  bool slurm_env = false;
 };
 
 // The variables trainctl sets for `task` of `job`'s current attempt, merged
@@ -45,6 +48,36 @@ struct LaunchContext {
 // TRAINCTL_ARRAY_TASK_ID, TRAINCTL_ARRAY_JOB_ID, TRAINCTL_ARRAY_TASK_COUNT
 // and the same values as SLURM_ARRAY_TASK_ID, SLURM_ARRAY_JOB_ID,
 // SLURM_ARRAY_TASK_COUNT (Slurm's sbatch --array names).
+//
+// OMP_NUM_THREADS follows torchrun's rule (torch/distributed/run.py,
+// config_from_args): 1 when the node runs more than one process of the job,
+// unset for one process, and never over a value the job sets itself (--env
+// or --export). Chosen by measurement: with the node's CPUs per process (16
+// on a 32-core host, the old rule) steady-state DDP steps/s was below
+// torchrun's; bench/README.md, "Steady-state training speed".
+//
+// JAX: JAX_COORDINATOR_ADDRESS is rank 0's host and job.jax_port (a port
+// reserved like MASTER_PORT) when the job has one (more than one process);
+// JAX_LOCAL_DEVICE_IDS lists the indices, within CUDA_VISIBLE_DEVICES, of the
+// GPUs this process drives: its local rank when the node runs one process
+// per GPU (ctx.local_world_size == its GPUs), else all of them.
+//
+// With ctx.slurm_env, the variables a task started by Slurm's srun sees,
+// with their meanings there (Slurm's srun(1) man page, "OUTPUT ENVIRONMENT
+// VARIABLES"): SLURM_JOB_ID/SLURM_JOBID (job id), SLURM_JOB_NAME (the job's
+// name, else its program's base name), SLURM_PROCID (RANK), SLURM_LOCALID
+// (LOCAL_RANK), SLURM_NODEID (node rank), SLURM_NTASKS/SLURM_NPROCS
+// (WORLD_SIZE), SLURM_NNODES/SLURM_JOB_NUM_NODES, SLURM_STEP_NUM_TASKS,
+// SLURM_STEP_NUM_NODES, SLURM_TASKS_PER_NODE/SLURM_STEP_TASKS_PER_NODE
+// (Slurm's "2(x3),1" form), SLURM_NTASKS_PER_NODE (only when every node runs
+// as many), SLURM_JOB_NODELIST/SLURM_NODELIST/SLURM_STEP_NODELIST (the nodes'
+// names in node-rank order, comma-separated: a valid Slurm hostlist),
+// SLURMD_NODENAME (this node), SLURM_STEP_ID/SLURM_STEPID (0),
+// SLURM_CPUS_ON_NODE, SLURM_GPUS_ON_NODE, SLURM_RESTART_COUNT (the attempt:
+// Slurm's requeue count), SLURM_JOB_USER when the job has a user; and no
+// TORCHELASTIC_RUN_ID, as under srun (torch.distributed's
+// is_torchelastic_launched() is then false, so Lightning, which prefers
+// torchelastic, picks SLURMEnvironment).
 std::map<std::string, std::string> BuildLaunchEnv(const v1::Job& job,
                                                   const v1::Task& task,
                                                   const LaunchContext& ctx);

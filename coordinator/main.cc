@@ -209,6 +209,12 @@ int main(int argc, char** argv) {
                "with --tokens-file tasks run as their job's user; this lets a "
                "user named root (uid 0 on the nodes) run jobs too (default "
                "off: refused at submit and by the agents)");
+  bool slurm_env = false;
+  app.add_flag("--slurm-env", slurm_env,
+               "every job's tasks also get the variables Slurm's srun sets "
+               "(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_JOB_ID, "
+               "SLURM_STEP_NODELIST...), so programs that detect Slurm run "
+               "unmodified; one job's: trainctl submit --slurm-env");
   bool preflight_auto = true;
   std::string preflight_timeout = "60s", preflight_bytes = "64MiB";
   double preflight_ratio = trainctl::coord::PreflightPolicy().min_busbw_ratio;
@@ -371,6 +377,7 @@ int main(int argc, char** argv) {
   // With tokens, JobSpec.user is who the token says: tasks run as that user.
   config.run_jobs_as_user = !tokens_file.empty();
   config.allow_root_jobs = allow_root_jobs;
+  config.slurm_env = slurm_env;
   config.preflight.timeout = ToDuration(preflight_timeout);
   config.preflight.policy.min_busbw_ratio = preflight_ratio;
   config.preflight.max_failures = preflight_max_failures;

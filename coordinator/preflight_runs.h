@@ -40,8 +40,9 @@ class PreflightRuns {
 
   // Whether `job`, a gang just placed on `nodes` nodes, runs a pre-flight
   // first: spec.preflight ON, or AUTO with auto_enabled and nodes > 1, and
-  // every node's agent runs probes as tasks of their own
-  // (`agents_run_probes`, RegisterNode.probe_tasks).
+  // every node's agent runs probes (`agents_run_probes`: it runs them as
+  // tasks of their own, RegisterNode.probe_tasks, and has its probe
+  // program, Node.preflight_probe_error empty).
   bool Wanted(const v1::Job& job, int nodes, bool agents_run_probes) const;
 
   // What the caller opens for a new run: the probe group's token and the

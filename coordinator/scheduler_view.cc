@@ -129,7 +129,11 @@ const sched::ClusterSnapshot& SchedulerView::Snapshot(const JobTable& jobs,
       }
     }
     // As PortsInUseLocked(nullptr), in the same walk.
-    if (live) ports[nodes.PortHost(job.tasks(0).node())].insert(job.master_port());
+    if (live) {
+      auto& used = ports[nodes.PortHost(job.tasks(0).node())];
+      used.insert(job.master_port());
+      if (job.jax_port() > 0) used.insert(job.jax_port());
+    }
   });
   for (const DrainingTask& d : draining) reserve(d.task);
   // Who holds what, for quotas, fair share, preemption and ETAs.
@@ -264,6 +268,19 @@ v1::WhyJobResponse SchedulerView::Why(const v1::Job& job, const sched::Scheduler
   for (const v1::ExcludedNode& e : job.preflight().excluded()) {
     out.add_excluded_nodes(absl::StrCat(e.node(), ": pre-flight ", e.run(), ": ",
                                         e.reason()));
+  }
+  if (KindOf(job.spec()) == v1::JOB_KIND_GANG) {
+    // Agents' configuration errors that bear on a gang's pre-flight, in name
+    // order (the registry is a hash map).
+    std::vector<std::string> errors;
+    for (const auto& [name, entry] : nodes) {
+      if (!entry.node.preflight_probe_error().empty()) {
+        errors.push_back(absl::StrCat(name, ": agent configuration error: ",
+                                      entry.node.preflight_probe_error()));
+      }
+    }
+    std::sort(errors.begin(), errors.end());
+    for (std::string& e : errors) out.add_agent_errors(std::move(e));
   }
   if (job.state() != v1::JOB_STATE_PENDING) {
     out.set_summary(absl::StrCat(

@@ -53,6 +53,7 @@ TEST(SchedulerViewTest, Snapshot_CountsLiveTasksAndDrainingOnesAndSkipsDisconnec
   running.set_state(v1::JOB_STATE_RUNNING);
   running.set_start_time_ms(kNowMs - 1000);
   running.set_master_port(29501);
+  running.set_jax_port(29502);  // JAX's coordinator port is held like MASTER_PORT
   v1::Task* t = running.add_tasks();
   t->set_node("a");
   t->add_gpu_indices(0);
@@ -78,6 +79,7 @@ TEST(SchedulerViewTest, Snapshot_CountsLiveTasksAndDrainingOnesAndSkipsDisconnec
   EXPECT_EQ(snap.running[0].job_id, 1);
   EXPECT_EQ(snap.running[0].user, "ann");
   EXPECT_TRUE(nodes.snapshot_ports().at("a.example").contains(29501));
+  EXPECT_TRUE(nodes.snapshot_ports().at("a.example").contains(29502));
   // The task ends: the next snapshot frees its GPU.
   jobs.at(1).mutable_tasks(0)->set_state(v1::TASK_STATE_EXITED);
   EXPECT_EQ(view.Snapshot(jobs, nodes, draining, kNowMs).nodes[0].gpus[0].reserved_bytes, 0);

@@ -21,6 +21,7 @@ v1::CoordinatorMessage TaskStarts::Build(const v1::Job& job, const v1::Task& t,
   ctx.node_cpu_count = node != nullptr ? node->cpu_count() : 0;
   ctx.agent_store = agent_store;
   ctx.exported_env = exported_env;
+  ctx.slurm_env = config_.slurm_env || job.spec().slurm_env();
   v1::CoordinatorMessage msg;
   v1::StartTask* start = msg.mutable_start_task();
   *start->mutable_task() = RefOf(job, t);

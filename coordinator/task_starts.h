@@ -39,6 +39,9 @@ class TaskStarts {
     // reservation is this share of its GPU, the packer's bookkeeping rather
     // than a size, so it sets no memory limit.
     double initial_reservation_fraction = 0.05;
+    // Every job's tasks get Slurm's srun variables (CoordinatorConfig.
+    // slurm_env, --slurm-env), as JobSpec.slurm_env gives one job's.
+    bool slurm_env = false;
   };
   explicit TaskStarts(Config config) : config_(std::move(config)) {}
 

@@ -53,7 +53,26 @@ TEST(TaskStartsTest, AnExperimentSharingItsGpu_GetsItsMemoryLimitAndIdentity) {
   EXPECT_EQ(s.shared_gpu_memory_limit_bytes(), 20 * kGiB);
   EXPECT_EQ(s.env().at("TRAINCTL_COORDINATOR"), "10.0.0.9:7000");
   EXPECT_EQ(s.env().at("WANDB_PROJECT"), "p");
-  EXPECT_EQ(s.env().at("OMP_NUM_THREADS"), "32");
+  EXPECT_EQ(s.env().count("OMP_NUM_THREADS"), 0u);  // one process: torchrun's rule
+  EXPECT_EQ(s.env().count("SLURM_PROCID"), 0u);
+}
+
+TEST(TaskStartsTest, SlurmEnv_PerJobOrForEveryJob) {
+  const v1::Job plain = Experiment(20 * kGiB);
+  v1::Job asked = plain;
+  asked.mutable_spec()->set_slurm_env(true);
+  const v1::Node node = Node();
+  TaskStarts per_job({"c:1", false, false, 0.05});
+  EXPECT_EQ(per_job.Build(plain, plain.tasks(0), &node, nullptr, false)
+                .start_task().env().count("SLURM_PROCID"), 0u);
+  EXPECT_EQ(per_job.Build(asked, asked.tasks(0), &node, nullptr, false)
+                .start_task().env().at("SLURM_PROCID"), "0");
+  // The coordinator's --slurm-env: every job.
+  TaskStarts every({"c:1", false, false, 0.05, /*slurm_env=*/true});
+  const v1::StartTask s = every.Build(plain, plain.tasks(0), &node, nullptr, false).start_task();
+  EXPECT_EQ(s.env().at("SLURM_NTASKS"), "1");
+  EXPECT_EQ(s.env().at("SLURMD_NODENAME"), "a");
+  EXPECT_EQ(s.env().at("SLURM_CPUS_ON_NODE"), "32");
 }
 
 TEST(TaskStartsTest, AWholeGpuTask_IsNotShared_AndTheAddressCanChange) {

@@ -23,6 +23,9 @@ PACKAGES=(
   # The Python client (client/python): runtime, stub generation (protoc and
   # grpc_python_plugin above), and its pip install test in a venv.
   python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel python3-venv
+  # torch_netns_e2e: a real PyTorch DDP gang (CPU, gloo) across network
+  # namespaces (~1 min to install, ~400 MB).
+  python3-torch
   # container_smoke_e2e (~20 s to install): podman, its --init (catatonit), runc
   # (crun 1.8 refuses hybrid cgroup hosts) and a static busybox for the image.
   podman catatonit runc busybox-static

@@ -15,6 +15,9 @@
 #               libcudart, libnvidia-*: they must match the host's driver)
 #   OUT/share/  tests/gpu/*.py and *.sh, worker/nccl/python/*.py (metrics helper),
 #               bench/rendezvous/*.py and *.sh (rendezvous benches vs TCPStore)
+#   OUT/py/trainctl/    the Python SDK (client/python/trainctl) and, when
+#                       BUILD has them, its generated stubs: tasks import
+#                       it with PYTHONPATH=OUT/py (trainctl.jax, report)
 #   OUT/share/systemd/  the systemd units (deploy/systemd/*.service)
 #   OUT/share/config/   the example configs, every option documented
 #                       (deploy/config/: coordinator.conf, agent.conf,
@@ -134,6 +137,12 @@ for f in "$src"/tests/gpu/*.py "$src"/tests/gpu/*.sh "$src"/worker/nccl/python/*
   cp "$f" "$out/share/"
 done
 chmod +x "$out"/share/*.sh 2>/dev/null || true
+mkdir -p "$out/py"
+cp -r "$src/client/python/trainctl" "$out/py/"
+if [ -d "$build/client/python/gen/trainctl/v1" ]; then
+  cp -r "$build/client/python/gen/trainctl/v1" "$out/py/trainctl/"
+fi
+find "$out/py" -name __pycache__ -prune -exec rm -rf {} +
 mkdir -p "$out/share/systemd" "$out/share/config" "$out/share/doc"
 cp "$src"/deploy/systemd/*.service "$out/share/systemd/"
 cp "$src"/deploy/config/* "$out/share/config/"

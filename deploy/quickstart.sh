@@ -20,8 +20,14 @@ fi
 # The agent's helpers too: the task shim (tasks as their users, in their
 # cgroups), trainctl-container-env (--image with podman) and the fake
 # pre-flight probe (a gang over two nodes on fake GPUs is probed with it).
+# On a GPU host (NCCL found) also the real probe, trainctl-nccl-allreduce;
+# an agent lacking its probe says so at start and gangs there run unprobed.
+EXTRA=()
+if cmake --build build --target help | grep -q '^trainctl-nccl-allreduce:'; then
+  EXTRA=(trainctl-nccl-allreduce)
+fi
 cmake --build build -j"$(nproc)" --target trainctl trainctl-coordinator trainctl-agent \
-  trainctl-task-shim trainctl-container-env trainctl-fake-preflight-probe
+  trainctl-task-shim trainctl-container-env trainctl-fake-preflight-probe "${EXTRA[@]}"
 
 BIN=$PWD/build/bin
 WORK=$(mktemp -d /tmp/trainctl-quickstart.XXXXXX)

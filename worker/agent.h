@@ -41,6 +41,13 @@
 
 namespace trainctl::worker {
 
+// Why `probe` (the agent's --preflight-probe) cannot run as a pre-flight
+// program: "" when it is an executable file, else a sentence naming the
+// path and what is wrong (not given, does not exist, not a regular file, not
+// executable) and how to fix it. Node.preflight_probe_error carries it: the
+// agent's configuration error, never a verdict on the node's GPUs.
+std::string PreflightProbeError(const std::string& probe);
+
 struct AgentConfig {
   std::string node_name;
   // Address other hosts reach this node at (MASTER_ADDR when rank 0 is here).
@@ -83,7 +90,9 @@ struct AgentConfig {
   // The pre-flight probe run for StartTask.preflight instead of its argv
   // (docs/preflight.md): trainctl-nccl-allreduce, or with fake GPUs
   // trainctl-fake-preflight-probe (main.cc picks the one next to the agent).
-  // Empty: probe tasks fail to start (their node is then excluded).
+  // Empty, missing or not executable: the registration says so
+  // (Node.preflight_probe_error) and the coordinator runs no pre-flight on
+  // this node; a probe task sent anyway fails to start.
   std::string preflight_probe;
   // Hosts the PyTorch TCPStore of each gang whose rank 0 runs here
   // (torch_store.h), not owned; null: this node hosts none (the

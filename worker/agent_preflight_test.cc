@@ -127,6 +127,41 @@ TEST_F(AgentPreflightTest, NoProbeConfigured_StartFails) {
   EXPECT_THAT(sent_.back().task_status().message(), HasSubstr("--preflight-probe"));
 }
 
+// A missing or non-executable probe is said at registration, as
+// the agent's configuration error (the coordinator then never excludes the
+// node for it); a usable one leaves the field empty.
+TEST_F(AgentPreflightTest, Registration_SaysWhyItsProbeCannotRun) {
+  const std::string dir = config_.log_dir + "-probes";
+  std::filesystem::create_directories(dir);
+  const std::string plain = dir + "/not-executable";
+  std::ofstream(plain) << "#!/bin/sh\n";
+  std::filesystem::permissions(plain, std::filesystem::perms::owner_read |
+                                          std::filesystem::perms::owner_write);
+  struct Case {
+    std::string probe;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {dir + "/missing", "does not exist"},
+           {plain, "is not executable"},
+           {dir, "is not a regular file"},
+           {"", "no --preflight-probe given"},
+           {"/bin/true", ""}}) {
+    SCOPED_TRACE(c.probe);
+    config_.preflight_probe = c.probe;
+    Make();
+    absl::StatusOr<v1::RegisterNode> reg = agent_->Registration();
+    ASSERT_TRUE(reg.ok()) << reg.status();
+    const std::string& error = reg->node().preflight_probe_error();
+    if (c.says.empty()) {
+      EXPECT_EQ(error, "");
+    } else {
+      EXPECT_THAT(error, HasSubstr(c.says));
+      EXPECT_THAT(error, HasSubstr(c.probe));
+    }
+  }
+}
+
 TEST(ParsePreflightResult, LastLineWins_GarbageIsNone) {
   auto r = Agent::ParsePreflightResult(
       "trainctl-preflight: {\"rank\":0,\"busbw_gbps\":1}\n"

@@ -497,10 +497,13 @@ int main(int argc, char** argv) {
                                                  : "trainctl-nccl-allreduce"))
                           .string();
   }
-  if (access(preflight_probe.c_str(), X_OK) != 0) {
-    TC_LOG_WARN("--preflight-probe {} is not an executable: pre-flights of gangs "
-                "will fail on this node and exclude it",
-                preflight_probe);
+  if (const std::string probe_error = trainctl::worker::PreflightProbeError(preflight_probe);
+      !probe_error.empty()) {
+    // The agent's configuration, not its GPUs: the registration says so and
+    // gangs here start without a pre-flight (never excluded for it).
+    TC_LOG_ERROR("configuration error: {}; gangs on this node start without a "
+                 "pre-flight until it is fixed (`trainctl why` and `nodes` show this)",
+                 probe_error);
   } else if (config.fake_gpus) {
     TC_LOG_WARN("pre-flights run {} (fake GPUs: no NCCL all-reduce)", preflight_probe);
   }

@@ -57,7 +57,7 @@ class SubmitSpecTest(unittest.TestCase):
         request = self.submit(gpus=8, env={"LR": 3e-4, "MODE": "fast"}, name="run",
                               priority=5, max_restarts=2, queue="prod", time_limit="1h30m",
                               preemptible=True, user="alice", project="vision",
-                              request_id="req-1", hold=True, no_logs=True)
+                              request_id="req-1", hold=True, no_logs=True, slurm_env=True)
         spec = request.spec
         self.assertEqual(request.request_id, "req-1")
         self.assertEqual(spec.gpus, 8)
@@ -68,6 +68,7 @@ class SubmitSpecTest(unittest.TestCase):
         self.assertTrue(spec.preemptible)
         self.assertTrue(spec.hold)
         self.assertTrue(spec.discard_output)
+        self.assertTrue(spec.slurm_env)
         self.assertEqual((spec.user, spec.project), ("alice", "vision"))
 
     def test_submit_fraction_and_auto_pack(self):

@@ -27,6 +27,7 @@ EXTRA_OPTIONS = {
     "preemptible": "may be preempted and requeued (bool)",
     "hold": "accept a job no node could hold yet, to wait for nodes (bool)",
     "no_logs": "discard the tasks' stdout and stderr: no log file (bool)",
+    "slurm_env": "also export the SLURM_* variables srun sets, with Slurm's meanings (bool)",
     "placement": "gangs: 'pack' (fewest nodes, default) or 'spread'",
     "preflight": "gangs: True/False to force the NCCL pre-flight on/off",
     "user": "user the job is charged to (default: $USER without a token, "
@@ -181,6 +182,8 @@ def build_spec(command: Any, *, gpus: Optional[int] = None,
         spec.hold = _bool("hold", more["hold"])
     if "no_logs" in more:
         spec.discard_output = _bool("no_logs", more["no_logs"])
+    if "slurm_env" in more:
+        spec.slurm_env = _bool("slurm_env", more["slurm_env"])
     placement = more.get("placement")
     if placement is not None:
         if placement not in ("pack", "spread"):

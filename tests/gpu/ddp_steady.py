@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Steady-state DDP training speed under trainctl vs torchrun on one host.
+
+Runs tests/gpu/ddp_steady_train.py (2 ranks, GPUs 0 and 1; workloads mlp,
+transformer, cnn) in rounds; each round runs every arm once, the order
+rotating from round to round:
+
+  torchrun    `torchrun --standalone --nproc-per-node 2`
+  trainctl    `trainctl submit --gpus 2`, the launch contract as built
+  trainctl-omp-cpus  the same with `--env OMP_NUM_THREADS=<CPUs / 2>`: the
+              old contract's value (the node's CPUs per local rank)
+
+Per run: steady-state steps/s per workload, first all-reduce (process start
+-> the first gradient all-reduce done) and launch to exit (the launcher
+started -> all ranks exited, for trainctl submit -> `trainctl wait` returns).
+Each trainctl arm is compared with the torchrun run of the same round
+(paired ratios: > 1 is faster for steps/s, slower for times); the summary
+gives each ratio's median, quartiles, min and max and how many rounds
+trainctl was at least as fast. Rank 0's environment of each arm's first run
+is compared variable by variable with torchrun's.
+
+Usage: ddp_steady.py BUNDLE_DIR OUT_DIR [--rounds 8] [--deadline-s 540]
+Writes OUT_DIR/ddp_steady.json after every run (a run cut short keeps the
+rounds done). No round starts after --deadline-s. Needs python3 with torch
+and 2 GPUs; trainctl comes from the bundle (deploy/make_bundle.sh).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddp_probe import Cluster, last_json_line  # noqa: E402
+
+WORKLOADS = ("mlp", "transformer", "cnn")
+# Variables that differ by construction (ids, ports, tokens, the probe's own).
+EXPECTED_DIFF = ("TRAINCTL_", "TORCHELASTIC_RUN_ID", "MASTER_PORT", "DDP_PROBE_DIR",
+                 "JAX_COORDINATOR_ADDRESS", "_")
+
+
+def run_trainctl(cluster, script, probe, log_path, train_args, extra_env):
+    """One `trainctl submit --gpus 2` run; returns (rank 0's JSON line, launch
+    to exit in seconds)."""
+    env_flags = []
+    for k, v in dict(NCCL_NVLS_ENABLE="0", DDP_PROBE_DIR=probe, **extra_env).items():
+        env_flags += ["--env", f"{k}={v}"]
+    t0 = time.monotonic()
+    out = cluster.cli("submit", "--name", "ddp-steady", "--gpus", "2", *env_flags, "--",
+                      sys.executable, script, *train_args)
+    if out.returncode != 0:
+        raise RuntimeError(f"submit failed: {out.stderr}")
+    job = "".join(ch for ch in out.stdout.split()[-1] if ch.isdigit())
+    cluster.cli("wait", job, timeout=300)
+    wall = time.monotonic() - t0
+    logs = cluster.cli("logs", job, "--rank", "0")
+    with open(log_path, "w") as f:
+        f.write(logs.stdout + logs.stderr)
+    return last_json_line(log_path), wall
+
+
+def run_torchrun(script, probe, log_path, train_args):
+    """One `torchrun --standalone --nproc-per-node 2` run: (JSON line, wall)."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", DDP_PROBE_DIR=probe)
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nproc-per-node", "2", script, *train_args], env=env, stdout=log,
+                       stderr=subprocess.STDOUT, timeout=300)
+    return last_json_line(log_path), time.monotonic() - t0
+
+
+def spread(values):
+    """Median, quartiles, min, max of a list of ratios (None if empty)."""
+    if not values:
+        return None
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return {"median": round(statistics.median(values), 4), "q1": round(q[0], 4),
+            "q3": round(q[2], 4), "min": round(min(values), 4), "max": round(max(values), 4),
+            "n": len(values)}
+
+
+def summarize(runs, arms):
+    """Paired ratios of each trainctl arm against the same round's torchrun."""
+    by = {(r["arm"], r["round"]): r for r in runs if r["line"]}
+    out = {}
+    for arm in arms:
+        if arm == "torchrun":
+            continue
+        pairs = [(by[(arm, n)], by[("torchrun", n)]) for (a, n) in sorted(by)
+                 if a == arm and ("torchrun", n) in by]
+        s = {"rounds": len(pairs), "steps_per_s_ratio": {}, "at_least_torchrun": {}}
+        for w in WORKLOADS:
+            ratios = [t["line"]["steps_per_s"][w] / b["line"]["steps_per_s"][w]
+                      for t, b in pairs if w in t["line"]["steps_per_s"]]
+            s["steps_per_s_ratio"][w] = dict(spread(ratios) or {},
+                                             each=[round(x, 4) for x in ratios])
+            s["at_least_torchrun"][w] = sum(x >= 1.0 for x in ratios)
+        s["first_allreduce_ratio"] = spread(
+            [t["line"]["time_to_first_allreduce_s"] / b["line"]["time_to_first_allreduce_s"]
+             for t, b in pairs])
+        s["launch_to_exit_ratio"] = spread([t["wall_s"] / b["wall_s"] for t, b in pairs])
+        out[arm] = s
+    medians = {}
+    for arm in arms:
+        sel = [r for r in runs if r["arm"] == arm and r["line"]]
+        if sel:
+            medians[arm] = {w: statistics.median(r["line"]["steps_per_s"][w] for r in sel)
+                            for w in WORKLOADS}
+            medians[arm]["first_allreduce_s"] = statistics.median(
+                r["line"]["time_to_first_allreduce_s"] for r in sel)
+            medians[arm]["launch_to_exit_s"] = statistics.median(r["wall_s"] for r in sel)
+    return {"paired_vs_torchrun": out, "medians": medians}
+
+
+def env_diff(envs):
+    """Variables of each arm's rank-0 environment that differ from torchrun's
+    (those different by construction left out): {arm: {name: [torchrun's,
+    arm's]}}."""
+    base = envs.get("torchrun")
+    if base is None:
+        return {}
+    diff = {}
+    for arm, env in envs.items():
+        if arm == "torchrun" or env is None:
+            continue
+        d = {}
+        for k in sorted(set(base) | set(env)):
+            if k.startswith(EXPECTED_DIFF) or base.get(k) == env.get(k):
+                continue
+            v = env.get(k)
+            d[k] = [base.get(k), "<removed>" if v and "TOKEN" in k else v]
+        diff[arm] = d
+    return diff
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("bundle")
+    ap.add_argument("out")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--arms", default="torchrun,trainctl,trainctl-omp-cpus")
+    ap.add_argument("--seconds", type=float, default=3.0, help="timed window per workload")
+    ap.add_argument("--deadline-s", type=float, default=540)
+    args = ap.parse_args()
+    started = time.monotonic()
+    bundle, out = os.path.abspath(args.bundle), os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    script = os.path.join(bundle, "share", "ddp_steady_train.py")
+    train_args = ["--seconds", str(args.seconds)]
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    old_omp = str(max(1, (os.cpu_count() or 2) // 2))
+    arms = args.arms.split(",")
+    work = tempfile.mkdtemp(prefix="ddp_steady.")
+    cluster = Cluster(bundle, work)
+    runs, envs, round_s = [], {}, None
+    result = {}
+    try:
+        for rnd in range(1, args.rounds + 1):
+            elapsed = time.monotonic() - started
+            if round_s is not None and elapsed + round_s > args.deadline_s:
+                print(f"deadline: stopping after {rnd - 1} rounds", flush=True)
+                break
+            t_round = time.monotonic()
+            order = arms[(rnd - 1) % len(arms):] + arms[:(rnd - 1) % len(arms)]
+            for arm in order:
+                probe = os.path.join(work, f"{arm}-{rnd}")
+                os.makedirs(probe)
+                os.chmod(probe, 0o777)
+                log = os.path.join(work, f"{arm}-{rnd}.log")
+                if arm == "torchrun":
+                    line, wall = run_torchrun(script, probe, log, train_args)
+                else:
+                    extra = {"OMP_NUM_THREADS": old_omp} if arm == "trainctl-omp-cpus" else {}
+                    line, wall = run_trainctl(cluster, script, probe, log, train_args, extra)
+                if line is None:
+                    with open(log, errors="replace") as f:
+                        print(f"round {rnd} {arm}: no result; log tail:\n{f.read()[-3000:]}",
+                              flush=True)
+                if arm not in envs:
+                    try:
+                        with open(os.path.join(probe, "env.json")) as f:
+                            envs[arm] = json.load(f)
+                    except (OSError, ValueError):
+                        envs[arm] = None
+                runs.append({"arm": arm, "round": rnd, "wall_s": round(wall, 3), "line": line})
+                print(f"round {rnd} {arm}: wall {wall:.2f} s "
+                      f"{json.dumps((line or {}).get('steps_per_s'))} first all-reduce "
+                      f"{(line or {}).get('time_to_first_allreduce_s')}", flush=True)
+                result = {"what": __doc__.split("\n")[0], "arms": arms,
+                          "old_omp_num_threads": old_omp, "seconds_per_workload": args.seconds,
+                          "cpu_count": os.cpu_count(), "summary": summarize(runs, arms),
+                          "env_diff_vs_torchrun": env_diff(envs), "runs": runs}
+                with open(os.path.join(out, "ddp_steady.json"), "w") as f:
+                    json.dump(result, f, indent=1)
+            round_s = time.monotonic() - t_round
+    finally:
+        cluster.stop()
+    print(json.dumps(result.get("summary"), indent=1))
+    print(json.dumps(result.get("env_diff_vs_torchrun"), indent=1))
+
+
+if __name__ == "__main__":
+    main()
