@@ -97,8 +97,11 @@ header() {
   mkdir -p "$WORK"
   [[ -f $WORK/runs.tsv ]] ||
     printf 'phase\tbench\tside\tround\tstart_unix\tend_unix\trc\tloadavg\tfile\n' >"$WORK/runs.tsv"
-  for b in trainctl-coordinator trainctl-agent trainctl trainctl-swarm trainctl-task-shim \
-           trainctl-bench-scheduler-throughput trainctl-bench-submit; do
+  # The array round (not with --no-array) also runs the CLI and an agent.
+  local need=(trainctl-coordinator trainctl-swarm trainctl-bench-scheduler-throughput
+              trainctl-bench-submit)
+  [[ -n $ARRAY ]] && need+=(trainctl-agent trainctl trainctl-task-shim)
+  for b in "${need[@]}"; do
     [[ -x $OLD_BIN/$b && -x $NEW_BIN/$b ]] || { echo "missing $b in $OLD_BIN or $NEW_BIN" >&2; exit 1; }
   done
 }
@@ -116,10 +119,13 @@ case $MODE in
       echo "old_tree $OLD_TREE $(git -C "$OLD_TREE" rev-parse HEAD)"
       echo "new_tree $NEW_TREE $(git -C "$NEW_TREE" rev-parse HEAD)"
     } >"$WORK/meta.txt"
-    (cd "$OLD_BIN" && sha256sum trainctl-coordinator trainctl-agent trainctl \
-      trainctl-bench-scheduler-throughput trainctl-bench-submit) >"$WORK/old-bin.sha256"
-    (cd "$NEW_BIN" && sha256sum trainctl-coordinator trainctl-agent trainctl \
-      trainctl-bench-scheduler-throughput trainctl-bench-submit) >"$WORK/new-bin.sha256"
+    for side in old new; do
+      bin=$OLD_BIN
+      [[ $side == new ]] && bin=$NEW_BIN
+      (cd "$bin" && for b in trainctl-coordinator trainctl-agent trainctl \
+         trainctl-bench-scheduler-throughput trainctl-bench-submit; do
+         [[ -f $b ]] && sha256sum "$b"; done) >"$WORK/$side-bin.sha256" || true
+    done
     for r in $(seq 1 "$ROUNDS"); do
       for bench in swarm sched submit; do
         one "$bench" old "$r" "$dir" main

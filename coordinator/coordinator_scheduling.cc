@@ -217,10 +217,9 @@ void Coordinator::StartAttemptLocked(v1::Job& job,
   job.set_master_addr(master.node.address());
   job.set_master_port(AllocatePortLocked(master));
   // JAX's coordinator service (JAX_COORDINATOR_ADDRESS): only a gang needs one.
-  job.set_jax_port(rank > 1 ? AllocatePortLocked(master) : 0);
+  job.set_jax_port(job.tasks_size() > 1 ? AllocatePortLocked(master) : 0);
   TransitionLocked(job, v1::JOB_STATE_SCHEDULED, "", deferred);
-  // An agent older than probe tasks, or one whose probe program is missing
-  // (Node.preflight_probe_error: its configuration, not its GPUs), runs none.
+  // Old agents and agents missing their probe program run none (preflight_runs.h).
   bool agents_run_probes = true;
   for (const sched::NodeAssignment& na : placement.nodes) {
     const NodeEntry& n = nodes_[na.node];

@@ -36,25 +36,6 @@
 
 namespace trainctl::worker {
 
-std::string PreflightProbeError(const std::string& probe) {
-  const std::string fix =
-      "build it (the quickstart builds trainctl-fake-preflight-probe; GPU hosts "
-      "need trainctl-nccl-allreduce) or point --preflight-probe at it";
-  if (probe.empty()) return absl::StrCat("no --preflight-probe given: ", fix);
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::status(probe, ec);
-  if (!std::filesystem::exists(st)) {
-    return absl::StrCat("pre-flight program ", probe, " does not exist: ", fix);
-  }
-  if (!std::filesystem::is_regular_file(st)) {
-    return absl::StrCat("pre-flight program ", probe, " is not a regular file: ", fix);
-  }
-  if (access(probe.c_str(), X_OK) != 0) {
-    return absl::StrCat("pre-flight program ", probe, " is not executable (",
-                        std::strerror(errno), "): chmod +x it, or ", fix);
-  }
-  return "";
-}
 namespace {
 
 // How much of a failed task's log end is searched for an out-of-memory error.

@@ -37,16 +37,11 @@
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
 #include "worker/nccl/rendezvous_relay.h"
+#include "worker/task_paths.h"
 #include "worker/torch_store.h"
 
 namespace trainctl::worker {
 
-// Why `probe` (the agent's --preflight-probe) cannot run as a pre-flight
-// program: "" when it is an executable file, else a sentence naming the
-// path and what is wrong (not given, does not exist, not a regular file, not
-// executable) and how to fix it. Node.preflight_probe_error carries it: the
-// agent's configuration error, never a verdict on the node's GPUs.
-std::string PreflightProbeError(const std::string& probe);
 
 struct AgentConfig {
   std::string node_name;

@@ -1,7 +1,13 @@
 #include "worker/task_paths.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -76,6 +82,26 @@ std::string ContainerRuntimeError(absl::string_view log_tail) {
     }
   }
   return found;
+}
+
+std::string PreflightProbeError(const std::string& probe) {
+  const std::string fix =
+      "build it (the quickstart builds trainctl-fake-preflight-probe; GPU hosts "
+      "need trainctl-nccl-allreduce) or point --preflight-probe at it";
+  if (probe.empty()) return absl::StrCat("no --preflight-probe given: ", fix);
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(probe, ec);
+  if (!std::filesystem::exists(st)) {
+    return absl::StrCat("pre-flight program ", probe, " does not exist: ", fix);
+  }
+  if (!std::filesystem::is_regular_file(st)) {
+    return absl::StrCat("pre-flight program ", probe, " is not a regular file: ", fix);
+  }
+  if (access(probe.c_str(), X_OK) != 0) {
+    return absl::StrCat("pre-flight program ", probe, " is not executable (",
+                        std::strerror(errno), "): chmod +x it, or ", fix);
+  }
+  return "";
 }
 
 }  // namespace trainctl::worker

@@ -57,6 +57,13 @@ std::string FileTail(const std::string& path, int64_t bytes);
 // bytes. Empty when there is none (the program itself exited so).
 std::string ContainerRuntimeError(absl::string_view log_tail);
 
+// Why `probe` (the agent's --preflight-probe) cannot run as a pre-flight
+// program: "" when it is an executable file, else a sentence naming the
+// path and what is wrong (not given, does not exist, not a regular file, not
+// executable) and how to fix it. Node.preflight_probe_error carries it: the
+// agent's configuration error, never a verdict on the node's GPUs.
+std::string PreflightProbeError(const std::string& probe);
+
 }  // namespace trainctl::worker
 
 #endif  // TRAINCTL_WORKER_TASK_PATHS_H_
