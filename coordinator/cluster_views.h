@@ -21,7 +21,7 @@
 
 namespace trainctl::coord {
 
-// One GPU as last reported by its node's heartbeat (CollectStats, Coordinator::Stats()).
+// One GPU as last reported by its node's heartbeat (CollectStats; the coordinator's Stats()).
 struct GpuStats {
   std::string node;
   // True when the node is READY; a lost node's samples are stale.
@@ -88,7 +88,7 @@ struct CoordinatorCounters {
   int64_t rendezvous_ranks_relayed = 0;
 };
 
-// A read-only snapshot of the coordinator for metrics (CollectStats, Coordinator::Stats()).
+// A read-only snapshot of the coordinator for metrics (CollectStats; the coordinator's Stats()).
 struct CoordinatorStats {
   // Jobs per state, indexed by v1::JobState (UNSPECIFIED stays 0); counts
   // every job the coordinator knows, finished history included.

@@ -391,7 +391,8 @@ int main(int argc, char** argv) {
                  preflight_bytes);
     return 1;
   }
-  auto core = trainctl::coord::Coordinator::Create(config, state_store, &clock);
+  using Core = trainctl::coord::Coordinator;
+  auto core = Core::Create(config, state_store, &clock);
   if (!core.ok()) {
     TC_LOG_ERROR("cannot load state: {}", core.status().ToString());
     return 1;
