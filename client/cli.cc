@@ -34,7 +34,9 @@ using internal::AddCancelCommand;
 using internal::AddListDescribeCommands;
 using internal::AddLogsCommand;
 using internal::AddMetricsCommand;
+using internal::AddNodeCommands;
 using internal::AddNodesCommand;
+using internal::NodeCommands;
 using internal::AddReportCommand;
 using internal::AddSubmitCommand;
 using internal::AddSweepCommands;
@@ -115,6 +117,7 @@ int Cli::Run(int argc, char** argv) {
   CLI::App* wait = AddWaitCommand(app, f);
   CLI::App* why = AddWhyCommand(app, f);
   CLI::App* nodes_cmd = AddNodesCommand(app, f);
+  const NodeCommands node_cmds = AddNodeCommands(app, f);
   CLI::App* top = AddTopCommand(app, f);
 
   // completion, help
@@ -374,6 +377,23 @@ int Cli::Run(int argc, char** argv) {
   }
   if (wait->parsed()) return session.WaitJobs(f.job_ids, timeout);
   if (nodes_cmd->parsed()) return session.Nodes(json);
+  if (node_cmds.describe->parsed()) return session.DescribeNodes(f.node_names, json);
+  if (node_cmds.drain->parsed() || node_cmds.resume->parsed() || node_cmds.down->parsed()) {
+    std::optional<absl::Duration> deadline;
+    if (!f.node_deadline.empty()) {
+      deadline = ParseTimeout(f.node_deadline);
+      if (!deadline.has_value() || *deadline <= absl::ZeroDuration()) {
+        err_ << "trainctl: --deadline: '" << f.node_deadline
+             << "' is not a duration (e.g. 30m, 2h, 1h30m)\n";
+        return kExitUsage;
+      }
+    }
+    const v1::NodeAction action = node_cmds.drain->parsed()    ? v1::NODE_ACTION_DRAIN
+                                  : node_cmds.resume->parsed() ? v1::NODE_ACTION_RESUME
+                                                               : v1::NODE_ACTION_DOWN;
+    return session.UpdateNodes(action, f.node_names, f.node_reason, deadline, f.node_verify,
+                               json);
+  }
   if (why->parsed()) return session.Why(f.job_id, json);
   if (top->parsed()) {
     return session.Top(absl::Seconds(f.interval_s), f.once, json, f.frames);

@@ -254,6 +254,15 @@ class Session {
   // was cancelled, else 0.
   int WaitJobs(const std::vector<int64_t>& job_ids, std::optional<absl::Duration> timeout);
   int Nodes(bool json);
+  // `trainctl node drain|resume|down NODE...`: UpdateNodes, then one line
+  // per node with its new state (json: the UpdateNodesResponse).
+  int UpdateNodes(v1::NodeAction action, const std::vector<std::string>& nodes,
+                  const std::string& reason, std::optional<absl::Duration> deadline,
+                  bool verify, bool json);
+  // `trainctl node describe NODE...`: each node's state, admin state with
+  // reason, agent, features, labels and GPUs with their jobs (json: the
+  // NodeViews as a ListNodesResponse).
+  int DescribeNodes(const std::vector<std::string>& nodes, bool json);
   // `trainctl why`: the WhyJob answer as lines for people, or JSON.
   int Why(int64_t job_id, bool json);
   // `trainctl top`: one frame (once) or a frame every `interval` redrawn in
@@ -385,6 +394,11 @@ struct Flags {
   std::string user;
   std::string project;
   bool wait = false;
+  // node drain|resume|down|describe
+  std::vector<std::string> node_names;
+  std::string node_reason;
+  std::string node_deadline;
+  bool node_verify = false;
   // submit --array (Slurm's syntax, client/array_spec.h); empty: one job.
   std::string array;
   std::vector<std::string> command;
@@ -507,6 +521,19 @@ CLI::App* AddWhyCommand(CLI::App& app, Flags& f);
 
 // `nodes` (cli_nodes.cc).
 CLI::App* AddNodesCommand(CLI::App& app, Flags& f);
+
+// `node drain|resume|down|describe` (cli_nodes.cc).
+struct NodeCommands {
+  CLI::App* drain = nullptr;
+  CLI::App* resume = nullptr;
+  CLI::App* down = nullptr;
+  CLI::App* describe = nullptr;
+};
+NodeCommands AddNodeCommands(CLI::App& app, Flags& f);
+
+// A node's state for people: its service state when an admin took it out
+// ("draining", "drained", "down"), else its liveness ("ready", "lost").
+std::string NodeShownState(const v1::NodeView& view);
 
 // `top` (cli_top.cc).
 CLI::App* AddTopCommand(CLI::App& app, Flags& f);

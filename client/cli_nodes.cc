@@ -1,7 +1,10 @@
 // `trainctl nodes`: every GPU of the cluster (model, memory, utilization,
-// temperature, power, the jobs on it), as a table or JSON.
+// temperature, power, the jobs on it), as a table or JSON; `trainctl node
+// drain|resume|down|describe`: the admin levers on nodes.
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,173 @@ CLI::App* AddNodesCommand(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"table", "json", "yaml"}));
   nodes_cmd->footer(Example("  trainctl nodes\n  trainctl nodes -o json"));
   return nodes_cmd;
+}
+
+NodeCommands AddNodeCommands(CLI::App& app, Flags& f) {
+  CLI::App* node = app.add_subcommand(
+      "node", "Drain, resume, down or describe nodes (drain/resume/down: admins)");
+  node->require_subcommand(1);
+  NodeCommands c;
+  auto common = [&](CLI::App* cmd) {
+    cmd->add_option("NODE", f.node_names, "Node names")->required();
+    cmd->add_option("-o,--output", f.output, "Output format: table, json or yaml")
+        ->check(CLI::IsMember({"table", "json", "yaml"}));
+  };
+  c.drain = node->add_subcommand(
+      "drain",
+      "No new jobs on the nodes; running jobs finish (DRAINING, then DRAINED once "
+      "empty). With --deadline, what still runs then is requeued (no restart used)");
+  common(c.drain);
+  c.drain->add_option("--reason", f.node_reason, "Why (shown to users whose jobs wait)")
+      ->required();
+  c.drain->add_option("--deadline", f.node_deadline,
+                      "Requeue what still runs after this long: 30m, 2h, 1h30m");
+  c.drain->footer(Example(
+      "  trainctl node drain gpu-07 --reason 'swap PSU'\n"
+      "  trainctl node drain gpu-07 gpu-08 --reason 'kernel update' --deadline 2h"));
+  c.resume = node->add_subcommand("resume", "Put drained or down nodes back in service");
+  common(c.resume);
+  c.resume->add_flag("--verify", f.node_verify,
+                     "First check each node's agent is connected and can run its "
+                     "pre-flight probe; refuse to resume it otherwise");
+  c.resume->footer(Example("  trainctl node resume gpu-07 --verify"));
+  c.down = node->add_subcommand(
+      "down", "Out of service now: running jobs are stopped and requeued (no restart used)");
+  common(c.down);
+  c.down->add_option("--reason", f.node_reason, "Why")->required();
+  c.down->footer(Example("  trainctl node down gpu-07 --reason 'GPU 3 fell off the bus'"));
+  c.describe = node->add_subcommand("describe", "Show nodes in detail");
+  common(c.describe);
+  c.describe->footer(Example("  trainctl node describe gpu-07"));
+  return c;
+}
+
+std::string NodeShownState(const v1::NodeView& view) {
+  switch (view.service_state()) {
+    case v1::NODE_SERVICE_STATE_DRAINING:
+      return "draining";
+    case v1::NODE_SERVICE_STATE_DRAINED:
+      return "drained";
+    case v1::NODE_SERVICE_STATE_DOWN:
+      return "down";
+    default:
+      return NodeStateName(view.node().state());
+  }
+}
+
+namespace {
+
+// "DRAIN by alice 5m0s ago: swap PSU, deadline in 25m0s"; "" in service.
+std::string AdminLine(const v1::NodeAdmin& a, absl::Time now) {
+  if (a.state() == v1::NODE_ADMIN_STATE_UNSPECIFIED) return "";
+  std::string out = absl::StrCat(
+      a.state() == v1::NODE_ADMIN_STATE_DOWN ? "DOWN" : "DRAIN", " by ", a.by(), " ",
+      FormatAge(now - absl::FromUnixMillis(a.since_ms())), " ago: ", a.reason());
+  if (a.deadline_ms() > 0) {
+    const absl::Duration left = absl::FromUnixMillis(a.deadline_ms()) - now;
+    absl::StrAppend(&out, left > absl::ZeroDuration()
+                              ? absl::StrCat(", deadline in ", FormatAge(left))
+                              : std::string(", deadline passed"));
+  }
+  return out;
+}
+
+}  // namespace
+
+int Session::UpdateNodes(v1::NodeAction action, const std::vector<std::string>& nodes,
+                         const std::string& reason, std::optional<absl::Duration> deadline,
+                         bool verify, bool json) {
+  v1::UpdateNodesRequest req;
+  for (const std::string& n : nodes) req.add_nodes(n);
+  req.set_action(action);
+  req.set_reason(reason);
+  if (deadline.has_value()) req.set_deadline_s(absl::ToInt64Seconds(*deadline));
+  req.set_verify(verify);
+  v1::UpdateNodesResponse response;
+  if (absl::Status s = Call(&Stub::UpdateNodes, req, &response); !s.ok()) return Fail(s);
+  if (json) {
+    out_ << ToJson(response);
+    return kExitOk;
+  }
+  const absl::Time now = clock_.Now();
+  for (const v1::NodeView& view : response.nodes()) {
+    int jobs = 0;
+    absl::flat_hash_map<int64_t, bool> seen;
+    for (const v1::GpuTasks& g : view.gpu_tasks()) {
+      for (const v1::GpuTaskRef& t : g.tasks()) jobs += seen.emplace(t.job_id(), true).second;
+    }
+    const std::string admin = AdminLine(view.node().admin(), now);
+    out_ << view.node().name() << ": " << NodeShownState(view);
+    if (view.service_state() == v1::NODE_SERVICE_STATE_DRAINING) {
+      out_ << " (" << jobs << (jobs == 1 ? " job" : " jobs") << " still running)";
+    }
+    out_ << (admin.empty() ? "" : absl::StrCat(" - ", admin)) << "\n";
+  }
+  return kExitOk;
+}
+
+int Session::DescribeNodes(const std::vector<std::string>& nodes, bool json) {
+  v1::ListNodesResponse all;
+  if (absl::Status s = Call(&Stub::ListNodes, v1::ListNodesRequest(), &all); !s.ok()) {
+    return Fail(s);
+  }
+  v1::ListNodesResponse picked;
+  for (const std::string& name : nodes) {
+    bool found = false;
+    for (const v1::NodeView& v : all.nodes()) {
+      if (v.node().name() != name) continue;
+      *picked.add_nodes() = v;
+      found = true;
+    }
+    if (!found) {
+      return Fail(absl::NotFoundError(absl::StrCat("no node ", name, " is registered")));
+    }
+  }
+  if (json) {
+    out_ << ToJson(picked);
+    return kExitOk;
+  }
+  const absl::Time now = clock_.Now();
+  for (int i = 0; i < picked.nodes_size(); ++i) {
+    const v1::NodeView& view = picked.nodes(i);
+    const v1::Node& n = view.node();
+    if (i > 0) out_ << "\n";
+    out_ << "Name:          " << n.name() << (n.fake_gpus() ? " (fake GPUs)" : "") << "\n"
+         << "State:         " << NodeShownState(view) << "\n";
+    if (const std::string admin = AdminLine(n.admin(), now); !admin.empty()) {
+      out_ << "Reason:        " << admin << (n.admin().automatic() ? " (automatic)" : "")
+           << "\n";
+    }
+    out_ << "Address:       " << n.address() << "\n"
+         << "Agent:         " << n.agent_version() << ", last heartbeat "
+         << FormatAge(now - absl::FromUnixMillis(n.last_heartbeat_ms())) << " ago\n"
+         << "CPUs:          " << n.cpu_count() << "\n";
+    if (n.features_size() > 0) {
+      out_ << "Features:      " << absl::StrJoin(n.features(), ",") << "\n";
+    }
+    if (!n.labels().empty()) {
+      std::vector<std::string> labels;
+      for (const auto& [k, v] : n.labels()) labels.push_back(absl::StrCat(k, "=", v));
+      std::sort(labels.begin(), labels.end());
+      out_ << "Labels:        " << absl::StrJoin(labels, ",") << "\n";
+    }
+    if (!n.preflight_probe_error().empty()) {
+      out_ << "Probe error:   " << n.preflight_probe_error() << "\n";
+    }
+    out_ << "GPUs:\n";
+    for (int g = 0; g < n.gpus_size(); ++g) {
+      std::vector<std::string> jobs;
+      if (g < view.gpu_tasks_size()) {
+        for (const v1::GpuTaskRef& t : view.gpu_tasks(g).tasks()) {
+          jobs.push_back(absl::StrCat(t.job_id(), "/", t.rank()));
+        }
+      }
+      out_ << "  " << n.gpus(g).index() << "  " << n.gpus(g).name() << "  "
+           << FormatBytes(n.gpus(g).memory_total_bytes()) << "  jobs: "
+           << (jobs.empty() ? "-" : absl::StrJoin(jobs, ",")) << "\n";
+    }
+  }
+  return kExitOk;
 }
 
 int Session::Nodes(bool json) {
@@ -54,7 +224,7 @@ int Session::Nodes(bool json) {
     std::string name = node.name() + (node.fake_gpus() ? "*" : "");
     any_fake |= node.fake_gpus();
     if (node.gpus_size() == 0) {
-      table.AddRow({name, NodeStateName(node.state()), "-", "(no GPUs)", "-",
+      table.AddRow({name, NodeShownState(view), "-", "(no GPUs)", "-",
                     "-", "-", "-", "-"});
     }
     for (int i = 0; i < node.gpus_size(); ++i) {
@@ -67,7 +237,7 @@ int Session::Nodes(bool json) {
                               : absl::StrCat(ref.job_id()));
         }
       }
-      table.AddRow({name, NodeStateName(node.state()),
+      table.AddRow({name, NodeShownState(view),
                     absl::StrCat(gpu.index()),
                     gpu.name() + (gpu.mig_enabled() ? " (MIG)" : ""),
                     absl::StrCat(FormatBytes(gpu.memory_used_bytes()), " / ",
@@ -84,6 +254,11 @@ int Session::Nodes(bool json) {
   table.Optional(6);
   table.Print(out_, terminal_width_);
   if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
+  // Why nodes are out of service (Slurm's `sinfo -R`).
+  for (const v1::NodeView& view : response.nodes()) {
+    const std::string admin = AdminLine(view.node().admin(), clock_.Now());
+    if (!admin.empty()) out_ << view.node().name() << ": " << admin << "\n";
+  }
   return kExitOk;
 }
 

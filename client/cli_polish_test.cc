@@ -330,6 +330,7 @@ TEST_F(CliPolishTest, Help_UnknownCommand_UsageErrorNamingIt) {
 const std::set<std::string>& NotReadCommands() {
   static const auto* kSet = new std::set<std::string>{
       "submit", "sweep", "cancel", "sweep cancel", "wait",
+      "node",  // only its subcommands act (each has -o json)
       "logs",  // raw bytes of a rank's log, as written
       "report",  // sends metrics from inside a task
       "completion", "help",

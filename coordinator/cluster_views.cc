@@ -1,5 +1,6 @@
 #include "coordinator/cluster_views.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -7,6 +8,7 @@
 #include "common/clock.h"
 #include "coordinator/job_facts.h"
 #include "coordinator/job_spec.h"
+#include "coordinator/node_admin.h"
 
 namespace trainctl::coord {
 
@@ -40,6 +42,9 @@ CoordinatorStats CollectStats(const JobTable& jobs, const NodeRegistry& nodes,
     const bool ready = e.node.state() == v1::NODE_STATE_READY;
     if (ready) ++stats.nodes_ready;
     if (e.node.state() == v1::NODE_STATE_LOST) ++stats.nodes_lost;
+    bool holds = false;
+    for (const v1::Gpu& g : e.node.gpus()) holds = holds || allocated.contains({name, g.index()});
+    stats.node_service_states[name] = ServiceStateOf(e.node, holds);
     for (const v1::Gpu& g : e.node.gpus()) {
       GpuStats& gs = stats.gpus.emplace_back();
       gs.node = name;
@@ -120,6 +125,29 @@ std::vector<v1::NodeView> NodeViews(const JobTable& jobs, const NodeRegistry& no
     auto it = jobs.find(d.job_id);
     if (it != jobs.end()) add(it->second, d.task);
   }
+  for (v1::NodeView& view : out) {
+    bool holds = false;
+    for (const v1::GpuTasks& g : view.gpu_tasks()) holds = holds || g.tasks_size() > 0;
+    view.set_service_state(ServiceStateOf(view.node(), holds));
+  }
+  return out;
+}
+
+std::vector<int64_t> JobsHoldingNode(const JobTable& jobs, const std::string& node) {
+  std::vector<int64_t> out;
+  for (int64_t id : jobs.active()) {
+    const v1::Job& job = jobs.at(id);
+    if (job.state() != v1::JOB_STATE_SCHEDULED && job.state() != v1::JOB_STATE_RUNNING) {
+      continue;
+    }
+    for (const v1::Task& t : job.tasks()) {
+      if (t.node() == node && IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) {
+        out.push_back(id);
+        break;
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

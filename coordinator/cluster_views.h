@@ -104,6 +104,9 @@ struct CoordinatorStats {
   std::map<std::string, int64_t> pending_by_queue;
   int nodes_ready = 0;
   int nodes_lost = 0;
+  // Every known node's service state (in service, draining, drained, down),
+  // by name.
+  std::map<std::string, v1::NodeServiceState> node_service_states;
   // Every GPU of every known node, ordered by node name then as registered.
   std::vector<GpuStats> gpus;
   // Jobs whose current attempt has live tasks, by job id.
@@ -134,9 +137,15 @@ CoordinatorStats CollectStats(const JobTable& jobs, const NodeRegistry& nodes,
 // Every node with its GPUs and, per GPU, the tasks holding it (live tasks
 // of active jobs, pre-flight probes, draining tasks of earlier attempts)
 // with the bytes each reserves there; the node's last heartbeat in
-// Node.last_heartbeat_ms.
+// Node.last_heartbeat_ms; its service state (DRAINING while a drained node
+// still holds any such task).
 std::vector<v1::NodeView> NodeViews(const JobTable& jobs, const NodeRegistry& nodes,
                                     const DrainingTasks& draining);
+
+// The active jobs (SCHEDULED or RUNNING) with a live task on `node` that is
+// not already stopping, by id: what a DOWN, or a drain whose deadline
+// passed, stops and requeues.
+std::vector<int64_t> JobsHoldingNode(const JobTable& jobs, const std::string& node);
 
 }  // namespace trainctl::coord
 

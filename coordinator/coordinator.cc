@@ -35,6 +35,8 @@ Coordinator::Coordinator(CoordinatorConfig config, StateStore* store,
                 config_.packer),
       preflight_(config_.preflight) {
   absl::MutexLock lock(&mu_);
+  nodes_.set_auto_drain(
+      AutoDrain(config_.preflight.auto_drain_exclusions, config_.preflight.auto_drain_window));
   AddJobEdgeListenersLocked();
 }
 
@@ -398,7 +400,8 @@ void Coordinator::Tick() {
         done(absl::DeadlineExceededError("the agent did not answer the log read in time"));
       });
     }
-    const bool timed_out = EnforceTimeLimitsLocked(now, deferred);
+    const bool timed_out = EnforceTimeLimitsLocked(now, deferred) |
+                           EnforceDrainDeadlinesLocked(now, deferred);
     const bool preflights_judged = ExpirePreflightsLocked(now, deferred);
     bool sampled = false;
     if (measured_.SampleDue(now)) {

@@ -218,6 +218,16 @@ class Coordinator {
   // Every node with its GPUs and the tasks placed on each GPU.
   std::vector<v1::NodeView> ListNodes() const;
 
+  // Drains, resumes or downs nodes for user `by` (`trainctl node ...`;
+  // node_admin.h has the rules): the new admin state is stored before the
+  // reply, a DOWN stops and requeues what runs there (no restart used), and
+  // a scheduling pass follows. Returns the nodes' views. Errors:
+  // INVALID_ARGUMENT naming the field (ValidateUpdateNodes); NOT_FOUND for
+  // an unregistered node (nothing changed); FAILED_PRECONDITION when
+  // `verify` finds a node faulty; UNAVAILABLE when the store refused it.
+  absl::StatusOr<std::vector<v1::NodeView>> UpdateNodes(const v1::UpdateNodesRequest& req,
+                                                        const std::string& by);
+
   // Why a job waits (`trainctl why`): for a PENDING job, a scheduling pass
   // over the cluster as it is now explains it: quota, what each node lacks,
   // the reservation it waits behind and its estimated start. For any other
@@ -565,6 +575,24 @@ class Coordinator {
   // the record from memory). Called from Tick() and after loading, never
   // while a caller holds a reference into jobs_.
   void EvictRetiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- node admin states (node_admin.h decides, these apply)
+  // Stores `admin` as node `name`'s admin state and applies it (a DOWN
+  // requeues what runs there). Returns the write's ticket. Errors:
+  // UNAVAILABLE when it cannot be stored (nothing changed).
+  absl::StatusOr<WriteTicket> SetNodeAdminLocked(const std::string& name, v1::NodeAdmin admin,
+                                                 Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the tasks of every job holding `node` and requeues the jobs,
+  // counted as preemptions (no restart used), with RequeueReason(node).
+  void RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requeues what still runs on drained nodes whose deadline passed; true
+  // when any job was requeued.
+  bool EnforceDrainDeadlinesLocked(absl::Time now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // resume --verify: OK when every node of `req` passes its check.
+  absl::Status VerifyNodes(const v1::UpdateNodesRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- pre-flight (docs/preflight.md): PreflightRuns decides, these apply.
   // Opens a run over the job's (just placed) tasks: its rendezvous group,

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "absl/algorithm/container.h"
+#include "coordinator/node_admin.h"
 #include "coordinator/recovery.h"
 
 namespace trainctl::coord {
@@ -34,6 +36,16 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     if (absl::Status s = TransitionNode(updated, v1::NODE_STATE_READY); !s.ok()) {
       ReportIllegalTransitionLocked(s);
       return s;
+    }
+    // The admin state is the coordinator's: kept across registrations, and a
+    // GPU the node offered before and lacks now drains it.
+    *updated.mutable_admin() = nodes_.AdminOf(n.name());
+    if (prior != nodes_.end() && InService(updated)) {
+      if (std::string gone = MissingGpus(prior->second.node, n); !gone.empty()) {
+        *updated.mutable_admin() = AutomaticDrain(
+            absl::StrCat("GPU lost: ", gone, " missing at registration"), clock_->Now());
+        TC_LOG_WARN("node {} drained: {}", n.name(), updated.admin().reason());
+      }
     }
     // Queued, not waited for: a node record lost to a crash only means the
     // agent registers again (it would anyway, after a restart).
@@ -238,6 +250,100 @@ bool Coordinator::ExpireStaleNodesLocked(absl::Time now, Deferred& deferred) {
         deferred);
   }
   return !stale.empty();
+}
+
+absl::StatusOr<std::vector<v1::NodeView>> Coordinator::UpdateNodes(
+    const v1::UpdateNodesRequest& req, const std::string& by) {
+  TC_RETURN_IF_ERROR(ValidateUpdateNodes(req));
+  if (req.verify()) TC_RETURN_IF_ERROR(VerifyNodes(req));
+  Deferred deferred;
+  WriteTicket ticket = 0;
+  {
+    EventLock lock(this);
+    for (const std::string& name : req.nodes()) {
+      if (nodes_.find(name) == nodes_.end()) {
+        return absl::NotFoundError(absl::StrCat("nodes: no node ", name, " is registered"));
+      }
+    }
+    const v1::NodeAdmin admin = AdminAfter(req, by, clock_->Now());
+    for (const std::string& name : req.nodes()) {
+      TC_ASSIGN_OR_RETURN(ticket, SetNodeAdminLocked(name, admin, deferred));
+    }
+    RequestScheduleLocked(deferred);
+  }
+  RunDeferred(deferred);
+  TC_RETURN_IF_ERROR(WaitStored(ticket));
+  std::vector<v1::NodeView> out;
+  for (v1::NodeView& v : ListNodes()) {
+    if (absl::c_linear_search(req.nodes(), v.node().name())) out.push_back(std::move(v));
+  }
+  return out;
+}
+
+absl::StatusOr<WriteTicket> Coordinator::SetNodeAdminLocked(const std::string& name,
+                                                            v1::NodeAdmin admin,
+                                                            Deferred& deferred) {
+  v1::Node updated = nodes_.at(name).node;
+  *updated.mutable_admin() = std::move(admin);
+  // Stored first: an admin state that cannot be stored changes nothing.
+  absl::StatusOr<WriteTicket> t = store_->EnqueuePutNode(updated);
+  if (!t.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("could not store node ", name, ": ", t.status().message()));
+  }
+  last_ticket_ = std::max(last_ticket_, *t);
+  nodes_.SetAdmin(name, updated.admin());
+  TC_LOG_INFO("node {}: {}", name,
+              InService(updated) ? "resumed" : DescribeAdmin(updated, clock_->Now()));
+  if (updated.admin().state() == v1::NODE_ADMIN_STATE_DOWN) {
+    RequeueFromNodeLocked(updated, deferred);
+  }
+  return *t;
+}
+
+void Coordinator::RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred) {
+  const std::string why = RequeueReason(node);
+  for (int64_t id : JobsHoldingNode(jobs_, node.name())) {
+    v1::Job& job = jobs_.at(id);
+    for (v1::Task& t : *job.mutable_tasks()) {
+      if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) StopTaskLocked(job, t);
+    }
+    // Counted as a preemption: it does not use up --max-restarts.
+    job.set_preemptions(job.preemptions() + 1);
+    ++counters_.preemptions;
+    TransitionLocked(job, v1::JOB_STATE_PENDING, why, deferred);
+    PersistLocked(job);
+  }
+}
+
+bool Coordinator::EnforceDrainDeadlinesLocked(absl::Time now, Deferred& deferred) {
+  bool any = false;
+  for (const auto& [name, e] : nodes_) {
+    if (!DrainDeadlinePassed(e.node, now) || JobsHoldingNode(jobs_, name).empty()) continue;
+    RequeueFromNodeLocked(e.node, deferred);
+    any = true;
+  }
+  return any;
+}
+
+absl::Status Coordinator::VerifyNodes(const v1::UpdateNodesRequest& req) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& name : req.nodes()) {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) continue;  // NOT_FOUND follows
+    const NodeEntry& e = it->second;
+    if (e.conn == nullptr || e.node.state() != v1::NODE_STATE_READY) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "verify: node ", name, " is not connected: its agent must register before "
+          "it can be verified and resumed"));
+    }
+    if (!e.node.preflight_probe_error().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "verify: node ", name, " cannot run its pre-flight probe: ",
+          e.node.preflight_probe_error()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<v1::NodeView> Coordinator::ListNodes() const {

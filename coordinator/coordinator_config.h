@@ -88,6 +88,13 @@ struct PreflightConfig {
   int64_t bytes = int64_t{64} << 20;
   int iters = 10;
   int warmup = 3;
+  // A node that pre-flights excluded this many times within
+  // auto_drain_window is drained automatically, with the count and the last
+  // verdict as the reason (node_admin.h AutoDrain); 0 turns it off. Three in
+  // an hour: one exclusion may be the job's own fault (a wrong NCCL setting),
+  // three jobs blaming the same node within the hour rarely are.
+  int auto_drain_exclusions = 3;
+  absl::Duration auto_drain_window = absl::Hours(1);
 };
 
 struct CoordinatorConfig {

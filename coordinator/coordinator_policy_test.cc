@@ -270,5 +270,144 @@ TEST_F(CoordinatorPolicyTest, WhyJob_UserQuota_SaysWhichQuota) {
   EXPECT_EQ(Job(id).state(), v1::JOB_STATE_PENDING);
 }
 
+// ------------------------------------------------ node drain / down / resume
+
+v1::UpdateNodesRequest NodeAction(v1::NodeAction action, const std::string& node,
+                                  const std::string& reason = "", int64_t deadline_s = 0) {
+  v1::UpdateNodesRequest req;
+  req.add_nodes(node);
+  req.set_action(action);
+  req.set_reason(reason);
+  req.set_deadline_s(deadline_s);
+  return req;
+}
+
+TEST_F(CoordinatorPolicyTest, Drain_RunningJobFinishes_NewJobGoesElsewhere_ThenDrained) {
+  Start();
+  FakeConnection& a = Connect("a", 1);
+  const int64_t running = Submit(Gang(1));
+  ASSERT_THAT(a.Starts(), SizeIs(1));
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  FakeConnection& b = Connect("b", 1);
+
+  absl::StatusOr<std::vector<v1::NodeView>> views =
+      core_->UpdateNodes(NodeAction(v1::NODE_ACTION_DRAIN, "a", "swap PSU"), "ops");
+  TC_ASSERT_OK(views);
+  ASSERT_THAT(*views, SizeIs(1));
+  EXPECT_EQ((*views)[0].service_state(), v1::NODE_SERVICE_STATE_DRAINING);
+  EXPECT_EQ((*views)[0].node().admin().by(), "ops");
+  // The running job is left alone; nothing is stopped.
+  EXPECT_THAT(a.Stops(), SizeIs(0));
+  EXPECT_EQ(Job(running).state(), v1::JOB_STATE_RUNNING);
+
+  // A new job starts on b although a would have been first in name order.
+  const int64_t next = Submit(Gang(1));
+  ASSERT_THAT(b.Starts(), SizeIs(1));
+  EXPECT_EQ(b.Starts()[0].task().job_id(), next);
+  // Another, with b full, waits, and `why` names the drain.
+  const int64_t waits = Submit(Gang(1));
+  EXPECT_EQ(Job(waits).state(), v1::JOB_STATE_PENDING);
+  absl::StatusOr<v1::WhyJobResponse> why = core_->WhyJob(waits);
+  TC_ASSERT_OK(why);
+  EXPECT_THAT(why->drained_nodes(), ElementsAre(HasSubstr("a: DRAIN by ops")));
+  EXPECT_THAT(why->nodes(), ::testing::Contains(HasSubstr("a: out of service (DRAIN by ops")))
+      << why->DebugString();
+
+  // The running job ends: a is DRAINED and still takes nothing.
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 0));
+  EXPECT_EQ(Job(running).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_THAT(a.Starts(), SizeIs(1));
+  EXPECT_EQ(core_->ListNodes()[0].service_state(), v1::NODE_SERVICE_STATE_DRAINED);
+
+  // Resumed: the waiting job starts there.
+  TC_ASSERT_OK(core_->UpdateNodes(NodeAction(v1::NODE_ACTION_RESUME, "a"), "ops"));
+  ASSERT_THAT(a.Starts(), SizeIs(2));
+  EXPECT_EQ(a.Starts()[1].task().job_id(), waits);
+  EXPECT_EQ(core_->ListNodes()[0].service_state(), v1::NODE_SERVICE_STATE_IN_SERVICE);
+}
+
+TEST_F(CoordinatorPolicyTest, DrainDeadline_RequeuesWhatStillRuns_RestartBudgetIntact) {
+  Start();
+  FakeConnection& a = Connect("a", 1);
+  v1::JobSpec spec = Gang(1);
+  spec.set_max_restarts(0);  // a restart spent would fail it
+  const int64_t id = Submit(spec);
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  TC_ASSERT_OK(core_->UpdateNodes(NodeAction(v1::NODE_ACTION_DRAIN, "a", "kernel update", 600),
+                                  "ops"));
+  clock_.Advance(absl::Seconds(599));
+  core_->Tick();
+  EXPECT_THAT(a.Stops(), SizeIs(0));
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  // At the deadline: the preemption notice (SIGTERM, the stop grace), and the
+  // job is requeued, counted as a preemption, naming the drain.
+  ASSERT_THAT(a.Stops(), SizeIs(1));
+  EXPECT_EQ(a.Stops()[0].grace_ms(), 30000);
+  v1::Job j = Job(id);
+  EXPECT_EQ(j.state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(j.preemptions(), 1);
+  ASSERT_THAT(j.attempts(), SizeIs(1));
+  EXPECT_THAT(j.attempts(0).reason(), HasSubstr("node a was drained by ops (kernel update) and its drain "
+                                    "deadline passed"));
+  // Not sent twice at the next tick.
+  core_->Tick();
+  EXPECT_THAT(a.Stops(), SizeIs(1));
+  // It runs elsewhere and can still succeed: no restart was used.
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 143));
+  FakeConnection& b = Connect("b", 1);
+  ASSERT_THAT(b.Starts(), SizeIs(1));
+  Report("b", Status(b.Starts()[0], v1::TASK_STATE_RUNNING));
+  Report("b", Status(b.Starts()[0], v1::TASK_STATE_EXITED, 1));
+  // max_restarts 0: this failure ends it, but it was its first failure.
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(core_->Stats().counters.restarts, 0);
+}
+
+TEST_F(CoordinatorPolicyTest, Down_StopsAndRequeuesAtOnce_SurvivesAgentAndCoordinatorRestart) {
+  Start();
+  FakeConnection& a = Connect("a", 1);
+  const int64_t id = Submit(Gang(1));
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
+  EXPECT_THAT(core_->UpdateNodes(NodeAction(v1::NODE_ACTION_DOWN, "a", ""), "ops"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reason:")));
+  EXPECT_THAT(core_->UpdateNodes(NodeAction(v1::NODE_ACTION_DOWN, "zz", "x"), "ops"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no node zz")));
+  TC_ASSERT_OK(core_->UpdateNodes(NodeAction(v1::NODE_ACTION_DOWN, "a", "PSU"), "ops"));
+  ASSERT_THAT(a.Stops(), SizeIs(1));
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Job(id).attempts(0).reason(), HasSubstr("node a was set DOWN by ops (PSU)"));
+  Report("a", Status(a.Starts()[0], v1::TASK_STATE_EXITED, 143));
+
+  // The agent restarts: the node stays down, the job stays pending.
+  core_->AgentDisconnected("a", &a);
+  FakeConnection& again = Connect("a", 1);
+  EXPECT_THAT(again.Starts(), SizeIs(0));
+  EXPECT_EQ(core_->ListNodes()[0].service_state(), v1::NODE_SERVICE_STATE_DOWN);
+  // So does a coordinator restart (the state is stored with the node).
+  Start();
+  ASSERT_THAT(core_->ListNodes(), SizeIs(1));
+  EXPECT_EQ(core_->ListNodes()[0].node().admin().state(), v1::NODE_ADMIN_STATE_DOWN);
+  EXPECT_EQ(core_->ListNodes()[0].node().admin().reason(), "PSU");
+  FakeConnection& after = Connect("a", 1);
+  EXPECT_THAT(after.Starts(), SizeIs(0));
+  TC_ASSERT_OK(core_->UpdateNodes(NodeAction(v1::NODE_ACTION_RESUME, "a"), "ops"));
+  ASSERT_THAT(after.Starts(), SizeIs(1));
+  EXPECT_EQ(after.Starts()[0].task().job_id(), id);
+}
+
+TEST_F(CoordinatorPolicyTest, GpuMissingAtRegistration_DrainsTheNodeAutomatically) {
+  Start();
+  core_->AgentDisconnected("a", &Connect("a", 2));
+  FakeConnection& again = Connect("a", 1);  // GPU 1 fell off the bus
+  const v1::NodeView view = core_->ListNodes()[0];
+  EXPECT_EQ(view.service_state(), v1::NODE_SERVICE_STATE_DRAINED);
+  EXPECT_TRUE(view.node().admin().automatic());
+  EXPECT_EQ(view.node().admin().by(), "trainctl");
+  EXPECT_THAT(view.node().admin().reason(), HasSubstr("GPU lost: GPU 1 (GPU-a-1)"));
+  Submit(Gang(1));
+  EXPECT_THAT(again.Starts(), SizeIs(0));
+}
+
 }  // namespace
 }  // namespace trainctl::coord

@@ -453,6 +453,17 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
   TC_LOG_INFO("job {} pre-flight {}: {}", job.id(), v.run,
               job.preflight().runs(job.preflight().runs_size() - 1).reason());
   if (v.verdict != v1::PREFLIGHT_VERDICT_PASSED) {
+    // Nodes this run excluded count toward their automatic drain.
+    for (const v1::ExcludedNode& x : job.preflight().excluded()) {
+      if (x.run() != v.run || nodes_.find(x.node()) == nodes_.end() ||
+          !InService(nodes_.at(x.node()).node)) {
+        continue;
+      }
+      if (std::optional<std::string> why =
+              nodes_.auto_drain().OnExclusion(x.node(), x.reason(), clock_->Now())) {
+        (void)SetNodeAdminLocked(x.node(), AutomaticDrain(*why, clock_->Now()), deferred);
+      }
+    }
     // Live probes (stopped after a failure, or hung at the deadline) drain
     // under their own key, holding their GPUs until they exit.
     for (v1::Task& t : *job.mutable_tasks()) {

@@ -406,6 +406,30 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* UpdateNodes(grpc::CallbackServerContext* ctx,
+                                        const v1::UpdateNodesRequest* req,
+                                        v1::UpdateNodesResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    if (!who.ok()) {
+      reactor->Finish(ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    if (!who->admin) {
+      reactor->Finish(ToGrpcStatus(absl::PermissionDeniedError(absl::StrCat(
+          "user ", who->user, " may not drain, resume or down nodes: admins only"))));
+      return reactor;
+    }
+    absl::StatusOr<std::vector<v1::NodeView>> views = core_->UpdateNodes(*req, who->user);
+    if (!views.ok()) {
+      reactor->Finish(ToGrpcStatus(views.status()));
+      return reactor;
+    }
+    for (v1::NodeView& v : *views) *resp->add_nodes() = std::move(v);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
   grpc::ServerUnaryReactor* WhyJob(grpc::CallbackServerContext* ctx,
                                    const v1::WhyJobRequest* req,
                                    v1::WhyJobResponse* resp) override {

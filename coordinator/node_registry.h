@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "coordinator/node_admin.h"
 #include "coordinator/task_key.h"
 #include "trainctl/v1/service.pb.h"
 #include "trainctl/v1/types.pb.h"
@@ -163,6 +164,24 @@ class NodeRegistry {
   std::vector<std::string> Stale(absl::Time now) const;
   absl::Duration node_timeout() const { return node_timeout_; }
 
+  // ---- admin state (node_admin.h): drain, down, resume
+  // A node's admin state is its entry's node.admin(), stored with the node.
+  // Sets node `name`'s admin record (the node must exist). The caller stores
+  // the node first (NodeEntry.node is what is stored).
+  void SetAdmin(const std::string& name, v1::NodeAdmin admin) {
+    *nodes_.at(name).node.mutable_admin() = std::move(admin);
+  }
+  // The admin record a registration of `name` keeps: the stored node's, or
+  // none for a new node. An agent never sets it (RegisterNode.node.admin is
+  // ignored), so an agent restart never clears a drain.
+  v1::NodeAdmin AdminOf(const std::string& name) const {
+    auto it = nodes_.find(name);
+    return it == nodes_.end() ? v1::NodeAdmin() : it->second.node.admin();
+  }
+  // Automatic drains on repeated pre-flight exclusions (configured once).
+  AutoDrain& auto_drain() { return auto_drain_; }
+  void set_auto_drain(AutoDrain a) { auto_drain_ = std::move(a); }
+
   // ---- MASTER_PORTs
   // The host a node's ports belong to: its address (agents that share a host
   // share its ports), or its name when it gave none.
@@ -188,6 +207,7 @@ class NodeRegistry {
   const absl::Duration node_timeout_;
   std::string cluster_id_;
   Nodes nodes_;
+  AutoDrain auto_drain_;
   bool in_pass_ = false;
   mutable PortsByHost snapshot_ports_;
 };

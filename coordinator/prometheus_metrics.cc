@@ -79,6 +79,12 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                 .Name("trainctl_nodes")
                 .Help("Nodes known to the coordinator, by state")
                 .Register(*registry_);
+  node_service_ = &BuildGauge()
+                       .Name("trainctl_node_service_state")
+                       .Help("A node's service state: 0 in service, 1 draining (drained, "
+                             "tasks still running), 2 drained, 3 down (trainctl node "
+                             "drain/down; the reason is in `trainctl nodes`)")
+                       .Register(*registry_);
   gpu_.utilization = &BuildGauge()
                           .Name("trainctl_gpu_utilization_ratio")
                           .Help("GPU utilization (0-1) at the node's last heartbeat")
@@ -241,6 +247,19 @@ void PrometheusMetrics::Refresh(const CoordinatorStats& stats) {
   }
   nodes_->Add({{"state", "ready"}}).Set(stats.nodes_ready);
   nodes_->Add({{"state", "lost"}}).Set(stats.nodes_lost);
+  for (const auto& [node, state] : stats.node_service_states) {
+    prometheus::Gauge*& gauge = service_series_[node];
+    if (gauge == nullptr) gauge = &node_service_->Add({{"node", node}});
+    gauge->Set(std::max(0, static_cast<int>(state) - 1));
+  }
+  for (auto it = service_series_.begin(); it != service_series_.end();) {
+    if (stats.node_service_states.count(it->first)) {
+      ++it;
+      continue;
+    }
+    node_service_->Remove(it->second);
+    it = service_series_.erase(it);
+  }
 
   const CoordinatorCounters& c = stats.counters;
   CoordinatorCounters& last = last_counters_;

@@ -12,6 +12,8 @@
 //   trainctl_jobs_in_memory                     jobs held whole in memory
 //   trainctl_queue_length{queue}                pending jobs; one queue, "default"
 //   trainctl_nodes{state}                       nodes per state (ready, lost)
+//   trainctl_node_service_state{node}           0 in service, 1 draining,
+//                                               2 drained, 3 down
 //   trainctl_gpu_utilization_ratio{node,gpu,uuid,model}     0-1
 //   trainctl_gpu_memory_used_bytes{node,gpu,uuid,model}
 //   trainctl_gpu_memory_total_bytes{node,gpu,uuid,model}
@@ -172,6 +174,8 @@ class PrometheusMetrics {
   std::map<prometheus::Labels, prometheus::Gauge*> job_series_;
   std::map<std::string, prometheus::Gauge*> queue_series_;  // by queue name
   std::map<std::string, prometheus::Gauge*> allocated_series_;  // by node
+  prometheus::Family<prometheus::Gauge>* node_service_;
+  std::map<std::string, prometheus::Gauge*> service_series_;  // by node
   // stats.counters at the last Refresh().
   CoordinatorCounters last_counters_;
 

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "coordinator/node_admin.h"
 #include "coordinator/job_facts.h"
 #include "coordinator/job_spec.h"
 
@@ -80,7 +81,8 @@ const sched::ClusterSnapshot& SchedulerView::Snapshot(const JobTable& jobs,
   for (const auto& [name, e] : nodes) {
     sched::NodeState& n = snap.nodes[i++];
     n.schedulable = e.conn != nullptr && e.node.state() == v1::NODE_STATE_READY &&
-                    e.stopping_unplaced.empty();
+                    e.stopping_unplaced.empty() && InService(e.node);
+    n.out_of_service = InService(e.node) ? "" : DescribeAdmin(e.node, absl::FromUnixMillis(now_ms));
     n.container_runtime = e.node.container_runtimes_size() > 0;
     n.cgroups = e.node.cgroups();
     if (SameNodeShape(n, name, e.node)) {
@@ -268,6 +270,11 @@ v1::WhyJobResponse SchedulerView::Why(const v1::Job& job, const sched::Scheduler
   for (const v1::ExcludedNode& e : job.preflight().excluded()) {
     out.add_excluded_nodes(absl::StrCat(e.node(), ": pre-flight ", e.run(), ": ",
                                         e.reason()));
+  }
+  for (const auto& [name, entry] : nodes) {
+    if (!InService(entry.node)) {
+      out.add_drained_nodes(absl::StrCat(name, ": ", DescribeAdmin(entry.node, now)));
+    }
   }
   if (KindOf(job.spec()) == v1::JOB_KIND_GANG) {
     // Agents' configuration errors that bear on a gang's pre-flight, in name

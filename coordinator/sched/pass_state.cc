@@ -129,6 +129,7 @@ std::vector<NodeState> PassState::MutableCopy(
   for (size_t n = 0; n < nodes.size(); ++n) {
     copy[n].name = nodes[n].name;
     copy[n].schedulable = nodes[n].schedulable;
+    copy[n].out_of_service = nodes[n].out_of_service;
     copy[n].container_runtime = nodes[n].container_runtime;
     copy[n].cgroups = nodes[n].cgroups;
     copy[n].gpus.resize(nodes[n].gpus.size());

@@ -41,6 +41,10 @@ struct NodeState {
   // stops processes that hold no reservation: it counts when judging whether
   // a job can ever fit this cluster, but gets no placements.
   bool schedulable = true;
+  // Non-empty when an admin took the node out of service (drain or down),
+  // in words ("DRAIN by alice 5m ago: disk swap"): Explain() names it. Such
+  // a node is not schedulable.
+  std::string out_of_service;
   std::vector<GpuState> gpus;
   // The node has a container runtime (podman or Apptainer): only such nodes
   // take jobs with needs_container_runtime.

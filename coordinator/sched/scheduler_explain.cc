@@ -111,6 +111,9 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
         "%s: no task cgroups for the job's --cpus/--mem limits", node.name);
   }
   const int usable = UsableGpuCount(node);
+  if (!node.out_of_service.empty()) {
+    return absl::StrFormat("%s: out of service (%s)", node.name, node.out_of_service);
+  }
   if (!node.schedulable) {
     return absl::StrFormat(
         "%s: not schedulable (lost, disconnected, or stopping processes it "

@@ -88,7 +88,10 @@ Layouts GangLayouts(const JobRequest& job, int max_nodes);
 // What the whole cluster has, lost nodes included, ignoring use.
 struct ClusterShape {
   int node_count = 0;
+  // Not schedulable: lost, disconnected or stopping unplaced processes; and,
+  // counted apart, taken out of service by an admin (drained or down).
   int lost_node_count = 0;
+  int out_of_service_node_count = 0;
   int64_t gpu_count = 0;
   int max_gpus_on_node = 0;
   int64_t max_gpu_memory_bytes = 0;
@@ -102,7 +105,11 @@ struct ClusterShape {
   explicit ClusterShape(const ClusterSnapshot& cluster) {
     node_count = static_cast<int>(cluster.nodes.size());
     for (const NodeState& node : cluster.nodes) {
-      if (!node.schedulable) ++lost_node_count;
+      if (!node.out_of_service.empty()) {
+        ++out_of_service_node_count;
+      } else if (!node.schedulable) {
+        ++lost_node_count;
+      }
       container_runtime_nodes += node.container_runtime ? 1 : 0;
       cgroup_nodes += node.cgroups ? 1 : 0;
       const int gpus = UsableGpuCount(node);
@@ -130,11 +137,20 @@ struct ClusterShape {
     return NodesWithAtLeast(layout.per_node) >= layout.nodes;
   }
 
-  // "; 1 of 3 nodes is lost", or "" when none is.
+  // "; 1 of 3 nodes is lost", "; 2 of 3 nodes are drained or down", both,
+  // or "" when every node is schedulable.
   std::string LostNote() const {
-    if (lost_node_count == 0) return "";
-    return absl::StrFormat("; %d of %d nodes %s lost", lost_node_count,
-                           node_count, lost_node_count == 1 ? "is" : "are");
+    std::string out;
+    if (lost_node_count > 0) {
+      out = absl::StrFormat("; %d of %d nodes %s lost", lost_node_count, node_count,
+                            lost_node_count == 1 ? "is" : "are");
+    }
+    if (out_of_service_node_count > 0) {
+      out += absl::StrFormat("; %d of %d nodes %s drained or down (trainctl nodes)",
+                             out_of_service_node_count, node_count,
+                             out_of_service_node_count == 1 ? "is" : "are");
+    }
+    return out;
   }
 };
 

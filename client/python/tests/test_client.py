@@ -251,6 +251,31 @@ class ListTest(unittest.TestCase):
         self.assertEqual((n.name, n.state), ("n1", "ready"))
         self.assertEqual([g.tasks for g in n.gpus], [[(5, 0, 10)], []])
 
+    def test_drain_sends_reason_and_deadline_and_shows_draining(self):
+        node = S.Node(name="n1", state=S.NODE_STATE_READY,
+                      admin=S.NodeAdmin(state=S.NODE_ADMIN_STATE_DRAIN, reason="swap PSU",
+                                        by="ops", deadline_ms=5000))
+        view = service_pb2.NodeView(node=node,
+                                    service_state=service_pb2.NODE_SERVICE_STATE_DRAINING)
+        stub = FakeStub().answer("UpdateNodes", service_pb2.UpdateNodesResponse(nodes=[view]))
+        (n,) = Client._for_stub(stub).drain("n1", "swap PSU", deadline_s=600)
+        request = stub.calls[0][1]
+        self.assertEqual(list(request.nodes), ["n1"])
+        self.assertEqual(request.action, service_pb2.NODE_ACTION_DRAIN)
+        self.assertEqual((request.reason, request.deadline_s), ("swap PSU", 600))
+        self.assertEqual((n.state, n.reason, n.drained_by, n.drain_deadline_ms),
+                         ("draining", "swap PSU", "ops", 5000))
+
+    def test_resume_verify_and_down(self):
+        stub = FakeStub().answer("UpdateNodes", service_pb2.UpdateNodesResponse())
+        client = Client._for_stub(stub)
+        client.resume(["a", "b"], verify=True)
+        client.down("a", "PSU")
+        resume, down = stub.calls[0][1], stub.calls[1][1]
+        self.assertEqual((list(resume.nodes), resume.action, resume.verify),
+                         (["a", "b"], service_pb2.NODE_ACTION_RESUME, True))
+        self.assertEqual((down.action, down.reason), (service_pb2.NODE_ACTION_DOWN, "PSU"))
+
 
 class SweepClientTest(unittest.TestCase):
     def test_sweep_trials_share_sweep_id_with_request_ids(self):

@@ -325,8 +325,11 @@ class Gpu:
 
 class Node:
     """One node as the coordinator sees it: ``name``, ``address``, ``state``
-    ("ready" or "lost"), ``gpus`` (list of Gpu), ``fake_gpus`` (bool) and
-    ``proto`` (the ``trainctl.v1.Node``)."""
+    ("ready", "lost", or, when an admin took it out of service, "draining",
+    "drained" or "down"), ``reason``, ``drained_by`` and ``drain_deadline_ms``
+    (ms since the Unix epoch, 0: none) of a drain or down ("" / 0 in
+    service), ``gpus`` (list of Gpu), ``fake_gpus`` (bool) and ``proto`` (the
+    ``trainctl.v1.Node``)."""
 
     def __init__(self, view):
         node = view.node
@@ -334,6 +337,12 @@ class Node:
         self.name = node.name
         self.address = node.address
         self.state = types_pb2.NodeState.Name(node.state)[len("NODE_STATE_"):].lower()
+        if view.service_state > service_pb2.NODE_SERVICE_STATE_IN_SERVICE:
+            self.state = service_pb2.NodeServiceState.Name(
+                view.service_state)[len("NODE_SERVICE_STATE_"):].lower()
+        self.reason = node.admin.reason
+        self.drained_by = node.admin.by
+        self.drain_deadline_ms = node.admin.deadline_ms
         self.fake_gpus = node.fake_gpus
         tasks = list(view.gpu_tasks)
         self.gpus = [Gpu(g, tasks[i].tasks if i < len(tasks) else ())
@@ -616,6 +625,33 @@ class Client:
     def nodes(self) -> List[Node]:
         """The cluster's nodes, their GPUs and the tasks on each GPU."""
         return [Node(v) for v in self._call("ListNodes", service_pb2.ListNodesRequest()).nodes]
+
+    def _update_nodes(self, nodes, action, reason="", deadline_s=0, verify=False) -> List[Node]:
+        if isinstance(nodes, str):
+            nodes = [nodes]
+        request = service_pb2.UpdateNodesRequest(nodes=list(nodes), action=action, reason=reason,
+                                                 deadline_s=int(deadline_s), verify=verify)
+        return [Node(v) for v in self._call("UpdateNodes", request).nodes]
+
+    def drain(self, nodes: Union[str, Sequence[str]], reason: str,
+              deadline_s: float = 0) -> List[Node]:
+        """Drains nodes (``trainctl node drain``; admins): no new placements,
+        running jobs finish; after ``deadline_s`` seconds (0: never) what
+        still runs is requeued without using a restart. Returns the nodes.
+        Raises InvalidArgument (no reason, a negative deadline), NotFound (an
+        unknown node), PermissionDenied (not an admin)."""
+        return self._update_nodes(nodes, service_pb2.NODE_ACTION_DRAIN, reason, deadline_s)
+
+    def resume(self, nodes: Union[str, Sequence[str]], verify: bool = False) -> List[Node]:
+        """Puts drained or down nodes back in service (``trainctl node
+        resume``; admins). With ``verify``, refuses (FailedPrecondition) a node
+        whose agent is not connected or cannot run its pre-flight probe."""
+        return self._update_nodes(nodes, service_pb2.NODE_ACTION_RESUME, verify=verify)
+
+    def down(self, nodes: Union[str, Sequence[str]], reason: str) -> List[Node]:
+        """Takes nodes out of service now (``trainctl node down``; admins):
+        what runs there is stopped and requeued without using a restart."""
+        return self._update_nodes(nodes, service_pb2.NODE_ACTION_DOWN, reason)
 
     def sweep(self, command: Sequence[str], *, grid: Optional[Mapping[str, Sequence[Any]]] = None,
               params: Optional[Mapping[str, Any]] = None, samples: int = 0, seed: int = 0,
