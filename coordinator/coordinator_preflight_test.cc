@@ -388,6 +388,38 @@ TEST_F(PreflightTest, RankErrors_OthersStoppedNotBlamed) {
   EXPECT_THAT(why->nodes(), ::testing::Contains("b: excluded for this job by a pre-flight"));
 }
 
+// Three gangs in a row exclude b (the default: 3 within an hour): b is
+// drained automatically, with the count and the last verdict, by
+// "trainctl"; the exclusions of the first two leave it in service.
+TEST_F(PreflightTest, RepeatedExclusions_DrainTheNodeAutomatically) {
+  Connect("a");
+  Connect("b");
+  for (int i = 0; i < 3; ++i) {
+    auto id = core_->SubmitJob(TwoNodeGang(), "");
+    TC_ASSERT_OK(id);
+    std::vector<v1::StartTask> pa = NewStarts("a"), pb = NewStarts("b");
+    ASSERT_THAT(pb, SizeIs(1)) << "gang " << i;
+    Report("a", Running(pa[0]));
+    Report("b", Running(pb[0]));
+    Report("b", ProbeExit(pb[0], 0, "ncclCommInitRank failed: unhandled system error"));
+    v1::AgentMessage stopped = Running(pa[0]);  // a's probe ends on its SIGTERM
+    stopped.mutable_task_status()->set_state(v1::TASK_STATE_EXITED);
+    stopped.mutable_task_status()->set_exit_code(143);
+    Report("a", stopped);
+    const v1::NodeAdmin admin = core_->ListNodes()[1].node().admin();
+    if (i < 2) {
+      EXPECT_EQ(admin.state(), v1::NODE_ADMIN_STATE_UNSPECIFIED) << "after gang " << i;
+    } else {
+      EXPECT_EQ(admin.state(), v1::NODE_ADMIN_STATE_DRAIN);
+      EXPECT_TRUE(admin.automatic());
+      EXPECT_EQ(admin.by(), "trainctl");
+      EXPECT_THAT(admin.reason(), HasSubstr("excluded by pre-flights 3 times within 1h; last: "));
+      EXPECT_THAT(admin.reason(), HasSubstr("unhandled system error"));
+    }
+    TC_ASSERT_OK(core_->CancelJob(*id));
+  }
+}
+
 // An agent whose --preflight-probe is missing (the quickstart
 // built none) said so at registration. That is the agent's configuration,
 // not its GPUs: the gang starts on it unprobed, nothing is excluded, and

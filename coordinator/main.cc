@@ -219,6 +219,9 @@ int main(int argc, char** argv) {
   std::string preflight_timeout = "60s", preflight_bytes = "64MiB";
   double preflight_ratio = trainctl::coord::PreflightPolicy().min_busbw_ratio;
   int preflight_max_failures = trainctl::coord::CoordinatorConfig().preflight.max_failures;
+  int auto_drain_exclusions =
+      trainctl::coord::CoordinatorConfig().preflight.auto_drain_exclusions;
+  std::string auto_drain_window = "1h";
   app.add_flag("--preflight-auto,!--no-preflight-auto", preflight_auto,
                "run a pre-flight (a short NCCL all-reduce on the reserved GPUs) "
                "before every gang placed on more than one node, unless it was "
@@ -238,6 +241,13 @@ int main(int argc, char** argv) {
   app.add_option("--preflight-bytes", preflight_bytes,
                  "all-reduce buffer of the pre-flight probe")
       ->capture_default_str();
+  app.add_option("--auto-drain-exclusions", auto_drain_exclusions,
+                 "drain a node (automatically, with the reason) that pre-flights "
+                 "excluded this many times within --auto-drain-window; 0: never")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
+  app.add_option("--auto-drain-window", auto_drain_window,
+                 "the window --auto-drain-exclusions counts in")
+      ->check(DurationCheck())->capture_default_str();
   int fanout_threads = 0;
   app.add_option("--rendezvous-fanout-threads", fanout_threads,
                  "threads that answer the waiting ranks when rank 0 publishes "
@@ -381,6 +391,8 @@ int main(int argc, char** argv) {
   config.preflight.timeout = ToDuration(preflight_timeout);
   config.preflight.policy.min_busbw_ratio = preflight_ratio;
   config.preflight.max_failures = preflight_max_failures;
+  config.preflight.auto_drain_exclusions = auto_drain_exclusions;
+  config.preflight.auto_drain_window = ToDuration(auto_drain_window);
   config.rendezvous_fanout_threads = fanout_threads;
   if (absl::StatusOr<int64_t> b = trainctl::ParseByteSize(preflight_bytes);
       b.ok() && *b >= 4 && *b <= (int64_t{4} << 30)) {
