@@ -64,6 +64,7 @@ constexpr EventInfo kEvents[] = {
     {"heal", 2},               {"reconnect", 2},   {"shrink_gpus", 1},
     {"impostor", 2},           {"forged_report", 2}, {"coordinator_crash", 1},
     {"new_cluster", 1},        {"rendezvous", 8},    {"submit_array", 3},
+    {"node_admin", 2},
 };
 static_assert(sizeof(kEvents) / sizeof(kEvents[0]) ==
               static_cast<int>(EventType::kCount));
@@ -323,6 +324,8 @@ class Simulation {
   // task as the coordinator made it (read now, right after the call that
   // sent them; the core's lock is not held while messages sit in an inbox).
   void RecordNewStarts() {
+    std::set<std::string> out_of_service;
+    bool nodes_read = false;
     for (auto& a : agents_) {
       if (a->conn == nullptr) continue;
       for (v1::CoordinatorMessage& m : a->conn->inbox) {
@@ -332,6 +335,26 @@ class Simulation {
         const v1::TaskRef& ref = m.start_task().task();
         std::vector<std::pair<std::string, int64_t>> holds;
         auto job = core_->GetJob(ref.job_id());
+        if (!nodes_read) {
+          for (const v1::NodeView& n : core_->ListNodes()) {
+            if (n.node().admin().state() != v1::NODE_ADMIN_STATE_UNSPECIFIED) {
+              out_of_service.insert(n.node().name());
+            }
+          }
+          nodes_read = true;
+        }
+        // A new placement, not a gang's ranks following their passed
+        // pre-flight (placed before the node was drained).
+        const bool after_preflight =
+            ref.probe_run() == 0 && job.ok() && job->preflight().runs_size() > 0 &&
+            job->preflight().runs(job->preflight().runs_size() - 1).verdict() ==
+                v1::PREFLIGHT_VERDICT_PASSED;
+        if (out_of_service.count(a->name) && !after_preflight) {
+          Violation("placed-out-of-service",
+                    absl::StrCat("job ", ref.job_id(), " rank ", ref.rank(), " probe run ",
+                                 ref.probe_run(), " was started on node ", a->name,
+                                 ", which an admin drained or took down"));
+        }
         if (job.ok() && (m.start_task().run_as_user() != job->spec().user() ||
                          m.start_task().run_as_user().empty() ||
                          m.start_task().allow_root())) {
@@ -1070,6 +1093,48 @@ class Simulation {
     RegisterOrRetryLater(ag);
   }
 
+  // An admin's lever on node #a: drain (a third of them with a deadline of
+  // 1-120 s), down, or resume. Only NOT_FOUND (a node a new cluster has not
+  // seen yet) may refuse it.
+  void NodeAdmin(uint64_t a, uint64_t b) {
+    const Agent& ag = *agents_[a % agents_.size()];
+    v1::UpdateNodesRequest req;
+    req.add_nodes(ag.name);
+    switch (b % 6) {
+      case 0:
+      case 1:
+        req.set_action(v1::NODE_ACTION_DRAIN);
+        break;
+      case 2:
+        req.set_action(v1::NODE_ACTION_DRAIN);
+        req.set_deadline_s(static_cast<int64_t>(b / 6 % 120) + 1);
+        break;
+      case 3:
+        req.set_action(v1::NODE_ACTION_DOWN);
+        break;
+      default:
+        req.set_action(v1::NODE_ACTION_RESUME);
+    }
+    if (req.action() != v1::NODE_ACTION_RESUME) req.set_reason("simulated maintenance");
+    absl::StatusOr<std::vector<v1::NodeView>> views = core_->UpdateNodes(req, "ops");
+    Settle();
+    if (!views.ok() && views.status().code() != absl::StatusCode::kNotFound) {
+      Violation("node-admin", absl::StrCat("UpdateNodes: ", views.status().ToString()));
+    }
+  }
+
+  // Resumes every node (before the end, so that what waits can run).
+  void ResumeAll() {
+    if (core_ == nullptr) return;
+    for (const auto& ap : agents_) {
+      v1::UpdateNodesRequest req;
+      req.add_nodes(ap->name);
+      req.set_action(v1::NODE_ACTION_RESUME);
+      (void)core_->UpdateNodes(req, "ops");
+      Settle();  // what the resume placed
+    }
+  }
+
   void Impostor(uint64_t a, uint64_t b) {
     Agent& holder = *agents_[a % agents_.size()];
     // Only while the holder is connected and heartbeating (the coordinator
@@ -1403,6 +1468,9 @@ class Simulation {
       case EventType::kRendezvous:
         Rendezvous(e.a, e.b);
         break;
+      case EventType::kNodeAdmin:
+        NodeAdmin(e.a, e.b);
+        break;
       case EventType::kCount:
         break;
     }
@@ -1604,6 +1672,7 @@ class Simulation {
   // Heals every fault and lets the work finish; then every job must be final
   // or PENDING with a reason.
   void Drain() {
+    ResumeAll();
     for (auto& ap : agents_) {
       if (ap->partitioned) {
         ap->partitioned = false;

@@ -22,6 +22,8 @@
 //   - a rank gets only its own job attempt's ncclUniqueId, and another job's
 //     token opens no rendezvous;
 //   - no illegal state transition (Stats().illegal_transitions stays 0);
+//   - nothing is placed on a node an admin drained or took down (a gang's
+//     ranks may still start where its pre-flight, placed before, passed);
 //   - at the end (faults healed, work allowed to finish), every job is final
 //     or PENDING with a reason.
 //
@@ -64,6 +66,8 @@ enum class EventType : int {
   kRendezvous,        // a rank publishes or fetches its ncclUniqueId, or a
                       // rank of another job tries to fetch it with its own token
   kSubmitArray,       // a job array (SubmitJobs), maybe with a %P limit
+  kNodeAdmin,         // an admin drains (maybe with a deadline), downs or
+                      // resumes a node
   kCount,
 };
 
