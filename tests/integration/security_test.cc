@@ -211,6 +211,16 @@ class SecurityTest : public ::testing::Test {
     return users_->ListNodes(As(token).get(), v1::ListNodesRequest(), &resp);
   }
 
+  // Drains node "n1" (it need not exist: the role is checked first).
+  grpc::Status DrainNode(const char* token) {
+    v1::UpdateNodesRequest req;
+    req.add_nodes("n1");
+    req.set_action(v1::NODE_ACTION_DRAIN);
+    req.set_reason("maintenance");
+    v1::UpdateNodesResponse resp;
+    return users_->UpdateNodes(As(token).get(), req, &resp);
+  }
+
   // A raw agent stream with the given client certificate ("" for none) of
   // the given CA directory.
   struct RawAgent {
@@ -332,12 +342,19 @@ TEST_F(SecurityTest, ForbiddenCalls_AreRefused_AndChangeNothing) {
        grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
       {"usage of another user's job", [&] { return GetJobUsage(kBob, {alice_job}); },
        grpc::StatusCode::PERMISSION_DENIED, "user bob may not read the usage of job"},
+      {"drain a node without a token", [&] { return DrainNode(nullptr); },
+       grpc::StatusCode::UNAUTHENTICATED, "no credentials"},
+      {"drain a node as a user", [&] { return DrainNode(kBob); },
+       grpc::StatusCode::PERMISSION_DENIED, "user bob may not drain, resume or down nodes"},
   };
   for (const Forbidden& f : table) {
     grpc::Status s = f.call();
     EXPECT_EQ(s.error_code(), f.code) << f.what << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(f.message)) << f.what;
   }
+
+  // An admin's drain passes the role check (and finds no node n1).
+  EXPECT_EQ(DrainNode(kOps).error_code(), grpc::StatusCode::NOT_FOUND);
 
   // Nothing changed: alice's job is still pending (no node) and hers; no
   // other job was accepted.
