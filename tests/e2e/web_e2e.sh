@@ -52,7 +52,7 @@ ok "gateway serves the dashboard at $URL/ and the API under /v1/"
 
 # 3. The browser.
 cd "$WEB"
-CHROMIUM=$CHROMIUM TRAINCTL_CLI=$BIN/trainctl node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
+CHROMIUM=$CHROMIUM TRAINCTL_CLI=$BIN/trainctl TRAINCTL_COORDINATOR=$COORD node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
 [[ ${PIPESTATUS[0]} == 0 ]] || fail "browser test (screenshot at failure: $SHOTS/failure.png)"
 n=$(grep -Eo '^[0-9]+ passed' "$WORK/browser.log" | cut -d' ' -f1)
 pass=$((pass + n))
