@@ -15,8 +15,9 @@
 // (the form refuses a missing reason and a bad deadline), its state and reason
 // on the page and in `trainctl nodes`, resuming it, and a non-admin's refusal
 // hiding the buttons. Writes dashboard.png
-// (cluster), dashboard-job.png (a training job's detail) and
-// dashboard-sweep.png to SCREENSHOT_DIR. Every wait is on a condition with a
+// (cluster), dashboard-job.png (a training job's detail),
+// dashboard-sweep.png and dashboard-drain.png (a draining node) to
+// SCREENSHOT_DIR. Every wait is on a condition with a
 // deadline. Prints "N passed, 0 failed" or exits 1.
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
@@ -320,7 +321,8 @@ try {
   ok(`screenshots in ${shots}`);
 
   // 7. Node admin levers on the cluster view. web-node-b runs web-gang's
-  //    rank 1, so a drain leaves it DRAINING (the job keeps running).
+  //    rank 1, so a drain leaves it DRAINING (the job keeps running) until
+  //    web-gang is cancelled.
   await page.goto(`${url}/#/cluster`);
   const nodeB = page.locator('[data-testid=node][data-node="web-node-b"]');
   const stateB = nodeB.getByTestId("node-state");
@@ -343,13 +345,20 @@ try {
   await why.filter({ hasText: /^DRAIN (by \S+ )?\d+s ago: web-e2e swap PSU, deadline in (2h|1h59m)$/ }).waitFor();
   if (await nodeB.getByTestId("drain-form").isVisible()) throw new Error("the drain form stays open after the drain");
   if (await page.locator('[data-testid=node][data-node="web-node-a"]').getByTestId("node-state").textContent() !== "ready") throw new Error("web-node-a is not ready");
-  await page.screenshot({ path: join(shots, "node-drain.png"), fullPage: true });
+  await page.screenshot({ path: join(shots, "dashboard-drain.png"), fullPage: true });
   // The coordinator has it: `trainctl nodes` says the same.
   const cliNodes = () => execFileSync(CLI, ["nodes"], { encoding: "utf8", env: process.env });
   let table = cliNodes();
   if (!/^web-node-b\*?\s+draining\s/m.test(table) || !/^web-node-b: DRAIN .*ago: web-e2e swap PSU, deadline in 1h59m/m.test(table))
     throw new Error(`trainctl nodes after the drain:\n${table}`);
   ok(`drained web-node-b from the page: "draining", "${await why.textContent()}"; trainctl nodes agrees`);
+  // Once what ran there is gone, the page says drained, the reason kept.
+  await rest("POST", `/v1/jobs/${gang}:cancel`, {});
+  await stateB.filter({ hasText: /^drained$/ }).waitFor();
+  await why.filter({ hasText: "web-e2e swap PSU" }).waitFor();
+  table = cliNodes();
+  if (!/^web-node-b\*?\s+drained\s/m.test(table)) throw new Error(`trainctl nodes once web-gang is cancelled:\n${table}`);
+  ok("web-gang cancelled: web-node-b drained on the page and in trainctl nodes, the reason kept");
   const resume = nodeB.getByTestId("node-resume");
   await resume.click();
   await stateB.filter({ hasText: /^ready$/ }).waitFor();
@@ -397,7 +406,7 @@ try {
 
   if (consoleErrors.length) throw new Error(`browser console errors: ${consoleErrors.slice(0, 3).join(" | ")}`);
   ok("no errors in the browser console");
-  for (const id of [packed, gang, train]) await rest("POST", `/v1/jobs/${id}:cancel`, {});
+  for (const id of [packed, train]) await rest("POST", `/v1/jobs/${id}:cancel`, {});
   console.log(`${passed} passed, 0 failed`);
 } catch (e) {
   console.error(`FAIL: ${e instanceof Error ? e.stack : e}`);
