@@ -4,11 +4,12 @@
 # coordinator, two agents with 2 fake GPUs each and trainctl-gateway
 # -static-dir client/web/dist on free loopback ports, then runs
 # client/web/e2e/dashboard.e2e.mjs (playwright-core + /usr/bin/chromium),
-# whose tasks report metrics with BUILD_BIN_DIR/trainctl.
+# whose tasks report metrics with BUILD_BIN_DIR/trainctl and which checks the
+# nodes it drains and resumes from the page with `trainctl nodes`.
 # Usage: web_e2e.sh BUILD_BIN_DIR [SCREENSHOT_DIR]
 # Screenshots go to SCREENSHOT_DIR (default: the temp dir, removed unless KEEP
 # is set); `tests/e2e/web_e2e.sh build/bin docs` refreshes docs/dashboard.png,
-# docs/dashboard-job.png and docs/dashboard-sweep.png.
+# docs/dashboard-job.png, docs/dashboard-sweep.png and docs/dashboard-drain.png.
 # Exits 77 (ctest: skipped) with "SKIP: ..." when chromium, node or npm is
 # missing (deploy/install-deps.sh installs them).
 set -euo pipefail
@@ -52,7 +53,7 @@ ok "gateway serves the dashboard at $URL/ and the API under /v1/"
 
 # 3. The browser.
 cd "$WEB"
-CHROMIUM=$CHROMIUM TRAINCTL_CLI=$BIN/trainctl node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
+CHROMIUM=$CHROMIUM TRAINCTL_CLI=$BIN/trainctl TRAINCTL_COORDINATOR=$COORD node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
 [[ ${PIPESTATUS[0]} == 0 ]] || fail "browser test (screenshot at failure: $SHOTS/failure.png)"
 n=$(grep -Eo '^[0-9]+ passed' "$WORK/browser.log" | cut -d' ' -f1)
 pass=$((pass + n))

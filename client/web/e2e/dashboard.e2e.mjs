@@ -3,6 +3,7 @@
 // coordinator and fake-GPU agents that tests/e2e/web_e2e.sh starts.
 //   node e2e/dashboard.e2e.mjs URL SCREENSHOT_DIR
 //   TRAINCTL_CLI=build/bin/trainctl (the tasks report metrics with it)
+//   TRAINCTL_COORDINATOR=HOST:PORT (the coordinator, for `trainctl nodes`)
 // Checks what a user sees: GPU tiles, submitting through the form and the
 // job running to SUCCEEDED with its log, cancelling another from the job
 // list (with its user and reason columns), a bad submit's error, a training
@@ -10,19 +11,24 @@
 // and the trials' curves overlaid) and the Sweeps page opening on the newest
 // sweep and on its --early-stop metric. Charts are read as a user reads them:
 // uPlot's HTML legend (series names, and the values at the cursor after
-// hovering). Writes dashboard.png
-// (cluster), dashboard-job.png (a training job's detail) and
-// dashboard-sweep.png to SCREENSHOT_DIR. Every wait is on a condition with a
+// hovering). The node admin levers: draining a node from the cluster view
+// (the form refuses a missing reason and a bad deadline), its state and reason
+// on the page and in `trainctl nodes`, resuming it, and a non-admin's refusal
+// hiding the buttons. Writes dashboard.png
+// (cluster), dashboard-job.png (a training job's detail),
+// dashboard-sweep.png and dashboard-drain.png (a draining node) to
+// SCREENSHOT_DIR. Every wait is on a condition with a
 // deadline. Prints "N passed, 0 failed" or exits 1.
 import { chromium } from "playwright-core";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
 const [url, shots] = process.argv.slice(2);
 const CLI = process.env.TRAINCTL_CLI;
-if (!url || !shots || !CLI) {
-  console.error("usage: TRAINCTL_CLI=path/to/trainctl dashboard.e2e.mjs URL SCREENSHOT_DIR");
+if (!url || !shots || !CLI || !process.env.TRAINCTL_COORDINATOR) {
+  console.error("usage: TRAINCTL_CLI=path/to/trainctl TRAINCTL_COORDINATOR=HOST:PORT dashboard.e2e.mjs URL SCREENSHOT_DIR");
   process.exit(2);
 }
 const TIMEOUT = 30_000;
@@ -97,6 +103,7 @@ const context = await chromium.launchPersistentContext(profile, {
 const page = context.pages()[0] ?? (await context.newPage());
 page.setDefaultTimeout(TIMEOUT);
 const consoleErrors = [];
+let refusalExpected = false; // while section 7 plays a non-admin's 403
 // Failed requests show as console errors without their address: those are
 // checked by address instead. Expected: the bad submit's 400, and 404/501
 // from the optional endpoints (GetJobUsage, GetMetrics, WhyJob) where the
@@ -104,7 +111,8 @@ const consoleErrors = [];
 page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && consoleErrors.push(m.text()));
 page.on("response", (r) => {
   const optional = /\/v1\/usage\?|\/v1\/jobs\/\d+\/metrics(\?|$)|\/v1\/jobs\/\d+:why$/.test(r.url()) && [404, 501].includes(r.status());
-  const expected = (r.status() === 400 && r.url().endsWith("/v1/jobs")) || optional;
+  const refused = refusalExpected && r.status() === 403 && r.url().endsWith("/v1/nodes:update");
+  const expected = (r.status() === 400 && r.url().endsWith("/v1/jobs")) || optional || refused;
   if (r.status() >= 400 && !expected) consoleErrors.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
 });
 page.on("pageerror", (e) => consoleErrors.push(String(e)));
@@ -312,9 +320,93 @@ try {
   await page.screenshot({ path: join(shots, "dashboard-job.png"), fullPage: true });
   ok(`screenshots in ${shots}`);
 
+  // 7. Node admin levers on the cluster view. web-node-b runs web-gang's
+  //    rank 1, so a drain leaves it DRAINING (the job keeps running) until
+  //    web-gang is cancelled.
+  await page.goto(`${url}/#/cluster`);
+  const nodeB = page.locator('[data-testid=node][data-node="web-node-b"]');
+  const stateB = nodeB.getByTestId("node-state");
+  await stateB.filter({ hasText: /^ready$/ }).waitFor();
+  if (await nodeB.getByTestId("node-reason").isVisible()) throw new Error("a node in service shows an admin reason");
+  await nodeB.getByTestId("node-drain").click();
+  // The form checks its input before asking the coordinator.
+  await nodeB.getByTestId("drain-submit").click();
+  await nodeB.getByTestId("node-action-error").filter({ hasText: "a reason is required" }).waitFor();
+  await nodeB.getByTestId("drain-reason").fill("web-e2e swap PSU");
+  await nodeB.getByTestId("drain-deadline").fill("soon");
+  await nodeB.getByTestId("drain-submit").click();
+  await nodeB.getByTestId("node-action-error").filter({ hasText: 'deadline "soon" is not a duration' }).waitFor();
+  if ((await stateB.textContent()) !== "ready") throw new Error("a refused form changed the node");
+  ok("drain form: a missing reason and a bad deadline are refused with a message, the node untouched");
+  await nodeB.getByTestId("drain-deadline").fill("2h");
+  await nodeB.getByTestId("drain-submit").click();
+  await stateB.filter({ hasText: /^draining$/ }).waitFor();
+  const why = nodeB.getByTestId("node-reason");
+  await why.filter({ hasText: /^DRAIN (by \S+ )?\d+s ago: web-e2e swap PSU, deadline in (2h|1h59m)$/ }).waitFor();
+  if (await nodeB.getByTestId("drain-form").isVisible()) throw new Error("the drain form stays open after the drain");
+  if (await page.locator('[data-testid=node][data-node="web-node-a"]').getByTestId("node-state").textContent() !== "ready") throw new Error("web-node-a is not ready");
+  await page.screenshot({ path: join(shots, "dashboard-drain.png"), fullPage: true });
+  // The coordinator has it: `trainctl nodes` says the same.
+  const cliNodes = () => execFileSync(CLI, ["nodes"], { encoding: "utf8", env: process.env });
+  let table = cliNodes();
+  if (!/^web-node-b\*?\s+draining\s/m.test(table) || !/^web-node-b: DRAIN .*ago: web-e2e swap PSU, deadline in 1h59m/m.test(table))
+    throw new Error(`trainctl nodes after the drain:\n${table}`);
+  ok(`drained web-node-b from the page: "draining", "${await why.textContent()}"; trainctl nodes agrees`);
+  // Once what ran there is gone, the page says drained, the reason kept.
+  await rest("POST", `/v1/jobs/${gang}:cancel`, {});
+  await stateB.filter({ hasText: /^drained$/ }).waitFor();
+  await why.filter({ hasText: "web-e2e swap PSU" }).waitFor();
+  table = cliNodes();
+  if (!/^web-node-b\*?\s+drained\s/m.test(table)) throw new Error(`trainctl nodes once web-gang is cancelled:\n${table}`);
+  ok("web-gang cancelled: web-node-b drained on the page and in trainctl nodes, the reason kept");
+  const resume = nodeB.getByTestId("node-resume");
+  await resume.click();
+  await stateB.filter({ hasText: /^ready$/ }).waitFor();
+  await nodeB.getByTestId("node-drain").waitFor();
+  if (await why.isVisible()) throw new Error("the reason stays after the resume");
+  table = cliNodes();
+  if (!/^web-node-b\*?\s+ready\s/m.test(table) || /^web-node-b: /m.test(table)) throw new Error(`trainctl nodes after the resume:\n${table}`);
+  ok("resumed web-node-b from the page: ready again, no reason; trainctl nodes agrees");
+
+  // A non-admin's token: the gateway's answer as the coordinator words it
+  // (this cluster runs without --tokens-file, so every caller is an admin
+  // here: the 403 is played by the browser's network layer). The message
+  // shows by the button, every node's buttons go for the session, and come
+  // back with another token.
+  await page.locator("#token").fill("web-e2e-user");
+  await page.locator("#token").dispatchEvent("change");
+  let sentAuth = "";
+  await page.route("**/v1/nodes:update", (route) => {
+    sentAuth = route.request().headers()["authorization"] ?? "";
+    const message = "user web-e2e-user may not drain, resume or down nodes: admins only";
+    return route.fulfill({ status: 403, contentType: "application/json", body: JSON.stringify({ error: message, message, code: 7 }) });
+  });
+  refusalExpected = true;
+  const nodeA = page.locator('[data-testid=node][data-node="web-node-a"]');
+  await nodeA.getByTestId("node-drain").click();
+  await nodeA.getByTestId("drain-reason").fill("not mine to drain");
+  await nodeA.getByTestId("drain-submit").click();
+  const refusal = nodeA.getByTestId("node-action-error").filter({ hasText: "admins only" });
+  await refusal.waitFor();
+  const refusalText = await refusal.textContent();
+  await page.getByTestId("node-actions-note").filter({ hasText: "node actions need an admin token" }).waitFor();
+  await until("no node action buttons", async () => (await page.getByTestId("node-drain").count()) + (await page.getByTestId("node-resume").count()) === 0);
+  if (sentAuth !== "Bearer web-e2e-user") throw new Error(`the drain carried authorization ${JSON.stringify(sentAuth)}`);
+  await page.reload();
+  await page.getByTestId("node").nth(1).waitFor();
+  await page.getByTestId("node-actions-note").waitFor();
+  if ((await page.getByTestId("node-drain").count()) !== 0) throw new Error("the buttons came back after a reload with the refused token");
+  await page.unroute("**/v1/nodes:update");
+  refusalExpected = false;
+  await page.locator("#token").fill("");
+  await page.locator("#token").dispatchEvent("change");
+  await page.getByTestId("node-drain").nth(1).waitFor();
+  if (await page.getByTestId("node-actions-note").isVisible()) throw new Error("the admin note stays with another token");
+  ok(`a 403 (PERMISSION_DENIED) shows "${refusalText}" by the button and hides the buttons for the session; another token brings them back`);
+
   if (consoleErrors.length) throw new Error(`browser console errors: ${consoleErrors.slice(0, 3).join(" | ")}`);
   ok("no errors in the browser console");
-  for (const id of [packed, gang, train]) await rest("POST", `/v1/jobs/${id}:cancel`, {});
+  for (const id of [packed, train]) await rest("POST", `/v1/jobs/${id}:cancel`, {});
   console.log(`${passed} passed, 0 failed`);
 } catch (e) {
   console.error(`FAIL: ${e instanceof Error ? e.stack : e}`);

@@ -2,7 +2,7 @@
 // the bearer token from the token box (localStorage "trainctl.token"), which
 // the gateway forwards to the coordinator as gRPC metadata `authorization`.
 
-import type { Job, JobSpec, JobUsage, LogChunk, MetricSeries, NodeView, WhyJob } from "./types";
+import type { Job, JobSpec, JobUsage, LogChunk, MetricSeries, NodeView, UpdateNodesRequest, WhyJob } from "./types";
 import { NdjsonSplitter } from "./format";
 
 /** An error answer of the gateway: HTTP status, gRPC code and message. */
@@ -73,6 +73,19 @@ export async function cancelJob(id: string): Promise<Job> {
 
 export async function listNodes(): Promise<NodeView[]> {
   return (await call<{ nodes?: NodeView[] }>("GET", "/v1/nodes")).nodes ?? [];
+}
+
+/**
+ * Drains, resumes or downs nodes (UpdateNodes; admins only: PERMISSION_DENIED,
+ * HTTP 403, otherwise). Resolves to the nodes' new views.
+ */
+export async function updateNodes(req: UpdateNodesRequest): Promise<NodeView[]> {
+  return (await call<{ nodes?: NodeView[] }>("POST", "/v1/nodes:update", req)).nodes ?? [];
+}
+
+/** gRPC PERMISSION_DENIED (the gateway's HTTP 403). */
+export function isPermissionDenied(e: unknown): boolean {
+  return e instanceof ApiError && (e.grpcCode === 7 || e.httpStatus === 403);
 }
 
 /**

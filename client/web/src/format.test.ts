@@ -4,21 +4,27 @@ import { describe, expect, it } from "vitest";
 import {
   NdjsonSplitter,
   base64ToBytes,
+  checkDrainForm,
   filterJobs,
+  formatAge,
   formatBytes,
   formatDuration,
   formatMetric,
   jobStateLabel,
   jobUtilization,
   logTickLabel,
+  nodeAction,
+  nodeAdminLine,
+  nodeShownState,
   paramAxis,
+  parseDeadline,
   resourceText,
   runTimeMs,
   sweepIds,
   sweepPoints,
   utilColor,
 } from "./format";
-import type { Job, NodeView } from "./types";
+import type { Job, NodeAdmin, NodeView } from "./types";
 
 const job = (id: string, state: string, spec: Job["spec"] = {}, extra: Partial<Job> = {}): Job => ({
   id,
@@ -198,5 +204,100 @@ describe("jobStateLabel", () => {
     );
     expect(jobStateLabel(job("2", "JOB_STATE_CANCELLED"))).toBe("CANCELLED");
     expect(jobStateLabel(job("3", "JOB_STATE_RUNNING"))).toBe("RUNNING");
+  });
+});
+
+describe("node admin state", () => {
+  const NOW = 1_800_000_000_000;
+  const MIN = 60_000;
+  const view = (state: string, service_state?: string, admin?: NodeAdmin | null): NodeView => ({
+    node: { name: "gpu-07", address: "10.0.0.7", state, last_heartbeat_ms: String(NOW), admin },
+    service_state,
+  });
+  const drain = (extra: Partial<NodeAdmin> = {}): NodeAdmin => ({
+    state: "NODE_ADMIN_STATE_DRAIN",
+    reason: "swap PSU",
+    by: "alice",
+    since_ms: String(NOW - 5 * MIN),
+    deadline_ms: String(NOW + 25 * MIN),
+    automatic: false,
+    ...extra,
+  });
+
+  it("shows the state as `trainctl nodes` does", () => {
+    expect(nodeShownState(view("NODE_STATE_READY", "NODE_SERVICE_STATE_IN_SERVICE"))).toBe("ready");
+    expect(nodeShownState(view("NODE_STATE_LOST", "NODE_SERVICE_STATE_IN_SERVICE"))).toBe("lost");
+    expect(nodeShownState(view("NODE_STATE_READY", "NODE_SERVICE_STATE_DRAINING", drain()))).toBe("draining");
+    expect(nodeShownState(view("NODE_STATE_READY", "NODE_SERVICE_STATE_DRAINED", drain()))).toBe("drained");
+    // Out of service wins over liveness: a down node whose agent is gone.
+    expect(nodeShownState(view("NODE_STATE_LOST", "NODE_SERVICE_STATE_DOWN"))).toBe("down");
+    // A gateway without service_state: liveness only.
+    expect(nodeShownState(view("NODE_STATE_READY"))).toBe("ready");
+  });
+
+  it("says who drained a node, when, why and the deadline", () => {
+    expect(nodeAdminLine(drain(), NOW)).toBe("DRAIN by alice 5m ago: swap PSU, deadline in 25m");
+    expect(nodeAdminLine(drain({ deadline_ms: "0" }), NOW)).toBe("DRAIN by alice 5m ago: swap PSU");
+    expect(nodeAdminLine(drain({ deadline_ms: String(NOW - MIN) }), NOW)).toBe("DRAIN by alice 5m ago: swap PSU, deadline passed");
+    expect(
+      nodeAdminLine({ state: "NODE_ADMIN_STATE_DOWN", reason: "GPU 3 fell off the bus", by: "bob", since_ms: String(NOW - 2 * 3600_000 - 4 * MIN), deadline_ms: "0", automatic: false }, NOW),
+    ).toBe("DOWN by bob 2h4m ago: GPU 3 fell off the bus");
+  });
+
+  it("marks the coordinator's automatic drains and leaves out an unknown user", () => {
+    expect(nodeAdminLine(drain({ by: "trainctl", automatic: true, reason: "GPU 1 missing at registration", deadline_ms: "0", since_ms: String(NOW - 42_000) }), NOW)).toBe(
+      "DRAIN by trainctl 42s ago: GPU 1 missing at registration (automatic)",
+    );
+    expect(nodeAdminLine(drain({ by: "", deadline_ms: "0" }), NOW)).toBe("DRAIN 5m ago: swap PSU");
+  });
+
+  it("is empty for a node in service", () => {
+    expect(nodeAdminLine(null, NOW)).toBe("");
+    expect(nodeAdminLine(undefined, NOW)).toBe("");
+    expect(nodeAdminLine(drain({ state: "NODE_ADMIN_STATE_UNSPECIFIED" }), NOW)).toBe("");
+  });
+
+  it("offers Drain in service and Resume once out of it", () => {
+    expect(nodeAction(view("NODE_STATE_READY", "NODE_SERVICE_STATE_IN_SERVICE"))).toBe("drain");
+    expect(nodeAction(view("NODE_STATE_LOST", "NODE_SERVICE_STATE_IN_SERVICE"))).toBe("drain");
+    for (const s of ["DRAINING", "DRAINED", "DOWN"]) expect(nodeAction(view("NODE_STATE_READY", `NODE_SERVICE_STATE_${s}`, drain()))).toBe("resume");
+  });
+});
+
+describe("formatAge", () => {
+  it("is coarse like the CLI's, without a zero second part", () => {
+    expect(formatAge(0)).toBe("0s");
+    expect(formatAge(45_000)).toBe("45s");
+    expect(formatAge(5 * 60_000)).toBe("5m");
+    expect(formatAge(12 * 60_000 + 5_000)).toBe("12m5s");
+    expect(formatAge(2 * 3600_000)).toBe("2h");
+    expect(formatAge(3 * 3600_000 + 4 * 60_000 + 59_000)).toBe("3h4m");
+    expect(formatAge(2 * 86400_000 + 3 * 3600_000)).toBe("2d3h");
+    expect(formatAge(-5_000)).toBe("0s"); // clocks a little apart
+  });
+});
+
+describe("drain form", () => {
+  it("reads deadlines as the CLI's --deadline does", () => {
+    expect(parseDeadline("")).toBe(0);
+    expect(parseDeadline("  ")).toBe(0);
+    expect(parseDeadline("30m")).toBe(1800);
+    expect(parseDeadline("2h")).toBe(7200);
+    expect(parseDeadline("1h30m")).toBe(5400);
+    expect(parseDeadline("1.5h")).toBe(5400);
+    expect(parseDeadline("90")).toBe(90);
+    expect(parseDeadline("45s")).toBe(45);
+    expect(parseDeadline(" 2H ")).toBe(7200);
+  });
+  it("refuses what is not a duration, or under a second", () => {
+    for (const bad of ["soon", "30 minutes", "-5m", "m", "1d", "0", "0s", "0.5s", "30m later"]) expect(parseDeadline(bad)).toBeNull();
+  });
+  it("needs a reason and a readable deadline, with a message saying what to fix", () => {
+    expect(checkDrainForm("  swap PSU ", "30m")).toEqual({ reason: "swap PSU", deadline_s: 1800 });
+    expect(checkDrainForm("swap PSU", "")).toEqual({ reason: "swap PSU", deadline_s: 0 });
+    expect(checkDrainForm("   ", "30m")).toEqual({ error: "a reason is required (it is shown to users whose jobs wait)" });
+    expect(checkDrainForm("swap PSU", "soon")).toEqual({ error: 'deadline "soon" is not a duration (e.g. 30m, 2h, 1h30m), or empty for none' });
+    expect(checkDrainForm("x".repeat(1025), "")).toEqual({ error: "the reason is longer than 1024 bytes" });
+    expect(checkDrainForm("é".repeat(512), "")).toEqual({ reason: "é".repeat(512), deadline_s: 0 }); // 1024 bytes
   });
 });

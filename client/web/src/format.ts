@@ -2,7 +2,7 @@
 // number and time formatting, job summaries, log decoding, chart series.
 // Unit-tested in format.test.ts.
 
-import type { Job, JobSpec, NodeView } from "./types";
+import type { Job, JobSpec, NodeAdmin, NodeView } from "./types";
 
 /**
  * Colour of a GPU tile for a utilization in percent (0-100; clamped):
@@ -232,4 +232,100 @@ export function logTickLabel(v: number): string {
   if (!(v > 0)) return "";
   const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
   return [1, 2, 5].some((x) => Math.abs(m - x) < 1e-6) ? String(Number(v.toPrecision(6))) : "";
+}
+
+// ------------------------------------------------------------------ nodes
+
+/**
+ * A node's state as `trainctl nodes` shows it: its service state when an
+ * admin (or the coordinator) took it out of service ("draining", "drained",
+ * "down"), else its liveness ("ready", "lost").
+ */
+export function nodeShownState(v: Pick<NodeView, "node" | "service_state">): string {
+  switch (v.service_state) {
+    case "NODE_SERVICE_STATE_DRAINING":
+      return "draining";
+    case "NODE_SERVICE_STATE_DRAINED":
+      return "drained";
+    case "NODE_SERVICE_STATE_DOWN":
+      return "down";
+    default:
+      return shortEnum(v.node.state, "NODE_STATE_").toLowerCase();
+  }
+}
+
+/**
+ * A coarse age as the CLI writes it, without a zero second part: "45s",
+ * "5m", "12m5s", "2h", "3h4m", "2d3h". Negative counts as 0.
+ */
+export function formatAge(ms: number): string {
+  const s = Math.max(0, Math.floor((Number.isFinite(ms) ? ms : 0) / 1000));
+  const two = (big: number, bigUnit: string, small: number, smallUnit: string) =>
+    small > 0 ? `${big}${bigUnit}${small}${smallUnit}` : `${big}${bigUnit}`;
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return two(Math.floor(s / 60), "m", s % 60, "s");
+  if (s < 86400) return two(Math.floor(s / 3600), "h", Math.floor((s % 3600) / 60), "m");
+  return two(Math.floor(s / 86400), "d", Math.floor((s % 86400) / 3600), "h");
+}
+
+/**
+ * Why a node is out of service, as `trainctl nodes` says it under its table:
+ * "DRAIN by alice 5m ago: swap PSU, deadline in 25m" (", deadline passed"
+ * once it is; " (automatic)" for the coordinator's own drains; no "by" part
+ * when no user is known: authentication off). "" for a node in service.
+ */
+export function nodeAdminLine(admin: NodeAdmin | null | undefined, nowMs: number): string {
+  if (!admin || !admin.state || admin.state === "NODE_ADMIN_STATE_UNSPECIFIED") return "";
+  const what = admin.state === "NODE_ADMIN_STATE_DOWN" ? "DOWN" : "DRAIN";
+  const by = admin.by ? ` by ${admin.by}` : "";
+  let out = `${what}${by} ${formatAge(nowMs - Number(admin.since_ms ?? 0))} ago: ${admin.reason ?? ""}`;
+  const deadline = Number(admin.deadline_ms ?? 0);
+  if (deadline > 0) out += deadline > nowMs ? `, deadline in ${formatAge(deadline - nowMs)}` : ", deadline passed";
+  if (admin.automatic) out += " (automatic)";
+  return out;
+}
+
+/**
+ * Which admin button a node gets: "resume" when it is out of service
+ * (draining, drained or down), else "drain".
+ */
+export function nodeAction(v: Pick<NodeView, "service_state">): "drain" | "resume" {
+  const out = ["NODE_SERVICE_STATE_DRAINING", "NODE_SERVICE_STATE_DRAINED", "NODE_SERVICE_STATE_DOWN"];
+  return out.includes(v.service_state ?? "") ? "resume" : "drain";
+}
+
+/**
+ * A drain deadline as typed in the dashboard: "" (none: 0), seconds ("90"),
+ * or a duration of h/m/s parts ("30m", "2h", "1h30m", "1.5h"). Returns whole
+ * seconds, or null when the text is none of those or under a second.
+ */
+export function parseDeadline(text: string): number | null {
+  const t = text.trim().toLowerCase();
+  if (t === "") return 0;
+  let seconds: number;
+  if (/^\d+(\.\d+)?$/.test(t)) {
+    seconds = Number(t);
+  } else if (/^(\d+(\.\d+)?[hms])+$/.test(t)) {
+    const unit: Record<string, number> = { h: 3600, m: 60, s: 1 };
+    seconds = 0;
+    for (const [, n, u] of t.matchAll(/(\d+(?:\.\d+)?)([hms])/g)) seconds += Number(n) * unit[u];
+  } else {
+    return null;
+  }
+  seconds = Math.floor(seconds);
+  return seconds >= 1 ? seconds : null;
+}
+
+/**
+ * Checks the drain form: a reason is required (at most 1024 bytes, as the
+ * coordinator allows), the deadline optional (parseDeadline). Returns what
+ * UpdateNodes gets, or an error message for the user.
+ */
+export function checkDrainForm(reason: string, deadline: string): { reason: string; deadline_s: number } | { error: string } {
+  const r = reason.trim();
+  if (r === "") return { error: "a reason is required (it is shown to users whose jobs wait)" };
+  if (new TextEncoder().encode(r).length > 1024) return { error: "the reason is longer than 1024 bytes" };
+  const d = parseDeadline(deadline);
+  if (d === null) return { error: `deadline "${deadline.trim()}" is not a duration (e.g. 30m, 2h, 1h30m), or empty for none` };
+  return { reason: r, deadline_s: d };
 }

@@ -1,6 +1,8 @@
 // The trainctl dashboard: one page, hash routes, each view a function that
 // renders into #view and returns a cleanup (timers, streams, charts).
-//   #/cluster        every GPU a tile (utilization colour, memory, temperature, jobs)
+//   #/cluster        every GPU a tile (utilization colour, memory, temperature, jobs);
+//                    each node's state (ready, lost, draining, drained, down) with
+//                    why, and Drain…/Resume buttons (admins)
 //   #/jobs?...       job list with filters (state, name, sweep) and cancel
 //   #/jobs/ID        job detail: ranks, live log (follow), GPU utilization and
 //                    memory over time, metric curves (every key vs step)
@@ -14,6 +16,7 @@ import { Plot, curveOptions, scatterOptions, usageOptions } from "./charts";
 import { fill, h } from "./dom";
 import {
   base64ToBytes,
+  checkDrainForm,
   filterJobs,
   formatBytes,
   formatDuration,
@@ -21,6 +24,9 @@ import {
   isFinalState,
   jobStateLabel,
   jobUtilization,
+  nodeAction,
+  nodeAdminLine,
+  nodeShownState,
   paramNames,
   resourceText,
   runTimeMs,
@@ -140,36 +146,144 @@ function gpuTile(v: NodeView, i: number): HTMLElement {
   );
 }
 
+// Node admin actions (drain, resume). There is no whoami API: the buttons
+// show until the coordinator answers PERMISSION_DENIED, then stay hidden for
+// the session while the token box holds the token that was refused.
+const DENIED_KEY = "trainctl.nodeActionsDeniedFor";
+const nodeActionsDenied = () => sessionStorage.getItem(DENIED_KEY) === api.getToken();
+
+/** A node's section of the cluster view; kept across refreshes so that an open drain form keeps what is typed. */
+interface NodeCard {
+  section: HTMLElement;
+  update(v: NodeView, denied: boolean, nowMs: number): void;
+}
+
+function nodeCard(name: string, refresh: () => void, denied: () => void): NodeCard {
+  const head = h("h3", {});
+  const reasonLine = h("div", { class: "admin-reason", "data-testid": "node-reason", hidden: true });
+  const tiles = h("div", { class: "tiles" });
+  const buttons = h("span", {});
+  const msg = h("span", { class: "status error", "data-testid": "node-action-error" });
+  const reason = h("input", { name: "reason", size: 32, placeholder: "reason (required), e.g. swap PSU", "data-testid": "drain-reason" });
+  const deadline = h("input", { name: "deadline", size: 14, placeholder: "deadline: 30m, 2h", "data-testid": "drain-deadline", title: "Optional: after this long, what still runs on the node is requeued (no restart used). Empty: running jobs finish." });
+  const submit = h("button", { type: "submit", class: "danger", "data-testid": "drain-submit" }, "Drain");
+  const setError = (text: string) => (msg.textContent = text);
+  // Runs one UpdateNodes call from `button`; on success refreshes the view.
+  const act = async (button: HTMLButtonElement, action: "NODE_ACTION_DRAIN" | "NODE_ACTION_RESUME", reasonText = "", deadlineS = 0) => {
+    button.disabled = true;
+    setError("");
+    try {
+      await api.updateNodes({ nodes: [name], action, reason: reasonText || undefined, deadline_s: deadlineS > 0 ? String(deadlineS) : undefined });
+      form.hidden = true;
+      reason.value = deadline.value = "";
+      refresh();
+    } catch (e) {
+      setError(`${action === "NODE_ACTION_DRAIN" ? "drain" : "resume"} failed: ${e instanceof Error ? e.message : String(e)}`);
+      if (api.isPermissionDenied(e)) {
+        sessionStorage.setItem(DENIED_KEY, api.getToken());
+        form.hidden = true;
+        denied();
+      }
+    } finally {
+      button.disabled = false;
+    }
+  };
+  const form: HTMLFormElement = h(
+    "form",
+    {
+      class: "drain-form",
+      hidden: true,
+      "data-testid": "drain-form",
+      onsubmit: (e: Event) => {
+        e.preventDefault();
+        const checked = checkDrainForm(reason.value, deadline.value);
+        if ("error" in checked) return setError(checked.error);
+        void act(submit, "NODE_ACTION_DRAIN", checked.reason, checked.deadline_s);
+      },
+    },
+    reason,
+    deadline,
+    submit,
+    h("button", { type: "button", onclick: () => ((form.hidden = true), setError("")) }, "Cancel"),
+  );
+  const drainButton = h(
+    "button",
+    { "data-testid": "node-drain", title: "No new jobs on this node; running jobs finish (admins)", onclick: () => ((form.hidden = false), reason.focus()) },
+    "Drain…",
+  );
+  const resumeButton: HTMLButtonElement = h(
+    "button",
+    { "data-testid": "node-resume", title: "Put the node back in service (admins)", onclick: () => void act(resumeButton, "NODE_ACTION_RESUME") },
+    "Resume",
+  );
+  let shown = "";
+  return {
+    section: h("section", { class: "node", "data-testid": "node", "data-node": name }, head, reasonLine, h("div", { class: "node-actions" }, buttons, form, msg), tiles),
+    update(v, isDenied, nowMs) {
+      const state = nodeShownState(v);
+      fill(
+        head,
+        v.node.name,
+        " ",
+        h("span", { class: `badge node-${state}`, "data-testid": "node-state" }, state),
+        v.node.fake_gpus ? h("span", { class: "badge fake" }, "fake GPUs") : null,
+        h("span", { class: "small" }, ` ${v.node.address}`),
+      );
+      const line = nodeAdminLine(v.node.admin, nowMs);
+      reasonLine.textContent = line;
+      reasonLine.hidden = line === "";
+      // The buttons change only with the action they offer, so a click in
+      // flight or an open form is not disturbed by a refresh.
+      const action = isDenied ? "" : nodeAction(v);
+      if (action !== shown) {
+        shown = action;
+        fill(buttons, action === "drain" ? drainButton : action === "resume" ? resumeButton : null);
+        if (action !== "drain") form.hidden = true;
+      }
+      fill(tiles, (v.node.gpus ?? []).map((_, i) => gpuTile(v, i)));
+    },
+  };
+}
+
 function clusterView(): Cleanup {
-  const body = h("div", {});
+  const summary = h("p", { "data-testid": "cluster-summary" });
+  const note = h(
+    "p",
+    { class: "small", "data-testid": "node-actions-note", hidden: true },
+    "node actions need an admin token: the coordinator refused this token's drain or resume (put an admin's token in the token box to get the buttons back)",
+  );
+  const list = h("div", {});
   fill(view, h("h2", {}, "Cluster"), h("p", { class: "legend" }, "Tile colour: GPU utilization, ",
     h("span", { class: "swatch", style: `background:${utilColor(0)}` }), " idle … ",
     h("span", { class: "swatch", style: `background:${utilColor(50)}` }), " 50% … ",
-    h("span", { class: "swatch", style: `background:${utilColor(100)}` }), " 100%"), body);
-  return poll(async () => {
-    const nodes = await api.listNodes();
+    h("span", { class: "swatch", style: `background:${utilColor(100)}` }), " 100%"), summary, note, list);
+  const cards = new Map<string, NodeCard>();
+  let last: NodeView[] = [];
+  let order = "";
+  const render = (nodes: NodeView[]) => {
+    last = nodes;
     const gpus = nodes.reduce((s, v) => s + (v.node.gpus?.length ?? 0), 0);
-    fill(
-      body,
-      h("p", { "data-testid": "cluster-summary" }, `${nodes.length} nodes, ${gpus} GPUs`),
-      nodes.map((v) =>
-        h(
-          "section",
-          { class: "node", "data-testid": "node" },
-          h(
-            "h3",
-            {},
-            v.node.name,
-            " ",
-            h("span", { class: `badge node-${shortEnum(v.node.state, "NODE_STATE_").toLowerCase()}` }, shortEnum(v.node.state, "NODE_STATE_")),
-            v.node.fake_gpus ? h("span", { class: "badge fake" }, "fake GPUs") : null,
-            h("span", { class: "small" }, ` ${v.node.address}`),
-          ),
-          h("div", { class: "tiles" }, (v.node.gpus ?? []).map((_, i) => gpuTile(v, i))),
-        ),
-      ),
-    );
-  });
+    summary.textContent = `${nodes.length} nodes, ${gpus} GPUs`;
+    const denied = nodeActionsDenied();
+    note.hidden = !denied;
+    const now = Date.now();
+    for (const v of nodes) {
+      let c = cards.get(v.node.name);
+      if (!c) cards.set(v.node.name, (c = nodeCard(v.node.name, refresh, () => render(last))));
+      c.update(v, denied, now);
+    }
+    const names = nodes.map((v) => v.node.name);
+    for (const n of [...cards.keys()]) if (!names.includes(n)) cards.delete(n);
+    // Sections are re-placed only when the node list changes (moving one
+    // would take the focus from its drain form).
+    if (names.join("\n") !== order) {
+      order = names.join("\n");
+      fill(list, names.map((n) => cards.get(n)!.section));
+    }
+  };
+  const update = async () => render(await api.listNodes());
+  const refresh = () => void update().then(showOk, showError);
+  return poll(update);
 }
 
 // ------------------------------------------------------------------ jobs

@@ -88,6 +88,18 @@ export interface Node {
   last_heartbeat_ms: string;
   gpus?: Gpu[];
   fake_gpus?: boolean;
+  /** Set when an admin (or the coordinator) drained it or set it down; null in service. */
+  admin?: NodeAdmin | null;
+}
+
+/** Node.admin (types.proto NodeAdmin). */
+export interface NodeAdmin {
+  state: string; // NODE_ADMIN_STATE_DRAIN, NODE_ADMIN_STATE_DOWN (UNSPECIFIED: in service)
+  reason: string;
+  by: string; // "" with authentication off; "trainctl" for an automatic drain
+  since_ms: string;
+  deadline_ms: string; // "0": no deadline
+  automatic: boolean;
 }
 
 export interface GpuTaskRef {
@@ -100,6 +112,17 @@ export interface GpuTaskRef {
 export interface NodeView {
   node: Node;
   gpu_tasks?: { tasks?: GpuTaskRef[] }[];
+  /** NODE_SERVICE_STATE_IN_SERVICE, _DRAINING, _DRAINED or _DOWN. */
+  service_state?: string;
+}
+
+/** POST /v1/nodes:update (UpdateNodesRequest, service.proto). */
+export interface UpdateNodesRequest {
+  nodes: string[];
+  action: "NODE_ACTION_DRAIN" | "NODE_ACTION_RESUME" | "NODE_ACTION_DOWN";
+  reason?: string;
+  deadline_s?: string; // int64: seconds; "0" or absent: none
+  verify?: boolean;
 }
 
 export interface LogChunk {
