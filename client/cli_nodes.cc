@@ -18,6 +18,7 @@
 #include "client/cli_internal.h"
 #include "client/table.h"
 #include "common/units.h"
+#include "coordinator/node_admin.h"
 
 namespace trainctl::cli::internal {
 
@@ -82,24 +83,6 @@ std::string NodeShownState(const v1::NodeView& view) {
   }
 }
 
-namespace {
-
-// "DRAIN by alice 5m0s ago: swap PSU, deadline in 25m0s"; "" in service.
-std::string AdminLine(const v1::NodeAdmin& a, absl::Time now) {
-  if (a.state() == v1::NODE_ADMIN_STATE_UNSPECIFIED) return "";
-  std::string out = absl::StrCat(
-      a.state() == v1::NODE_ADMIN_STATE_DOWN ? "DOWN" : "DRAIN", " by ", a.by(), " ",
-      FormatAge(now - absl::FromUnixMillis(a.since_ms())), " ago: ", a.reason());
-  if (a.deadline_ms() > 0) {
-    const absl::Duration left = absl::FromUnixMillis(a.deadline_ms()) - now;
-    absl::StrAppend(&out, left > absl::ZeroDuration()
-                              ? absl::StrCat(", deadline in ", FormatAge(left))
-                              : std::string(", deadline passed"));
-  }
-  return out;
-}
-
-}  // namespace
 
 int Session::UpdateNodes(v1::NodeAction action, const std::vector<std::string>& nodes,
                          const std::string& reason, std::optional<absl::Duration> deadline,
@@ -123,7 +106,7 @@ int Session::UpdateNodes(v1::NodeAction action, const std::vector<std::string>& 
     for (const v1::GpuTasks& g : view.gpu_tasks()) {
       for (const v1::GpuTaskRef& t : g.tasks()) jobs += seen.emplace(t.job_id(), true).second;
     }
-    const std::string admin = AdminLine(view.node().admin(), now);
+    const std::string admin = coord::DescribeAdmin(view.node(), now);
     out_ << view.node().name() << ": " << NodeShownState(view);
     if (view.service_state() == v1::NODE_SERVICE_STATE_DRAINING) {
       out_ << " (" << jobs << (jobs == 1 ? " job" : " jobs") << " still running)";
@@ -161,7 +144,7 @@ int Session::DescribeNodes(const std::vector<std::string>& nodes, bool json) {
     if (i > 0) out_ << "\n";
     out_ << "Name:          " << n.name() << (n.fake_gpus() ? " (fake GPUs)" : "") << "\n"
          << "State:         " << NodeShownState(view) << "\n";
-    if (const std::string admin = AdminLine(n.admin(), now); !admin.empty()) {
+    if (const std::string admin = coord::DescribeAdmin(n, now); !admin.empty()) {
       out_ << "Reason:        " << admin << (n.admin().automatic() ? " (automatic)" : "")
            << "\n";
     }
@@ -256,7 +239,7 @@ int Session::Nodes(bool json) {
   if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
   // Why nodes are out of service (Slurm's `sinfo -R`).
   for (const v1::NodeView& view : response.nodes()) {
-    const std::string admin = AdminLine(view.node().admin(), clock_.Now());
+    const std::string admin = coord::DescribeAdmin(view.node(), clock_.Now());
     if (!admin.empty()) out_ << view.node().name() << ": " << admin << "\n";
   }
   return kExitOk;

@@ -18,17 +18,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init drain "${1:-}"
 T="$BIN/trainctl"
 
-# start_coordinator [PORT]: on 127.0.0.1:PORT (0: a free one); sets PORT, COORD_PID.
-start_coordinator() {
-  "$BIN/trainctl-coordinator" --listen "127.0.0.1:${1:-0}" --state-dir "$WORK/state" \
-    --stop-grace 2s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
-  COORD_PID=$!
-  PIDS+=("$COORD_PID")
-  local line
-  line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
-  PORT=${line##* }
-  export TRAINCTL_COORDINATOR=127.0.0.1:$PORT
-}
 # start_agent NODE [ARGS...]: sets AGENT_<NODE>.
 start_agent() {
   local node=$1
@@ -54,7 +43,7 @@ node_of() { job "$1" 'j["tasks"][0]["node"]'; }
 wait_state() { wait_until "job $1 $2 (is $(state "$1"))" "[[ \$(state $1) == $2 ]]"; }
 shown() { "$T" nodes | awk -v n="$1" '$1 == n || $1 == n"*" {print $2; exit}'; }
 
-start_coordinator
+start_coordinator 0 --stop-grace 2s
 start_agent x
 start_agent y
 start_agent z --preflight-probe "$WORK/no-such-probe"
@@ -101,7 +90,7 @@ kill "$AGENT_x"; wait "$AGENT_x" 2>/dev/null || true
 REG_COUNT=2 start_agent x
 [[ $(shown x) == drained ]] || fail "after x's agent restarted: $("$T" nodes)"
 kill -9 "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
-start_coordinator "$PORT"
+start_coordinator "$PORT" --stop-grace 2s
 wait_until "x back" '[[ $(shown x) == drained ]]'
 "$T" nodes | grep -q "^x: DRAIN by .*kernel update" || fail "after a coordinator restart: $("$T" nodes)"
 ok "x stays drained, with its reason, across an agent restart and a coordinator SIGKILL"

@@ -5,22 +5,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init e2e "${1:-}"
-# Starts the coordinator on 127.0.0.1:${1:-0} (0: a free port); sets PORT.
-start_coordinator() {
-  # Empty the old output first: the background job's own `>` may truncate it
-  # only after wait_line has already seen the previous run's line.
-  : >"$WORK/coord.out"
-  "$BIN/trainctl-coordinator" --listen "127.0.0.1:${1:-0}" --state-dir "$WORK/state" \
-    --node-timeout 5s >"$WORK/coord.out" 2>>"$WORK/coord.log" &
-  COORD_PID=$!
-  PIDS+=("$COORD_PID")
-  local line
-  line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
-  PORT=${line##* }
-  export TRAINCTL_COORDINATOR=127.0.0.1:$PORT
-}
-
-start_coordinator
+start_coordinator 0 --node-timeout 5s
 "$BIN/trainctl-agent" --coordinator "$TRAINCTL_COORDINATOR" --node-name e2e-node \
   --fake-gpus 2:H200-fake:141GiB --log-dir "$WORK/logs" >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
@@ -103,7 +88,7 @@ ok "sweep $sw: 4 trials succeeded"
 # 9. The coordinator dies (SIGKILL) and comes back: every job is still there,
 #    the agent reconnects and new work runs.
 kill -9 "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
-start_coordinator "$PORT"
+start_coordinator "$PORT" --node-timeout 5s
 n=$("$T" list -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("jobs", [])))')
 [[ $n == 8 ]] || fail "after restart: $n jobs listed, want 8"
 [[ $("$T" sweep describe "$sw" | grep -c " succeeded ") == 4 ]] || fail "sweep $sw after restart"

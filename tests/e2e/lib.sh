@@ -11,6 +11,12 @@
 #                           once a second)
 #   fail MESSAGE            prints MESSAGE and the tail of every $WORK/*.log,
 #                           exits 1 (scripts may define their own fail)
+#   start_coordinator [PORT] [ARGS...]
+#                           starts trainctl-coordinator on 127.0.0.1:PORT
+#                           (0 or none: a free port) with its state in
+#                           $WORK/state and ARGS; sets PORT, COORD_PID and
+#                           TRAINCTL_COORDINATOR (the same PORT again after a
+#                           kill: a restart over the same state)
 #   podman_setup IMAGE      imports IMAGE (a static busybox) when missing and
 #                           finds the podman arguments that run a container
 #                           here: sets G (global), R (run), found and why;
@@ -44,6 +50,22 @@ fail() {
     tail -30 "$f" >&2
   done
   exit 1
+}
+
+start_coordinator() {
+  local port=${1:-0}
+  shift || true
+  # Empty the old output first: the background job's own `>` may truncate it
+  # only after wait_line has already seen the previous run's line.
+  : >"$WORK/coord.out"
+  "$BIN/trainctl-coordinator" --listen "127.0.0.1:$port" --state-dir "$WORK/state" "$@" \
+    >"$WORK/coord.out" 2>>"$WORK/coord.log" &
+  COORD_PID=$!
+  PIDS+=("$COORD_PID")
+  local line
+  line=$(wait_line "$WORK/coord.out" "listening on port") || fail "coordinator did not start"
+  PORT=${line##* }
+  export TRAINCTL_COORDINATOR=127.0.0.1:$PORT
 }
 
 wait_line() {
