@@ -56,8 +56,9 @@ NodeCommands AddNodeCommands(CLI::App& app, Flags& f) {
   c.resume = node->add_subcommand("resume", "Put drained or down nodes back in service");
   common(c.resume);
   c.resume->add_flag("--verify", f.node_verify,
-                     "First check each node's agent is connected and can run its "
-                     "pre-flight probe; refuse to resume it otherwise");
+                     "Resume each node only once its pre-flight probe passes on every "
+                     "GPU (a verify job; waits for it); a node that fails stays drained "
+                     "with the verdict");
   c.resume->footer(Example("  trainctl node resume gpu-07 --verify"));
   c.down = node->add_subcommand(
       "down", "Out of service now: running jobs are stopped and requeued (no restart used)");
@@ -95,6 +96,30 @@ int Session::UpdateNodes(v1::NodeAction action, const std::vector<std::string>& 
   req.set_verify(verify);
   v1::UpdateNodesResponse response;
   if (absl::Status s = Call(&Stub::UpdateNodes, req, &response); !s.ok()) return Fail(s);
+  int status = kExitOk;
+  if (!response.verify_jobs().empty() && !json) {
+    // Each node resumes once its verify job (its pre-flight probe on every
+    // GPU) succeeds: wait for them, then show where the nodes stand.
+    std::vector<int64_t> jobs;
+    for (const std::string& n : nodes) {
+      auto it = response.verify_jobs().find(n);
+      if (it == response.verify_jobs().end()) continue;
+      out_ << n << ": verifying with job " << it->second
+           << " (its pre-flight probe on every GPU)\n";
+      jobs.push_back(it->second);
+    }
+    status = WaitJobs(jobs, std::nullopt);
+    v1::ListNodesResponse all;
+    if (absl::Status s = Call(&Stub::ListNodes, v1::ListNodesRequest(), &all); !s.ok()) {
+      return Fail(s);
+    }
+    response.clear_nodes();
+    for (const v1::NodeView& v : all.nodes()) {
+      if (std::find(nodes.begin(), nodes.end(), v.node().name()) != nodes.end()) {
+        *response.add_nodes() = v;
+      }
+    }
+  }
   if (json) {
     out_ << ToJson(response);
     return kExitOk;
@@ -113,7 +138,7 @@ int Session::UpdateNodes(v1::NodeAction action, const std::vector<std::string>& 
     }
     out_ << (admin.empty() ? "" : absl::StrCat(" - ", admin)) << "\n";
   }
-  return kExitOk;
+  return status;
 }
 
 int Session::DescribeNodes(const std::vector<std::string>& nodes, bool json) {

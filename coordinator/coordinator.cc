@@ -295,6 +295,12 @@ void Coordinator::AddJobEdgeListenersLocked() {
                       e.to == v1::JOB_STATE_SCHEDULED ? ExperimentStore::AttemptGpus(e.job, nodes_) : 0);
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
+    // A verify job's end resumes its node, or keeps it out with the verdict.
+    if (IsFinal(e.to) && !e.job.spec().verify_node().empty()) {
+      OnVerifyEndedLocked(e.job, e.deferred);
+    }
+  });
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
     // The attempt's rendezvous group closes with it.
     if (!LeavesAttempt(e.from, e.to)) return;
     rendezvous_.Close(e.job.id(), e.job.attempt(), e.reason);

@@ -224,9 +224,13 @@ class Coordinator {
   // a scheduling pass follows. Returns the nodes' views. Errors:
   // INVALID_ARGUMENT naming the field (ValidateUpdateNodes); NOT_FOUND for
   // an unregistered node (nothing changed); FAILED_PRECONDITION when
-  // `verify` finds a node faulty; UNAVAILABLE when the store refused it.
-  absl::StatusOr<std::vector<v1::NodeView>> UpdateNodes(const v1::UpdateNodesRequest& req,
-                                                        const std::string& by);
+  // a node cannot be verified (CanVerifyLocked); UNAVAILABLE when the store
+  // refused it.
+  // With `verify` (RESUME), each node out of service gets a verify job
+  // (JobSpec.verify_node), placed on it at once; the node resumes when the
+  // job succeeds (the response names the jobs).
+  absl::StatusOr<v1::UpdateNodesResponse> UpdateNodes(const v1::UpdateNodesRequest& req,
+                                                      const std::string& by);
 
   // Why a job waits (`trainctl why`): for a PENDING job, a scheduling pass
   // over the cluster as it is now explains it: quota, what each node lacks,
@@ -591,8 +595,20 @@ class Coordinator {
   // when any job was requeued.
   bool EnforceDrainDeadlinesLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // resume --verify: OK when every node of `req` passes its check.
-  absl::Status VerifyNodes(const v1::UpdateNodesRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+  // resume --verify: OK when node `name` (registered) can be verified now:
+  // connected, runs probes, has GPUs, no verify job yet, nothing running or
+  // stopping there. Errors: FAILED_PRECONDITION saying which.
+  absl::Status CanVerifyLocked(const std::string& name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores and places the verify job of node `name` for user `by`; returns
+  // its id. Errors: UNAVAILABLE when it cannot be stored.
+  absl::StatusOr<int64_t> StartVerifyLocked(const std::string& name, const std::string& by,
+                                            Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A verify job ended: its node resumes (succeeded) or stays out of
+  // service with the verdict (AdminAfterVerify).
+  void OnVerifyEndedLocked(const v1::Job& job, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- pre-flight (docs/preflight.md): PreflightRuns decides, these apply.
   // Opens a run over the job's (just placed) tasks: its rendezvous group,

@@ -9,15 +9,29 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "absl/algorithm/container.h"
 #include "coordinator/node_admin.h"
 #include "coordinator/recovery.h"
+#include "coordinator/submit_checks.h"
 
 namespace trainctl::coord {
+namespace {
+
+// Every GPU of `node`, held whole (a verify job's placement).
+sched::Placement WholeNode(const v1::Node& node) {
+  sched::Placement p;
+  p.whole_gpus = true;
+  sched::NodeAssignment& na = p.nodes.emplace_back();
+  na.node = node.name();
+  for (const v1::Gpu& g : node.gpus()) na.gpu_indices.push_back(g.index());
+  return p;
+}
+
+}  // namespace
 
 absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
                                        AgentConnection* conn) {
@@ -252,32 +266,105 @@ bool Coordinator::ExpireStaleNodesLocked(absl::Time now, Deferred& deferred) {
   return !stale.empty();
 }
 
-absl::StatusOr<std::vector<v1::NodeView>> Coordinator::UpdateNodes(
+absl::StatusOr<v1::UpdateNodesResponse> Coordinator::UpdateNodes(
     const v1::UpdateNodesRequest& req, const std::string& by) {
   TC_RETURN_IF_ERROR(ValidateUpdateNodes(req));
-  if (req.verify()) TC_RETURN_IF_ERROR(VerifyNodes(req));
   Deferred deferred;
   WriteTicket ticket = 0;
+  v1::UpdateNodesResponse out;
   {
     EventLock lock(this);
     for (const std::string& name : req.nodes()) {
       if (nodes_.find(name) == nodes_.end()) {
         return absl::NotFoundError(absl::StrCat("nodes: no node ", name, " is registered"));
       }
+      if (req.verify()) TC_RETURN_IF_ERROR(CanVerifyLocked(name));
     }
-    const v1::NodeAdmin admin = AdminAfter(req, by, clock_->Now());
+    const absl::Time now = clock_->Now();
     for (const std::string& name : req.nodes()) {
-      TC_ASSIGN_OR_RETURN(ticket, SetNodeAdminLocked(name, admin, deferred));
+      if (req.verify()) {
+        if (InService(nodes_.at(name).node)) continue;  // nothing to resume
+        TC_ASSIGN_OR_RETURN(const int64_t job, StartVerifyLocked(name, by, deferred));
+        (*out.mutable_verify_jobs())[name] = job;
+        v1::NodeAdmin admin = nodes_.at(name).node.admin();
+        admin.set_verify_job_id(job);
+        TC_ASSIGN_OR_RETURN(ticket, SetNodeAdminLocked(name, std::move(admin), deferred));
+        continue;
+      }
+      TC_ASSIGN_OR_RETURN(ticket, SetNodeAdminLocked(name, AdminAfter(req, by, now), deferred));
     }
     RequestScheduleLocked(deferred);
   }
   RunDeferred(deferred);
-  TC_RETURN_IF_ERROR(WaitStored(ticket));
-  std::vector<v1::NodeView> out;
+  TC_RETURN_IF_ERROR(WaitStored(std::max(ticket, LastTicket())));
   for (v1::NodeView& v : ListNodes()) {
-    if (absl::c_linear_search(req.nodes(), v.node().name())) out.push_back(std::move(v));
+    if (absl::c_linear_search(req.nodes(), v.node().name())) *out.add_nodes() = std::move(v);
   }
   return out;
+}
+
+absl::Status Coordinator::CanVerifyLocked(const std::string& name) const {
+  const NodeEntry& e = nodes_.at(name);
+  if (e.conn == nullptr || e.node.state() != v1::NODE_STATE_READY) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verify: node ", name, " is not connected: its agent must register before it can "
+        "be verified and resumed"));
+  }
+  if (!e.probe_tasks || !e.node.preflight_probe_error().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verify: node ", name, " cannot run its pre-flight probe: ",
+        e.probe_tasks ? e.node.preflight_probe_error()
+                      : std::string("its agent is older than probe tasks")));
+  }
+  if (e.node.gpus_size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("verify: node ", name, " has no GPUs to probe"));
+  }
+  if (int64_t job = e.node.admin().verify_job_id(); job != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("verify: job ", job, " is verifying node ", name, " already"));
+  }
+  if (const std::vector<int64_t> jobs = JobsHoldingNode(jobs_, name); !jobs.empty() ||
+      !OverbookedGpus(e, jobs_, draining_).empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verify: node ", name, " still runs ", jobs.size(),
+        " job(s): the probe needs every GPU; wait until it is DRAINED, or `node down` it"));
+  }
+  for (const DrainingTask& d : draining_) {
+    if (d.task.node() == name) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "verify: node ", name, " still stops a task of job ", d.job_id,
+          "; retry once it is DRAINED"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Coordinator::StartVerifyLocked(const std::string& name,
+                                                      const std::string& by,
+                                                      Deferred& deferred) {
+  const v1::Node& node = nodes_.at(name).node;
+  const int64_t id = jobs_.next_id();
+  v1::Job job = NewPendingJob(VerifySpec(node, by), id, id, ToUnixMs(clock_->Now()),
+                              /*shares_env=*/false, config_.checkpoint_root);
+  if (absl::Status stored = EnqueueJobLocked(job); !stored.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("verify: the job was not accepted: ", stored.message()));
+  }
+  jobs_.Add(std::move(job));
+  ++counters_.jobs_submitted;
+  TC_LOG_INFO("job {} verifies node {} (resume --verify by {})", id, name, by);
+  StartAttemptLocked(jobs_.at(id), WholeNode(node), deferred);
+  return id;
+}
+
+void Coordinator::OnVerifyEndedLocked(const v1::Job& job, Deferred& deferred) {
+  auto it = nodes_.find(job.spec().verify_node());
+  if (it == nodes_.end() || it->second.node.admin().verify_job_id() != job.id()) return;
+  absl::StatusOr<WriteTicket> stored =
+      SetNodeAdminLocked(it->first, AdminAfterVerify(it->second.node.admin(), job), deferred);
+  if (!stored.ok()) TC_LOG_ERROR("node {}: {}", it->first, stored.status().ToString());
+  RequestScheduleLocked(deferred);
 }
 
 absl::StatusOr<WriteTicket> Coordinator::SetNodeAdminLocked(const std::string& name,
@@ -324,26 +411,6 @@ bool Coordinator::EnforceDrainDeadlinesLocked(absl::Time now, Deferred& deferred
     any = true;
   }
   return any;
-}
-
-absl::Status Coordinator::VerifyNodes(const v1::UpdateNodesRequest& req) {
-  absl::MutexLock lock(&mu_);
-  for (const std::string& name : req.nodes()) {
-    auto it = nodes_.find(name);
-    if (it == nodes_.end()) continue;  // NOT_FOUND follows
-    const NodeEntry& e = it->second;
-    if (e.conn == nullptr || e.node.state() != v1::NODE_STATE_READY) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "verify: node ", name, " is not connected: its agent must register before "
-          "it can be verified and resumed"));
-    }
-    if (!e.node.preflight_probe_error().empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "verify: node ", name, " cannot run its pre-flight probe: ",
-          e.node.preflight_probe_error()));
-    }
-  }
-  return absl::OkStatus();
 }
 
 std::vector<v1::NodeView> Coordinator::ListNodes() const {

@@ -290,12 +290,12 @@ TEST_F(CoordinatorPolicyTest, Drain_RunningJobFinishes_NewJobGoesElsewhere_ThenD
   Report("a", Status(a.Starts()[0], v1::TASK_STATE_RUNNING));
   FakeConnection& b = Connect("b", 1);
 
-  absl::StatusOr<std::vector<v1::NodeView>> views =
+  absl::StatusOr<v1::UpdateNodesResponse> views =
       core_->UpdateNodes(NodeAction(v1::NODE_ACTION_DRAIN, "a", "swap PSU"), "ops");
   TC_ASSERT_OK(views);
-  ASSERT_THAT(*views, SizeIs(1));
-  EXPECT_EQ((*views)[0].service_state(), v1::NODE_SERVICE_STATE_DRAINING);
-  EXPECT_EQ((*views)[0].node().admin().by(), "ops");
+  ASSERT_THAT(views->nodes(), SizeIs(1));
+  EXPECT_EQ(views->nodes(0).service_state(), v1::NODE_SERVICE_STATE_DRAINING);
+  EXPECT_EQ(views->nodes(0).node().admin().by(), "ops");
   // The running job is left alone; nothing is stopped.
   EXPECT_THAT(a.Stops(), SizeIs(0));
   EXPECT_EQ(Job(running).state(), v1::JOB_STATE_RUNNING);

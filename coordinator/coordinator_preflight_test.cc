@@ -420,6 +420,107 @@ TEST_F(PreflightTest, RepeatedExclusions_DrainTheNodeAutomatically) {
   }
 }
 
+v1::UpdateNodesRequest NodeRequest(v1::NodeAction action, const std::string& node,
+                                   bool verify = false) {
+  v1::UpdateNodesRequest req;
+  req.add_nodes(node);
+  req.set_action(action);
+  if (action != v1::NODE_ACTION_RESUME) req.set_reason("bad GPU");
+  req.set_verify(verify);
+  return req;
+}
+
+v1::AgentMessage Exited(const v1::StartTask& start, int code) {
+  v1::AgentMessage msg = Running(start);
+  msg.mutable_task_status()->set_state(v1::TASK_STATE_EXITED);
+  msg.mutable_task_status()->set_exit_code(code);
+  return msg;
+}
+
+// `node resume --verify`: the node's probe runs as a job of its own on all
+// its GPUs although it is drained; it passes, the job runs `true`, and the
+// node is back in service.
+TEST_F(PreflightTest, ResumeVerify_ProbePasses_NodeResumes) {
+  Connect("a", 2);
+  TC_ASSERT_OK(core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_DRAIN, "a"), "ops"));
+  absl::StatusOr<v1::UpdateNodesResponse> r =
+      core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_RESUME, "a", true), "ops");
+  TC_ASSERT_OK(r);
+  ASSERT_EQ(r->verify_jobs().count("a"), 1u);
+  const int64_t id = r->verify_jobs().at("a");
+  EXPECT_EQ(r->nodes(0).node().admin().state(), v1::NODE_ADMIN_STATE_DRAIN);
+  EXPECT_EQ(r->nodes(0).node().admin().verify_job_id(), id);
+  EXPECT_EQ(Job(id).spec().verify_node(), "a");
+  std::vector<v1::StartTask> probes = NewStarts("a");
+  ASSERT_THAT(probes, SizeIs(2));
+  for (const v1::StartTask& p : probes) {
+    EXPECT_EQ(p.task().job_id(), id);
+    EXPECT_EQ(p.task().probe_run(), 1);
+    Report("a", Running(p));
+  }
+  for (const v1::StartTask& p : probes) Report("a", ProbeExit(p, 100));
+  std::vector<v1::StartTask> ranks = NewStarts("a");
+  ASSERT_THAT(ranks, SizeIs(2));
+  for (const v1::StartTask& t : ranks) Report("a", Running(t));
+  for (const v1::StartTask& t : ranks) Report("a", Exited(t, 0));
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_SUCCEEDED);
+  const v1::NodeView view = core_->ListNodes()[0];
+  EXPECT_EQ(view.node().admin().state(), v1::NODE_ADMIN_STATE_UNSPECIFIED);
+  EXPECT_EQ(view.service_state(), v1::NODE_SERVICE_STATE_IN_SERVICE);
+  // And it takes work again.
+  v1::JobSpec one;
+  one.add_command("true");
+  one.set_gpus(1);
+  TC_ASSERT_OK(core_->SubmitJob(one, ""));
+  EXPECT_THAT(NewStarts("a"), SizeIs(1));
+}
+
+// A probe that fails fails the verify job (no second try elsewhere) and
+// leaves the node drained, its reason followed by the verdict.
+TEST_F(PreflightTest, ResumeVerify_ProbeFails_NodeStaysDrainedWithTheVerdict) {
+  Connect("a", 1);
+  Connect("b", 1);
+  TC_ASSERT_OK(core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_DRAIN, "a"), "ops"));
+  absl::StatusOr<v1::UpdateNodesResponse> r =
+      core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_RESUME, "a", true), "ops");
+  TC_ASSERT_OK(r);
+  const int64_t id = r->verify_jobs().at("a");
+  std::vector<v1::StartTask> probes = NewStarts("a");
+  ASSERT_THAT(probes, SizeIs(1));
+  Report("a", Running(probes[0]));
+  Report("a", ProbeExit(probes[0], 0, "ncclCommInitRank failed: unhandled cuda error"));
+  const v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.reason(), HasSubstr("unhandled cuda error"));
+  EXPECT_THAT(NewStarts("b"), SizeIs(0));  // never tried on another node
+  const v1::NodeAdmin admin = core_->ListNodes()[0].node().admin();
+  EXPECT_EQ(admin.state(), v1::NODE_ADMIN_STATE_DRAIN);
+  EXPECT_EQ(admin.verify_job_id(), 0);
+  EXPECT_THAT(admin.reason(), HasSubstr(absl::StrCat("bad GPU; resume --verify failed (job ", id,
+                                                     "): ")));
+  EXPECT_THAT(admin.reason(), HasSubstr("unhandled cuda error"));
+}
+
+TEST_F(PreflightTest, ResumeVerify_NodeStillRunningOrNotProbing_FailedPrecondition) {
+  Connect("a", 1);
+  v1::JobSpec one;
+  one.add_command("sleep");
+  one.set_gpus(1);
+  TC_ASSERT_OK(core_->SubmitJob(one, ""));
+  TC_ASSERT_OK(core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_DRAIN, "a"), "ops"));
+  EXPECT_THAT(core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_RESUME, "a", true), "ops"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("still runs 1 job")));
+  Connect("old", 1, {}, /*probe_tasks=*/false);
+  TC_ASSERT_OK(core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_DRAIN, "old"), "ops"));
+  EXPECT_THAT(core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_RESUME, "old", true), "ops"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("older than probe tasks")));
+  // A user may not submit a verify job of their own.
+  one.set_verify_node("a");
+  EXPECT_THAT(core_->SubmitJob(one, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("verify_node")));
+}
+
 // An agent whose --preflight-probe is missing (the quickstart
 // built none) said so at registration. That is the agent's configuration,
 // not its GPUs: the gang starts on it unprobed, nothing is excluded, and

@@ -469,7 +469,12 @@ void Coordinator::FinishPreflightLocked(v1::Job& job, Deferred& deferred) {
     for (v1::Task& t : *job.mutable_tasks()) {
       if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) StopTaskLocked(job, t);
     }
-    TransitionLocked(job, v.to, v.why, deferred);
+    // A verify job has no other node to go to: its verdict is final.
+    const bool verify = !job.spec().verify_node().empty();
+    TransitionLocked(job, verify ? v1::JOB_STATE_FAILED : v.to,
+                     verify ? job.preflight().runs(job.preflight().runs_size() - 1).reason()
+                            : v.why,
+                     deferred);
     PersistLocked(job);
     return;
   }

@@ -420,12 +420,12 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
           "user ", who->user, " may not drain, resume or down nodes: admins only"))));
       return reactor;
     }
-    absl::StatusOr<std::vector<v1::NodeView>> views = core_->UpdateNodes(*req, who->user);
-    if (!views.ok()) {
-      reactor->Finish(ToGrpcStatus(views.status()));
+    absl::StatusOr<v1::UpdateNodesResponse> updated = core_->UpdateNodes(*req, who->user);
+    if (!updated.ok()) {
+      reactor->Finish(ToGrpcStatus(updated.status()));
       return reactor;
     }
-    for (v1::NodeView& v : *views) *resp->add_nodes() = std::move(v);
+    *resp = *std::move(updated);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }

@@ -85,6 +85,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
   if (spec.command().empty()) {
     return Invalid("command", "is empty: give the program to run after `--`");
   }
+  if (!spec.verify_node().empty()) {
+    return Invalid("verify_node", "is set by the coordinator (trainctl node resume --verify), "
+                                  "not by a submit");
+  }
   if (spec.command_size() > kMaxArgs) {
     return Invalid("command", absl::StrCat("at most ", kMaxArgs, " arguments, got ",
                                            spec.command_size()));

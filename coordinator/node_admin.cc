@@ -157,6 +157,34 @@ std::string MissingGpus(const v1::Node& before, const v1::Node& after) {
   return out;
 }
 
+v1::JobSpec VerifySpec(const v1::Node& node, const std::string& by) {
+  v1::JobSpec spec;
+  spec.set_name(absl::StrCat("verify-", node.name()));
+  spec.add_command("true");
+  spec.set_nodes(1);
+  spec.set_gpus_per_node(node.gpus_size());
+  spec.set_preflight(v1::PREFLIGHT_MODE_ON);
+  spec.set_max_restarts(0);
+  spec.set_user(by);
+  spec.set_verify_node(node.name());
+  return spec;
+}
+
+v1::NodeAdmin AdminAfterVerify(const v1::NodeAdmin& admin, const v1::Job& job) {
+  if (job.state() == v1::JOB_STATE_SUCCEEDED) return v1::NodeAdmin();
+  const std::string kVerdict = "; resume --verify failed (job ";
+  v1::NodeAdmin out = admin;
+  out.set_verify_job_id(0);
+  std::string reason = admin.reason();
+  if (size_t at = reason.find(kVerdict); at != std::string::npos) reason.resize(at);
+  absl::StrAppend(&reason, kVerdict, job.id(), "): ", job.reason());
+  if (reason.size() > static_cast<size_t>(kMaxAdminReasonBytes)) {
+    reason.resize(kMaxAdminReasonBytes);
+  }
+  out.set_reason(std::move(reason));
+  return out;
+}
+
 v1::NodeAdmin AutomaticDrain(const std::string& reason, absl::Time now) {
   v1::NodeAdmin admin;
   admin.set_state(v1::NODE_ADMIN_STATE_DRAIN);

@@ -106,6 +106,18 @@ class AutoDrain {
 // (GPU-ab12...)", comma-separated); "" when none is missing.
 std::string MissingGpus(const v1::Node& before, const v1::Node& after);
 
+// The spec of node `node`'s verify job (`node resume --verify` by user
+// `by`): a gang of one node with every GPU of it, its pre-flight on, no
+// restart, running `true`, JobSpec.verify_node set.
+v1::JobSpec VerifySpec(const v1::Node& node, const std::string& by);
+
+// The node's admin record once its verify job `job` (final) ended, from
+// `admin` (the record while it ran): in service when it succeeded; else the
+// same drain or down, no verify job, and the reason followed by the
+// verdict ("...; resume --verify failed (job 12): <the job's reason>",
+// replacing an earlier verdict).
+v1::NodeAdmin AdminAfterVerify(const v1::NodeAdmin& admin, const v1::Job& job);
+
 // The automatic drain record for `reason` at `now` (by "trainctl").
 v1::NodeAdmin AutomaticDrain(const std::string& reason, absl::Time now);
 

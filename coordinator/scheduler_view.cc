@@ -222,8 +222,9 @@ std::vector<sched::JobRequest> SchedulerView::Queue(
   jobs.ForEachActive([&](const v1::Job& job) {
     const int64_t id = job.id();
     if (job.state() != v1::JOB_STATE_PENDING) return;
-    // Auto-packed trials are placed by the packer, after the scheduler.
-    if (job.spec().auto_pack()) return;
+    // Auto-packed trials are placed by the packer, after the scheduler; a
+    // verify job only ever on its node, by UpdateNodes.
+    if (job.spec().auto_pack() || !job.spec().verify_node().empty()) return;
     const int64_t array = trimmed != nullptr ? BatchKey(job) : 0;
     if (array != 0) {
       ArrayCut& cut = cuts[array];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The admin's node levers with the real binaries on loopback: a coordinator,
-# two agents with one fake GPU each (x, y) and a third whose pre-flight
-# program is missing (z), the trainctl CLI.
+# agents with one fake GPU each: x and y, z whose pre-flight program is
+# missing, and (from step 5) w whose probe fails; the trainctl CLI.
 #  1. `node drain` lets a running job finish while a new job goes to the
 #     other node; `nodes` shows DRAINING with the reason, then DRAINED;
 #  2. a drain with a deadline requeues what still runs there, its restart
@@ -9,8 +9,10 @@
 #     `describe` / `why` name the drain;
 #  3. the drain survives an agent restart and a coordinator SIGKILL;
 #  4. `node down` stops and requeues at once; `resume` puts it back;
-#  5. `resume --verify` refuses a node whose probe cannot run; bad input is
-#     refused naming the field.
+#  5. `resume --verify` runs the node's pre-flight probe: a healthy node
+#     resumes, one whose probe fails (w: TRAINCTL_FAKE_PROBE=fail) stays
+#     drained with the verdict, one whose probe cannot run (z) is refused;
+#     bad input is refused naming the field.
 # Usage: drain_e2e.sh BUILD_BIN_DIR. Every wait is on a condition with a
 # deadline.
 set -euo pipefail
@@ -112,6 +114,17 @@ assert v.get("serviceState", v.get("service_state")) == "NODE_SERVICE_STATE_IN_S
 ok "down y requeued job $d at once; it ran on x once x was resumed"
 
 # 5. resume --verify and bad input.
+"$T" node drain x --reason "after repair" >/dev/null
+wait_until "x drained" '[[ $(shown x) == drained ]]'
+out=$("$T" node resume x --verify 2>&1) || fail "resume --verify x: $out"
+[[ $out == *"x: verifying with job "* && $out == *"x: ready"* ]] || fail "resume --verify x said: $out"
+TRAINCTL_FAKE_PROBE=fail start_agent w --task-env TRAINCTL_FAKE_PROBE
+"$T" node drain w --reason "flaky NVLink" >/dev/null
+rc=0
+out=$("$T" node resume w --verify 2>&1) || rc=$?
+((rc != 0)) && [[ $out == *"w: drained - DRAIN by "*"flaky NVLink; resume --verify failed (job "*"told to fail"* ]] ||
+  fail "resume --verify w (its probe fails): rc $rc: $out"
+[[ $(shown w) == drained ]] || fail "w was resumed although its probe failed: $("$T" nodes)"
 rc=0
 out=$("$T" node resume z --verify 2>&1) || rc=$?
 ((rc != 0)) && [[ $out == *"cannot run its pre-flight probe"* ]] || fail "resume --verify z: rc $rc: $out"
@@ -125,5 +138,5 @@ out=$("$T" node drain nosuch --reason r 2>&1) || rc=$?
 rc=0
 out=$("$T" node drain x --reason r --deadline soon 2>&1) || rc=$?
 ((rc != 0)) && [[ $out == *"--deadline"* ]] || fail "--deadline soon: rc $rc: $out"
-ok "resume --verify refuses z (no probe program); bad drains are refused naming the field"
+ok "resume --verify: x passed its probe and resumed, w failed it and stays drained with the verdict, z (no probe program) is refused; bad drains are refused naming the field"
 e2e_done

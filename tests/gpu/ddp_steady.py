@@ -20,6 +20,10 @@ trainctl was at least as fast. Rank 0's environment of each arm's first run
 is compared variable by variable with torchrun's.
 
 Usage: ddp_steady.py BUNDLE_DIR OUT_DIR [--rounds 8] [--deadline-s 540]
+                    [--arms torchrun,trainctl] [--first-round N]
+--first-round numbers the rounds from N (the arm order rotates with the
+round number), so a second call continues a first one's rotation and the
+two calls' runs can be pooled.
 Writes OUT_DIR/ddp_steady.json after every run (a run cut short keeps the
 rounds done). No round starts after --deadline-s. Needs python3 with torch
 and 2 GPUs; trainctl comes from the bundle (deploy/make_bundle.sh).
@@ -146,6 +150,8 @@ def main():
     ap.add_argument("--arms", default="torchrun,trainctl,trainctl-omp-cpus")
     ap.add_argument("--seconds", type=float, default=3.0, help="timed window per workload")
     ap.add_argument("--deadline-s", type=float, default=540)
+    ap.add_argument("--first-round", type=int, default=1,
+                    help="number of the first round (continues an earlier call's rotation)")
     args = ap.parse_args()
     started = time.monotonic()
     bundle, out = os.path.abspath(args.bundle), os.path.abspath(args.out)
@@ -160,10 +166,10 @@ def main():
     runs, envs, round_s = [], {}, None
     result = {}
     try:
-        for rnd in range(1, args.rounds + 1):
+        for rnd in range(args.first_round, args.first_round + args.rounds):
             elapsed = time.monotonic() - started
             if round_s is not None and elapsed + round_s > args.deadline_s:
-                print(f"deadline: stopping after {rnd - 1} rounds", flush=True)
+                print(f"deadline: stopping after {rnd - args.first_round} rounds", flush=True)
                 break
             t_round = time.monotonic()
             order = arms[(rnd - 1) % len(arms):] + arms[:(rnd - 1) % len(arms)]
@@ -193,6 +199,7 @@ def main():
                       f"{(line or {}).get('time_to_first_allreduce_s')}", flush=True)
                 result = {"what": __doc__.split("\n")[0], "arms": arms,
                           "old_omp_num_threads": old_omp, "seconds_per_workload": args.seconds,
+                          "first_round": args.first_round,
                           "cpu_count": os.cpu_count(), "summary": summarize(runs, arms),
                           "env_diff_vs_torchrun": env_diff(envs), "runs": runs}
                 with open(os.path.join(out, "ddp_steady.json"), "w") as f:

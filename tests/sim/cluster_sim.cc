@@ -1116,7 +1116,7 @@ class Simulation {
         req.set_action(v1::NODE_ACTION_RESUME);
     }
     if (req.action() != v1::NODE_ACTION_RESUME) req.set_reason("simulated maintenance");
-    absl::StatusOr<std::vector<v1::NodeView>> views = core_->UpdateNodes(req, "ops");
+    absl::StatusOr<v1::UpdateNodesResponse> views = core_->UpdateNodes(req, "ops");
     Settle();
     if (!views.ok() && views.status().code() != absl::StatusCode::kNotFound) {
       Violation("node-admin", absl::StrCat("UpdateNodes: ", views.status().ToString()));

@@ -266,6 +266,19 @@ class ListTest(unittest.TestCase):
         self.assertEqual((n.state, n.reason, n.drained_by, n.drain_deadline_ms),
                          ("draining", "swap PSU", "ops", 5000))
 
+    def test_resume_verify_waits_for_the_verify_job_then_reads_the_nodes(self):
+        done = S.Job(id=9, state=S.JOB_STATE_SUCCEEDED)
+        node = service_pb2.NodeView(node=S.Node(name="a", state=S.NODE_STATE_READY),
+                                    service_state=service_pb2.NODE_SERVICE_STATE_IN_SERVICE)
+        stub = (FakeStub()
+                .answer("UpdateNodes", service_pb2.UpdateNodesResponse(verify_jobs={"a": 9}))
+                .answer("WaitJob", service_pb2.WaitJobResponse(job=done, done=True))
+                .answer("ListNodes", service_pb2.ListNodesResponse(nodes=[node])))
+        (n,) = Client._for_stub(stub).resume("a", verify=True)
+        self.assertEqual((n.name, n.state), ("a", "ready"))
+        self.assertEqual([c[0] for c in stub.calls], ["UpdateNodes", "WaitJob", "ListNodes"])
+        self.assertTrue(stub.calls[0][1].verify)
+
     def test_resume_verify_and_down(self):
         stub = FakeStub().answer("UpdateNodes", service_pb2.UpdateNodesResponse())
         client = Client._for_stub(stub)

@@ -642,11 +642,26 @@ class Client:
         unknown node), PermissionDenied (not an admin)."""
         return self._update_nodes(nodes, service_pb2.NODE_ACTION_DRAIN, reason, deadline_s)
 
-    def resume(self, nodes: Union[str, Sequence[str]], verify: bool = False) -> List[Node]:
+    def resume(self, nodes: Union[str, Sequence[str]], verify: bool = False,
+               timeout: Optional[float] = None) -> List[Node]:
         """Puts drained or down nodes back in service (``trainctl node
-        resume``; admins). With ``verify``, refuses (FailedPrecondition) a node
-        whose agent is not connected or cannot run its pre-flight probe."""
-        return self._update_nodes(nodes, service_pb2.NODE_ACTION_RESUME, verify=verify)
+        resume``; admins). With ``verify``, each node resumes only once its
+        pre-flight probe passes on every GPU: a verify job runs there; this
+        waits for them (at most ``timeout`` seconds each) and returns the
+        nodes as they are then (a node whose probe failed stays drained, the
+        verdict in its ``reason``). Raises FailedPrecondition (nothing
+        started) for a node whose agent is not connected, cannot run probes,
+        or still runs tasks."""
+        if isinstance(nodes, str):
+            nodes = [nodes]
+        request = service_pb2.UpdateNodesRequest(
+            nodes=list(nodes), action=service_pb2.NODE_ACTION_RESUME, verify=verify)
+        response = self._call("UpdateNodes", request)
+        if not response.verify_jobs:
+            return [Node(v) for v in response.nodes]
+        for job_id in response.verify_jobs.values():
+            Job(self, job_id).wait(timeout=timeout)
+        return [n for n in self.nodes() if n.name in nodes]
 
     def down(self, nodes: Union[str, Sequence[str]], reason: str) -> List[Node]:
         """Takes nodes out of service now (``trainctl node down``; admins):
