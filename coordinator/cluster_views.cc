@@ -133,6 +133,20 @@ std::vector<v1::NodeView> NodeViews(const JobTable& jobs, const NodeRegistry& no
   return out;
 }
 
+bool NodeHoldsTasks(const JobTable& jobs, const DrainingTasks& draining,
+                    const std::string& node) {
+  for (int64_t id : jobs.active()) {
+    const v1::Job& job = jobs.at(id);
+    for (const v1::Task& t : job.tasks()) {
+      if (t.node() == node && HoldsGpus(job, t)) return true;
+    }
+  }
+  for (const DrainingTask& d : draining) {
+    if (d.task.node() == node) return true;
+  }
+  return false;
+}
+
 std::vector<int64_t> JobsHoldingNode(const JobTable& jobs, const std::string& node) {
   std::vector<int64_t> out;
   for (int64_t id : jobs.active()) {

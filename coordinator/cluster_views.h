@@ -142,6 +142,12 @@ CoordinatorStats CollectStats(const JobTable& jobs, const NodeRegistry& nodes,
 std::vector<v1::NodeView> NodeViews(const JobTable& jobs, const NodeRegistry& nodes,
                                     const DrainingTasks& draining);
 
+// True when a task holds GPUs of `node`: a live task or pre-flight of an
+// active job (a final job's ranks still stopping included), or a task of an
+// earlier attempt still draining (what NodeViews shows on its GPUs).
+bool NodeHoldsTasks(const JobTable& jobs, const DrainingTasks& draining,
+                    const std::string& node);
+
 // The active jobs (SCHEDULED or RUNNING) with a live task on `node` that is
 // not already stopping, by id: what a DOWN, or a drain whose deadline
 // passed, stops and requeues.

@@ -588,11 +588,19 @@ class Coordinator {
                                                  Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops the tasks of every job holding `node` and requeues the jobs,
-  // counted as preemptions (no restart used), with RequeueReason(node).
-  void RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Requeues what still runs on drained nodes whose deadline passed; true
+  // counted as preemptions (no restart used), with RequeueReason(node); a
+  // drain's deadline spares the node's verify job, a DOWN fails it. True
   // when any job was requeued.
+  bool RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the verify jobs (NodeAdmin.verify_job_id) sent back to PENDING (a
+  // lost node, an aborted pre-flight): they never enter the queue, so they
+  // would wait forever; their end leaves the node out of service with the
+  // reason.
+  void FailStrandedVerifiesLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requeues what still runs on drained nodes whose deadline passed (not
+  // their verify jobs), and fails stranded verify jobs; true when any job
+  // was requeued.
   bool EnforceDrainDeadlinesLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // resume --verify: OK when node `name` (registered) can be verified now:

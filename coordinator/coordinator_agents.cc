@@ -324,18 +324,11 @@ absl::Status Coordinator::CanVerifyLocked(const std::string& name) const {
     return absl::FailedPreconditionError(
         absl::StrCat("verify: job ", job, " is verifying node ", name, " already"));
   }
-  if (const std::vector<int64_t> jobs = JobsHoldingNode(jobs_, name); !jobs.empty() ||
-      !OverbookedGpus(e, jobs_, draining_).empty()) {
+  if (NodeHoldsTasks(jobs_, draining_, name) || !e.stopping_unplaced.empty()) {
+    const size_t jobs = JobsHoldingNode(jobs_, name).size();
     return absl::FailedPreconditionError(absl::StrCat(
-        "verify: node ", name, " still runs ", jobs.size(),
-        " job(s): the probe needs every GPU; wait until it is DRAINED, or `node down` it"));
-  }
-  for (const DrainingTask& d : draining_) {
-    if (d.task.node() == name) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "verify: node ", name, " still stops a task of job ", d.job_id,
-          "; retry once it is DRAINED"));
-    }
+        "verify: node ", name, " still runs ", jobs, " job(s) or stops their tasks: the "
+        "probe needs every GPU; wait until it is DRAINED, or `node down` it"));
   }
   return absl::OkStatus();
 }
@@ -371,6 +364,7 @@ absl::StatusOr<WriteTicket> Coordinator::SetNodeAdminLocked(const std::string& n
                                                             v1::NodeAdmin admin,
                                                             Deferred& deferred) {
   v1::Node updated = nodes_.at(name).node;
+  const bool was_down = updated.admin().state() == v1::NODE_ADMIN_STATE_DOWN;
   *updated.mutable_admin() = std::move(admin);
   // Stored first: an admin state that cannot be stored changes nothing.
   absl::StatusOr<WriteTicket> t = store_->EnqueuePutNode(updated);
@@ -382,16 +376,21 @@ absl::StatusOr<WriteTicket> Coordinator::SetNodeAdminLocked(const std::string& n
   nodes_.SetAdmin(name, updated.admin());
   TC_LOG_INFO("node {}: {}", name,
               InService(updated) ? "resumed" : DescribeAdmin(updated, clock_->Now()));
-  if (updated.admin().state() == v1::NODE_ADMIN_STATE_DOWN) {
+  if (updated.admin().state() == v1::NODE_ADMIN_STATE_DOWN && !was_down) {
     RequeueFromNodeLocked(updated, deferred);
   }
   return *t;
 }
 
-void Coordinator::RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred) {
+bool Coordinator::RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred) {
   const std::string why = RequeueReason(node);
+  const bool down = node.admin().state() == v1::NODE_ADMIN_STATE_DOWN;
+  bool any = false;
   for (int64_t id : JobsHoldingNode(jobs_, node.name())) {
     v1::Job& job = jobs_.at(id);
+    // A drain's deadline spares the node's own verify job; a DOWN stops it.
+    const bool verify = job.spec().verify_node() == node.name();
+    if (verify && !down) continue;
     for (v1::Task& t : *job.mutable_tasks()) {
       if (IsLive(t.state()) && t.state() != v1::TASK_STATE_STOPPING) StopTaskLocked(job, t);
     }
@@ -399,6 +398,27 @@ void Coordinator::RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred
     job.set_preemptions(job.preemptions() + 1);
     ++counters_.preemptions;
     TransitionLocked(job, v1::JOB_STATE_PENDING, why, deferred);
+    // A verify job has nowhere else to go: it ends here.
+    if (verify) {
+      TransitionLocked(job, v1::JOB_STATE_FAILED,
+                       absl::StrCat("the verify of node ", node.name(), " was interrupted: ", why),
+                       deferred);
+    }
+    PersistLocked(job);
+    any = true;
+  }
+  return any;
+}
+
+void Coordinator::FailStrandedVerifiesLocked(Deferred& deferred) {
+  for (const auto& [name, e] : nodes_) {
+    const int64_t id = e.node.admin().verify_job_id();
+    auto it = id == 0 ? jobs_.end() : jobs_.find(id);
+    if (it == jobs_.end() || it->second.state() != v1::JOB_STATE_PENDING) continue;
+    v1::Job& job = it->second;
+    TransitionLocked(job, v1::JOB_STATE_FAILED,
+                     absl::StrCat("the verify of node ", name, " was interrupted: ", job.reason()),
+                     deferred);
     PersistLocked(job);
   }
 }
@@ -406,10 +426,9 @@ void Coordinator::RequeueFromNodeLocked(const v1::Node& node, Deferred& deferred
 bool Coordinator::EnforceDrainDeadlinesLocked(absl::Time now, Deferred& deferred) {
   bool any = false;
   for (const auto& [name, e] : nodes_) {
-    if (!DrainDeadlinePassed(e.node, now) || JobsHoldingNode(jobs_, name).empty()) continue;
-    RequeueFromNodeLocked(e.node, deferred);
-    any = true;
+    if (DrainDeadlinePassed(e.node, now)) any = RequeueFromNodeLocked(e.node, deferred) || any;
   }
+  FailStrandedVerifiesLocked(deferred);
   return any;
 }
 

@@ -501,6 +501,33 @@ TEST_F(PreflightTest, ResumeVerify_ProbeFails_NodeStaysDrainedWithTheVerdict) {
   EXPECT_THAT(admin.reason(), HasSubstr("unhandled cuda error"));
 }
 
+// A drain's deadline spares the node's own verify job; a DOWN stops it and
+// fails it (it has nowhere else to go), leaving the node down with why.
+TEST_F(PreflightTest, ResumeVerify_DeadlineSparesIt_DownFailsIt) {
+  Connect("a", 1);
+  v1::UpdateNodesRequest drain = NodeRequest(v1::NODE_ACTION_DRAIN, "a");
+  drain.set_deadline_s(10);
+  TC_ASSERT_OK(core_->UpdateNodes(drain, "ops"));
+  absl::StatusOr<v1::UpdateNodesResponse> r =
+      core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_RESUME, "a", true), "ops");
+  TC_ASSERT_OK(r);
+  const int64_t id = r->verify_jobs().at("a");
+  ASSERT_THAT(NewStarts("a"), SizeIs(1));
+  PassTime(absl::Seconds(15));  // past the deadline, heartbeating
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_THAT(conns_["a"]->Stops(), SizeIs(0));
+  TC_ASSERT_OK(core_->UpdateNodes(NodeRequest(v1::NODE_ACTION_DOWN, "a"), "ops"));
+  EXPECT_THAT(conns_["a"]->Stops(), SizeIs(1));
+  const v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.reason(), HasSubstr("the verify of node a was interrupted: node a was set DOWN"));
+  // The DOWN record replaced the one that named the verify job: its end
+  // leaves the node as the admin set it.
+  const v1::NodeAdmin admin = core_->ListNodes()[0].node().admin();
+  EXPECT_EQ(admin.state(), v1::NODE_ADMIN_STATE_DOWN);
+  EXPECT_EQ(admin.verify_job_id(), 0);
+}
+
 TEST_F(PreflightTest, ResumeVerify_NodeStillRunningOrNotProbing_FailedPrecondition) {
   Connect("a", 1);
   v1::JobSpec one;

@@ -349,7 +349,8 @@ class Simulation {
             ref.probe_run() == 0 && job.ok() && job->preflight().runs_size() > 0 &&
             job->preflight().runs(job->preflight().runs_size() - 1).verdict() ==
                 v1::PREFLIGHT_VERDICT_PASSED;
-        if (out_of_service.count(a->name) && !after_preflight) {
+        const bool verifies_it = job.ok() && job->spec().verify_node() == a->name;
+        if (out_of_service.count(a->name) && !after_preflight && !verifies_it) {
           Violation("placed-out-of-service",
                     absl::StrCat("job ", ref.job_id(), " rank ", ref.rank(), " probe run ",
                                  ref.probe_run(), " was started on node ", a->name,
@@ -1094,8 +1095,9 @@ class Simulation {
   }
 
   // An admin's lever on node #a: drain (a third of them with a deadline of
-  // 1-120 s), down, or resume. Only NOT_FOUND (a node a new cluster has not
-  // seen yet) may refuse it.
+  // 1-120 s), down, resume, or resume --verify. Only NOT_FOUND (a node a new
+  // cluster has not seen yet) may refuse it, and FAILED_PRECONDITION a
+  // verify (the node is not connected, or not empty).
   void NodeAdmin(uint64_t a, uint64_t b) {
     const Agent& ag = *agents_[a % agents_.size()];
     v1::UpdateNodesRequest req;
@@ -1112,13 +1114,18 @@ class Simulation {
       case 3:
         req.set_action(v1::NODE_ACTION_DOWN);
         break;
+      case 4:
+        req.set_action(v1::NODE_ACTION_RESUME);
+        break;
       default:
         req.set_action(v1::NODE_ACTION_RESUME);
+        req.set_verify(true);  // refused unless the node is connected and empty
     }
     if (req.action() != v1::NODE_ACTION_RESUME) req.set_reason("simulated maintenance");
     absl::StatusOr<v1::UpdateNodesResponse> views = core_->UpdateNodes(req, "ops");
     Settle();
-    if (!views.ok() && views.status().code() != absl::StatusCode::kNotFound) {
+    if (!views.ok() && views.status().code() != absl::StatusCode::kNotFound &&
+        !(req.verify() && views.status().code() == absl::StatusCode::kFailedPrecondition)) {
       Violation("node-admin", absl::StrCat("UpdateNodes: ", views.status().ToString()));
     }
   }

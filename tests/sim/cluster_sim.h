@@ -23,7 +23,8 @@
 //     token opens no rendezvous;
 //   - no illegal state transition (Stats().illegal_transitions stays 0);
 //   - nothing is placed on a node an admin drained or took down (a gang's
-//     ranks may still start where its pre-flight, placed before, passed);
+//     ranks may still start where its pre-flight, placed before, passed,
+//     and a node's own verify job runs there);
 //   - at the end (faults healed, work allowed to finish), every job is final
 //     or PENDING with a reason.
 //
@@ -67,7 +68,7 @@ enum class EventType : int {
                       // rank of another job tries to fetch it with its own token
   kSubmitArray,       // a job array (SubmitJobs), maybe with a %P limit
   kNodeAdmin,         // an admin drains (maybe with a deadline), downs or
-                      // resumes a node
+                      // resumes (maybe --verify) a node
   kCount,
 };
 
