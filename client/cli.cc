@@ -40,6 +40,7 @@ using internal::NodeCommands;
 using internal::AddReportCommand;
 using internal::AddSubmitCommand;
 using internal::AddSweepCommands;
+using internal::AddTokenCommands;
 using internal::AddTopCommand;
 using internal::AddWaitCommand;
 using internal::ClosestName;
@@ -54,6 +55,7 @@ using internal::PrepareSweep;
 using internal::ResolveConnection;
 using internal::Session;
 using internal::SweepCommands;
+using internal::TokenCommands;
 using internal::UsageError;
 
 Cli::Cli(StubFactory make_stub, std::ostream& out, std::ostream& err,
@@ -119,6 +121,7 @@ int Cli::Run(int argc, char** argv) {
   CLI::App* nodes_cmd = AddNodesCommand(app, f);
   const NodeCommands node_cmds = AddNodeCommands(app, f);
   CLI::App* top = AddTopCommand(app, f);
+  const TokenCommands tokens = AddTokenCommands(app, f);
 
   // completion, help
   std::string shell;
@@ -314,16 +317,21 @@ int Cli::Run(int argc, char** argv) {
     }
   }
 
+  RealClock real_clock;
+  const Clock& clock = options_.clock != nullptr ? *options_.clock : real_clock;
+  if (std::string error = internal::PrepareTokenCommand(&f, tokens, clock.Now());
+      !error.empty()) {
+    return UsageError(err_, error);
+  }
+
   absl::StatusOr<Connection> connection = ResolveConnection(f, options_, err_);
   if (!connection.ok()) return UsageError(err_, connection.status().message());
   if (!user_given && !connection->token.empty()) f.submit.mutable_spec()->clear_user();
   const std::string address = connection->address;
-  RealClock real_clock;
   // -o yaml: the command prints its JSON here, which is then converted.
   const bool yaml = f.output == "yaml";
   std::ostringstream yaml_json;
-  Session session(make_stub_(*connection), address, yaml ? yaml_json : out_, err_,
-                  options_.clock != nullptr ? *options_.clock : real_clock,
+  Session session(make_stub_(*connection), address, yaml ? yaml_json : out_, err_, clock,
                   options_.terminal_width);
   if (options_.progress) session.EnableProgress();
   if (options_.stdout_terminal) session.EnableTerminal();
@@ -398,6 +406,10 @@ int Cli::Run(int argc, char** argv) {
   if (top->parsed()) {
     return session.Top(absl::Seconds(f.interval_s), f.once, json, f.frames);
   }
+  if (tokens.create->parsed()) return session.TokenCreate(f.tok_request, json);
+  if (tokens.list->parsed()) return session.TokenList(f.tok_all, json);
+  if (tokens.revoke->parsed()) return session.TokenRevoke(f.tok_id, json);
+  if (tokens.audit->parsed()) return session.Audit(f.audit_since_ms, f.audit_limit, json);
   return kExitUsage;  // unreachable: require_subcommand(1)
   };
   const int status = dispatch();

@@ -75,7 +75,9 @@ struct CliOptions {
   // The environment `submit --export` and `sweep --export` take variables
   // from (NAME=VALUE strings, null-terminated); null means ::environ.
   const char* const* environ = nullptr;
-  // `submit --user` when not given (main.cc: $USER); empty sends none.
+  // `submit --user` when not given (main.cc: LocalAccountName()); empty
+  // sends none. Ignored with a token: the coordinator takes the user from
+  // it.
   std::string default_user;
   // The config file read when --config is not given; empty means
   // $XDG_CONFIG_HOME/trainctl/config, else ~/.config/trainctl/config. A
@@ -94,6 +96,12 @@ struct CliOptions {
   // empty.
   std::function<void(const CLI::App&)> inspect_app;
 };
+
+// The account this process runs as, from the password database
+// (getpwuid_r(geteuid())): what a job submitted without authentication is
+// charged to, never "". Without an entry for the uid (a container's
+// arbitrary uid): $USER, else "uid<N>".
+std::string LocalAccountName();
 
 // The `trainctl` command line: parses argv with CLI11, calls the Coordinator
 // service through a stub and prints for people (tables) or programs (-o json).

@@ -16,6 +16,7 @@
 //   cli_why.cc           why
 //   cli_nodes.cc         nodes
 //   cli_top.cc           top
+//   cli_tokens.cc        token create/list/revoke, audit
 
 #ifndef TRAINCTL_CLIENT_CLI_INTERNAL_H_
 #define TRAINCTL_CLIENT_CLI_INTERNAL_H_
@@ -263,6 +264,18 @@ class Session {
   // reason, agent, features, labels and GPUs with their jobs (json: the
   // NodeViews as a ListNodesResponse).
   int DescribeNodes(const std::vector<std::string>& nodes, bool json);
+  // `trainctl token create`: the secret alone on stdout, the token's id,
+  // user, role and expiry on stderr; with `json` the CreateTokenResponse.
+  int TokenCreate(const v1::CreateTokenRequest& request, bool json);
+  // `trainctl token list [--all]`: ID NAME USER ROLE CREATED EXPIRES STATE,
+  // never a secret.
+  int TokenList(bool all, bool json);
+  // `trainctl token revoke ID`: one line naming when and by whom.
+  int TokenRevoke(const std::string& id, bool json);
+  // `trainctl audit`: TIME WHO ACTION TARGET DETAIL, oldest first; events
+  // at or after `since_ms` (0: all), at most `limit` (0: the coordinator's
+  // 1000), the newest.
+  int Audit(int64_t since_ms, int limit, bool json);
   // `trainctl why`: the WhyJob answer as lines for people, or JSON.
   int Why(int64_t job_id, bool json);
   // `trainctl top`: one frame (once) or a frame every `interval` redrawn in
@@ -447,6 +460,18 @@ struct Flags {
   double interval_s = 2;
   bool once = false;
   int frames = 0;
+  // token create/list/revoke, audit; tok_request is filled by
+  // PrepareTokenCommand, audit_since_ms too (0: no --since).
+  std::string tok_user;
+  std::string tok_role = "user";
+  std::string tok_expires;
+  std::string tok_name;
+  bool tok_all = false;
+  std::string tok_id;
+  v1::CreateTokenRequest tok_request;
+  std::string audit_since;
+  int audit_limit = 0;
+  int64_t audit_since_ms = 0;
 };
 
 
@@ -537,6 +562,25 @@ std::string NodeShownState(const v1::NodeView& view);
 
 // `top` (cli_top.cc).
 CLI::App* AddTopCommand(CLI::App& app, Flags& f);
+
+// `token create|list|revoke` and `audit` (cli_tokens.cc).
+struct TokenCommands {
+  CLI::App* token;
+  CLI::App* create;
+  CLI::App* list;
+  CLI::App* revoke;
+  CLI::App* audit;
+};
+TokenCommands AddTokenCommands(CLI::App& app, Flags& f);
+// Before any RPC: fills f->tok_request from `token create`'s flags and
+// f->audit_since_ms from `audit --since` (a duration before `now`, or an
+// RFC 3339 time). Returns a usage error naming the flag, or "".
+std::string PrepareTokenCommand(Flags* f, const TokenCommands& c, absl::Time now);
+// A lifetime as admins write it: a whole number of weeks or days first
+// ("2w", "90d", "1d12h"), then what absl::ParseDuration reads ("36h",
+// "1h30m"). Errors: INVALID_ARGUMENT quoting `text` and the accepted forms,
+// for a malformed, negative or zero duration.
+absl::StatusOr<absl::Duration> ParseLongDuration(absl::string_view text);
 
 }  // namespace trainctl::cli::internal
 

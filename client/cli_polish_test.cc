@@ -334,6 +334,7 @@ const std::set<std::string>& NotReadCommands() {
       "logs",  // raw bytes of a rank's log, as written
       "report",  // sends metrics from inside a task
       "completion", "help",
+      "token",  // a group: each of its commands has -o json
       "top"};  // a live view (if present); its data is `nodes -o json`
   return *kSet;
 }

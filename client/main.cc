@@ -31,10 +31,10 @@ int main(int argc, char** argv) {
       options.terminal_width = width;
     }
   }
-  // `submit --user` defaults to the login name.
-  if (const char* user = std::getenv("USER"); user != nullptr) {
-    options.default_user = user;
-  }
+  // `submit --user` defaults to this process's account (the password
+  // database, not $USER, which any shell may set): without authentication a
+  // job is never anonymous.
+  options.default_user = trainctl::cli::LocalAccountName();
   // The spinner of `wait` only where a person watches: never in a pipe or
   // a file, on either stream.
   options.progress = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);

@@ -35,16 +35,6 @@ class FirstError : public google::protobuf::io::ErrorCollector {
   std::string error_;
 };
 
-bool ValidUser(absl::string_view user) {
-  if (user.empty() || user.size() > kMaxUserChars) return false;
-  for (char c : user) {
-    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '@' && c != '-') {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool ValidToken(absl::string_view token) {
   if (token.size() < kMinTokenChars || token.size() > kMaxTokenChars) return false;
   for (char c : token) {
@@ -55,7 +45,38 @@ bool ValidToken(absl::string_view token) {
 
 }  // namespace
 
+bool ValidUserName(absl::string_view user) {
+  if (user.empty() || user.size() > kMaxUserChars) return false;
+  for (char c : user) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '@' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
 Principal AnonymousPrincipal() { return Principal{"", true}; }
+
+absl::StatusOr<absl::string_view> BearerToken(absl::string_view header) {
+  if (header.empty()) {
+    return absl::UnauthenticatedError(
+        "no credentials: send `authorization: Bearer <token>` (trainctl "
+        "--token, $TRAINCTL_AUTH_TOKEN or `token` in ~/.config/trainctl/config)");
+  }
+  absl::string_view token = absl::StripAsciiWhitespace(header);
+  if (token.size() < 7 || !absl::EqualsIgnoreCase(token.substr(0, 7), "bearer ")) {
+    return absl::UnauthenticatedError(
+        "authorization: expected \"Bearer <token>\"");
+  }
+  return absl::StripLeadingAsciiWhitespace(token.substr(7));
+}
+
+std::optional<Principal> TokenAuthenticator::Find(absl::string_view token) const {
+  // Keyed by digest: the lookup's timing tells nothing of the token.
+  auto it = tokens_.find(Sha256Hex(token));
+  if (it == tokens_.end()) return std::nullopt;
+  return it->second;
+}
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText(
     absl::string_view text) {
@@ -84,7 +105,7 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText
           " printable ASCII characters without spaces (e.g. `openssl rand -hex "
           "32`), got ", e.token().size(), " characters"));
     }
-    if (!ValidUser(e.user())) {
+    if (!ValidUserName(e.user())) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ".user: must be 1 to ", kMaxUserChars,
           " characters of [A-Za-z0-9._@-], got \"", absl::CHexEscape(e.user()), "\""));
@@ -114,24 +135,14 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromFile
 
 absl::StatusOr<Principal> TokenAuthenticator::Authenticate(
     absl::string_view header) const {
-  if (header.empty()) {
-    return absl::UnauthenticatedError(
-        "no credentials: send `authorization: Bearer <token>` (trainctl "
-        "--token, $TRAINCTL_AUTH_TOKEN or `token` in ~/.config/trainctl/config)");
-  }
-  absl::string_view token = absl::StripAsciiWhitespace(header);
-  if (token.size() < 7 || !absl::EqualsIgnoreCase(token.substr(0, 7), "bearer ")) {
-    return absl::UnauthenticatedError(
-        "authorization: expected \"Bearer <token>\"");
-  }
-  token = absl::StripLeadingAsciiWhitespace(token.substr(7));
-  // Keyed by digest: the lookup's timing tells nothing of the token.
-  auto it = tokens_.find(Sha256Hex(token));
-  if (it == tokens_.end()) {
+  absl::StatusOr<absl::string_view> token = BearerToken(header);
+  if (!token.ok()) return token.status();
+  std::optional<Principal> who = Find(*token);
+  if (!who.has_value()) {
     return absl::UnauthenticatedError(
         "unknown or revoked token (not in the coordinator's --tokens-file)");
   }
-  return it->second;
+  return *std::move(who);
 }
 
 absl::Status CheckJobAccess(const Principal& who, const v1::Job& job,

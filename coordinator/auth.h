@@ -18,6 +18,7 @@
 //     (checked by RendezvousTable), not a user token.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -61,6 +62,10 @@ class TokenAuthenticator {
   // unknown token (the message never echoes the token).
   absl::StatusOr<Principal> Authenticate(absl::string_view header) const;
 
+  // The principal of bearer token `token` (the secret itself, as BearerToken
+  // returns it), or nullopt when the file does not hold it.
+  std::optional<Principal> Find(absl::string_view token) const;
+
   // Number of tokens loaded.
   int size() const { return static_cast<int>(tokens_.size()); }
 
@@ -69,6 +74,15 @@ class TokenAuthenticator {
   // By the SHA-256 of the token (common/secrets.h), not the token itself.
   absl::flat_hash_map<std::string, Principal> tokens_;
 };
+
+// The secret of an `authorization` metadata value ("Bearer <token>"; the
+// scheme is case-insensitive; `header` empty means none was sent).
+// Errors: UNAUTHENTICATED when missing or not a Bearer credential.
+absl::StatusOr<absl::string_view> BearerToken(absl::string_view header);
+
+// Whether `user` is a valid user name: 1 to 128 characters of
+// [A-Za-z0-9._@-] (TokenEntry.user, CreateTokenRequest.user).
+bool ValidUserName(absl::string_view user);
 
 // Checks `who` may act on `job` (GetJob, CancelJob, WaitJob, GetLogs,
 // GetMetrics, GetJobUsage):

@@ -10,7 +10,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env_names.h"
 #include "common/log_follow.h"
@@ -35,17 +37,52 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 namespace {
 
+// The audit trail's name of a node action: "node.drain", "node.resume",
+// "node.down".
+std::string NodeActionName(v1::NodeAction action) {
+  switch (action) {
+    case v1::NODE_ACTION_DRAIN:
+      return "node.drain";
+    case v1::NODE_ACTION_DOWN:
+      return "node.down";
+    default:
+      return "node.resume";
+  }
+}
+
+// What an audit event of a node action says besides its name and nodes:
+// the reason, the deadline, the verify jobs.
+std::string NodeActionDetail(const v1::UpdateNodesRequest& req,
+                             const v1::UpdateNodesResponse& resp) {
+  std::vector<std::string> parts;
+  if (!req.reason().empty()) parts.push_back(absl::StrCat("reason: ", req.reason()));
+  if (req.deadline_s() > 0) parts.push_back(absl::StrCat("deadline ", req.deadline_s(), " s"));
+  for (const auto& [node, job] : resp.verify_jobs()) {
+    parts.push_back(absl::StrCat("verify ", node, " with job ", job));
+  }
+  std::sort(parts.begin() + (req.reason().empty() ? 0 : 1) + (req.deadline_s() > 0 ? 1 : 0),
+            parts.end());
+  return absl::StrJoin(parts, "; ");
+}
+
 // The caller of a user API call: AnonymousPrincipal() without a tokens file,
-// else the owner of the bearer token in the `authorization` metadata.
-// Errors: UNAUTHENTICATED (see TokenAuthenticator::Authenticate).
+// else the owner of the bearer token in the `authorization` metadata: a
+// token of the file, or else a valid token of `store` (when not null) at
+// `now`. Errors: UNAUTHENTICATED (see BearerToken, TokenStore::Authenticate).
 absl::StatusOr<Principal> CallerOf(const TokenAuthenticator* tokens,
-                                   const grpc::CallbackServerContext* ctx) {
+                                   const TokenStore* store,
+                                   const grpc::CallbackServerContext* ctx,
+                                   absl::Time now) {
   if (tokens == nullptr) return AnonymousPrincipal();
   const auto& metadata = ctx->client_metadata();
   auto it = metadata.find("authorization");
   absl::string_view header;
   if (it != metadata.end()) header = absl::string_view(it->second.data(), it->second.size());
-  return tokens->Authenticate(header);
+  if (store == nullptr) return tokens->Authenticate(header);
+  absl::StatusOr<absl::string_view> token = BearerToken(header);
+  if (!token.ok()) return token.status();
+  if (std::optional<Principal> who = tokens->Find(*token)) return *std::move(who);
+  return store->Authenticate(*token, now);
 }
 
 // `job` as the user API shows it: the values of its environment variables
@@ -184,8 +221,11 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
 // acts: a refused call changes nothing.
 class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService {
  public:
-  UserApi(Coordinator* core, const TokenAuthenticator* tokens)
-      : core_(core), tokens_(tokens) {}
+  UserApi(Coordinator* core, const SecurityConfig& security)
+      : core_(core),
+        tokens_(security.tokens),
+        token_store_(security.token_store),
+        audit_(security.audit) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
@@ -199,9 +239,14 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     // A request id another user chose is refused by the core.
     core_->SubmitJobAsync(
         spec, req->request_id(),
-        [reactor, resp](absl::StatusOr<int64_t> id) {
-          if (id.ok()) resp->set_job_id(*id);
-          reactor->Finish(ToGrpcStatus(id.status()));
+        [this, reactor, resp, caller = *who, spec_user = spec.user()](absl::StatusOr<int64_t> id) {
+          if (!id.ok()) {
+            reactor->Finish(ToGrpcStatus(id.status()));
+            return;
+          }
+          resp->set_job_id(*id);
+          AuditSubmitAs(caller, spec_user, {*id},
+                        [reactor] { reactor->Finish(grpc::Status::OK); });
         },
         {who->user, who->admin});
     return reactor;
@@ -212,7 +257,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   std::optional<Principal> SubmitterOrFinish(grpc::CallbackServerContext* ctx,
                                              grpc::ServerUnaryReactor* reactor,
                                              v1::JobSpec* spec) {
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::StatusOr<Principal> who = Caller(ctx);
     absl::Status s = who.ok() ? ApplySubmitter(*who, spec) : who.status();
     if (!s.ok()) {
       reactor->Finish(ToGrpcStatus(s));
@@ -225,7 +270,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                        const v1::SubmitJobsRequest* req,
                                        v1::SubmitJobsResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::StatusOr<Principal> who = Caller(ctx);
     if (!who.ok()) {
       reactor->Finish(ToGrpcStatus(who.status()));
       return reactor;
@@ -250,14 +295,40 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       }
     }
     // Answered when the jobs' write is durable (one commit for all of them),
-    // from the store's commit thread.
+    // from the store's commit thread. An admin's batch for other users is
+    // one job.submit_as event naming the first such user.
+    std::string spec_user;
+    for (const v1::JobSpec& spec : specs) {
+      if (spec.user() != who->user) {
+        spec_user = spec.user();
+        break;
+      }
+    }
     core_->SubmitJobsAsync(
         std::move(specs), req->request_id(),
-        [reactor, resp](absl::StatusOr<std::vector<int64_t>> ids) {
-          FinishSubmitJobs(std::move(ids), reactor, resp);
+        [this, reactor, resp, caller = *who,
+         spec_user](absl::StatusOr<std::vector<int64_t>> ids) {
+          FinishSubmitJobsAudited(caller, spec_user.empty() ? caller.user : spec_user,
+                                  std::move(ids), reactor, resp);
         },
         {who->user, who->admin});
     return reactor;
+  }
+
+  // FinishSubmitJobs, after recording a job.submit_as event when an admin
+  // submitted as `spec_user` (AuditSubmitAs).
+  void FinishSubmitJobsAudited(const Principal& who, const std::string& spec_user,
+                               absl::StatusOr<std::vector<int64_t>> ids,
+                               grpc::ServerUnaryReactor* reactor, v1::SubmitJobsResponse* resp) {
+    if (!ids.ok()) {
+      FinishSubmitJobs(std::move(ids), reactor, resp);
+      return;
+    }
+    std::vector<int64_t> audited = *ids;
+    AuditSubmitAs(who, spec_user, std::move(audited),
+                  [ids = std::move(ids), reactor, resp]() mutable {
+                    FinishSubmitJobs(std::move(ids), reactor, resp);
+                  });
   }
 
   // Answers SubmitJobs and SubmitJobArray with the jobs' ids, once stored
@@ -280,10 +351,12 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     std::optional<Principal> who = SubmitterOrFinish(ctx, reactor, &spec);
     if (!who) return reactor;
     const std::vector<int> task_ids(req->task_ids().begin(), req->task_ids().end());
+    std::string spec_user = spec.user();
     core_->SubmitJobArrayAsync(
         std::move(spec), task_ids, req->max_running(), req->request_id(),
-        [reactor, resp](absl::StatusOr<std::vector<int64_t>> ids) {
-          FinishSubmitJobs(std::move(ids), reactor, resp);
+        [this, reactor, resp, caller = *who,
+         spec_user = std::move(spec_user)](absl::StatusOr<std::vector<int64_t>> ids) {
+          FinishSubmitJobsAudited(caller, spec_user, std::move(ids), reactor, resp);
         },
         {who->user, who->admin});
     return reactor;
@@ -308,7 +381,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                    "limit: must not be negative"));
       return reactor;
     }
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::StatusOr<Principal> who = Caller(ctx);
     if (!who.ok()) {
       reactor->Finish(ToGrpcStatus(who.status()));
       return reactor;
@@ -340,8 +413,21 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                       v1::CancelJobResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
     absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "cancel");
+    const std::string owner = job.ok() ? job->spec().user() : "";
     if (job.ok()) job = core_->CancelJob(req->job_id());
-    if (job.ok()) *resp->mutable_job() = Shown(std::move(*job));
+    if (job.ok()) {
+      // An admin cancelling another user's job is recorded (not the
+      // anonymous caller of a coordinator without authentication).
+      absl::StatusOr<Principal> who = Caller(ctx);
+      if (audit_ != nullptr && who.ok() && !who->user.empty() && owner != who->user) {
+        audit_->Record(who->user, "job.cancel_as", absl::StrCat(req->job_id()),
+                       absl::StrCat("cancelled user ", owner.empty() ? "(none)" : owner,
+                                    "'s job"),
+                       absl::Now())
+            .IgnoreError();  // logged by the audit log; the job is cancelled
+      }
+      *resp->mutable_job() = Shown(std::move(*job));
+    }
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
   }
@@ -381,7 +467,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     auto* reactor = ctx->DefaultReactor();
     // Any authenticated user may see the cluster; a non-admin sees the
     // names of its own jobs only (other tasks keep their job id and size).
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::StatusOr<Principal> who = Caller(ctx);
     if (!who.ok()) {
       reactor->Finish(ToGrpcStatus(who.status()));
       return reactor;
@@ -426,6 +512,8 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       return reactor;
     }
     *resp = *std::move(updated);
+    AuditOrLog(*who, NodeActionName(req->action()), absl::StrJoin(req->nodes(), ","),
+               NodeActionDetail(*req, *resp), absl::Now());
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
@@ -509,7 +597,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                         const v1::GetJobUsageRequest* req,
                                         v1::GetJobUsageResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::StatusOr<Principal> who = Caller(ctx);
     if (!who.ok()) {
       reactor->Finish(ToGrpcStatus(who.status()));
       return reactor;
@@ -533,12 +621,129 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return reactor;
   }
 
+  // ------------------------------------------------------------ tokens, audit
+
+  grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateTokenRequest* req,
+                                        v1::CreateTokenResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = Admin(ctx, "create tokens");
+    absl::Status s = who.ok() ? NeedTokenStore() : who.status();
+    if (!s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return reactor;
+    }
+    const absl::Time now = absl::Now();
+    absl::StatusOr<TokenStore::Created> made = token_store_->Create(*req, who->user, now);
+    if (!made.ok()) {
+      reactor->Finish(ToGrpcStatus(made.status()));
+      return reactor;
+    }
+    AuditOrLog(*who, "token.create", made->info.id(),
+               absl::StrCat("user ", made->info.user(), ", role ",
+                            made->info.role() == v1::ROLE_ADMIN ? "admin" : "user",
+                            made->info.expires_ms() != 0
+                                ? absl::StrCat(", expires ", FormatTimeMs(made->info.expires_ms()))
+                                : ", never expires",
+                            made->info.name().empty() ? "" : ", name " + made->info.name()),
+               now);
+    *resp->mutable_token() = std::move(made->info);
+    resp->set_secret(std::move(made->secret));
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* ctx,
+                                       const v1::ListTokensRequest* req,
+                                       v1::ListTokensResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = Admin(ctx, "list tokens");
+    absl::Status s = who.ok() ? NeedTokenStore() : who.status();
+    if (s.ok()) {
+      for (v1::TokenInfo& t : token_store_->List(req->all(), absl::Now())) {
+        *resp->add_tokens() = std::move(t);
+      }
+    }
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* ctx,
+                                        const v1::RevokeTokenRequest* req,
+                                        v1::RevokeTokenResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = Admin(ctx, "revoke tokens");
+    absl::Status s = who.ok() ? NeedTokenStore() : who.status();
+    if (!s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return reactor;
+    }
+    const absl::Time now = absl::Now();
+    // Durable before the answer; refused from the next call on.
+    bool newly = false;
+    absl::StatusOr<v1::TokenInfo> revoked =
+        token_store_->Revoke(req->id(), who->user, now, &newly);
+    if (!revoked.ok()) {
+      reactor->Finish(ToGrpcStatus(revoked.status()));
+      return reactor;
+    }
+    // A repeated revocation (idempotent) is not a new event.
+    if (newly) {
+      AuditOrLog(*who, "token.revoke", revoked->id(), absl::StrCat("user ", revoked->user()),
+                 now);
+    }
+    *resp->mutable_token() = std::move(*revoked);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* ctx,
+                                      const v1::ListAuditRequest* req,
+                                      v1::ListAuditResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = Admin(ctx, "read the audit trail");
+    absl::Status s = who.ok() ? absl::OkStatus() : who.status();
+    if (s.ok() && req->since_ms() < 0) {
+      s = absl::InvalidArgumentError("since_ms: must not be negative");
+    }
+    if (s.ok() && audit_ == nullptr) {
+      s = absl::FailedPreconditionError("this coordinator keeps no audit trail");
+    }
+    if (s.ok()) {
+      absl::StatusOr<std::vector<v1::AuditEvent>> events = audit_->List(
+          req->since_ms() == 0 ? absl::InfinitePast() : absl::FromUnixMillis(req->since_ms()),
+          req->limit());
+      if (events.ok()) {
+        for (v1::AuditEvent& e : *events) *resp->add_events() = std::move(e);
+      }
+      s = events.status();
+    }
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+
+  // Records an admin action synchronously (AuditLog::Record, blocking until
+  // durable), for handlers that run on a gRPC thread: the node admin calls
+  // use it too. A failed write is logged by the audit log and does not undo
+  // the action. No audit log configured: nothing.
+  void AuditOrLog(const Principal& who, absl::string_view action, absl::string_view target,
+                  absl::string_view detail, absl::Time now) {
+    if (audit_ == nullptr) return;
+    audit_->Record(who.user, action, target, detail, now).IgnoreError();
+  }
+
  private:
+  // OK when the token store is configured. Errors: FAILED_PRECONDITION.
+  absl::Status NeedTokenStore() const {
+    if (token_store_ != nullptr) return absl::OkStatus();
+    return absl::FailedPreconditionError("this coordinator keeps no token store");
+  }
+
   // The job, once the caller is authenticated and may `action` it.
   // Errors: UNAUTHENTICATED; NOT_FOUND; PERMISSION_DENIED.
   absl::StatusOr<v1::Job> AccessibleJob(const grpc::CallbackServerContext* ctx,
                                         int64_t job_id, absl::string_view action) {
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::StatusOr<Principal> who = Caller(ctx);
     if (!who.ok()) return who.status();
     absl::StatusOr<v1::Job> job = core_->GetJob(job_id);
     if (!job.ok()) return job.status();
@@ -546,8 +751,47 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return job;
   }
 
+  // CallerOf this call, at the real time.
+  absl::StatusOr<Principal> Caller(const grpc::CallbackServerContext* ctx) const {
+    return CallerOf(tokens_, token_store_, ctx, absl::Now());
+  }
+
+  // The caller, when an admin (anyone without authentication) may `what`.
+  // Errors: UNAUTHENTICATED; PERMISSION_DENIED for a non-admin.
+  absl::StatusOr<Principal> Admin(const grpc::CallbackServerContext* ctx,
+                                  absl::string_view what) const {
+    absl::StatusOr<Principal> who = Caller(ctx);
+    if (!who.ok() || who->admin) return who;
+    return absl::PermissionDeniedError(absl::StrCat(
+        "user ", who->user, " may not ", what, ": only an admin (role ROLE_ADMIN) may"));
+  }
+
+  // Records a `job.submit_as` event for each of `ids` when an admin
+  // submitted `spec_user`'s jobs (an anonymous caller, without
+  // authentication, is no one to record); then calls `finish`. Runs from
+  // the store's commit thread, so the write is queued (RecordAsync).
+  void AuditSubmitAs(const Principal& who, const std::string& spec_user,
+                     std::vector<int64_t> ids, absl::AnyInvocable<void() &&> finish) {
+    if (audit_ == nullptr || who.user.empty() || spec_user == who.user || ids.empty()) {
+      std::move(finish)();
+      return;
+    }
+    const std::string target =
+        ids.size() == 1 ? absl::StrCat(ids.front())
+                        : absl::StrCat(ids.front(), "..", ids.back(), " (", ids.size(), " jobs)");
+    audit_->RecordAsync(who.user, "job.submit_as", target,
+                        absl::StrCat("submitted as user ", spec_user), absl::Now(),
+                        [finish = std::move(finish)](absl::StatusOr<v1::AuditEvent>) mutable {
+                          // Logged by the audit log either way; the jobs are
+                          // in, so the call succeeds.
+                          std::move(finish)();
+                        });
+  }
+
   Coordinator* const core_;
   const TokenAuthenticator* const tokens_;
+  TokenStore* const token_store_;
+  AuditLog* const audit_;
 };
 
 // ---------------------------------------------------------------- rendezvous
@@ -747,7 +991,7 @@ class GrpcCoordinatorServices::AgentApi : public v1::AgentService::CallbackServi
 
 GrpcCoordinatorServices::GrpcCoordinatorServices(Coordinator* core,
                                                  SecurityConfig security)
-    : user_(std::make_unique<UserApi>(core, security.tokens)),
+    : user_(std::make_unique<UserApi>(core, security)),
       agent_(std::make_unique<AgentApi>(core, security.require_agent_cert)),
       rendezvous_(std::make_unique<RendezvousApi>(core)) {}
 

@@ -11,8 +11,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/audit_log.h"
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/token_store.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
 
@@ -29,6 +31,15 @@ struct SecurityConfig {
   // <token>` with a token of this authenticator (UNAUTHENTICATED otherwise).
   // Not owned; must outlive the services.
   const TokenAuthenticator* tokens = nullptr;
+  // Tokens made by `trainctl token create` (CreateToken, ListTokens,
+  // RevokeToken). With `tokens` set, a call also authenticates with a valid
+  // (not revoked, not expired) token of this store. Null: the token RPCs
+  // answer FAILED_PRECONDITION. Not owned; must outlive the services.
+  TokenStore* token_store = nullptr;
+  // Where admin actions are recorded (token.create, token.revoke,
+  // job.submit_as, job.cancel_as) and ListAudit reads. Null: nothing is
+  // recorded and ListAudit answers FAILED_PRECONDITION. Not owned.
+  AuditLog* audit = nullptr;
   // Agent stream: true means Connect needs a client certificate verified
   // against the server's CA (UNAUTHENTICATED without one), and the node may
   // register only under the certificate's common name (PERMISSION_DENIED

@@ -18,12 +18,14 @@
 #include "common/logging.h"
 #include "common/units.h"
 #include "common/paths.h"
+#include "coordinator/audit_log.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/etcd/ha_leader.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/sched_config.h"
 #include "coordinator/prometheus_metrics.h"
 #include "coordinator/state_store.h"
+#include "coordinator/token_store.h"
 
 
 namespace {
@@ -150,8 +152,10 @@ int main(int argc, char** argv) {
                  "users' bearer tokens, protobuf text format "
                  "(trainctl/v1/auth.proto TokensFile), e.g. lines "
                  "tokens { token: \"<openssl rand -hex 32>\" user: \"alice\" } "
-                 "and role: ROLE_ADMIN for admins; without it the user API "
-                 "is open to anyone who reaches the port")
+                 "and role: ROLE_ADMIN for admins; an admin then makes and "
+                 "revokes more with `trainctl token create|revoke` (kept in the "
+                 "state); without it the user API is open to anyone who reaches "
+                 "the port")
       ->check(CLI::ExistingFile);
   app.add_option("--etcd-endpoints", etcd_endpoints,
                  "etcd members host:port[,host:port...]: keep the state in etcd "
@@ -429,8 +433,23 @@ int main(int argc, char** argv) {
     }
     credentials = std::move(*made);
   }
+  // Tokens made by `trainctl token create` and the audit trail: kept in the
+  // state store (so a restart and an etcd failover keep them), owned here,
+  // used by the transport only.
+  auto token_store = trainctl::coord::TokenStore::Open(state_store);
+  if (!token_store.ok()) {
+    TC_LOG_ERROR("cannot load the token store: {}", token_store.status().ToString());
+    return 1;
+  }
+  auto audit = trainctl::coord::AuditLog::Open(state_store);
+  if (!audit.ok()) {
+    TC_LOG_ERROR("cannot load the audit trail: {}", audit.status().ToString());
+    return 1;
+  }
   trainctl::coord::SecurityConfig security;
   security.tokens = tokens.get();
+  security.token_store = token_store->get();
+  security.audit = audit->get();
   security.require_agent_cert = credentials != nullptr;
   trainctl::coord::GrpcCoordinatorServices services(core->get(), security);
   int port = 0;
@@ -453,7 +472,8 @@ int main(int argc, char** argv) {
                   : "no TLS",
               tokens != nullptr
                   ? absl::StrCat("user API needs a bearer token (", tokens->size(),
-                                 " tokens)")
+                                 " in --tokens-file, ", (*token_store)->size(),
+                                 " made by `trainctl token create`)")
                   : "user API unauthenticated");
   if (credentials == nullptr && tokens == nullptr) {
     TC_LOG_WARN("WARNING: INSECURE MODE: no TLS and no --tokens-file. Anyone who can reach "

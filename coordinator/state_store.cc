@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -134,7 +135,97 @@ absl::StatusOr<std::vector<v1::MetricPoint>> StateStore::ReadMetrics(
   return absl::UnimplementedError("this state store keeps no metrics");
 }
 
+absl::Status CheckRecordKey(const std::string& kind, const std::string& key) {
+  if (kind.empty() || kind.size() > 64) {
+    return absl::InvalidArgumentError("kind: must be 1 to 64 characters of [a-z0-9_]");
+  }
+  for (char c : kind) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kind: must be 1 to 64 characters of [a-z0-9_], got \"",
+                       absl::CHexEscape(kind), "\""));
+    }
+  }
+  if (key.empty() || key.size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key: must be 1 to 256 bytes, got ", key.size()));
+  }
+  for (char c : key) {
+    if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key: must not hold '/' or control characters, got \"", absl::CHexEscape(key), "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StateStore::PutRecord(const std::string&, const std::string&,
+                                   const std::string&) {
+  return absl::UnimplementedError("this state store keeps no records");
+}
+
+absl::StatusOr<WriteTicket> StateStore::EnqueuePutRecord(const std::string& kind,
+                                                         const std::string& key,
+                                                         const std::string& value) {
+  absl::Status s = PutRecord(kind, key, value);
+  if (!s.ok()) return s;
+  return WriteTicket{0};
+}
+
+absl::StatusOr<std::vector<StoredRecord>> StateStore::ReadRecords(const std::string&,
+                                                                  const RecordQuery&) {
+  return absl::UnimplementedError("this state store keeps no records");
+}
+
+namespace {
+
+// The ReadRecords checks every backend makes.
+absl::Status CheckRecordQuery(const std::string& kind, const RecordQuery& query) {
+  if (absl::Status s = CheckRecordKey(kind, "x"); !s.ok()) return s;
+  if (query.limit < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: must not be negative, got ", query.limit));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // ------------------------------------------------------------ memory store
+
+absl::Status MemoryStateStore::PutRecord(const std::string& kind, const std::string& key,
+                                         const std::string& value) {
+  if (absl::Status s = CheckRecordKey(kind, key); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (failing_) return absl::UnavailableError("memory store: injected failure");
+  records_[kind][key] = value;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<StoredRecord>> MemoryStateStore::ReadRecords(
+    const std::string& kind, const RecordQuery& query) {
+  if (absl::Status s = CheckRecordQuery(kind, query); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredRecord> out;
+  auto it = records_.find(kind);
+  if (it == records_.end()) return out;
+  const auto& by_key = it->second;
+  auto add = [&](const auto& kv) {
+    out.push_back({kv.first, kv.second});
+    return query.limit > 0 && static_cast<int64_t>(out.size()) >= query.limit;
+  };
+  if (query.newest_first) {
+    for (auto r = by_key.rbegin(); r != by_key.rend() && r->first >= query.from_key; ++r) {
+      if (add(*r)) break;
+    }
+  } else {
+    for (auto f = by_key.lower_bound(query.from_key); f != by_key.end(); ++f) {
+      if (add(*f)) break;
+    }
+  }
+  return out;
+}
+
 
 absl::Status MemoryStateStore::PutJob(const v1::Job& job) {
   if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
@@ -232,10 +323,12 @@ struct SqliteStateStore::Db {
   sqlite3_stmt* read_metrics = nullptr;
   sqlite3_stmt* read_metrics_key = nullptr;
   sqlite3_stmt* read_job = nullptr;
+  sqlite3_stmt* put_record = nullptr;
   // The `meta` table's cluster_id, read (or made) at Open().
   std::string cluster_id;
   ~Db() {
     sqlite3_finalize(read_job);
+    sqlite3_finalize(put_record);
     sqlite3_finalize(put_job);
     sqlite3_finalize(put_node);
     sqlite3_finalize(put_metric);
@@ -263,6 +356,8 @@ CREATE TABLE IF NOT EXISTS metrics (
   rank INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS metrics_by_job_key ON metrics (job_id, key);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, key BLOB NOT NULL,
+  value BLOB NOT NULL, PRIMARY KEY (kind, key));
 )sql";
 
 // The summary columns of the jobs table (JobSummary; added to files that
@@ -445,6 +540,10 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
                          -1, &db->put_job, nullptr) != SQLITE_OK ||
       sqlite3_prepare_v2(db->handle, "SELECT record FROM jobs WHERE id = ?", -1,
                          &db->read_job, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(db->handle,
+                         "INSERT OR REPLACE INTO records (kind, key, value) "
+                         "VALUES (?, ?, ?)",
+                         -1, &db->put_record, nullptr) != SQLITE_OK ||
       sqlite3_prepare_v2(db->handle,
                          "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)",
                          -1, &db->put_node, nullptr) != SQLITE_OK ||
@@ -670,6 +769,21 @@ absl::Status SqliteStateStore::CommitBatch(const std::vector<Write>& batch) {
                           static_cast<int>(w.node_name.size()), SQLITE_TRANSIENT);
         s = StepPut(db, db_->put_node, w.blob);
         break;
+      case Write::Kind::kRecord: {
+        sqlite3_stmt* stmt = db_->put_record;
+        sqlite3_bind_text(stmt, 1, w.record_kind.data(),
+                          static_cast<int>(w.record_kind.size()), SQLITE_TRANSIENT);
+        // A blob, so that keys compare as bytes (memcmp), as etcd's do.
+        sqlite3_bind_blob(stmt, 2, w.record_key.data(),
+                          static_cast<int>(w.record_key.size()), SQLITE_TRANSIENT);
+        sqlite3_bind_blob(stmt, 3, w.blob.data(), static_cast<int>(w.blob.size()),
+                          SQLITE_TRANSIENT);
+        const int rc = sqlite3_step(stmt);
+        sqlite3_reset(stmt);
+        sqlite3_clear_bindings(stmt);
+        if (rc != SQLITE_DONE) s = db_->Error("record write failed");
+        break;
+      }
       case Write::Kind::kMetrics:
         for (const v1::MetricPoint& p : w.points) {
           sqlite3_stmt* stmt = db_->put_metric;
@@ -910,6 +1024,59 @@ absl::StatusOr<std::vector<v1::Job>> SqliteStateStore::ReadJobs(
       return absl::InternalError(
           absl::StrCat("sqlite: read failed: ", sqlite3_errmsg(db_->handle)));
     }
+  }
+  return out;
+}
+
+absl::StatusOr<WriteTicket> SqliteStateStore::EnqueuePutRecord(const std::string& kind,
+                                                               const std::string& key,
+                                                               const std::string& value) {
+  if (absl::Status s = CheckRecordKey(kind, key); !s.ok()) return s;
+  Write w;
+  w.kind = Write::Kind::kRecord;
+  w.record_kind = kind;
+  w.record_key = key;
+  w.blob = value;
+  absl::MutexLock lock(&queue_mu_);
+  return EnqueueLocked(std::move(w));
+}
+
+absl::Status SqliteStateStore::PutRecord(const std::string& kind, const std::string& key,
+                                         const std::string& value) {
+  TC_ASSIGN_OR_RETURN(WriteTicket ticket, EnqueuePutRecord(kind, key, value));
+  return WaitDurable(ticket);
+}
+
+absl::StatusOr<std::vector<StoredRecord>> SqliteStateStore::ReadRecords(
+    const std::string& kind, const RecordQuery& query) {
+  if (absl::Status s = CheckRecordQuery(kind, query); !s.ok()) return s;
+  Drain();  // Read your own writes.
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* stmt = nullptr;
+  const std::string sql = absl::StrCat(
+      "SELECT key, value FROM records WHERE kind = ? AND key >= ? ORDER BY key ",
+      query.newest_first ? "DESC" : "ASC", " LIMIT ?");
+  if (sqlite3_prepare_v2(db_->handle, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    return absl::InternalError(absl::StrCat("sqlite: ", sqlite3_errmsg(db_->handle)));
+  }
+  sqlite3_bind_text(stmt, 1, kind.data(), static_cast<int>(kind.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_blob(stmt, 2, query.from_key.data(), static_cast<int>(query.from_key.size()),
+                    SQLITE_TRANSIENT);
+  sqlite3_bind_int64(stmt, 3, query.limit > 0 ? query.limit : -1);  // -1: no limit
+  std::vector<StoredRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    auto column = [stmt](int i) {
+      const void* data = sqlite3_column_blob(stmt, i);  // before _bytes
+      const int n = sqlite3_column_bytes(stmt, i);
+      return n == 0 ? std::string() : std::string(static_cast<const char*>(data), n);
+    };
+    out.push_back({column(0), column(1)});
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) {
+    return absl::InternalError(
+        absl::StrCat("sqlite: record read failed: ", sqlite3_errmsg(db_->handle)));
   }
   return out;
 }

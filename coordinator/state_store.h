@@ -60,6 +60,26 @@ struct StoredState {
   absl::btree_map<int64_t, int64_t> metric_points;
 };
 
+// One generic record (StateStore::PutRecord / ReadRecords).
+struct StoredRecord {
+  std::string key;
+  std::string value;
+};
+
+// Which records ReadRecords returns.
+struct RecordQuery {
+  // Only keys >= this (byte order); empty: from the first.
+  std::string from_key;
+  // At most this many; 0: all.
+  int64_t limit = 0;
+  // Largest keys first (with `limit`: the last `limit` keys).
+  bool newest_first = false;
+};
+
+// Checks a record's kind and key as PutRecord does. Errors: INVALID_ARGUMENT
+// naming "kind" or "key" and the rule.
+absl::Status CheckRecordKey(const std::string& kind, const std::string& key);
+
 // A write's place in a store's commit order (1, 2, 3, ... per store); 0 means
 // "nothing to wait for". Writes are applied in ticket order, and a store makes
 // them durable in that order, so a durable ticket t implies every ticket < t is
@@ -167,6 +187,35 @@ class StateStore {
   virtual absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
       int64_t job_id, const std::string& key);
 
+  // Generic keyed records: small parts outside the core (the token store,
+  // the audit trail) keep their protobuf records here, each kind its own
+  // key space, so they survive a restart and an etcd failover like jobs do.
+  //
+  // Inserts or replaces record (`kind`, `key`) with `value` (any bytes);
+  // durable when it returns OK. Errors: INVALID_ARGUMENT when `kind` is not
+  // 1-64 of [a-z0-9_] or `key` is not 1-256 bytes without '/' or control
+  // characters (the message names which); UNAVAILABLE / INTERNAL when the
+  // write failed (nothing stored). The default returns UNIMPLEMENTED.
+  virtual absl::Status PutRecord(const std::string& kind, const std::string& key,
+                                 const std::string& value);
+
+  // As PutRecord, queued like EnqueuePutJob: durable once WhenDurable(ticket)
+  // reports OK. Never blocks on I/O in SqliteStateStore, so it may be called
+  // from a WhenDurable callback (the commit thread), where PutRecord would
+  // wait for itself. The default writes synchronously (PutRecord) and
+  // returns ticket 0. Errors: as PutRecord's, when refused at once.
+  virtual absl::StatusOr<WriteTicket> EnqueuePutRecord(const std::string& kind,
+                                                       const std::string& key,
+                                                       const std::string& value);
+
+  // The records of `kind` whose key is >= `query.from_key`, in byte order of
+  // their keys (newest_first: the reverse), at most `query.limit` of them
+  // (0: all). An unknown kind has none. Errors: INVALID_ARGUMENT for a bad
+  // kind or a negative limit; DATA_LOSS / INTERNAL / UNAVAILABLE when the
+  // read failed. The default returns UNIMPLEMENTED.
+  virtual absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
+      const std::string& kind, const RecordQuery& query);
+
   // The cluster's id (RegisterAck.cluster_id): made (NewClusterId()) and
   // stored the first time it is asked of a new store, the same on every later
   // call and after reopening the same store; a new store has another. Agents
@@ -205,6 +254,10 @@ class MemoryStateStore : public StateStore {
       int64_t job_id, const std::string& key) override;
   absl::StatusOr<std::vector<v1::Job>> ReadJobs(
       const std::vector<int64_t>& ids) override;
+  absl::Status PutRecord(const std::string& kind, const std::string& key,
+                         const std::string& value) override;
+  absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
+      const std::string& kind, const RecordQuery& query) override;
   void SetFailing(bool failing);
   // Made at the first call; the same for the store's life. Errors:
   // UNAVAILABLE while failing.
@@ -219,6 +272,9 @@ class MemoryStateStore : public StateStore {
       metrics_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<int64_t, std::string> jobs_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, std::string> nodes_ ABSL_GUARDED_BY(mu_);
+  // kind -> key -> value.
+  absl::btree_map<std::string, absl::btree_map<std::string, std::string>> records_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // SQLite in WAL mode, one file, with group commit.
@@ -275,6 +331,15 @@ class SqliteStateStore : public StateStore {
   absl::StatusOr<WriteTicket> EnqueuePutNode(const v1::Node& node) override;
   void WhenDurable(WriteTicket ticket,
                    absl::AnyInvocable<void(absl::Status) &&> done) override;
+  // Records live in the `records` table (kind, key, value), written through
+  // the commit queue like jobs.
+  absl::Status PutRecord(const std::string& kind, const std::string& key,
+                         const std::string& value) override;
+  absl::StatusOr<WriteTicket> EnqueuePutRecord(const std::string& kind,
+                                               const std::string& key,
+                                               const std::string& value) override;
+  absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
+      const std::string& kind, const RecordQuery& query) override;
   void HoldCommits() override;
   void ReleaseCommits() override;
 
@@ -302,11 +367,15 @@ class SqliteStateStore : public StateStore {
 
  private:
   struct Db;
-  // One queued write: a job or node record, or a metric report.
+  // One queued write: a job or node record, a metric report or a generic
+  // record.
   struct Write {
-    enum class Kind { kJob, kNode, kMetrics } kind = Kind::kJob;
+    enum class Kind { kJob, kNode, kMetrics, kRecord } kind = Kind::kJob;
     int64_t job_id = 0;
     std::string node_name;
+    // kRecord: its kind and key (the value is `blob`).
+    std::string record_kind;
+    std::string record_key;
     std::string blob;
     // kJob: the summary columns (LoadSummarized).
     JobSummary summary;

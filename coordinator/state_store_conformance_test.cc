@@ -56,9 +56,10 @@ class StateStoreConformanceTest : public ::testing::TestWithParam<std::string> {
       return memory_.get();
     }
     if (GetParam() == "etcd") {
-      // Reopening is a new store over the same keys.
+      // Reopening is a new store over the same keys. Pages of 2 keys, so
+      // that every read crosses pages.
       etcd_store_ = std::make_unique<EtcdStateStore>(etcd_.get(), "/conformance/",
-                                                     std::nullopt);
+                                                     std::nullopt, /*page_size=*/2);
       return etcd_store_.get();
     }
     sqlite_.reset();
@@ -382,6 +383,95 @@ TEST_P(StateStoreConformanceTest, ReadJobs_KnownAndUnknownIds_InAskedOrderUnknow
   auto none = store->ReadJobs({});
   TC_ASSERT_OK(none);
   EXPECT_THAT(*none, SizeIs(0));
+}
+
+// The keys of `records`, in the order returned.
+std::vector<std::string> KeysOf(const std::vector<StoredRecord>& records) {
+  std::vector<std::string> keys;
+  for (const StoredRecord& r : records) keys.push_back(r.key);
+  return keys;
+}
+
+// Generic records (the token store, the audit trail): kept per kind, the
+// last write of a key wins, read back after a reopen in key order.
+TEST_P(StateStoreConformanceTest, PutRecord_ThenReopen_ReadsEachKindInKeyOrder) {
+  StateStore* store = Open();
+  TC_ASSERT_OK(store->PutRecord("tokens", "tok-b", "B1"));
+  TC_ASSERT_OK(store->PutRecord("tokens", "tok-a", "A"));
+  TC_ASSERT_OK(store->PutRecord("tokens", "tok-b", "B2"));
+  TC_ASSERT_OK(store->PutRecord("audit", "0001", std::string("\0x", 2)));
+  store = Open();
+  auto tokens = store->ReadRecords("tokens", {});
+  TC_ASSERT_OK(tokens);
+  EXPECT_THAT(KeysOf(*tokens), ::testing::ElementsAre("tok-a", "tok-b"));
+  EXPECT_EQ((*tokens)[1].value, "B2");
+  auto audit = store->ReadRecords("audit", {});
+  TC_ASSERT_OK(audit);
+  ASSERT_THAT(*audit, SizeIs(1));
+  EXPECT_EQ((*audit)[0].value, std::string("\0x", 2));
+  auto none = store->ReadRecords("unknown_kind", {});
+  TC_ASSERT_OK(none);
+  EXPECT_THAT(*none, SizeIs(0));
+}
+
+// from_key, limit and newest_first: what the audit trail's "the newest N
+// since T" reads.
+TEST_P(StateStoreConformanceTest, ReadRecords_FromKeyLimitNewestFirst) {
+  StateStore* store = Open();
+  for (const char* key : {"05", "01", "03", "04", "02"}) {
+    TC_ASSERT_OK(store->PutRecord("audit", key, key));
+  }
+  RecordQuery from;
+  from.from_key = "02";
+  EXPECT_THAT(KeysOf(*store->ReadRecords("audit", from)),
+              ::testing::ElementsAre("02", "03", "04", "05"));
+  RecordQuery first_two;
+  first_two.limit = 2;
+  EXPECT_THAT(KeysOf(*store->ReadRecords("audit", first_two)),
+              ::testing::ElementsAre("01", "02"));
+  RecordQuery newest;
+  newest.newest_first = true;
+  newest.limit = 2;
+  EXPECT_THAT(KeysOf(*store->ReadRecords("audit", newest)),
+              ::testing::ElementsAre("05", "04"));
+  RecordQuery newest_from;
+  newest_from.newest_first = true;
+  newest_from.from_key = "04";
+  EXPECT_THAT(KeysOf(*store->ReadRecords("audit", newest_from)),
+              ::testing::ElementsAre("05", "04"));
+  RecordQuery all_newest;
+  all_newest.newest_first = true;
+  EXPECT_THAT(KeysOf(*store->ReadRecords("audit", all_newest)),
+              ::testing::ElementsAre("05", "04", "03", "02", "01"));
+}
+
+TEST_P(StateStoreConformanceTest, PutRecord_BadKindOrKey_InvalidArgumentNothingStored) {
+  StateStore* store = Open();
+  EXPECT_THAT(store->PutRecord("", "k", "v"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("kind")));
+  EXPECT_THAT(store->PutRecord("Tokens/x", "k", "v"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("kind")));
+  EXPECT_THAT(store->PutRecord("tokens", "", "v"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("key")));
+  EXPECT_THAT(store->PutRecord("tokens", "a/b", "v"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("key")));
+  RecordQuery negative;
+  negative.limit = -1;
+  EXPECT_THAT(store->ReadRecords("tokens", negative),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("limit")));
+  EXPECT_THAT(*store->ReadRecords("tokens", {}), SizeIs(0));
+}
+
+// The queued form: durable once its ticket is, and readable then.
+TEST_P(StateStoreConformanceTest, EnqueuePutRecord_WaitDurable_ThenRead) {
+  StateStore* store = Open();
+  auto ticket = store->EnqueuePutRecord("audit", "1", "one");
+  TC_ASSERT_OK(ticket);
+  TC_ASSERT_OK(store->WaitDurable(*ticket));
+  auto read = Open()->ReadRecords("audit", {});
+  TC_ASSERT_OK(read);
+  ASSERT_THAT(*read, SizeIs(1));
+  EXPECT_EQ((*read)[0].value, "one");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StateStoreConformanceTest,

@@ -253,4 +253,59 @@ absl::StatusOr<std::vector<v1::MetricPoint>> EtcdStateStore::ReadMetrics(
   return out;
 }
 
+absl::Status EtcdStateStore::PutRecord(const std::string& kind, const std::string& key,
+                                       const std::string& value) {
+  if (absl::Status s = CheckRecordKey(kind, key); !s.ok()) return s;
+  return Put(absl::StrCat(prefix_, "records/", kind, "/", key), value);
+}
+
+absl::StatusOr<std::vector<StoredRecord>> EtcdStateStore::ReadRecords(
+    const std::string& kind, const RecordQuery& query) {
+  if (absl::Status s = CheckRecordKey(kind, "x"); !s.ok()) return s;
+  if (query.limit < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: must not be negative, got ", query.limit));
+  }
+  const std::string base = absl::StrCat(prefix_, "records/", kind, "/");
+  const std::string end = PrefixRangeEnd(base);
+  std::vector<StoredRecord> out;
+  int64_t revision = 0;
+  std::string from = base + query.from_key;
+  std::string to = end;
+  // Ascending pages (newest_first: descending ones, each below the last key
+  // read) until the limit or the end of the range.
+  while (true) {
+    etcdserverpb::RangeRequest req;
+    req.set_key(from);
+    req.set_range_end(to);
+    int64_t page = page_size_;
+    if (query.limit > 0) {
+      page = std::min<int64_t>(page, query.limit - static_cast<int64_t>(out.size()));
+    }
+    req.set_limit(page);
+    req.set_revision(revision);
+    req.set_sort_order(query.newest_first ? etcdserverpb::RangeRequest::DESCEND
+                                          : etcdserverpb::RangeRequest::ASCEND);
+    req.set_sort_target(etcdserverpb::RangeRequest::KEY);
+    etcdserverpb::RangeResponse resp;
+    grpc::ClientContext ctx;
+    SetEtcdDeadline(&ctx);
+    grpc::Status s = conn_->kv->Range(&ctx, req, &resp);
+    if (!s.ok()) return EtcdError(s, absl::StrCat("read ", base));
+    if (revision == 0) revision = resp.header().revision();
+    for (const mvccpb::KeyValue& kv : resp.kvs()) {
+      out.push_back({kv.key().substr(base.size()), kv.value()});
+    }
+    if (!resp.more() || resp.kvs().empty()) break;
+    if (query.limit > 0 && static_cast<int64_t>(out.size()) >= query.limit) break;
+    const std::string& last = resp.kvs(resp.kvs_size() - 1).key();
+    if (query.newest_first) {
+      to = last;  // [from, last): below what was read
+    } else {
+      from = last + std::string(1, '\0');
+    }
+  }
+  return out;
+}
+
 }  // namespace trainctl::coord

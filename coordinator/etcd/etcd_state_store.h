@@ -75,6 +75,15 @@ class EtcdStateStore : public StateStore {
   absl::StatusOr<std::vector<v1::MetricPoint>> ReadMetrics(
       int64_t job_id, const std::string& key) override;
 
+  // Records: one key per record, `<prefix>records/<kind>/<key>`, a (fenced)
+  // put each. ReadRecords reads them at one revision, in pages of
+  // `page_size` (newest_first with a limit: one descending range).
+  // Errors: as PutJob's; ReadRecords' as ReadMetrics'.
+  absl::Status PutRecord(const std::string& kind, const std::string& key,
+                         const std::string& value) override;
+  absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
+      const std::string& kind, const RecordQuery& query) override;
+
   // `<prefix>meta/cluster_id`, created by the first coordinator that asks
   // (one transaction: create if absent, else read), so every coordinator of
   // an HA group sends the same id. Errors: UNAVAILABLE when etcd does not

@@ -9,7 +9,7 @@
 #     `describe` / `why` name the drain;
 #  3. the drain survives an agent restart and a coordinator SIGKILL;
 #  4. `node down` stops and requeues at once; `resume` puts it back;
-#  5. `resume --verify` runs the node's pre-flight probe: a healthy node
+#  5. every lever is in `trainctl audit`; `resume --verify` runs the node's pre-flight probe: a healthy node
 #     resumes, one whose probe fails (w: TRAINCTL_FAKE_PROBE=fail) stays
 #     drained with the verdict, one whose probe cannot run (z) is refused;
 #     bad input is refused naming the field.
@@ -138,5 +138,12 @@ out=$("$T" node drain nosuch --reason r 2>&1) || rc=$?
 rc=0
 out=$("$T" node drain x --reason r --deadline soon 2>&1) || rc=$?
 ((rc != 0)) && [[ $out == *"--deadline"* ]] || fail "--deadline soon: rc $rc: $out"
+# Every lever is in the audit trail, with the reason and the verify job.
+"$T" audit >"$WORK/audit.txt" || fail "trainctl audit"
+grep -E "node\.drain +x +reason: swap PSU" "$WORK/audit.txt" >/dev/null &&
+  grep -E "node\.drain +x +reason: kernel update; deadline 1 s" "$WORK/audit.txt" >/dev/null &&
+  grep -E "node\.down +y +reason: GPU 0 fell off the bus" "$WORK/audit.txt" >/dev/null &&
+  grep -E "node\.resume +w +verify w with job [0-9]+" "$WORK/audit.txt" >/dev/null ||
+  fail "audit: $(cat "$WORK/audit.txt")"
 ok "resume --verify: x passed its probe and resumed, w failed it and stays drained with the verdict, z (no probe program) is refused; bad drains are refused naming the field"
 e2e_done

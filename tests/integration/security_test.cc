@@ -18,10 +18,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "coordinator/audit_log.h"
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/state_store.h"
+#include "coordinator/token_store.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -78,8 +80,16 @@ class SecurityTest : public ::testing::Test {
     auto core = coord::Coordinator::Create({}, &store_, &clock_);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = std::move(*core);
+    auto token_store = coord::TokenStore::Open(&store_);
+    ASSERT_TRUE(token_store.ok()) << token_store.status();
+    token_store_ = std::move(*token_store);
+    auto audit = coord::AuditLog::Open(&store_);
+    ASSERT_TRUE(audit.ok()) << audit.status();
+    audit_ = std::move(*audit);
     coord::SecurityConfig security;
     security.tokens = tokens_.get();
+    security.token_store = token_store_.get();
+    security.audit = audit_.get();
     security.require_agent_cert = true;
     services_ = std::make_unique<coord::GrpcCoordinatorServices>(core_.get(), security);
     auto creds = coord::MakeServerTlsCredentials(
@@ -206,6 +216,33 @@ class SecurityTest : public ::testing::Test {
     return s;
   }
 
+  // CreateToken for `user` as `token`'s caller; the response in *made.
+  grpc::Status CreateToken(const char* token, const std::string& user,
+                           v1::CreateTokenResponse* made, int64_t expires_s = 0) {
+    v1::CreateTokenRequest req;
+    req.set_user(user);
+    req.set_expires_s(expires_s);
+    return users_->CreateToken(As(token).get(), req, made);
+  }
+
+  grpc::Status RevokeToken(const char* token, const std::string& id) {
+    v1::RevokeTokenRequest req;
+    req.set_id(id);
+    v1::RevokeTokenResponse resp;
+    return users_->RevokeToken(As(token).get(), req, &resp);
+  }
+
+  // "who action target" of each audit event, oldest first.
+  grpc::Status Audit(const char* token, std::vector<std::string>* events) {
+    v1::ListAuditResponse resp;
+    grpc::Status s = users_->ListAudit(As(token).get(), v1::ListAuditRequest(), &resp);
+    events->clear();
+    for (const v1::AuditEvent& e : resp.events()) {
+      events->push_back(absl::StrCat(e.who(), " ", e.action(), " ", e.target()));
+    }
+    return s;
+  }
+
   grpc::Status ListNodes(const char* token) {
     v1::ListNodesResponse resp;
     return users_->ListNodes(As(token).get(), v1::ListNodesRequest(), &resp);
@@ -276,6 +313,8 @@ class SecurityTest : public ::testing::Test {
   FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
   coord::MemoryStateStore store_;
   std::unique_ptr<coord::TokenAuthenticator> tokens_;
+  std::unique_ptr<coord::TokenStore> token_store_;
+  std::unique_ptr<coord::AuditLog> audit_;
   std::unique_ptr<coord::Coordinator> core_;
   std::unique_ptr<coord::GrpcCoordinatorServices> services_;
   std::unique_ptr<grpc::Server> server_;
@@ -414,6 +453,71 @@ TEST_F(SecurityTest, OwnJobs_Allowed_ListShowsOwnOnly_AdminSeesAllWhenAsked) {
   ASSERT_TRUE(Submit(kAlice, &first, "", "retry-1").ok());
   ASSERT_TRUE(Submit(kAlice, &again, "", "retry-1").ok());
   EXPECT_EQ(first, again);
+}
+
+// Tokens with a lifecycle: an admin makes one for alice, it works next to
+// the tokens file; once revoked, the next call with it is refused; the
+// trail shows who did both. Users may do none of it.
+TEST_F(SecurityTest, StoreToken_CreatedWorks_RevokedRefusedNextCall_Audited) {
+  v1::CreateTokenResponse made;
+  ASSERT_TRUE(CreateToken(kOps, "alice", &made).ok());
+  ASSERT_EQ(made.secret().size(), 64u);
+  int64_t job = 0;
+  ASSERT_TRUE(Submit(made.secret().c_str(), &job).ok());
+  v1::Job got;
+  ASSERT_TRUE(GetJob(kAlice, job, &got).ok());  // her file token sees it: same user
+  EXPECT_EQ(got.spec().user(), "alice");
+
+  // Users may not manage tokens or read the trail.
+  v1::CreateTokenResponse unused;
+  std::vector<std::string> events;
+  EXPECT_EQ(CreateToken(kBob, "bob", &unused).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(CreateToken(made.secret().c_str(), "ops", &unused).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(RevokeToken(kBob, made.token().id()).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::ListTokensResponse listed;
+  EXPECT_EQ(users_->ListTokens(As(kBob).get(), v1::ListTokensRequest(), &listed).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  grpc::Status denied = Audit(kAlice, &events);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("only an admin"));
+
+  // The admin lists it (never the secret) and revokes it.
+  ASSERT_TRUE(users_->ListTokens(As(kOps).get(), v1::ListTokensRequest(), &listed).ok());
+  ASSERT_EQ(listed.tokens_size(), 1);
+  EXPECT_EQ(listed.tokens(0).id(), made.token().id());
+  EXPECT_EQ(listed.SerializeAsString().find(made.secret()), std::string::npos);
+  ASSERT_TRUE(RevokeToken(kOps, made.token().id()).ok());
+  ASSERT_TRUE(RevokeToken(kOps, made.token().id()).ok());  // idempotent
+  grpc::Status refused = GetJob(made.secret().c_str(), job);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("revoked at"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("by ops"));
+  EXPECT_EQ(refused.error_message().find(made.secret()), std::string::npos);
+  EXPECT_TRUE(GetJob(kAlice, job).ok());  // the file token still works
+
+  ASSERT_TRUE(Audit(kOps, &events).ok());
+  EXPECT_THAT(events, ElementsAre("ops token.create " + made.token().id(),
+                                  "ops token.revoke " + made.token().id()));
+}
+
+// An admin acting on another user's jobs is recorded; users acting on their
+// own are not.
+TEST_F(SecurityTest, AdminSubmitsAndCancelsAsAnotherUser_Audited) {
+  int64_t own = 0, for_bob = 0;
+  ASSERT_TRUE(Submit(kAlice, &own).ok());
+  ASSERT_TRUE(CancelJob(kAlice, own).ok());
+  ASSERT_TRUE(Submit(kOps, &for_bob, "bob").ok());
+  ASSERT_TRUE(CancelJob(kOps, for_bob).ok());
+  ASSERT_TRUE(SubmitArray(kOps, "alice").ok());
+  std::vector<std::string> events;
+  ASSERT_TRUE(Audit(kOps, &events).ok());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0], absl::StrCat("ops job.submit_as ", for_bob));
+  EXPECT_EQ(events[1], absl::StrCat("ops job.cancel_as ", for_bob));
+  EXPECT_THAT(events[2], HasSubstr("ops job.submit_as "));
+  EXPECT_THAT(events[2], HasSubstr("(2 jobs)"));
 }
 
 TEST_F(SecurityTest, GetJobUsage_AllJobs_UserSeesOwnOnly_AdminSeesAll) {

@@ -3,6 +3,7 @@ network: a fake stub records the SubmitJob request)."""
 
 import datetime
 import os
+import pwd
 import unittest
 from unittest import mock
 
@@ -84,9 +85,11 @@ class SubmitSpecTest(unittest.TestCase):
         self.stub.calls.clear()
         self.assertEqual(self.submit(time_limit=1.5).spec.time_limit_ms, 1500)
 
-    def test_submit_user_without_token_is_login_name(self):
-        with mock.patch.dict(os.environ, {"USER": "bob"}):
-            self.assertEqual(self.submit().spec.user, "bob")
+    def test_submit_user_without_token_is_the_local_account(self):
+        # The password database's name of this process's uid, not $USER
+        # (which any shell may set): never an empty user.
+        with mock.patch.dict(os.environ, {"USER": "somebody-else"}):
+            self.assertEqual(self.submit().spec.user, pwd.getpwuid(os.geteuid()).pw_name)
 
     def test_submit_user_with_token_is_left_to_coordinator(self):
         # With a token the coordinator sets spec.user from it; naming $USER

@@ -10,6 +10,7 @@ the lower-case names the CLI prints: "pending", "scheduled", "running",
 import codecs
 import datetime
 import os
+import pwd
 import secrets
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -23,7 +24,8 @@ from trainctl import sweep as _sweep
 from trainctl.errors import FailedPrecondition, InvalidArgument, from_rpc_error
 
 try:
-    from trainctl.v1 import metrics_pb2, sched_pb2, service_pb2, service_pb2_grpc, types_pb2
+    from trainctl.v1 import auth_pb2, metrics_pb2, sched_pb2, service_pb2, service_pb2_grpc
+    from trainctl.v1 import types_pb2
     from trainctl.v1 import web_pb2
 except ImportError as e:  # pragma: no cover - depends on the installation
     raise ImportError(
@@ -39,6 +41,20 @@ WAIT_POLL_S = 30.0
 WAIT_SLACK_S = 5.0
 
 FINAL_STATES = ("succeeded", "failed", "cancelled")
+
+
+def local_account_name() -> str:
+    """The account this process runs as, from the password database
+    (``pwd.getpwuid(os.geteuid())``): what a job submitted without
+    authentication is charged to, never "". Without an entry for the uid (a
+    container's arbitrary uid): $USER, else "uid<N>"."""
+    try:
+        name = pwd.getpwuid(os.geteuid()).pw_name
+        if name:
+            return name
+    except KeyError:
+        pass
+    return os.environ.get("USER") or "uid%d" % os.geteuid()
 
 
 def state_name(state: int) -> str:
@@ -509,10 +525,10 @@ class Client:
             raise from_rpc_error(e, self.address) from None
 
     def _default_user(self) -> str:
-        # As the CLI, the job is charged to $USER -- but only without a
-        # token: with one the coordinator takes the user from the token, and
-        # naming another user would be PERMISSION_DENIED.
-        return "" if self.connection.token else os.environ.get("USER", "")
+        # As the CLI, the job is charged to this process's account -- but
+        # only without a token: with one the coordinator takes the user from
+        # the token, and naming another user would be PERMISSION_DENIED.
+        return "" if self.connection.token else local_account_name()
 
     # ------------------------------------------------------------ jobs
 
@@ -667,6 +683,73 @@ class Client:
         """Takes nodes out of service now (``trainctl node down``; admins):
         what runs there is stopped and requeued without using a restart."""
         return self._update_nodes(nodes, service_pb2.NODE_ACTION_DOWN, reason)
+
+    # ------------------------------------------------------------ tokens, audit
+
+    def create_token(self, user: str, *, role: str = "user",
+                     expires: Union[int, float, datetime.timedelta, None] = None,
+                     name: str = ""):
+        """Makes a bearer token for ``user`` (``trainctl token create``;
+        admins only). ``role``: "user" or "admin"; ``expires``: its lifetime,
+        seconds or a timedelta (None: never expires; whole seconds are kept);
+        ``name``: a label to tell tokens apart (at most 128 bytes).
+
+        Returns the CreateTokenResponse: ``.secret`` is the bearer token,
+        returned this once (the coordinator keeps only its SHA-256);
+        ``.token`` its TokenInfo (``id``, ``user``, ``role``, ``created_ms``,
+        ``expires_ms``; times in ms since the Unix epoch, 0: never).
+        Raises PermissionDenied for a non-admin, InvalidArgument naming the
+        field (a bad user name, role or lifetime)."""
+        if role not in ("user", "admin"):
+            raise InvalidArgument('role: must be "user" or "admin", got %r' % (role,))
+        seconds = 0
+        if expires is not None:
+            total = (expires.total_seconds() if isinstance(expires, datetime.timedelta)
+                     else float(expires))
+            seconds = int(total)
+            if seconds < 1:
+                raise InvalidArgument("expires: must be at least 1 second, got %r" % (expires,))
+        request = service_pb2.CreateTokenRequest(
+            user=user, role=auth_pb2.ROLE_ADMIN if role == "admin" else auth_pb2.ROLE_USER,
+            expires_s=seconds, name=name)
+        return self._call("CreateToken", request)
+
+    def list_tokens(self, all: bool = False) -> list:  # noqa: A002 - the CLI's --all
+        """The tokens made by ``create_token``, oldest first, as TokenInfo
+        messages (never a secret): only valid ones, or with ``all=True`` the
+        revoked (``revoked_ms``, ``revoked_by`` set) and expired ones too.
+        Raises PermissionDenied for a non-admin."""
+        return list(self._call("ListTokens", service_pb2.ListTokensRequest(all=all)).tokens)
+
+    def revoke_token(self, token_id: str):
+        """Revokes token ``token_id`` ("tok-..."): every call with it is
+        refused (Unauthenticated) from the next one on, also after a
+        coordinator restart. Revoking a revoked token changes nothing.
+        Returns its TokenInfo. Raises NotFound for an unknown id,
+        PermissionDenied for a non-admin."""
+        return self._call("RevokeToken", service_pb2.RevokeTokenRequest(id=token_id)).token
+
+    def audit(self, since: Union[datetime.datetime, datetime.timedelta, None] = None,
+              limit: int = 0) -> list:
+        """The trail of admin actions (``trainctl audit``; admins only), oldest
+        first, as AuditEvent messages: ``seq``, ``time_ms`` (ms since the
+        Unix epoch), ``who``, ``action`` ("token.create", "token.revoke",
+        "job.submit_as", "job.cancel_as", "node.drain"...), ``target``,
+        ``detail``. ``since``: only events at or after a datetime (naive:
+        UTC), or within a timedelta before now; ``limit``: at most this many,
+        the newest (0: 1000). Raises PermissionDenied for a non-admin."""
+        since_ms = 0
+        if isinstance(since, datetime.timedelta):
+            since_ms = int((time.time() - since.total_seconds()) * 1000)
+        elif isinstance(since, datetime.datetime):
+            aware = since if since.tzinfo else since.replace(tzinfo=datetime.timezone.utc)
+            since_ms = int(aware.timestamp() * 1000)
+        elif since is not None:
+            raise InvalidArgument("since: a datetime or a timedelta, got %r" % (since,))
+        if limit < 0:
+            raise InvalidArgument("limit: must not be negative, got %d" % limit)
+        request = service_pb2.ListAuditRequest(since_ms=max(since_ms, 0), limit=limit)
+        return list(self._call("ListAudit", request).events)
 
     def sweep(self, command: Sequence[str], *, grid: Optional[Mapping[str, Sequence[Any]]] = None,
               params: Optional[Mapping[str, Any]] = None, samples: int = 0, seed: int = 0,
