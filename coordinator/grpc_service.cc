@@ -496,7 +496,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                         const v1::UpdateNodesRequest* req,
                                         v1::UpdateNodesResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = CallerOf(tokens_, ctx);
+    absl::StatusOr<Principal> who = Caller(ctx);
     if (!who.ok()) {
       reactor->Finish(ToGrpcStatus(who.status()));
       return reactor;
