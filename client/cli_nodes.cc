@@ -2,6 +2,7 @@
 // temperature, power, the jobs on it), as a table or JSON.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,28 @@ CLI::App* AddNodesCommand(CLI::App& app, Flags& f) {
   return nodes_cmd;
 }
 
+namespace {
+
+// "h100 80G": the GPU's type (Gpu.gpu_type, set by the coordinator) and
+// its memory in whole GiB; "-" for a GPU without a type. Each row is one
+// GPU, so a node that mixes types shows each GPU's own.
+std::string GpuTypeCell(const v1::Gpu& gpu) {
+  if (gpu.gpu_type().empty()) return "-";
+  const int64_t gib = (gpu.memory_total_bytes() + (int64_t{1} << 29)) >> 30;
+  return absl::StrCat(gpu.gpu_type(), " ", gib, "G");
+}
+
+// The node's features and labels ("ib,nvlink rack=r1"), "-" when none.
+std::string NodeFeaturesCell(const v1::Node& node) {
+  std::vector<std::string> parts;
+  if (node.features_size() > 0) parts.push_back(absl::StrJoin(node.features(), ","));
+  std::map<std::string, std::string> labels(node.labels().begin(), node.labels().end());
+  for (const auto& [k, v] : labels) parts.push_back(absl::StrCat(k, "=", v));
+  return parts.empty() ? "-" : absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
 int Session::Nodes(bool json) {
   v1::ListNodesResponse response;
   if (absl::Status s =
@@ -46,16 +69,17 @@ int Session::Nodes(bool json) {
         ++gpus_per_job[ref.job_id()];
     }
   }
-  Table table({"NODE", "STATE", "GPU", "MODEL", "MEMORY", "UTIL", "TEMP",
-               "POWER", "JOBS"});
+  Table table({"NODE", "STATE", "GPU", "MODEL", "TYPE", "MEMORY", "UTIL", "TEMP",
+               "POWER", "FEATURES", "JOBS"});
   bool any_fake = false;
   for (const v1::NodeView& view : response.nodes()) {
     const v1::Node& node = view.node();
     std::string name = node.name() + (node.fake_gpus() ? "*" : "");
     any_fake |= node.fake_gpus();
+    const std::string features = NodeFeaturesCell(node);
     if (node.gpus_size() == 0) {
-      table.AddRow({name, NodeStateName(node.state()), "-", "(no GPUs)", "-",
-                    "-", "-", "-", "-"});
+      table.AddRow({name, NodeStateName(node.state()), "-", "(no GPUs)", "-", "-",
+                    "-", "-", "-", features, "-"});
     }
     for (int i = 0; i < node.gpus_size(); ++i) {
       const v1::Gpu& gpu = node.gpus(i);
@@ -70,18 +94,20 @@ int Session::Nodes(bool json) {
       table.AddRow({name, NodeStateName(node.state()),
                     absl::StrCat(gpu.index()),
                     gpu.name() + (gpu.mig_enabled() ? " (MIG)" : ""),
+                    GpuTypeCell(gpu),
                     absl::StrCat(FormatBytes(gpu.memory_used_bytes()), " / ",
                                  FormatBytes(gpu.memory_total_bytes())),
                     absl::StrCat(gpu.utilization_pct(), "%"),
                     absl::StrCat(gpu.temperature_c(), "C"),
-                    absl::StrFormat("%.0fW", gpu.power_w()),
+                    absl::StrFormat("%.0fW", gpu.power_w()), features,
                     jobs.empty() ? "-" : absl::StrJoin(jobs, ",")});
     }
   }
-  // On a narrow terminal names, models and jobs are cut; POWER and TEMP go.
-  for (int column : {1, 2, 5, 6, 7}) table.KeepWhole(column);
+  // On a narrow terminal names, models, features and jobs are cut; POWER
+  // and TEMP go.
+  for (int column : {1, 2, 4, 6, 7, 8}) table.KeepWhole(column);
+  table.Optional(8);
   table.Optional(7);
-  table.Optional(6);
   table.Print(out_, terminal_width_);
   if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
   return kExitOk;
