@@ -512,7 +512,11 @@ class Scheduler {
 
   // Why `job` could never run on `cluster` (every node it knows, lost ones
   // included, at its full capacity), as Schedule() would find it
-  // kInfeasible; nullopt when it could. O(nodes).
+  // kInfeasible; nullopt when it could. A job's node selection (and a
+  // gang's one GPU type on a cluster of several) restricts the nodes and
+  // GPUs judged; the reason then names it ("no node satisfies --gpu-type
+  // b200 (the cluster has a100 x4, h100 x2)"). O(GPUs) per GPU type set
+  // tried.
   std::optional<std::string> WhyNeverFits(const ClusterSnapshot& cluster,
                                           const JobRequest& job) const;
 
