@@ -1,6 +1,7 @@
 // `trainctl nodes`: every GPU of the cluster (model, memory, utilization,
 // temperature, power, the jobs on it), as a table or JSON.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -69,8 +70,9 @@ int Session::Nodes(bool json) {
         ++gpus_per_job[ref.job_id()];
     }
   }
-  Table table({"NODE", "STATE", "GPU", "MODEL", "TYPE", "MEMORY", "UTIL", "TEMP",
-               "POWER", "FEATURES", "JOBS"});
+  std::vector<std::string> header = {"NODE", "STATE", "GPU",  "MODEL",    "TYPE", "MEMORY",
+                                     "UTIL", "TEMP",  "POWER", "FEATURES", "JOBS"};
+  std::vector<std::vector<std::string>> rows;
   bool any_fake = false;
   for (const v1::NodeView& view : response.nodes()) {
     const v1::Node& node = view.node();
@@ -78,7 +80,7 @@ int Session::Nodes(bool json) {
     any_fake |= node.fake_gpus();
     const std::string features = NodeFeaturesCell(node);
     if (node.gpus_size() == 0) {
-      table.AddRow({name, NodeStateName(node.state()), "-", "(no GPUs)", "-", "-",
+      rows.push_back({name, NodeStateName(node.state()), "-", "(no GPUs)", "-", "-",
                     "-", "-", "-", features, "-"});
     }
     for (int i = 0; i < node.gpus_size(); ++i) {
@@ -91,7 +93,7 @@ int Session::Nodes(bool json) {
                               : absl::StrCat(ref.job_id()));
         }
       }
-      table.AddRow({name, NodeStateName(node.state()),
+      rows.push_back({name, NodeStateName(node.state()),
                     absl::StrCat(gpu.index()),
                     gpu.name() + (gpu.mig_enabled() ? " (MIG)" : ""),
                     GpuTypeCell(gpu),
@@ -103,11 +105,30 @@ int Session::Nodes(bool json) {
                     jobs.empty() ? "-" : absl::StrJoin(jobs, ",")});
     }
   }
-  // On a narrow terminal names, models, features and jobs are cut; POWER
-  // and TEMP go.
-  for (int column : {1, 2, 4, 6, 7, 8}) table.KeepWhole(column);
-  table.Optional(8);
-  table.Optional(7);
+  // TYPE and FEATURES only when some GPU has a type or some node features
+  // or labels (a cluster without them reads as before).
+  auto any_in = [&rows](size_t column) {
+    return std::any_of(rows.begin(), rows.end(),
+                       [column](const std::vector<std::string>& r) { return r[column] != "-"; });
+  };
+  const bool any_features = any_in(9);
+  const bool any_type = any_in(4);
+  for (size_t column : {size_t{9}, size_t{4}}) {
+    if (column == 9 ? any_features : any_type) continue;
+    header.erase(header.begin() + column);
+    for (std::vector<std::string>& r : rows) r.erase(r.begin() + column);
+  }
+  Table table(header);
+  for (std::vector<std::string>& r : rows) table.AddRow(std::move(r));
+  const int off = any_type ? 0 : -1;  // columns after TYPE
+  // On a narrow terminal names, models, features and jobs are cut; POWER,
+  // TEMP, FEATURES and TYPE go.
+  for (int column : {1, 2, 6 + off, 7 + off, 8 + off}) table.KeepWhole(column);
+  if (any_type) table.KeepWhole(4);
+  table.Optional(8 + off);
+  table.Optional(7 + off);
+  if (any_features) table.Optional(9 + off);
+  if (any_type) table.Optional(4);
   table.Print(out_, terminal_width_);
   if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
   return kExitOk;
