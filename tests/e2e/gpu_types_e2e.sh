@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU types and node constraints (issue 34), with the real binaries on
+# GPU types and node constraints (admin levers), with the real binaries on
 # loopback: a coordinator and two agents with fake GPUs of different models
 # (hnode: 2 x "NVIDIA H100 80GB HBM3", --features ib,nvlink; anode: 2 x
 # "NVIDIA A100-SXM4-40GB", no features), the trainctl CLI.
