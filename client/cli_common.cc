@@ -27,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -108,6 +109,24 @@ std::string DescribeResources(const v1::JobSpec& spec) {
     absl::StrAppend(&shape, ", ", spec.tasks_per_node(), " task(s) per node");
   }
   return shape;
+}
+
+std::string DescribeNodeSelection(const v1::JobSpec& spec) {
+  std::vector<std::string> parts;
+  if (spec.gpu_types_size() > 0) {
+    parts.push_back(absl::StrCat("--gpu-type ", absl::StrJoin(spec.gpu_types(), ",")));
+  }
+  if (!spec.constraint().empty()) {
+    parts.push_back(absl::StrCat("--constraint ", spec.constraint()));
+  }
+  if (spec.nodelist_size() > 0) {
+    parts.push_back(absl::StrCat("-w ", absl::StrJoin(spec.nodelist(), ",")));
+  }
+  if (spec.exclude_nodes_size() > 0) {
+    parts.push_back(absl::StrCat("-x ", absl::StrJoin(spec.exclude_nodes(), ",")));
+  }
+  if (spec.allow_mixed_gpu_types()) parts.push_back("--allow-mixed-gpu-types");
+  return absl::StrJoin(parts, " ");
 }
 
 // Quotes an argv element for display when a shell would split or expand it.

@@ -87,6 +87,10 @@ absl::Time FromMs(int64_t ms);
 std::string FormatGpus(const v1::JobSpec& spec);
 // The resources in words, for `describe`.
 std::string DescribeResources(const v1::JobSpec& spec);
+// The node selection in the flags' words, for `describe`: "--gpu-type
+// h100,a100 --constraint ib&nvlink -w a,b -x c --allow-mixed-gpu-types";
+// "" when it has none.
+std::string DescribeNodeSelection(const v1::JobSpec& spec);
 // Quotes an argv element for display when a shell would split or expand it.
 std::string ShellQuote(const std::string& arg);
 // "SIGKILL", or "signal N" for a number without a name.
@@ -406,6 +410,14 @@ struct Flags {
   bool no_preflight = false;
   std::string user;
   std::string project;
+  // Node selection (JobSpec.gpu_types, constraint, nodelist, exclude_nodes,
+  // allow_mixed_gpu_types): --gpu-type, --constraint, -w/--nodelist,
+  // -x/--exclude, --allow-mixed-gpu-types.
+  std::vector<std::string> gpu_types;
+  std::string constraint;
+  std::vector<std::string> nodelist;
+  std::vector<std::string> exclude;
+  bool allow_mixed_gpu_types = false;
   bool wait = false;
   // node drain|resume|down|describe
   std::vector<std::string> node_names;

@@ -339,6 +339,7 @@ void Session::PrintDescription(const v1::Job& job) {
     break;
   }
   field("Resources:", DescribeResources(spec));
+  field("Placed on:", DescribeNodeSelection(spec));
   field("Priority:", absl::StrCat(spec.priority()));
   // Scheduling (shown only when set).
   field("Queue:", spec.queue());

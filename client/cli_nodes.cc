@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -205,6 +206,28 @@ int Session::DescribeNodes(const std::vector<std::string>& nodes, bool json) {
   return kExitOk;
 }
 
+namespace {
+
+// "h100 80G": the GPU's type (Gpu.gpu_type, set by the coordinator) and
+// its memory in whole GiB; "-" for a GPU without a type. Each row is one
+// GPU, so a node that mixes types shows each GPU's own.
+std::string GpuTypeCell(const v1::Gpu& gpu) {
+  if (gpu.gpu_type().empty()) return "-";
+  const int64_t gib = (gpu.memory_total_bytes() + (int64_t{1} << 29)) >> 30;
+  return absl::StrCat(gpu.gpu_type(), " ", gib, "G");
+}
+
+// The node's features and labels ("ib,nvlink rack=r1"), "-" when none.
+std::string NodeFeaturesCell(const v1::Node& node) {
+  std::vector<std::string> parts;
+  if (node.features_size() > 0) parts.push_back(absl::StrJoin(node.features(), ","));
+  std::map<std::string, std::string> labels(node.labels().begin(), node.labels().end());
+  for (const auto& [k, v] : labels) parts.push_back(absl::StrCat(k, "=", v));
+  return parts.empty() ? "-" : absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
 int Session::Nodes(bool json) {
   v1::ListNodesResponse response;
   if (absl::Status s =
@@ -224,16 +247,18 @@ int Session::Nodes(bool json) {
         ++gpus_per_job[ref.job_id()];
     }
   }
-  Table table({"NODE", "STATE", "GPU", "MODEL", "MEMORY", "UTIL", "TEMP",
-               "POWER", "JOBS"});
+  std::vector<std::string> header = {"NODE", "STATE", "GPU",  "MODEL",    "TYPE", "MEMORY",
+                                     "UTIL", "TEMP",  "POWER", "FEATURES", "JOBS"};
+  std::vector<std::vector<std::string>> rows;
   bool any_fake = false;
   for (const v1::NodeView& view : response.nodes()) {
     const v1::Node& node = view.node();
     std::string name = node.name() + (node.fake_gpus() ? "*" : "");
     any_fake |= node.fake_gpus();
+    const std::string features = NodeFeaturesCell(node);
     if (node.gpus_size() == 0) {
-      table.AddRow({name, NodeShownState(view), "-", "(no GPUs)", "-",
-                    "-", "-", "-", "-"});
+      rows.push_back({name, NodeShownState(view), "-", "(no GPUs)", "-", "-",
+                    "-", "-", "-", features, "-"});
     }
     for (int i = 0; i < node.gpus_size(); ++i) {
       const v1::Gpu& gpu = node.gpus(i);
@@ -245,21 +270,42 @@ int Session::Nodes(bool json) {
                               : absl::StrCat(ref.job_id()));
         }
       }
-      table.AddRow({name, NodeShownState(view),
+      rows.push_back({name, NodeShownState(view),
                     absl::StrCat(gpu.index()),
                     gpu.name() + (gpu.mig_enabled() ? " (MIG)" : ""),
+                    GpuTypeCell(gpu),
                     absl::StrCat(FormatBytes(gpu.memory_used_bytes()), " / ",
                                  FormatBytes(gpu.memory_total_bytes())),
                     absl::StrCat(gpu.utilization_pct(), "%"),
                     absl::StrCat(gpu.temperature_c(), "C"),
-                    absl::StrFormat("%.0fW", gpu.power_w()),
+                    absl::StrFormat("%.0fW", gpu.power_w()), features,
                     jobs.empty() ? "-" : absl::StrJoin(jobs, ",")});
     }
   }
-  // On a narrow terminal names, models and jobs are cut; POWER and TEMP go.
-  for (int column : {1, 2, 5, 6, 7}) table.KeepWhole(column);
-  table.Optional(7);
-  table.Optional(6);
+  // TYPE and FEATURES only when some GPU has a type or some node features
+  // or labels (a cluster without them reads as before).
+  auto any_in = [&rows](size_t column) {
+    return std::any_of(rows.begin(), rows.end(),
+                       [column](const std::vector<std::string>& r) { return r[column] != "-"; });
+  };
+  const bool any_features = any_in(9);
+  const bool any_type = any_in(4);
+  for (size_t column : {size_t{9}, size_t{4}}) {
+    if (column == 9 ? any_features : any_type) continue;
+    header.erase(header.begin() + column);
+    for (std::vector<std::string>& r : rows) r.erase(r.begin() + column);
+  }
+  Table table(header);
+  for (std::vector<std::string>& r : rows) table.AddRow(std::move(r));
+  const int off = any_type ? 0 : -1;  // columns after TYPE
+  // On a narrow terminal names, models, features and jobs are cut; POWER,
+  // TEMP, FEATURES and TYPE go.
+  for (int column : {1, 2, 6 + off, 7 + off, 8 + off}) table.KeepWhole(column);
+  if (any_type) table.KeepWhole(4);
+  table.Optional(8 + off);
+  table.Optional(7 + off);
+  if (any_features) table.Optional(9 + off);
+  if (any_type) table.Optional(4);
   table.Print(out_, terminal_width_);
   if (any_fake) out_ << "* fake GPUs (trainctl-agent --fake-gpus)\n";
   // Why nodes are out of service (Slurm's `sinfo -R`).

@@ -138,6 +138,23 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
                   "User the job is charged to for quotas (default: $USER)");
   sub->add_option("--project", f.project,
                   "Project the job is charged to for quotas");
+  sub->add_option("--gpu-type", f.gpu_types,
+                  "GPU types the job accepts, in order of preference, as "
+                  "`trainctl nodes` shows them (e.g. h100 or h100,a100); a "
+                  "gang takes GPUs of one type")
+      ->delimiter(',');
+  sub->add_option("--constraint", f.constraint,
+                  "Node features every node of the job must offer (agent "
+                  "--features), Slurm's syntax: ib&nvlink (all) or a|b (any)");
+  sub->add_option("-w,--nodelist", f.nodelist,
+                  "Only these nodes (comma-separated); a gang uses every one")
+      ->delimiter(',');
+  sub->add_option("-x,--exclude", f.exclude,
+                  "Never these nodes (comma-separated)")
+      ->delimiter(',');
+  sub->add_flag("--allow-mixed-gpu-types", f.allow_mixed_gpu_types,
+                "Let a gang mix GPU types (its ranks then run at the slowest "
+                "GPU's speed)");
   sub->add_flag("--auto-pack", f.auto_pack,
                 "Experiments: let the coordinator pack trials onto GPUs from "
                 "measured memory and utilization (default off); --gpu-mem is "
@@ -190,6 +207,11 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
     spec->set_time_limit_ms(absl::ToInt64Milliseconds(limit));
   }
   spec->set_auto_pack(flags->auto_pack);
+  spec->mutable_gpu_types()->Assign(flags->gpu_types.begin(), flags->gpu_types.end());
+  spec->set_constraint(flags->constraint);
+  spec->mutable_nodelist()->Assign(flags->nodelist.begin(), flags->nodelist.end());
+  spec->mutable_exclude_nodes()->Assign(flags->exclude.begin(), flags->exclude.end());
+  spec->set_allow_mixed_gpu_types(flags->allow_mixed_gpu_types);
   if (!flags->gpu_mem.empty()) {
     absl::StatusOr<int64_t> bytes = ParseByteSize(flags->gpu_mem);
     if (!bytes.ok())

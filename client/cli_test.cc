@@ -248,6 +248,29 @@ TEST_F(CliTest, Submit_NodesGpusPerNodeTasksPerNode_MakesGangSpec) {
   EXPECT_THAT(submitted_.spec().command(), ElementsAre("torchrun", "ddp.py"));
 }
 
+TEST_F(CliTest, Submit_NodeSelectionFlags_FillTheSpec) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--nodes", "2", "--gpus-per-node", "4", "--gpu-type",
+                 "h100,a100", "--constraint", "ib&nvlink", "-w", "n1,n2", "-x", "n3",
+                 "--exclude", "n4", "--allow-mixed-gpu-types", "--", "torchrun",
+                 "ddp.py"}),
+            0)
+      << err_.str();
+  const v1::JobSpec& spec = submitted_.spec();
+  EXPECT_THAT(spec.gpu_types(), ElementsAre("h100", "a100"));
+  EXPECT_EQ(spec.constraint(), "ib&nvlink");
+  EXPECT_THAT(spec.nodelist(), ElementsAre("n1", "n2"));
+  EXPECT_THAT(spec.exclude_nodes(), ElementsAre("n3", "n4"));
+  EXPECT_TRUE(spec.allow_mixed_gpu_types());
+}
+
+TEST_F(CliTest, Submit_GpuType_IsAFlagNotAHintAboutDashDash) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "--gpu-type", "h100", "--", "true"}), 0) << err_.str();
+  EXPECT_THAT(err_.str(), Not(HasSubstr("--")));
+  EXPECT_THAT(submitted_.spec().gpu_types(), ElementsAre("h100"));
+}
+
 TEST_F(CliTest, Submit_NoWorkdir_UsesCurrentDirectory) {
   ExpectSubmit();
   EXPECT_EQ(Run({"submit", "--", "true"}), 0);
@@ -1095,9 +1118,13 @@ TEST_F(CliTest, Nodes_Table_ShowsModelMemoryUtilAndJobs) {
       node {
         name: "gpu-a"
         state: NODE_STATE_READY
+        features: "ib"
+        features: "nvlink"
+        labels { key: "rack" value: "r1" }
         gpus {
           index: 0
           name: "NVIDIA H100 80GB HBM3"
+          gpu_type: "h100"
           memory_total_bytes: 85899345920
           memory_used_bytes: 10737418240
           utilization_pct: 87
@@ -1138,7 +1165,9 @@ TEST_F(CliTest, Nodes_Table_ShowsModelMemoryUtilAndJobs) {
               AllOf(StartsWith("gpu-a "), HasSubstr("ready"),
                     HasSubstr("NVIDIA H100 80GB HBM3"),
                     HasSubstr("10 GiB / 80 GiB"), HasSubstr("87%"),
-                    HasSubstr("61C"), HasSubstr("412W"), HasSubstr("5,6")));
+                    HasSubstr("61C"), HasSubstr("412W"), HasSubstr("5,6"),
+                    HasSubstr("h100 80G"), HasSubstr("ib,nvlink rack=r1")));
+  EXPECT_THAT(lines[0], AllOf(HasSubstr("TYPE"), HasSubstr("FEATURES")));
   EXPECT_THAT(lines[2], AllOf(HasSubstr("0%"), HasSubstr("9/0")));
   EXPECT_THAT(lines[3], AllOf(StartsWith("gpu-b* "), HasSubstr("lost"),
                               HasSubstr("9/1")));

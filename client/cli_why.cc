@@ -54,6 +54,10 @@ int Session::Why(int64_t job_id, bool json) {
   for (const std::string& e : why.excluded_nodes()) {
     out_ << "Excluded:     " << e << "\n";
   }
+  // The job's own node selection (--gpu-type, --constraint, -w, -x).
+  for (const std::string& c : why.constraints()) {
+    out_ << "Constraint:   " << c << "\n";
+  }
   agent_errors();
   if (why.preempted_for_job_id() != 0) {
     out_ << absl::StrFormat(

@@ -122,6 +122,22 @@ TEST_F(CliWhyTest, Why_HeadJobWithNothingReservable_SaysSoInsteadOfAnEmptyList) 
   EXPECT_THAT(out_.str(), Not(HasSubstr("holds ,")));
 }
 
+TEST_F(CliWhyTest, Why_NodeSelection_PrintsTheConstraintThatRulesNodesOut) {
+  v1::WhyJobResponse response = Proto<v1::WhyJobResponse>(R"pb(
+    job_id: 4
+    state: JOB_STATE_PENDING
+    summary: "waiting for 1 free GPU on one node (now at most 0 free GPUs on any node); its node selection rules out 1 of 2 nodes"
+    queue: "default"
+    position: 1
+    constraints: "--gpu-type h100: rules out a (a100)"
+    nodes: "a: ruled out by --gpu-type h100 (has a100)"
+  )pb");
+  EXPECT_CALL(stub_, WhyJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+  ASSERT_EQ(Run({"why", "4"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("Constraint:   --gpu-type h100: rules out a (a100)\n"));
+}
+
 TEST_F(CliWhyTest, Why_QuotaAndJson_PrintsQuotaAndParsesBack) {
   v1::WhyJobResponse response = Proto<v1::WhyJobResponse>(R"pb(
     job_id: 8

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "coordinator/gpu_types.h"
 #include "coordinator/node_admin.h"
 #include "coordinator/recovery.h"
 #include "coordinator/submit_checks.h"
@@ -44,6 +45,7 @@ absl::Status Coordinator::RegisterAgent(const v1::RegisterNode& reg,
     TC_RETURN_IF_ERROR(nodes_.CheckGpusFree(reg));
     // Stored first: a registration that cannot be stored changes nothing.
     v1::Node updated = n;
+    SetGpuTypes(updated);
     auto prior = nodes_.find(n.name());
     updated.set_state(prior == nodes_.end() ? v1::NODE_STATE_UNSPECIFIED
                                             : prior->second.node.state());

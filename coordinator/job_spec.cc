@@ -7,7 +7,9 @@
 
 #include <cmath>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "coordinator/sched/node_selection.h"
 #include "google/protobuf/stubs/common.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -345,7 +347,83 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                    "--preflight checks the NCCL links between the ranks of a "
                    "gang (--gpus > 1 or --nodes); this job is one process");
   }
+  if (absl::Status s = ValidateNodeSelection(spec); !s.ok()) return s;
   return ValidateEarlyStop(spec);
+}
+
+absl::Status ValidateNodeSelection(const v1::JobSpec& spec) {
+  if (spec.gpu_types_size() > kMaxSelectionNames) {
+    return Invalid("gpu_types", absl::StrCat("at most ", kMaxSelectionNames, " types"));
+  }
+  for (int i = 0; i < spec.gpu_types_size(); ++i) {
+    const std::string& t = spec.gpu_types(i);
+    if (!sched::IsValidSelectionName(t)) {
+      return Invalid("gpu_types",
+                     absl::StrCat("\"", absl::CHexEscape(t),
+                                  "\" is not a GPU type: 1-64 characters of a-z, 0-9, _ "
+                                  "and - (as `trainctl nodes` shows them, e.g. h100)"));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (spec.gpu_types(j) == t) {
+        return Invalid("gpu_types", absl::StrCat("\"", t, "\" is given twice"));
+      }
+    }
+  }
+  if (absl::StatusOr<sched::FeatureConstraint> c =
+          sched::ParseFeatureConstraint(spec.constraint());
+      !c.ok()) {
+    return Invalid("constraint", c.status().message());
+  }
+  auto check_names = [](absl::string_view field,
+                        const google::protobuf::RepeatedPtrField<std::string>& names) {
+    if (names.size() > kMaxSelectionNodes) {
+      return Invalid(field, absl::StrCat("at most ", kMaxSelectionNodes, " nodes"));
+    }
+    for (int i = 0; i < names.size(); ++i) {
+      const std::string& n = names[i];
+      if (n.empty() || n.size() > kMaxSelectionNodeNameBytes ||
+          absl::c_any_of(n, [](char ch) {
+            return absl::ascii_iscntrl(ch) || absl::ascii_isspace(ch) || ch == ',';
+          })) {
+        return Invalid(field, absl::StrCat("\"", absl::CHexEscape(n),
+                                           "\" is not a node name (1-",
+                                           kMaxSelectionNodeNameBytes,
+                                           " bytes, no spaces or commas)"));
+      }
+      for (int j = 0; j < i; ++j) {
+        if (names[j] == n) {
+          return Invalid(field, absl::StrCat("node ", n, " is given twice"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = check_names("nodelist", spec.nodelist()); !s.ok()) return s;
+  if (absl::Status s = check_names("exclude_nodes", spec.exclude_nodes()); !s.ok()) return s;
+  for (const std::string& n : spec.exclude_nodes()) {
+    if (absl::c_linear_search(spec.nodelist(), n)) {
+      return Invalid("exclude_nodes",
+                     absl::StrCat("node ", n, " is both in --nodelist and --exclude"));
+    }
+  }
+  const int listed = spec.nodelist_size();
+  if (listed > 0 && KindOf(spec) == v1::JOB_KIND_GANG) {
+    if (spec.nodes() > 0 && spec.nodes() != listed) {
+      return Invalid("nodelist",
+                     absl::StrCat("names ", listed, " nodes but the gang runs on ",
+                                  spec.nodes(),
+                                  " (--nodes); a gang uses every listed node and "
+                                  "only those, so name exactly --nodes nodes"));
+    }
+    if (spec.nodes() == 0 && (spec.gpus() < listed || spec.gpus() % listed != 0)) {
+      return Invalid("nodelist",
+                     absl::StrCat("names ", listed, " nodes but ", spec.gpus(),
+                                  " GPUs (--gpus) do not split evenly over them; a "
+                                  "gang uses every listed node, the same number of "
+                                  "GPUs on each"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 int64_t TaskBytesOnGpu(const v1::Task& task, int64_t gpu_total_bytes) {
@@ -384,6 +462,15 @@ sched::JobRequest ToJobRequest(const v1::Job& job) {
   }
   r.constraints.needs_container_runtime = !spec.image().empty();
   r.constraints.needs_cgroup_limits = spec.cpus() > 0 || spec.memory_bytes() > 0;
+  // The node selection (checked at submit by ValidateNodeSelection).
+  r.constraints.gpu_types.assign(spec.gpu_types().begin(), spec.gpu_types().end());
+  if (!spec.constraint().empty()) {
+    r.constraints.features =
+        sched::ParseFeatureConstraint(spec.constraint()).value_or(sched::FeatureConstraint{});
+  }
+  r.constraints.nodelist.assign(spec.nodelist().begin(), spec.nodelist().end());
+  r.constraints.exclude.assign(spec.exclude_nodes().begin(), spec.exclude_nodes().end());
+  r.constraints.allow_mixed_gpu_types = spec.allow_mixed_gpu_types();
   if (spec.has_array()) {
     r.group_limit.group = ArrayGroup(spec.array().array_job_id());
     r.group_limit.max_running = spec.array().max_running();

@@ -44,6 +44,25 @@ inline constexpr int kMaxUserBytes = 128;
 // The longest --time-limit: 366 days, ms.
 inline constexpr int64_t kMaxTimeLimitMs = int64_t{366} * 24 * 3600 * 1000;
 
+// The node selection (JobSpec.gpu_types, nodelist, exclude_nodes): at most
+// this many names each; node names at most this many bytes.
+inline constexpr int kMaxSelectionNames = 16;
+inline constexpr int kMaxSelectionNodes = 1024;
+inline constexpr size_t kMaxSelectionNodeNameBytes = 253;
+
+// Checks the node selection of `spec` (part of ValidateJobSpec).
+// Errors: INVALID_ARGUMENT naming the field: spec.gpu_types (a type outside
+// [a-z0-9_-], 1-64 characters; given twice; more than kMaxSelectionNames),
+// spec.constraint (unparsable: sched::ParseFeatureConstraint's rules, i.e.
+// Slurm's --constraint with one operator), spec.nodelist / exclude_nodes
+// (an empty name or one with spaces or commas, a name given twice, more
+// than kMaxSelectionNodes, a node in both), spec.nodelist for a gang whose
+// node count differs from the list's length (--nodes), or whose --gpus do
+// not split evenly over the listed nodes (a gang uses every listed node
+// and only those). Whether registered nodes could ever satisfy it is
+// SubmitChecks' question, not this one.
+absl::Status ValidateNodeSelection(const v1::JobSpec& spec);
+
 // Checks every field of `spec`.
 // Errors: INVALID_ARGUMENT whose message starts with the field path
 // ("spec.gpu_fraction: must be in (0, 1], got 1.5"; "spec.params[lr]: ...").
@@ -57,7 +76,7 @@ inline constexpr int64_t kMaxTimeLimitMs = int64_t{366} * 24 * 3600 * 1000;
 // when it lists none: the coordinator's default). A job array's task
 // (spec.array): task_id >= 0, task_count in [1, kMaxArrayTasks],
 // max_running >= 0 and 0 with auto_pack (the coordinator checks the array
-// as a whole).
+// as a whole). The node selection: ValidateNodeSelection.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                              const sched::PolicyConfig& policy = {});
 

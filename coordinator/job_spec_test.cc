@@ -13,6 +13,7 @@
 namespace trainctl::coord {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::trainctl::testing::StatusIs;
 
@@ -397,6 +398,80 @@ TEST(ValidateJobSpecTest, SchedulingFields_BadValues_InvalidArgumentNamingField)
   spec.set_user(std::string(200, 'u'));
   EXPECT_THAT(ValidateJobSpec(spec), StatusIs(absl::StatusCode::kInvalidArgument,
                                               HasSubstr("spec.user:")));
+}
+
+// A node selection that can be judged from the spec alone is refused at
+// submit, naming the field and saying what is wrong.
+TEST(ValidateJobSpecTest, NodeSelection_BadFields_NameTheFieldAndWhy) {
+  struct Case {
+    std::function<void(v1::JobSpec&)> mutate;
+    std::string field;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::JobSpec& s) { s.add_gpu_types("H100"); }, "spec.gpu_types", "not a GPU type"},
+      {[](v1::JobSpec& s) { s.add_gpu_types(""); }, "spec.gpu_types", "not a GPU type"},
+      {[](v1::JobSpec& s) {
+         s.add_gpu_types("h100");
+         s.add_gpu_types("h100");
+       },
+       "spec.gpu_types", "given twice"},
+      {[](v1::JobSpec& s) { s.set_constraint("ib&nvlink|a"); }, "spec.constraint",
+       "mixes & and |"},
+      {[](v1::JobSpec& s) { s.set_constraint("ib&"); }, "spec.constraint", "empty term"},
+      {[](v1::JobSpec& s) { s.set_constraint("i$b"); }, "spec.constraint", "a-z, 0-9"},
+      {[](v1::JobSpec& s) { s.add_nodelist("a b"); }, "spec.nodelist", "not a node name"},
+      {[](v1::JobSpec& s) {
+         s.add_nodelist("a");
+         s.add_exclude_nodes("a");
+       },
+       "spec.exclude_nodes", "both in --nodelist and --exclude"},
+      {[](v1::JobSpec& s) {
+         s.set_nodes(1);
+         s.set_gpus_per_node(2);
+         s.add_nodelist("a");
+         s.add_nodelist("b");
+       },
+       "spec.nodelist", "names 2 nodes but the gang runs on 1"},
+      {[](v1::JobSpec& s) {
+         s.set_gpus(3);
+         s.add_nodelist("a");
+         s.add_nodelist("b");
+       },
+       "spec.nodelist", "do not split evenly"},
+  };
+  for (const Case& c : cases) {
+    v1::JobSpec spec = Spec();
+    c.mutate(spec);
+    EXPECT_THAT(ValidateJobSpec(spec),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr(c.field + ":"), HasSubstr(c.why))))
+        << spec.ShortDebugString();
+  }
+}
+
+TEST(ValidateJobSpecTest, NodeSelection_ReachesTheScheduler) {
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(2);
+  spec.set_gpus_per_node(4);
+  spec.add_gpu_types("h100");
+  spec.add_gpu_types("a100");
+  spec.set_constraint("ib|roce");
+  spec.add_nodelist("n1");
+  spec.add_nodelist("n2");
+  spec.add_exclude_nodes("n3");
+  spec.set_allow_mixed_gpu_types(true);
+  TC_EXPECT_OK(ValidateJobSpec(spec));
+  v1::Job job;
+  job.set_id(7);
+  *job.mutable_spec() = spec;
+  const sched::JobRequest r = ToJobRequest(job);
+  EXPECT_EQ(r.constraints.gpu_types, (std::vector<std::string>{"h100", "a100"}));
+  EXPECT_EQ(r.constraints.features.op, sched::FeatureConstraint::Op::kAny);
+  EXPECT_EQ(r.constraints.features.ToString(), "ib|roce");
+  EXPECT_EQ(r.constraints.nodelist, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(r.constraints.exclude, (std::vector<std::string>{"n3"}));
+  EXPECT_TRUE(r.constraints.allow_mixed_gpu_types);
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "coordinator/job_facts.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/sched/node_selection.h"
 
 namespace trainctl::coord {
 namespace {
@@ -184,6 +186,8 @@ std::vector<sched::PackGpu> Measurements::PackGpus(const sched::ClusterSnapshot&
       p.index = g.index;
       p.memory_total_bytes = g.memory_total_bytes;
       p.schedulable = n.schedulable;
+      p.gpu_type = g.gpu_type;
+      p.node_features = n.features;
       p.other_reserved_bytes = g.reserved_bytes;
       for (const v1::Gpu& vg : e.node.gpus()) {
         if (vg.index() == g.index) p.memory_used_bytes = vg.memory_used_bytes();
@@ -225,14 +229,36 @@ std::vector<Measurements::PackedPlacement> Measurements::PlanPacking(
     const int64_t request =
         std::max(job->auto_pack_memory_bytes(), job->spec().gpu_memory_bytes());
     sched::PackChoice c;
-    if (auto it = refused.find({request, job->spec().sweep_id()}); it != refused.end()) {
+    // A trial with a node selection (--gpu-type, --constraint, -w, -x) sees
+    // the GPUs it rules out as unschedulable, for its own choice only.
+    const sched::JobRequest selection = ToJobRequest(*job);
+    const bool selective = sched::HasNodeSelection(selection);
+    if (auto it = refused.find({request, job->spec().sweep_id()});
+        !selective && it != refused.end()) {
       c.reason = it->second;
+    } else if (selective) {
+      std::vector<size_t> masked;
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        sched::NodeState one;
+        one.name = gpus[i].node;
+        one.features = gpus[i].node_features;
+        sched::GpuState& g = one.gpus.emplace_back();
+        g.memory_total_bytes = gpus[i].memory_total_bytes;
+        g.gpu_type = gpus[i].gpu_type;
+        if (gpus[i].schedulable && sched::SelectionRulesOut(one, selection)) {
+          gpus[i].schedulable = false;
+          masked.push_back(i);
+        }
+      }
+      c = packer_.Choose(gpus, request, now_ms, job->spec().sweep_id(),
+                         /*declared=*/job->spec().gpu_memory_bytes() > 0);
+      for (size_t i : masked) gpus[i].schedulable = true;
     } else {
       c = packer_.Choose(gpus, request, now_ms, job->spec().sweep_id(),
                          /*declared=*/job->spec().gpu_memory_bytes() > 0);
     }
     if (!c.gpu.has_value()) {
-      refused.emplace(std::make_pair(request, job->spec().sweep_id()), c.reason);
+      if (!selective) refused.emplace(std::make_pair(request, job->spec().sweep_id()), c.reason);
       std::string reason = c.reason;
       if (job->oom_count() > 0) {
         absl::StrAppendFormat(&reason,

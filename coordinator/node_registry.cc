@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/logging.h"
+#include "coordinator/sched/node_selection.h"
 
 namespace trainctl::coord {
 
@@ -31,6 +32,25 @@ absl::Status NodeRegistry::Validate(const v1::Node& n) {
     if (g.memory_total_bytes() <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "node.gpus[", g.index(), "].memory_total_bytes: must be > 0"));
+    }
+  }
+  for (const std::string& f : n.features()) {
+    if (!sched::IsValidSelectionName(f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node.features: \"", f,
+          "\" must be 1-64 characters of a-z, 0-9, _ and - (agent --features)"));
+    }
+  }
+  if (n.labels_size() > kMaxNodeLabels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node.labels: at most ", kMaxNodeLabels, " labels (agent --labels)"));
+  }
+  for (const auto& [key, value] : n.labels()) {
+    if (!sched::IsValidSelectionName(key) || value.size() > kMaxNodeLabelValueBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node.labels: key \"", key,
+          "\" must be 1-64 characters of a-z, 0-9, _ and -, its value at most ",
+          kMaxNodeLabelValueBytes, " bytes (agent --labels)"));
     }
   }
   if (n.port_min() <= 0 || n.port_max() > 65535 || n.port_min() > n.port_max()) {

@@ -52,6 +52,9 @@ class AgentConnection {
 // Node names and GPU counts a registration may carry.
 inline constexpr int kMaxNodeNameBytes = 253;
 inline constexpr int kMaxGpusPerNode = 1024;
+// Node.labels: at most this many, each value at most this many bytes.
+inline constexpr int kMaxNodeLabels = 64;
+inline constexpr size_t kMaxNodeLabelValueBytes = 256;
 
 // One registered node.
 struct NodeEntry {
@@ -124,7 +127,9 @@ class NodeRegistry {
   // Checks a registration's inventory. Errors: INVALID_ARGUMENT naming the
   // field: an empty or too long name (kMaxNodeNameBytes), more than
   // kMaxGpusPerNode GPUs, a GPU index or UUID given twice, a GPU of no
-  // memory, a port range outside 1-65535 or reversed.
+  // memory, a port range outside 1-65535 or reversed, a feature or label key
+  // outside [a-z0-9_-] (1-64 characters; sched::IsValidSelectionName), more
+  // than kMaxNodeLabels labels or a value over kMaxNodeLabelValueBytes.
   static absl::Status Validate(const v1::Node& node);
   // OK when `reg` may take node reg.node.name at `now`: nobody holds it, the
   // holder's stream is gone or is `conn`, the holder is the same agent

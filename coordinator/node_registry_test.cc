@@ -56,6 +56,23 @@ TEST(NodeRegistryTest, Validate_NamesTheField) {
   EXPECT_THAT(NodeRegistry::Validate(n).message(), HasSubstr("node.name"));
 }
 
+TEST(NodeRegistryTest, Validate_FeaturesAndLabelsNameTheField) {
+  v1::Node n = Reg("a", "GPU-1").node();
+  n.add_features("ib");
+  n.add_features("nv-link_2");
+  (*n.mutable_labels())["rack"] = "R1 / row 3";
+  EXPECT_TRUE(NodeRegistry::Validate(n).ok());
+  n.add_features("IB");
+  absl::Status s = NodeRegistry::Validate(n);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("node.features: \"IB\""));
+  n = Reg("a", "GPU-1").node();
+  (*n.mutable_labels())["Rack"] = "r1";
+  s = NodeRegistry::Validate(n);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("node.labels: key \"Rack\""));
+}
+
 TEST(NodeRegistryTest, ANameHeldByAConnectedAgent_IsRefusedUntilItFallsSilent) {
   NodeRegistry r(kBeat, kTimeout);
   Conn first, second;

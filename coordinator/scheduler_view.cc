@@ -16,17 +16,21 @@
 namespace trainctl::coord {
 namespace {
 
-// Whether `n` already describes node `e` (name, GPUs, NVLink peers); the
-// reservations are not compared (they are reset and recounted).
+// Whether `n` already describes node `e` (name, features, GPUs and their
+// types, NVLink peers); the reservations are not compared (they are reset
+// and recounted).
 bool SameNodeShape(const sched::NodeState& n, const std::string& name,
                    const v1::Node& node) {
-  if (n.name != name || n.gpus.size() != static_cast<size_t>(node.gpus_size())) {
+  if (n.name != name || n.gpus.size() != static_cast<size_t>(node.gpus_size()) ||
+      !std::equal(n.features.begin(), n.features.end(), node.features().begin(),
+                  node.features().end())) {
     return false;
   }
   for (int i = 0; i < node.gpus_size(); ++i) {
     const v1::Gpu& g = node.gpus(i);
     const sched::GpuState& gs = n.gpus[i];
     if (gs.index != g.index() || gs.memory_total_bytes != g.memory_total_bytes() ||
+        gs.gpu_type != g.gpu_type() ||
         !std::equal(gs.nvlink_peers.begin(), gs.nvlink_peers.end(),
                     g.nvlink_peers().begin(), g.nvlink_peers().end())) {
       return false;
@@ -93,6 +97,7 @@ const sched::ClusterSnapshot& SchedulerView::Snapshot(const JobTable& jobs,
       continue;
     }
     n.name = name;
+    n.features.assign(e.node.features().begin(), e.node.features().end());
     n.gpus.clear();
     for (const v1::Gpu& g : e.node.gpus()) {
       sched::GpuState& gs = n.gpus.emplace_back();
@@ -103,6 +108,7 @@ const sched::ClusterSnapshot& SchedulerView::Snapshot(const JobTable& jobs,
       // Schedule() pass's copy of the snapshot (40-byte NVML UUIDs do not
       // fit the small-string buffer).
       gs.memory_total_bytes = g.memory_total_bytes();
+      gs.gpu_type = g.gpu_type();
       gs.nvlink_peers.assign(g.nvlink_peers().begin(), g.nvlink_peers().end());
     }
   }
@@ -311,6 +317,7 @@ v1::WhyJobResponse SchedulerView::Why(const v1::Job& job, const sched::Scheduler
   out.set_queue(e->queue);
   out.set_quota(e->quota);
   for (std::string& line : e->nodes) out.add_nodes(std::move(line));
+  for (std::string& line : e->constraints) out.add_constraints(std::move(line));
   out.set_reservation_job_id(e->reservation_job);
   out.set_reservation(e->reservation);
   if (e->reservation_eta_s >= 0) {

@@ -15,8 +15,10 @@ class Conn : public AgentConnection {
   void Close(const absl::Status&) override {}
 };
 
-// A READY node of `gpus` 80 GiB GPUs; connected when `conn` is set.
-void AddNode(NodeRegistry& nodes, const std::string& name, int gpus, Conn* conn) {
+// A READY node of `gpus` 80 GiB GPUs named `gpu_name` (of type `gpu_type`)
+// offering `features`; connected when `conn` is set.
+void AddNode(NodeRegistry& nodes, const std::string& name, int gpus, Conn* conn,
+             const std::string& gpu_type = "", std::vector<std::string> features = {}) {
   v1::RegisterNode reg;
   v1::Node* n = reg.mutable_node();
   n->set_name(name);
@@ -28,7 +30,9 @@ void AddNode(NodeRegistry& nodes, const std::string& name, int gpus, Conn* conn)
     v1::Gpu* g = n->add_gpus();
     g->set_index(i);
     g->set_memory_total_bytes(80 * kGiB);
+    g->set_gpu_type(gpu_type);
   }
+  for (std::string& f : features) n->add_features(std::move(f));
   nodes.Admit(reg, *n, conn, absl::FromUnixMillis(kNowMs));
 }
 
@@ -145,6 +149,39 @@ TEST(SchedulerViewTest, Why_APendingJobThatFits_AndOneThatDoesNotWait) {
   EXPECT_EQ(why.queue(), "default");
   why = view.Why(jobs.at(2), scheduler, jobs, nodes, DrainingTasks(), now);
   EXPECT_EQ(why.summary(), "job 2 is not waiting: it is succeeded");
+}
+
+TEST(SchedulerViewTest, Snapshot_CarriesGpuTypesAndFeatures_WhyNamesTheConstraint) {
+  Conn conn;
+  NodeRegistry nodes(absl::Seconds(1), absl::Seconds(10));
+  AddNode(nodes, "a", 1, &conn, "a100");
+  AddNode(nodes, "h", 1, &conn, "h100", {"ib", "nvlink"});
+  JobTable jobs;
+  v1::Job running = Pending(1);
+  running.set_state(v1::JOB_STATE_RUNNING);
+  v1::Task* t = running.add_tasks();
+  t->set_node("h");
+  t->add_gpu_indices(0);
+  t->set_state(v1::TASK_STATE_RUNNING);
+  t->set_whole_gpus(true);
+  jobs.Add(running);
+  v1::Job waiting = Pending(2);
+  waiting.mutable_spec()->add_gpu_types("h100");
+  jobs.Add(waiting);
+
+  SchedulerView view(4);
+  const sched::ClusterSnapshot& snap = view.Snapshot(jobs, nodes, DrainingTasks(), kNowMs);
+  ASSERT_EQ(snap.nodes.size(), 2u);
+  EXPECT_EQ(snap.nodes[0].gpus[0].gpu_type, "a100");
+  EXPECT_EQ(snap.nodes[1].gpus[0].gpu_type, "h100");
+  EXPECT_EQ(snap.nodes[1].features, (std::vector<std::string>{"ib", "nvlink"}));
+
+  const sched::Scheduler scheduler{sched::SchedulerConfig()};
+  v1::WhyJobResponse why = view.Why(jobs.at(2), scheduler, jobs, nodes, DrainingTasks(),
+                                    absl::FromUnixMillis(kNowMs));
+  ASSERT_EQ(why.constraints_size(), 1) << why.ShortDebugString();
+  EXPECT_EQ(why.constraints(0), "--gpu-type h100: rules out a (a100)");
+  EXPECT_THAT(why.summary(), ::testing::HasSubstr("rules out 1 of 2 nodes"));
 }
 
 }  // namespace

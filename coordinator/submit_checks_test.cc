@@ -81,3 +81,56 @@ TEST(SubmitChecksTest, ShareExportedEnv_OnlyCopiesEqualToTheFirstAreShared) {
 
 }  // namespace
 }  // namespace trainctl::coord
+
+namespace trainctl::coord {
+namespace {
+
+// Node `name` with `count` 80 GiB GPUs of `type`.
+sched::NodeState TypedNode(const std::string& name, int count, const std::string& type,
+                           std::vector<std::string> features = {}) {
+  sched::NodeState n;
+  n.name = name;
+  n.features = std::move(features);
+  for (int i = 0; i < count; ++i) {
+    sched::GpuState& g = n.gpus.emplace_back();
+    g.index = i;
+    g.memory_total_bytes = int64_t{80} << 30;
+    g.gpu_type = type;
+  }
+  return n;
+}
+
+TEST(SubmitChecksTest, CheckEverFits_RefusesASelectionNoNodeCouldSatisfy) {
+  sched::ClusterSnapshot cluster;
+  cluster.nodes = {TypedNode("a", 2, "a100"), TypedNode("h", 2, "h100", {"ib"})};
+  const sched::Scheduler scheduler;
+  v1::JobSpec b200 = Spec();
+  b200.add_gpu_types("b200");
+  std::vector<v1::JobSpec> specs = {b200};
+  absl::Status s = CheckEverFits(scheduler, cluster, specs, /*batch=*/false);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("no node satisfies --gpu-type b200 (the cluster has "
+                                     "a100 x2, h100 x2)"));
+
+  v1::JobSpec nvlink = Spec();
+  nvlink.set_constraint("ib&nvlink");
+  specs = {nvlink};
+  EXPECT_THAT(CheckEverFits(scheduler, cluster, specs, false).message(),
+              HasSubstr("--constraint ib&nvlink"));
+
+  v1::JobSpec ok = Spec();
+  ok.add_gpu_types("h100");
+  ok.set_constraint("ib");
+  specs = {ok};
+  EXPECT_TRUE(CheckEverFits(scheduler, cluster, specs, false).ok());
+
+  v1::JobSpec too_big = Spec();
+  too_big.set_gpus(4);
+  too_big.add_gpu_types("h100");
+  specs = {too_big};
+  EXPECT_THAT(CheckEverFits(scheduler, cluster, specs, false).message(),
+              HasSubstr("with --gpu-type h100: needs 4 GPUs but the cluster has 2"));
+}
+
+}  // namespace
+}  // namespace trainctl::coord

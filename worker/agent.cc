@@ -170,6 +170,8 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
   node->set_port_min(config_.port_min);
   node->set_port_max(config_.port_max);
   node->set_fake_gpus(config_.fake_gpus);
+  for (const std::string& f : config_.features) node->add_features(f);
+  node->mutable_labels()->insert(config_.labels.begin(), config_.labels.end());
   // Root can switch to the job's account (setuid in the task shim).
   node->set_runs_as_job_user(!config_.run_tasks_as_agent &&
                              agent_account_.run_as.uid == 0);

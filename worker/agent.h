@@ -58,6 +58,9 @@ struct AgentConfig {
   int port_max = 29999;
   bool fake_gpus = false;
   int cpu_count = 1;
+  // Node.features and Node.labels (--features, --labels; node_offer.h).
+  std::vector<std::string> features;
+  std::map<std::string, std::string> labels;
   // What a task gets of the agent's own environment, under the launch
   // environment: the pass-through variables only (main.cc: PATH, locale,
   // CUDA_*/NCCL_* site settings, --task-env names, TRAINCTL_TLS_CA), never

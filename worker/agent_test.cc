@@ -785,6 +785,16 @@ TEST_F(AgentTest, Fence_RunningTasks_KilledWithoutGraceAndExitsQueued) {
   EXPECT_EQ(agent_->Fence("again"), 0);
 }
 
+TEST_F(AgentTest, Registration_CarriesFeaturesAndLabels) {
+  config_.features = {"ib", "nvlink"};
+  config_.labels = {{"rack", "r1"}};
+  Make();
+  auto reg = agent_->Registration();
+  TC_ASSERT_OK(reg);
+  EXPECT_THAT(reg->node().features(), ElementsAre("ib", "nvlink"));
+  EXPECT_EQ(reg->node().labels().at("rack"), "r1");
+}
+
 TEST_F(AgentTest, Registration_OfferedGpus_OnlyThoseAndTheirPeers) {
   config_.offered_gpus = {1, 3};
   Make();

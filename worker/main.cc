@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@
 #include "common/paths.h"
 #include "worker/agent.h"
 #include "worker/agent_client.h"
+#include "worker/node_offer.h"
 #include "worker/nccl/rendezvous_relay_server.h"
 #include "worker/hw/agent_guard.h"
 #include "worker/hw/cuda_driver_hold.h"
@@ -92,6 +94,15 @@ int main(int argc, char** argv) {
   app.add_option("--fake-gpus", fake,
                  "N[:MODEL[:MEMORY]]: offer N fake GPUs instead of reading NVML, "
                  "for machines without GPUs (e.g. 8:H100:80GiB); never chosen silently");
+  std::vector<std::string> features, labels;
+  app.add_option("--features", features,
+                 "comma-separated features this node offers, matched by "
+                 "`trainctl submit --constraint` (e.g. ib,nvlink; a-z, 0-9, _, -)")
+      ->delimiter(',');
+  app.add_option("--labels", labels,
+                 "comma-separated key=value labels shown by `trainctl nodes` "
+                 "(e.g. rack=r1,zone=a)")
+      ->delimiter(',');
   std::string state_dir;
   app.add_option("--state-dir", state_dir,
                  "this agent's directory on the host: task logs in logs/ (unless "
@@ -301,6 +312,19 @@ int main(int argc, char** argv) {
       return Fail(absl::StrCat("--gpus: \"", part, "\" is not a GPU index"));
     }
     config.offered_gpus.push_back(index);
+  }
+  if (absl::StatusOr<std::vector<std::string>> f = trainctl::worker::ParseFeatures(features);
+      f.ok()) {
+    config.features = *std::move(f);
+  } else {
+    return Fail(std::string(f.status().message()));
+  }
+  if (absl::StatusOr<std::map<std::string, std::string>> l =
+          trainctl::worker::ParseLabels(labels);
+      l.ok()) {
+    config.labels = *std::move(l);
+  } else {
+    return Fail(std::string(l.status().message()));
   }
   std::vector<std::string> range =
       absl::StrSplit(port_range, '-');

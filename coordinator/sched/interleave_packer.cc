@@ -79,8 +79,16 @@ bool InterleavePacker::GroupTakes(const JobRequest& job, const PackGroup& g,
     if (!index) return false;
     const int n = *index;
     if (!state_.nodes()[n].schedulable) return false;
-    if (!hold_taken) continue;
     const std::vector<GpuState>& gpus = state_.nodes()[n].gpus;
+    // A GPU the job's GPU type rules out counts as absent (not usable).
+    for (const GpuState& gpu : gpus) {
+      if (!IsUsable(gpu) &&
+          std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) !=
+              a.gpu_indices.end()) {
+        return false;
+      }
+    }
+    if (!hold_taken) continue;
     for (int pos = 0; pos < static_cast<int>(gpus.size()); ++pos) {
       if (state_.IsHeld(n, pos) &&
           std::find(a.gpu_indices.begin(), a.gpu_indices.end(),
@@ -127,8 +135,11 @@ bool InterleavePacker::TryPack(const JobRequest& job, bool hold_taken,
       job.interleave.iteration_time};
   key.insert(key.end(), job.interleave.resource_time.begin(),
              job.interleave.resource_time.end());
-  // Exclusions (pre-flight) make a job's view its own: not remembered.
-  const bool memo = job.constraints.excluded_nodes.empty();
+  // Exclusions (pre-flight) and a node selection make a job's view its
+  // own: not remembered.
+  const bool memo = job.constraints.excluded_nodes.empty() &&
+                    !HasNodeSelection(job) &&
+                    !job.constraints.allow_mixed_gpu_types;
   auto failed = failed_.find(key);
   if (memo && failed != failed_.end() &&
       failed->second == state_.state_version()) {

@@ -170,6 +170,11 @@ struct PackGpu {
   int64_t other_reserved_bytes = 0;
   // Whether the node takes new work (connected and ready).
   bool schedulable = true;
+  // The GPU's type and its node's features (GpuState.gpu_type,
+  // NodeState.features), for a trial's node selection: the caller marks
+  // GPUs the selection rules out unschedulable for that trial.
+  std::string gpu_type;
+  std::vector<std::string> node_features;
   std::vector<PackedTrial> trials;
 };
 

@@ -66,6 +66,9 @@ class SchedulePass {
   bool DecideTail(const QueueEntry& e, Decision& decision);
   void Decide(const JobRequest& job, int position, Decision& decision);
   void DecideInner(const JobRequest& job, Decision& decision);
+  void DecideSelected(const JobRequest& job, Decision& decision);
+  std::optional<std::string> SelectionInfeasible(
+      const JobRequest& job, const std::vector<std::string>& gpu_types) const;
   void Account(const JobRequest& job, const Placement& placement);
   bool Place(const JobRequest& job, bool honor_hold, Placement& placement);
   static FitKeyT FitKey(const JobRequest& job, bool honor_hold);
@@ -79,6 +82,8 @@ class SchedulePass {
 
   const std::vector<JobRequest>& queue_;
   PassState state_;
+  // The cluster has GPUs of more than one type (gangs then keep to one).
+  const bool multi_type_;
   QueueRanking ranking_;
   Reservation reservation_;
   Preemption preemption_;

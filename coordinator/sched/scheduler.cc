@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/sched/node_selection.h"
 #include "coordinator/sched/schedule_pass.h"
 
 // How one Schedule() call works (the header lists the policy; this is the
@@ -63,52 +64,111 @@ namespace {
 
 // Marks the nodes `job` may not use unschedulable for its lifetime and
 // restores them after: those named in JobRequest.constraints.excluded_nodes,
-// and those without a container runtime (task cgroups) for a job that needs
-// one. Costs nothing for a job without exclusions.
-class ExcludedNodesScope {
+// those without a container runtime (task cgroups) for a job that needs
+// one, and those its node selection rules out (SelectionRulesOut). With a
+// non-empty `gpu_types`, GPUs of other types count as absent meanwhile: their
+// memory_total_bytes is negated (IsUsable is false for them everywhere),
+// and negated back after. Bumps the state version when it changes anything,
+// so that no cache keyed on it carries over between jobs that see the
+// cluster differently. Costs nothing for a job without any of these.
+class JobViewScope {
  public:
-  ExcludedNodesScope(std::vector<NodeState>& nodes, const JobRequest& job)
-      : nodes_(nodes) {
+  JobViewScope(PassState& state, const JobRequest& job,
+               const std::vector<std::string>& gpu_types)
+      : state_(state) {
     const JobRequest::NodeConstraints& c = job.constraints;
     const std::vector<std::string>& excluded = c.excluded_nodes;
+    const bool selection = HasNodeSelection(job);
     if (excluded.empty() && !c.needs_container_runtime &&
-        !c.needs_cgroup_limits) {
+        !c.needs_cgroup_limits && !selection && gpu_types.empty()) {
       return;
     }
-    for (size_t n = 0; n < nodes_.size(); ++n) {
-      if (!nodes_[n].schedulable) continue;
-      if ((c.needs_container_runtime && !nodes_[n].container_runtime) ||
-          (c.needs_cgroup_limits && !nodes_[n].cgroups) ||
-          std::find(excluded.begin(), excluded.end(), nodes_[n].name) !=
-              excluded.end()) {
-        nodes_[n].schedulable = false;
+    std::vector<NodeState>& nodes = state_.MutableNodes();
+    const std::vector<NodeState>& snapshot = state_.cluster_nodes();
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      if (!nodes[n].schedulable) continue;
+      if ((c.needs_container_runtime && !nodes[n].container_runtime) ||
+          (c.needs_cgroup_limits && !nodes[n].cgroups) ||
+          std::find(excluded.begin(), excluded.end(), nodes[n].name) !=
+              excluded.end() ||
+          (selection && SelectionRulesOut(snapshot[n], job).has_value())) {
+        nodes[n].schedulable = false;
         flipped_.push_back(n);
+        continue;
+      }
+      if (gpu_types.empty()) continue;
+      for (size_t g = 0; g < nodes[n].gpus.size(); ++g) {
+        GpuState& gpu = nodes[n].gpus[g];
+        if (gpu.memory_total_bytes > 0 &&
+            std::find(gpu_types.begin(), gpu_types.end(),
+                      snapshot[n].gpus[g].gpu_type) == gpu_types.end()) {
+          gpu.memory_total_bytes = -gpu.memory_total_bytes;
+          masked_.emplace_back(n, g);
+        }
+      }
+    }
+    if (!flipped_.empty() || !masked_.empty()) state_.BumpStateVersion();
+  }
+  ~JobViewScope() {
+    std::vector<NodeState>& nodes = state_.MutableNodes();
+    for (size_t n : flipped_) nodes[n].schedulable = true;
+    for (const auto& [n, g] : masked_) {
+      GpuState& gpu = nodes[n].gpus[g];
+      gpu.memory_total_bytes = -gpu.memory_total_bytes;
+    }
+    if (!flipped_.empty() || !masked_.empty()) state_.BumpStateVersion();
+  }
+  JobViewScope(const JobViewScope&) = delete;
+  JobViewScope& operator=(const JobViewScope&) = delete;
+
+ private:
+  PassState& state_;
+  std::vector<size_t> flipped_;
+  std::vector<std::pair<size_t, size_t>> masked_;
+};
+
+}  // namespace
+
+// Whether `job` sees the cluster through a JobViewScope of its own beyond
+// pre-flight exclusions and runtime needs: a node selection, or a gang that
+// must keep to one GPU type on a cluster of several (`multi_type`).
+bool NeedsSelectionView(const JobRequest& job, bool multi_type) {
+  return HasNodeSelection(job) || job.constraints.allow_mixed_gpu_types ||
+         (multi_type && job.kind == JobKind::kGang);
+}
+
+// Whether the snapshot's nodes have GPUs of more than one type.
+bool MultiType(const ClusterSnapshot& cluster) {
+  const std::string* first = nullptr;
+  for (const NodeState& node : cluster.nodes) {
+    for (const GpuState& gpu : node.gpus) {
+      if (gpu.memory_total_bytes <= 0) continue;
+      if (first == nullptr) {
+        first = &gpu.gpu_type;
+      } else if (gpu.gpu_type != *first) {
+        return true;
       }
     }
   }
-  ~ExcludedNodesScope() {
-    for (size_t n : flipped_) nodes_[n].schedulable = true;
-  }
-  ExcludedNodesScope(const ExcludedNodesScope&) = delete;
-  ExcludedNodesScope& operator=(const ExcludedNodesScope&) = delete;
+  return false;
+}
 
- private:
-  std::vector<NodeState>& nodes_;
-  std::vector<size_t> flipped_;
-};
+namespace {
 
 // Whether a pass over `queue` keeps the free-capacity index. Pre-flight
-// exclusions and node requirements (JobRequest.constraints) are applied by
-// marking nodes unschedulable per job, which the linear scans honour; the
-// index is built once per pass.
-bool IndexedPass(const SchedulerConfig& config,
+// exclusions, node requirements and node selections (JobRequest.constraints)
+// are applied by marking nodes unschedulable (GPUs absent) per job, which
+// the linear scans honour; the index is built once per pass.
+bool IndexedPass(const SchedulerConfig& config, const ClusterSnapshot& cluster,
                  const std::vector<JobRequest>& queue) {
-  return !config.linear_search &&
-         std::none_of(queue.begin(), queue.end(), [](const JobRequest& j) {
-           return !j.constraints.excluded_nodes.empty() ||
-                  j.constraints.needs_container_runtime ||
-                  j.constraints.needs_cgroup_limits;
-         });
+  if (config.linear_search) return false;
+  const bool multi_type = MultiType(cluster);
+  return std::none_of(queue.begin(), queue.end(), [&](const JobRequest& j) {
+    return !j.constraints.excluded_nodes.empty() ||
+           j.constraints.needs_container_runtime ||
+           j.constraints.needs_cgroup_limits ||
+           NeedsSelectionView(j, multi_type);
+  });
 }
 
 }  // namespace
@@ -117,7 +177,8 @@ SchedulePass::SchedulePass(const ClusterSnapshot& cluster,
                            const SchedulerConfig& config,
                            const std::vector<JobRequest>& queue)
     : queue_(queue),
-      state_(cluster, config, IndexedPass(config, queue)),
+      state_(cluster, config, IndexedPass(config, cluster, queue)),
+      multi_type_(MultiType(cluster)),
       ranking_(config.policy, state_.total_gpus(), state_.total_bytes(),
                state_.shape().max_gpu_memory_bytes),
       reservation_(state_),
@@ -246,6 +307,7 @@ QueueEntry SchedulePass::MakeEntry(const JobRequest& job, size_t position) {
             job.group_limit.max_running == 0 &&
             !job.standing.victims_stopping &&
             job.constraints.excluded_nodes.empty() &&
+            !NeedsSelectionView(job, multi_type_) &&
             !(interleave_.active() && job.kind == JobKind::kGang &&
               job.interleave.usable());
   return e;
@@ -295,16 +357,82 @@ bool SchedulePass::DecideTail(const QueueEntry& e, Decision& decision) {
 // the result: no copy per job).
 void SchedulePass::Decide(const JobRequest& job, int position,
                           Decision& decision) {
-  {
+  if (NeedsSelectionView(job, multi_type_)) {
+    DecideSelected(job, decision);
+  } else {
     // Nodes excluded for this job count as unschedulable while it is
     // decided (placement, preemption, its hold), and only then. (A pass
     // with such a job uses the linear scans: the indexes do not see it.)
-    ExcludedNodesScope excluded(state_.MutableNodes(), job);
+    JobViewScope excluded(state_, job, {});
     DecideInner(job, decision);
   }
   if (job.job_id == explain_id_ && explanation_ != nullptr) {
     Explain(job, decision, position);
   }
+}
+
+// Decides a job with a node selection (or a gang on a cluster of several
+// GPU types): kInfeasible when no GPU type set it tries could ever hold it
+// on the nodes it allows; else the full rules (DecideInner) with the first
+// type set that fits now, or failing that the first that could ever hold
+// it. A kRetryLater reason then names what its selection rules out.
+void SchedulePass::DecideSelected(const JobRequest& job, Decision& decision) {
+  const std::vector<std::vector<std::string>> sets =
+      GpuTypeSets(state_.cluster_nodes(), job);
+  std::vector<size_t> possible;
+  std::string first_reason;
+  if (!MalformedReason(job, state_.config())) {
+    for (size_t i = 0; i < sets.size(); ++i) {
+      std::optional<std::string> why = SelectionInfeasible(job, sets[i]);
+      if (!why) {
+        possible.push_back(i);
+      } else if (first_reason.empty()) {
+        first_reason = *std::move(why);
+      }
+    }
+    if (possible.empty() && state_.shape().gpu_count > 0) {
+      decision.job_id = job.job_id;
+      decision.outcome = Outcome::kInfeasible;
+      decision.reason = first_reason;
+      return;
+    }
+  }
+  size_t chosen = possible.empty() ? 0 : possible.front();
+  if (possible.size() > 1) {
+    const bool honor_hold = !reservation_.MayUse(job);
+    for (size_t i : possible) {
+      JobViewScope view(state_, job, sets[i]);
+      if (FitsNow(job, honor_hold)) {
+        chosen = i;
+        break;
+      }
+    }
+  }
+  {
+    JobViewScope view(state_, job, sets.empty() ? std::vector<std::string>{}
+                                                : sets[chosen]);
+    DecideInner(job, decision);
+  }
+  if (decision.outcome == Outcome::kRetryLater && HasNodeSelection(job) &&
+      (state_.config().wait_reasons || job.job_id == explain_id_)) {
+    int ruled_out = 0;
+    for (const NodeState& node : state_.cluster_nodes()) {
+      if (SelectionRulesOut(node, job)) ++ruled_out;
+    }
+    if (ruled_out > 0) {
+      absl::StrAppendFormat(&decision.reason,
+                            "; its node selection rules out %d of %d nodes",
+                            ruled_out, state_.shape().node_count);
+    }
+  }
+}
+
+// Why `job` could never run on the nodes its selection allows with GPUs of
+// `gpu_types` (empty: any), lost nodes included, ignoring use; the reason
+// names the selection. nullopt when it could.
+std::optional<std::string> SchedulePass::SelectionInfeasible(
+    const JobRequest& job, const std::vector<std::string>& gpu_types) const {
+  return SelectionInfeasibleOn(state_.cluster_nodes(), job, gpu_types);
 }
 
 void SchedulePass::DecideInner(const JobRequest& job, Decision& decision) {
@@ -531,7 +659,23 @@ std::optional<std::string> Scheduler::WhyNeverFits(const ClusterSnapshot& cluste
   if (std::optional<std::string> reason = internal::MalformedReason(job, config_)) {
     return reason;
   }
-  return internal::InfeasibleReason(job, internal::ClusterShape(cluster));
+  if (std::optional<std::string> reason =
+          internal::InfeasibleReason(job, internal::ClusterShape(cluster))) {
+    return reason;
+  }
+  if (cluster.nodes.empty() ||
+      !internal::NeedsSelectionView(job, internal::MultiType(cluster))) {
+    return std::nullopt;
+  }
+  std::string first;
+  for (const std::vector<std::string>& types :
+       GpuTypeSets(cluster.nodes, job)) {
+    std::optional<std::string> reason =
+        internal::SelectionInfeasibleOn(cluster.nodes, job, types);
+    if (!reason) return std::nullopt;
+    if (first.empty()) first = *std::move(reason);
+  }
+  return first;
 }
 
 }  // namespace trainctl::sched

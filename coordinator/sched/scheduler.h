@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coordinator/sched/interleave.h"
+#include "coordinator/sched/node_selection.h"
 
 namespace trainctl::sched {
 
@@ -32,6 +33,10 @@ struct GpuState {
   int task_count = 0;
   // Indices of GPUs on the same node joined to this one by NVLink.
   std::vector<int> nvlink_peers;
+  // Its type ("h100", Gpu.gpu_type; "" when unknown), matched by
+  // JobRequest::NodeConstraints.gpu_types. A gang's GPUs share one type
+  // unless it allows mixing (see Scheduler).
+  std::string gpu_type;
 };
 
 // One node (host) as the scheduler sees it.
@@ -52,6 +57,9 @@ struct NodeState {
   // The node gives tasks cgroups with limits (Node.cgroups): only such nodes
   // take jobs with needs_cgroup_limits.
   bool cgroups = false;
+  // Features it offers (Node.features: "ib", "nvlink"), matched by
+  // JobRequest::NodeConstraints.features.
+  std::vector<std::string> features;
 };
 
 enum class JobKind { kExperiment, kGang };
@@ -195,6 +203,22 @@ struct JobRequest {
     // The job limits its tasks' CPUs or memory (--cpus, --mem): nodes
     // without task cgroups (NodeState.cgroups) are ruled out.
     bool needs_cgroup_limits = false;
+    // The job's own node selection (JobSpec fields 70-74, Slurm's --gres
+    // type, --constraint, -w, -x); node_selection.h has the rules.
+    // GPU types it accepts, in order of preference (GpuState.gpu_type);
+    // empty: any. It is placed on its first type that fits now; when none
+    // does it waits (and preempts, and reserves) for the first type that
+    // could ever hold it.
+    std::vector<std::string> gpu_types;
+    // Features every node it uses must satisfy (NodeState.features).
+    FeatureConstraint features;
+    // Only these nodes; a gang uses every one of them (its layouts are
+    // those with exactly nodelist.size() nodes).
+    std::vector<std::string> nodelist;
+    // Never these nodes (the user's --exclude; not a pre-flight's).
+    std::vector<std::string> exclude;
+    // A gang may take GPUs of different types (of gpu_types, or any).
+    bool allow_mixed_gpu_types = false;
   };
   NodeConstraints constraints;
   // Time per iteration on each resource (any unit, the same for every job),
@@ -370,6 +394,10 @@ struct Explanation {
   // ("node-a: 2 of 8 GPUs free, needs 4"); at most 20 lines, then "... and N
   // more nodes".
   std::vector<std::string> nodes;
+  // One line per part of the job's node selection that rules nodes out,
+  // with those nodes ("--gpu-type h100: rules out node-a (a100), node-b
+  // (a100)"); empty when it has none or it rules nothing out.
+  std::vector<std::string> constraints;
   // The job holding the head-of-queue reservation this one waits behind (its
   // own id when it holds it), 0 when none; what is reserved ("nodes a and
   // b") and the estimated seconds until it starts (< 0: unknown).
@@ -447,8 +475,18 @@ int64_t ReservationBytes(const JobRequest& job, int64_t gpu_total_bytes);
 //   fair share count packed GPUs once per job). GPU memory is not checked
 //   for a packed job (Muri assumes the group fits; whoever supplies the
 //   profiles vouches for it): its whole-GPU reservation is added on top.
+// - Node selection (JobRequest::NodeConstraints: GPU types, features,
+//   nodelist, exclude): nodes it rules out count as unschedulable for that
+//   job, GPUs of other types as absent. A gang takes GPUs of one type
+//   (GpuTypeSets: its types in order of preference, else each type of the
+//   cluster) unless allow_mixed_gpu_types; it is placed with the first type
+//   that fits now, else it preempts, packs and reserves for the first type
+//   that could ever hold it. A pass with such a job (or with a gang on a
+//   cluster of several GPU types) uses the linear scans.
 // - Infeasible is judged against the whole cluster (lost nodes included),
-//   ignoring what is in use; an empty cluster makes every job kRetryLater.
+//   ignoring what is in use, restricted to what the job's node selection
+//   allows (then the reason names the selection); an empty cluster makes
+//   every job kRetryLater.
 class Scheduler {
  public:
   explicit Scheduler(SchedulerConfig config = {});
@@ -478,7 +516,11 @@ class Scheduler {
 
   // Why `job` could never run on `cluster` (every node it knows, lost ones
   // included, at its full capacity), as Schedule() would find it
-  // kInfeasible; nullopt when it could. O(nodes).
+  // kInfeasible; nullopt when it could. A job's node selection (and a
+  // gang's one GPU type on a cluster of several) restricts the nodes and
+  // GPUs judged; the reason then names it ("no node satisfies --gpu-type
+  // b200 (the cluster has a100 x4, h100 x2)"). O(GPUs) per GPU type set
+  // tried.
   std::optional<std::string> WhyNeverFits(const ClusterSnapshot& cluster,
                                           const JobRequest& job) const;
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "coordinator/sched/node_selection.h"
 #include "coordinator/sched/schedule_pass.h"
 
 namespace trainctl::sched::internal {
@@ -72,6 +73,7 @@ void SchedulePass::Explain(const JobRequest& job, const Decision& decision,
     e.reservation = reservation_.description();
     e.reservation_eta_s = reservation_.eta_s();
   }
+  e.constraints = DescribeRuledOut(state_.cluster_nodes(), job);
   if (decision.outcome != Outcome::kRetryLater) return;
   constexpr size_t kMaxNodeLines = 20;
   int more = 0;
@@ -100,6 +102,10 @@ std::optional<std::string> SchedulePass::NodeShortfall(const JobRequest& job,
       c.excluded_nodes.end()) {
     return absl::StrFormat("%s: excluded for this job by a pre-flight",
                            node.name);
+  }
+  if (std::optional<std::string> why =
+          SelectionRulesOut(state_.cluster_nodes()[n], job)) {
+    return absl::StrFormat("%s: ruled out by %s", node.name, *why);
   }
   if (c.needs_container_runtime && !node.container_runtime) {
     return absl::StrFormat(

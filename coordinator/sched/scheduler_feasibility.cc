@@ -3,12 +3,15 @@
 // (kInfeasible, judged against ClusterShape in scheduler_internal.h).
 
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/sched/node_selection.h"
 #include "coordinator/sched/scheduler_internal.h"
 
 namespace trainctl::sched::internal {
@@ -30,9 +33,15 @@ std::string DescribeLayout(const Layout& layout, bool free) {
 }
 
 Layouts GangLayouts(const JobRequest& job, int max_nodes) {
-  if (job.nodes >= 1) return {Layout{job.nodes, job.gpus_per_node}};
+  // A gang with a nodelist uses every listed node (Slurm's -w).
+  const int listed = static_cast<int>(job.constraints.nodelist.size());
+  if (job.nodes >= 1) {
+    if (listed > 0 && job.nodes != listed) return {};
+    return {Layout{job.nodes, job.gpus_per_node}};
+  }
   Layouts layouts;
   for (int k = 1; k <= job.total_gpus && k <= max_nodes; ++k) {
+    if (listed > 0 && k != listed) continue;
     if (job.total_gpus % k == 0) layouts.push_back({k, job.total_gpus / k});
   }
   return layouts;
@@ -92,6 +101,21 @@ std::optional<std::string> InfeasibleReason(const JobRequest& job,
         "limits its tasks' CPUs or memory (--cpus, --mem) but no node gives "
         "tasks cgroups (cgroup v2, agent --cgroups)");
   }
+  const int listed = static_cast<int>(job.constraints.nodelist.size());
+  if (job.kind == JobKind::kGang && listed > 0) {
+    if (job.nodes >= 1 && job.nodes != listed) {
+      return absl::StrFormat(
+          "asks for %d nodes but --nodelist names %d; a gang uses every "
+          "listed node",
+          job.nodes, listed);
+    }
+    if (job.nodes == 0 && job.total_gpus % listed != 0) {
+      return absl::StrFormat(
+          "asks for %s but --nodelist names %d nodes; a gang uses every "
+          "listed node, with the same number of GPUs on each",
+          Gpus(job.total_gpus), listed);
+    }
+  }
   if (job.kind == JobKind::kExperiment) {
     // A fractional reservation never exceeds its GPU; only bytes can.
     if (job.gpu_memory_bytes > shape.max_gpu_memory_bytes) {
@@ -134,6 +158,79 @@ std::optional<std::string> InfeasibleReason(const JobRequest& job,
       "cluster of %d nodes whose largest has %s (tried %s)",
       Gpus(job.total_gpus), shape.node_count, Gpus(shape.max_gpus_on_node),
       JoinList(tried, "or"));
+}
+
+namespace {
+
+// The job's node selection in its flags' words, with `gpu_types` the type
+// set tried: "--gpu-type h100 --constraint ib", "GPUs of one type (a100)".
+std::string DescribeSelection(const JobRequest& job,
+                              const std::vector<std::string>& gpu_types) {
+  const JobRequest::NodeConstraints& c = job.constraints;
+  std::vector<std::string> parts;
+  if (!c.gpu_types.empty()) {
+    parts.push_back(absl::StrCat(
+        "--gpu-type ",
+        absl::StrJoin(gpu_types.empty() ? c.gpu_types : gpu_types, ",")));
+  } else if (!gpu_types.empty()) {
+    parts.push_back(absl::StrCat("GPUs of one type (",
+                                 absl::StrJoin(gpu_types, ","), ")"));
+  }
+  if (!c.features.empty()) {
+    parts.push_back(absl::StrCat("--constraint ", c.features.ToString()));
+  }
+  if (!c.nodelist.empty()) {
+    parts.push_back(absl::StrCat("--nodelist ", absl::StrJoin(c.nodelist, ",")));
+  }
+  if (!c.exclude.empty()) {
+    parts.push_back(absl::StrCat("--exclude ", absl::StrJoin(c.exclude, ",")));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
+std::optional<std::string> SelectionInfeasibleOn(
+    const std::vector<NodeState>& nodes, const JobRequest& job,
+    const std::vector<std::string>& gpu_types) {
+  const JobRequest::NodeConstraints& c = job.constraints;
+  std::vector<std::string> unknown;
+  for (const std::string& name : c.nodelist) {
+    if (std::none_of(nodes.begin(), nodes.end(),
+                     [&](const NodeState& n) { return n.name == name; })) {
+      unknown.push_back(name);
+    }
+  }
+  if (!unknown.empty()) {
+    return absl::StrFormat("--nodelist names %s, which %s not registered",
+                           JoinList(unknown, "and"),
+                           unknown.size() == 1 ? "is" : "are");
+  }
+  const std::string selection = DescribeSelection(job, gpu_types);
+  const bool auto_types = c.gpu_types.empty() && !gpu_types.empty();
+  const std::string mix_hint =
+      auto_types ? "; --allow-mixed-gpu-types lets a gang mix GPU types" : "";
+  ClusterSnapshot view;
+  for (const NodeState& node : nodes) {
+    if (SelectionRulesOut(node, job)) continue;
+    NodeState& copy = view.nodes.emplace_back(node);
+    if (gpu_types.empty()) continue;
+    for (GpuState& gpu : copy.gpus) {
+      if (std::find(gpu_types.begin(), gpu_types.end(), gpu.gpu_type) ==
+          gpu_types.end()) {
+        gpu.memory_total_bytes = 0;
+      }
+    }
+  }
+  const ClusterShape shape(view);
+  if (view.nodes.empty() || shape.gpu_count == 0) {
+    return absl::StrFormat("no node satisfies %s (the cluster has %s)",
+                           selection, DescribeGpuTypes(nodes));
+  }
+  if (std::optional<std::string> reason = InfeasibleReason(job, shape)) {
+    return absl::StrFormat("with %s: %s%s", selection, *reason, mix_hint);
+  }
+  return std::nullopt;
 }
 
 }  // namespace trainctl::sched::internal

@@ -162,6 +162,15 @@ std::optional<std::string> MalformedReason(const JobRequest& job,
 std::optional<std::string> InfeasibleReason(const JobRequest& job,
                                             const ClusterShape& shape);
 
+// Why `job` could never run on the nodes of `nodes` its node selection
+// allows, using only GPUs of `gpu_types` (empty: any), lost nodes included,
+// ignoring use; the reason names the selection ("no node satisfies
+// --gpu-type b200 (the cluster has a100 x4, h100 x4)", "with --gpu-type
+// h100: needs 8 GPUs but the cluster has 4"). nullopt when it could. O(GPUs).
+std::optional<std::string> SelectionInfeasibleOn(
+    const std::vector<NodeState>& nodes, const JobRequest& job,
+    const std::vector<std::string>& gpu_types);
+
 // A GPU by its position in the working copy (not its NVML index).
 struct GpuRef {
   int node = 0;

@@ -2,7 +2,8 @@
 # One GPU, one job on a cluster of unlike GPUs, with the real binaries on
 # loopback: a coordinator and two agents with fake GPUs of different sizes
 # (2 x H100 80 GiB, 2 x A100 40 GiB), the trainctl CLI.
-#  1. a whole-GPU gang over both nodes holds every GPU whole: a
+#  1. a whole-GPU gang over both nodes (--allow-mixed-gpu-types: by default
+#     a gang keeps to one GPU type) holds every GPU whole: a
 #     --gpu-fraction 0.5 job waits while it runs (it ran on an H100 the gang
 #     held, the gang having reserved 40 GiB of each GPU), and runs after;
 #  2. the gang's attempt counts 4 GPUs (it was billed as 3);
@@ -40,7 +41,7 @@ wait_state() {
 }
 
 # 1. The gang holds every GPU whole; the share waits for it.
-gid=$("$T" submit --nodes 2 --gpus-per-node 2 --no-preflight -- sleep 300)
+gid=$("$T" submit --nodes 2 --gpus-per-node 2 --allow-mixed-gpu-types --no-preflight -- sleep 300)
 wait_state "$gid" JOB_STATE_RUNNING
 fid=$("$T" submit --gpu-fraction 0.5 -- true)
 [[ $(state "$fid") == JOB_STATE_PENDING ]] || fail "the 0.5 share is $(state "$fid") while the gang holds every GPU: $("$T" nodes)"

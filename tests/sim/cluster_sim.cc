@@ -29,7 +29,9 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "absl/algorithm/container.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/gpu_types.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_store.h"
 #include "tests/sim/commit_queue_store.h"
@@ -125,6 +127,8 @@ struct Agent {
   bool probe_tasks = true;
   // GPUs it reports (a subset of its host's after kShrinkGpus).
   std::vector<v1::Gpu> gpus;
+  // Node.features (trainctl-agent --features), from its host's number.
+  std::vector<std::string> features;
   SimConn* conn = nullptr;  // nullptr: not connected
   bool partitioned = false;
   std::string cluster_id;
@@ -220,6 +224,10 @@ class Simulation {
       // Every seventh node runs an older agent (no new draw: seeds replay).
       agent->probe_tasks = n % 7 != 6;
       agent->gpus = hosts_.back().gpus;
+      // Features by host number (no new draw: seeds replay): none, ib, or
+      // ib and nvlink.
+      if (n % 3 >= 1) agent->features.push_back("ib");
+      if (n % 3 == 2) agent->features.push_back("nvlink");
       agents_.push_back(std::move(agent));
     }
     config_.node_timeout = absl::Seconds(10);
@@ -435,6 +443,7 @@ class Simulation {
     n->set_port_max(29599);
     n->set_fake_gpus(true);
     for (const v1::Gpu& g : a.gpus) *n->add_gpus() = g;
+    for (const std::string& f : a.features) n->add_features(f);
     reg.set_fences(a.fences);
     reg.set_probe_tasks(a.probe_tasks);
     reg.set_agent_instance_id(a.instance);
@@ -855,7 +864,45 @@ class Simulation {
         break;
     }
     spec.set_preemptible((a >> 10) % 3 == 0);
+    AddNodeSelection(a, spec);
     Submit(spec, b);
+  }
+
+  // A node selection for one job in four, from bits of `a` no other choice
+  // reads (no new draw: seeds replay): a GPU type (one of the models', in
+  // the order of preference with a second one), a feature constraint (&
+  // and |), an excluded node, or a gang that may mix types.
+  void AddNodeSelection(uint64_t a, v1::JobSpec& spec) {
+    const uint64_t pick = a >> 40;
+    auto type = [](uint64_t i) {
+      return coord::GpuTypeOf(kGpuModels[i % std::size(kGpuModels)].name);
+    };
+    switch (pick % 16) {
+      case 0:
+        spec.add_gpu_types(type(pick >> 4));
+        break;
+      case 1:
+        spec.add_gpu_types(type(pick >> 4));
+        if (type(pick >> 8) != spec.gpu_types(0)) spec.add_gpu_types(type(pick >> 8));
+        break;
+      case 2:
+        spec.set_constraint("ib");
+        break;
+      case 3:
+        spec.set_constraint("ib&nvlink");
+        break;
+      case 4:
+        spec.set_constraint("nvlink|ib");
+        break;
+      case 5:
+        spec.add_exclude_nodes(absl::StrCat("node-", (pick >> 4) % 4));
+        break;
+      case 6:
+        spec.set_allow_mixed_gpu_types(true);
+        break;
+      default:
+        break;
+    }
   }
 
   void SubmitGang(uint64_t a, uint64_t b) {
@@ -880,6 +927,7 @@ class Simulation {
     if ((a >> 16) % 4 == 0) spec.set_placement(v1::GANG_PLACEMENT_SPREAD);
     spec.set_preemptible((a >> 20) % 6 == 0);
     spec.set_discard_output((a >> 24) % 4 == 0);  // its pre-flight probes keep logs
+    AddNodeSelection(a, spec);
     Submit(spec, b);
   }
 
@@ -1621,6 +1669,7 @@ class Simulation {
   }
 
   void CheckJob(const v1::Job& job, const std::set<std::string>& lost) {
+    CheckNodeSelection(job);
     for (const v1::Task& t : job.tasks()) {
       if (coord::IsLive(t.state()) && lost.count(t.node()) &&
           !coord::IsFinal(job.state())) {
@@ -1658,6 +1707,49 @@ class Simulation {
         Violation("gang", absl::StrCat("job ", job.id(), " is RUNNING with rank ", t.rank(),
                                        " ", v1::TaskState_Name(t.state())));
       }
+    }
+  }
+
+  // A job's live tasks run only where its node selection allows: nodes
+  // whose features satisfy its constraint, not excluded, GPUs of its
+  // types; a gang's GPUs share one type unless it allows mixing.
+  void CheckNodeSelection(const v1::Job& job) {
+    const v1::JobSpec& spec = job.spec();
+    const sched::FeatureConstraint constraint =
+        sched::ParseFeatureConstraint(spec.constraint()).value_or(sched::FeatureConstraint{});
+    std::set<std::string> types;
+    for (const v1::Task& t : job.tasks()) {
+      if (!coord::IsLive(t.state())) continue;
+      const Agent* agent = nullptr;
+      for (const auto& a : agents_) {
+        if (a->name == t.node()) agent = a.get();
+      }
+      if (agent == nullptr) continue;
+      const std::string where = absl::StrCat("job ", job.id(), " rank ", t.rank(), " on ",
+                                             t.node());
+      if (!constraint.SatisfiedBy(agent->features)) {
+        Violation("node-selection", absl::StrCat(where, " lacks --constraint ",
+                                                 spec.constraint()));
+      }
+      if (absl::c_linear_search(spec.exclude_nodes(), t.node())) {
+        Violation("node-selection", absl::StrCat(where, ", a node it excludes"));
+      }
+      for (int index : t.gpu_indices()) {
+        for (const v1::Gpu& g : hosts_[agent->host].gpus) {
+          if (g.index() != index) continue;
+          const std::string type = coord::GpuTypeOf(g.name());
+          types.insert(type);
+          if (spec.gpu_types_size() > 0 && !absl::c_linear_search(spec.gpu_types(), type)) {
+            Violation("node-selection", absl::StrCat(where, " has GPU ", index, " of type ",
+                                                     type, ", not --gpu-type ",
+                                                     absl::StrJoin(spec.gpu_types(), ",")));
+          }
+        }
+      }
+    }
+    if (job.kind() == v1::JOB_KIND_GANG && !spec.allow_mixed_gpu_types() && types.size() > 1) {
+      Violation("node-selection", absl::StrCat("gang ", job.id(), " mixes GPU types ",
+                                               absl::StrJoin(types, ", ")));
     }
   }
 

@@ -54,6 +54,24 @@ class SubmitSpecTest(unittest.TestCase):
         self.assertEqual(spec.placement, types_pb2.GANG_PLACEMENT_SPREAD)
         self.assertEqual(spec.preflight, preflight_pb2.PREFLIGHT_MODE_OFF)
 
+    def test_submit_node_selection_reaches_its_fields(self):
+        spec = self.submit(nodes=2, gpus_per_node=4, gpu_types=["h100", "a100"],
+                           constraint="ib&nvlink", nodelist="n1, n2", exclude=["n3"],
+                           allow_mixed_gpu_types=True).spec
+        self.assertEqual(list(spec.gpu_types), ["h100", "a100"])
+        self.assertEqual(spec.constraint, "ib&nvlink")
+        self.assertEqual(list(spec.nodelist), ["n1", "n2"])
+        self.assertEqual(list(spec.exclude_nodes), ["n3"])
+        self.assertTrue(spec.allow_mixed_gpu_types)
+        self.stub.calls.clear()
+        self.assertEqual(list(self.submit(gpu_types="h100").spec.gpu_types), ["h100"])
+
+    def test_submit_node_selection_wrong_types_raise_type_error(self):
+        with self.assertRaises(TypeError):
+            self.client.submit(["x"], gpu_types=7)
+        with self.assertRaises(TypeError):
+            self.client.submit(["x"], nodelist=["a", 3])
+
     def test_submit_every_option_reaches_its_field(self):
         request = self.submit(gpus=8, env={"LR": 3e-4, "MODE": "fast"}, name="run",
                               priority=5, max_restarts=2, queue="prod", time_limit="1h30m",

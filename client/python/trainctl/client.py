@@ -559,8 +559,11 @@ class Client:
             the same id returns the same job.
           **more: tasks_per_node, priority, max_restarts, queue, time_limit
             (seconds, timedelta or "2h"), preemptible, placement ("pack" /
-            "spread"), preflight (bool), user, project, auto_pack; see
-            trainctl.spec.EXTRA_OPTIONS.
+            "spread"), preflight (bool), user, project, auto_pack; the node
+            selection gpu_types (list of str in order of preference, or
+            "h100,a100"), constraint ("ib&nvlink" or "a|b"), nodelist,
+            exclude (list of str or "a,b"), allow_mixed_gpu_types (bool);
+            see trainctl.spec.EXTRA_OPTIONS.
 
         Raises TypeError naming unknown keywords or a wrong type;
         InvalidArgument for values the client or the coordinator refuses

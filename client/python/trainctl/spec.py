@@ -34,6 +34,12 @@ EXTRA_OPTIONS = {
             "else the token's user)",
     "project": "project the job is charged to for quotas (str)",
     "auto_pack": "experiments: let the coordinator pack by measured memory (bool)",
+    "gpu_types": "GPU types accepted, in order of preference (list of str, or 'h100,a100'; "
+                 "as `trainctl nodes` shows them); a gang takes one type",
+    "constraint": "node features every node must offer: 'ib&nvlink' (all) or 'a|b' (any)",
+    "nodelist": "only these nodes (list of str, or 'a,b'); a gang uses every one",
+    "exclude": "never these nodes (list of str, or 'a,b')",
+    "allow_mixed_gpu_types": "gangs: may mix GPU types (bool)",
 }
 # Named arguments of submit() and sweep() that become the spec.
 NAMED_OPTIONS = ("gpus", "gpu_fraction", "gpu_mem", "nodes", "gpus_per_node", "env",
@@ -101,6 +107,17 @@ def command_argv(command: Any, func: str = "submit") -> list:
         raise InvalidArgument("%s(): command is empty; give the program and its "
                               "arguments, e.g. ['python', 'train.py']" % func)
     return argv
+
+
+def _names(name: str, value: Any) -> list:
+    """A list of names from a list of str or one comma-separated str (as the
+    CLI's --gpu-type h100,a100); the coordinator checks each name."""
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise TypeError("%s: expected a list of str or a comma-separated str, got %r"
+                    % (name, value))
 
 
 def build_spec(command: Any, *, gpus: Optional[int] = None,
@@ -199,6 +216,15 @@ def build_spec(command: Any, *, gpus: Optional[int] = None,
     if more.get("project") is not None:
         spec.project = _str("project", more["project"])
     spec.auto_pack = auto_pack
+    for key, field in (("gpu_types", spec.gpu_types), ("nodelist", spec.nodelist),
+                       ("exclude", spec.exclude_nodes)):
+        if more.get(key) is not None:
+            field.extend(_names(key, more[key]))
+    if more.get("constraint") is not None:
+        spec.constraint = _str("constraint", more["constraint"])
+    if "allow_mixed_gpu_types" in more:
+        spec.allow_mixed_gpu_types = _bool("allow_mixed_gpu_types",
+                                           more["allow_mixed_gpu_types"])
     if name is not None:
         spec.name = _str("name", name)
     for key, value in (env or {}).items():
