@@ -603,9 +603,8 @@ class Coordinator {
   // was requeued.
   bool EnforceDrainDeadlinesLocked(absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // resume --verify: OK when node `name` (registered) can be verified now:
-  // connected, runs probes, has GPUs, no verify job yet, nothing running or
-  // stopping there. Errors: FAILED_PRECONDITION saying which.
+  // resume --verify: node_admin.h's CanVerify for node `name` (registered)
+  // with the facts the parts know. Errors: FAILED_PRECONDITION saying which.
   absl::Status CanVerifyLocked(const std::string& name) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores and places the verify job of node `name` for user `by`; returns

@@ -307,32 +307,12 @@ absl::StatusOr<v1::UpdateNodesResponse> Coordinator::UpdateNodes(
 
 absl::Status Coordinator::CanVerifyLocked(const std::string& name) const {
   const NodeEntry& e = nodes_.at(name);
-  if (e.conn == nullptr || e.node.state() != v1::NODE_STATE_READY) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "verify: node ", name, " is not connected: its agent must register before it can "
-        "be verified and resumed"));
-  }
-  if (!e.probe_tasks || !e.node.preflight_probe_error().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "verify: node ", name, " cannot run its pre-flight probe: ",
-        e.probe_tasks ? e.node.preflight_probe_error()
-                      : std::string("its agent is older than probe tasks")));
-  }
-  if (e.node.gpus_size() == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("verify: node ", name, " has no GPUs to probe"));
-  }
-  if (int64_t job = e.node.admin().verify_job_id(); job != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("verify: job ", job, " is verifying node ", name, " already"));
-  }
-  if (NodeHoldsTasks(jobs_, draining_, name) || !e.stopping_unplaced.empty()) {
-    const size_t jobs = JobsHoldingNode(jobs_, name).size();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "verify: node ", name, " still runs ", jobs, " job(s) or stops their tasks: the "
-        "probe needs every GPU; wait until it is DRAINED, or `node down` it"));
-  }
-  return absl::OkStatus();
+  VerifyFacts facts;
+  facts.connected = e.conn != nullptr;
+  facts.runs_probes = e.probe_tasks;
+  facts.busy = NodeHoldsTasks(jobs_, draining_, name) || !e.stopping_unplaced.empty();
+  facts.jobs_running = static_cast<int>(JobsHoldingNode(jobs_, name).size());
+  return CanVerify(e.node, facts);
 }
 
 absl::StatusOr<int64_t> Coordinator::StartVerifyLocked(const std::string& name,

@@ -157,6 +157,36 @@ std::string MissingGpus(const v1::Node& before, const v1::Node& after) {
   return out;
 }
 
+absl::Status CanVerify(const v1::Node& node, const VerifyFacts& facts) {
+  const std::string& name = node.name();
+  if (!facts.connected || node.state() != v1::NODE_STATE_READY) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verify: node ", name, " is not connected: its agent must register before it can "
+        "be verified and resumed"));
+  }
+  if (!facts.runs_probes || !node.preflight_probe_error().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verify: node ", name, " cannot run its pre-flight probe: ",
+        facts.runs_probes ? node.preflight_probe_error()
+                          : std::string("its agent is older than probe tasks")));
+  }
+  if (node.gpus_size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("verify: node ", name, " has no GPUs to probe"));
+  }
+  if (const int64_t job = node.admin().verify_job_id(); job != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("verify: node ", name, " is being verified already by job ", job));
+  }
+  if (facts.busy) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verify: node ", name, " still runs ", facts.jobs_running,
+        " job(s) or stops their tasks: the probe needs every GPU; wait until it is "
+        "DRAINED, or `node down` it"));
+  }
+  return absl::OkStatus();
+}
+
 v1::JobSpec VerifySpec(const v1::Node& node, const std::string& by) {
   v1::JobSpec spec;
   spec.set_name(absl::StrCat("verify-", node.name()));

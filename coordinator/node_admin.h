@@ -106,6 +106,24 @@ class AutoDrain {
 // (GPU-ab12...)", comma-separated); "" when none is missing.
 std::string MissingGpus(const v1::Node& before, const v1::Node& after);
 
+// What `node resume --verify` needs to know of a node besides its record.
+struct VerifyFacts {
+  // Its agent's stream is up.
+  bool connected = false;
+  // Its agent runs pre-flight probes as tasks (RegisterNode.probe_tasks).
+  bool runs_probes = false;
+  // A task still holds GPUs there (running, stopping, or unknown to the
+  // coordinator), and how many jobs run there.
+  bool busy = false;
+  int jobs_running = 0;
+};
+
+// OK when `node` can be verified now: connected and READY, able to run its
+// probe, with GPUs, no verify job yet, and no task holding a GPU (the probe
+// takes every GPU). Errors: FAILED_PRECONDITION saying which, beginning
+// "verify: node NAME".
+absl::Status CanVerify(const v1::Node& node, const VerifyFacts& facts);
+
 // The spec of node `node`'s verify job (`node resume --verify` by user
 // `by`): a gang of one node with every GPU of it, its pre-flight on, no
 // restart, running `true`, JobSpec.verify_node set.

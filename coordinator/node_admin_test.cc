@@ -117,6 +117,33 @@ TEST(NodeAdminTest, MissingGpus_NamesTheGpusANodeNoLongerOffers) {
   EXPECT_EQ(MissingGpus(after, before), "");
 }
 
+TEST(NodeAdminTest, CanVerify_SaysWhatKeepsANodeFromBeingVerified) {
+  v1::Node n;
+  n.set_name("a");
+  n.set_state(v1::NODE_STATE_READY);
+  n.add_gpus()->set_index(0);
+  VerifyFacts ok{/*connected=*/true, /*runs_probes=*/true, /*busy=*/false, 0};
+  EXPECT_TRUE(CanVerify(n, ok).ok());
+  VerifyFacts f = ok;
+  f.connected = false;
+  EXPECT_THAT(CanVerify(n, f).message(), HasSubstr("verify: node a is not connected"));
+  f = ok;
+  f.runs_probes = false;
+  EXPECT_THAT(CanVerify(n, f).message(), HasSubstr("older than probe tasks"));
+  v1::Node no_probe = n;
+  no_probe.set_preflight_probe_error("program /x does not exist");
+  EXPECT_THAT(CanVerify(no_probe, ok).message(), HasSubstr("cannot run its pre-flight probe: "
+                                                           "program /x does not exist"));
+  v1::Node verifying = n;
+  verifying.mutable_admin()->set_verify_job_id(12);
+  EXPECT_THAT(CanVerify(verifying, ok).message(), HasSubstr("verified already by job 12"));
+  f = ok;
+  f.busy = true;
+  f.jobs_running = 2;
+  EXPECT_EQ(CanVerify(n, f).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(CanVerify(n, f).message(), HasSubstr("still runs 2 job(s)"));
+}
+
 TEST(NodeAdminTest, AutoDrain_ZeroTurnsItOff) {
   AutoDrain off(0, absl::Hours(1));
   for (int i = 0; i < 10; ++i) EXPECT_FALSE(off.OnExclusion("b", "x", kT0).has_value());
