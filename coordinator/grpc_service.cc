@@ -37,6 +37,17 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 namespace {
 
+// Answers a unary call that the handler decides on its own thread: runs
+// `fn`, which fills the response and returns the call's status, and
+// finishes the call with it (ToGrpcStatus). For handlers that hand the
+// answer to the core's callbacks, see SubmitJob or WaitJob.
+template <typename Fn>
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, Fn&& fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(std::forward<Fn>(fn)()));
+  return reactor;
+}
+
 // The audit trail's name of a node action: "node.drain", "node.resume",
 // "node.down".
 std::string NodeActionName(v1::NodeAction action) {
@@ -365,71 +376,58 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
                                    const v1::GetJobRequest* req,
                                    v1::GetJobResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read");
-    if (job.ok()) *resp->mutable_job() = Shown(std::move(*job));
-    reactor->Finish(ToGrpcStatus(job.status()));
-    return reactor;
+    return Answer(ctx, [&] {
+      absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read");
+      if (job.ok()) *resp->mutable_job() = Shown(std::move(*job));
+      return job.status();
+    });
   }
 
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
                                      const v1::ListJobsRequest* req,
                                      v1::ListJobsResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    if (req->limit() < 0) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   "limit: must not be negative"));
-      return reactor;
-    }
-    absl::StatusOr<Principal> who = Caller(ctx);
-    if (!who.ok()) {
-      reactor->Finish(ToGrpcStatus(who.status()));
-      return reactor;
-    }
-    std::vector<v1::JobState> states;
-    for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
-    absl::StatusOr<std::string> owner = ListOwner(
-        *who,
-        // A named sweep or job array is read as GetJob reads a named job:
-        // an admin sees every trial or task of it.
-        req->all_users() ||
-            (who->admin && (!req->sweep_id().empty() || req->array_job_id() != 0)),
-        req->user());
-    if (!owner.ok()) {
-      reactor->Finish(ToGrpcStatus(owner.status()));
-      return reactor;
-    }
-    for (v1::Job& job :
-         core_->ListJobs(states, req->limit(), req->sweep_id(), *owner,
-                         req->array_job_id())) {
-      *resp->add_jobs() = Shown(std::move(job));
-    }
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return Answer(ctx, [&]() -> absl::Status {
+      if (req->limit() < 0) return absl::InvalidArgumentError("limit: must not be negative");
+      absl::StatusOr<Principal> who = Caller(ctx);
+      if (!who.ok()) return who.status();
+      std::vector<v1::JobState> states;
+      for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
+      absl::StatusOr<std::string> owner = ListOwner(
+          *who,
+          // A named sweep or job array is read as GetJob reads a named job:
+          // an admin sees every trial or task of it.
+          req->all_users() ||
+              (who->admin && (!req->sweep_id().empty() || req->array_job_id() != 0)),
+          req->user());
+      if (!owner.ok()) return owner.status();
+      for (v1::Job& job : core_->ListJobs(states, req->limit(), req->sweep_id(), *owner,
+                                          req->array_job_id())) {
+        *resp->add_jobs() = Shown(std::move(job));
+      }
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
                                       const v1::CancelJobRequest* req,
                                       v1::CancelJobResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "cancel");
-    const std::string owner = job.ok() ? job->spec().user() : "";
-    if (job.ok()) job = core_->CancelJob(req->job_id());
-    if (job.ok()) {
+    return Answer(ctx, [&]() -> absl::Status {
+      absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "cancel");
+      if (!job.ok()) return job.status();
+      const std::string owner = job->spec().user();
+      job = core_->CancelJob(req->job_id());
+      if (!job.ok()) return job.status();
       // An admin cancelling another user's job is recorded (not the
       // anonymous caller of a coordinator without authentication).
       absl::StatusOr<Principal> who = Caller(ctx);
-      if (audit_ != nullptr && who.ok() && !who->user.empty() && owner != who->user) {
-        audit_->Record(who->user, "job.cancel_as", absl::StrCat(req->job_id()),
-                       absl::StrCat("cancelled user ", owner.empty() ? "(none)" : owner,
-                                    "'s job"),
-                       absl::Now())
-            .IgnoreError();  // logged by the audit log; the job is cancelled
+      if (who.ok() && !who->user.empty() && owner != who->user) {
+        AuditOrLog(*who, "job.cancel_as", absl::StrCat(req->job_id()),
+                   absl::StrCat("cancelled user ", owner.empty() ? "(none)" : owner, "'s job"),
+                   absl::Now());
       }
       *resp->mutable_job() = Shown(std::move(*job));
-    }
-    reactor->Finish(ToGrpcStatus(job.status()));
-    return reactor;
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* WaitJob(grpc::CallbackServerContext* ctx,
@@ -464,74 +462,57 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
                                       const v1::ListNodesRequest* req,
                                       v1::ListNodesResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    // Any authenticated user may see the cluster; a non-admin sees the
-    // names of its own jobs only (other tasks keep their job id and size).
-    absl::StatusOr<Principal> who = Caller(ctx);
-    if (!who.ok()) {
-      reactor->Finish(ToGrpcStatus(who.status()));
-      return reactor;
-    }
-    absl::flat_hash_map<int64_t, bool> may_read;
-    for (v1::NodeView& view : core_->ListNodes()) {
-      if (!who->admin) {
-        for (v1::GpuTasks& gpu : *view.mutable_gpu_tasks()) {
-          for (v1::GpuTaskRef& task : *gpu.mutable_tasks()) {
-            auto [it, inserted] = may_read.try_emplace(task.job_id(), false);
-            if (inserted) {
-              absl::StatusOr<v1::Job> job = core_->GetJob(task.job_id());
-              it->second = job.ok() && CheckJobAccess(*who, *job, "read").ok();
+    return Answer(ctx, [&]() -> absl::Status {
+      // Any authenticated user may see the cluster; a non-admin sees the
+      // names of its own jobs only (other tasks keep their job id and size).
+      absl::StatusOr<Principal> who = Caller(ctx);
+      if (!who.ok()) return who.status();
+      absl::flat_hash_map<int64_t, bool> may_read;
+      for (v1::NodeView& view : core_->ListNodes()) {
+        if (!who->admin) {
+          for (v1::GpuTasks& gpu : *view.mutable_gpu_tasks()) {
+            for (v1::GpuTaskRef& task : *gpu.mutable_tasks()) {
+              auto [it, inserted] = may_read.try_emplace(task.job_id(), false);
+              if (inserted) {
+                absl::StatusOr<v1::Job> job = core_->GetJob(task.job_id());
+                it->second = job.ok() && CheckJobAccess(*who, *job, "read").ok();
+              }
+              if (!it->second) task.clear_job_name();
             }
-            if (!it->second) task.clear_job_name();
           }
         }
+        *resp->add_nodes() = std::move(view);
       }
-      *resp->add_nodes() = std::move(view);
-    }
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* UpdateNodes(grpc::CallbackServerContext* ctx,
                                         const v1::UpdateNodesRequest* req,
                                         v1::UpdateNodesResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = Caller(ctx);
-    if (!who.ok()) {
-      reactor->Finish(ToGrpcStatus(who.status()));
-      return reactor;
-    }
-    if (!who->admin) {
-      reactor->Finish(ToGrpcStatus(absl::PermissionDeniedError(absl::StrCat(
-          "user ", who->user, " may not drain, resume or down nodes: admins only"))));
-      return reactor;
-    }
-    absl::StatusOr<v1::UpdateNodesResponse> updated = core_->UpdateNodes(*req, who->user);
-    if (!updated.ok()) {
-      reactor->Finish(ToGrpcStatus(updated.status()));
-      return reactor;
-    }
-    *resp = *std::move(updated);
-    AuditOrLog(*who, NodeActionName(req->action()), absl::StrJoin(req->nodes(), ","),
-               NodeActionDetail(*req, *resp), absl::Now());
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return Answer(ctx, [&]() -> absl::Status {
+      absl::StatusOr<Principal> who = Admin(ctx, "drain, resume or down nodes");
+      if (!who.ok()) return who.status();
+      absl::StatusOr<v1::UpdateNodesResponse> updated = core_->UpdateNodes(*req, who->user);
+      if (!updated.ok()) return updated.status();
+      *resp = *std::move(updated);
+      AuditOrLog(*who, NodeActionName(req->action()), absl::StrJoin(req->nodes(), ","),
+                 NodeActionDetail(*req, *resp), absl::Now());
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* WhyJob(grpc::CallbackServerContext* ctx,
                                    const v1::WhyJobRequest* req,
                                    v1::WhyJobResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    // Only who may read the job may ask why it waits.
-    absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read");
-    if (!job.ok()) {
-      reactor->Finish(ToGrpcStatus(job.status()));
-      return reactor;
-    }
-    absl::StatusOr<v1::WhyJobResponse> why = core_->WhyJob(req->job_id());
-    if (why.ok()) *resp = std::move(*why);
-    reactor->Finish(ToGrpcStatus(why.status()));
-    return reactor;
+    return Answer(ctx, [&]() -> absl::Status {
+      // Only who may read the job may ask why it waits.
+      absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read");
+      if (!job.ok()) return job.status();
+      absl::StatusOr<v1::WhyJobResponse> why = core_->WhyJob(req->job_id());
+      if (why.ok()) *resp = std::move(*why);
+      return why.status();
+    });
   }
 
   grpc::ServerUnaryReactor* GetLogs(grpc::CallbackServerContext* ctx,
@@ -554,28 +535,28 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* ctx,
                                           const v1::ReportMetricsRequest* req,
                                           v1::ReportMetricsResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    // No bearer token: a training process proves itself with its attempt's
-    // TRAINCTL_TOKEN, checked by the core (as the rendezvous does).
-    absl::StatusOr<v1::ReportMetricsResponse> r = core_->ReportMetrics(*req);
-    if (r.ok()) *resp = std::move(*r);
-    reactor->Finish(ToGrpcStatus(r.status()));
-    return reactor;
+    return Answer(ctx, [&] {
+      // No bearer token: a training process proves itself with its
+      // attempt's TRAINCTL_TOKEN, checked by the core (as the rendezvous
+      // does).
+      absl::StatusOr<v1::ReportMetricsResponse> r = core_->ReportMetrics(*req);
+      if (r.ok()) *resp = std::move(*r);
+      return r.status();
+    });
   }
 
   grpc::ServerUnaryReactor* GetMetrics(grpc::CallbackServerContext* ctx,
                                        const v1::GetMetricsRequest* req,
                                        v1::GetMetricsResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read the metrics of");
-        !job.ok()) {
-      reactor->Finish(ToGrpcStatus(job.status()));
-      return reactor;
-    }
-    absl::StatusOr<v1::GetMetricsResponse> r = core_->GetMetrics(*req);
-    if (r.ok()) *resp = std::move(*r);
-    reactor->Finish(ToGrpcStatus(r.status()));
-    return reactor;
+    return Answer(ctx, [&]() -> absl::Status {
+      if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read the metrics of");
+          !job.ok()) {
+        return job.status();
+      }
+      absl::StatusOr<v1::GetMetricsResponse> r = core_->GetMetrics(*req);
+      if (r.ok()) *resp = std::move(*r);
+      return r.status();
+    });
   }
 
   grpc::ServerWriteReactor<v1::StreamLogsResponse>* StreamLogs(
@@ -596,29 +577,25 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   grpc::ServerUnaryReactor* GetJobUsage(grpc::CallbackServerContext* ctx,
                                         const v1::GetJobUsageRequest* req,
                                         v1::GetJobUsageResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = Caller(ctx);
-    if (!who.ok()) {
-      reactor->Finish(ToGrpcStatus(who.status()));
-      return reactor;
-    }
-    // Each requested job as GetJob checks it (one refused refuses the call);
-    // all jobs means the caller's own unless admin.
-    for (int64_t id : req->job_ids()) {
-      if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, id, "read the usage of");
-          !job.ok()) {
-        reactor->Finish(ToGrpcStatus(job.status()));
-        return reactor;
+    return Answer(ctx, [&]() -> absl::Status {
+      absl::StatusOr<Principal> who = Caller(ctx);
+      if (!who.ok()) return who.status();
+      // Each requested job as GetJob checks it (one refused refuses the
+      // call); all jobs means the caller's own unless admin.
+      for (int64_t id : req->job_ids()) {
+        if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, id, "read the usage of");
+            !job.ok()) {
+          return job.status();
+        }
       }
-    }
-    const std::string owner = who->admin ? "" : who->user;
-    absl::StatusOr<std::vector<v1::JobUsage>> usage = core_->GetJobUsage(
-        {req->job_ids().begin(), req->job_ids().end()}, req->max_samples(), owner);
-    if (usage.ok()) {
-      for (v1::JobUsage& u : *usage) *resp->add_jobs() = std::move(u);
-    }
-    reactor->Finish(ToGrpcStatus(usage.status()));
-    return reactor;
+      const std::string owner = who->admin ? "" : who->user;
+      absl::StatusOr<std::vector<v1::JobUsage>> usage = core_->GetJobUsage(
+          {req->job_ids().begin(), req->job_ids().end()}, req->max_samples(), owner);
+      if (usage.ok()) {
+        for (v1::JobUsage& u : *usage) *resp->add_jobs() = std::move(u);
+      }
+      return usage.status();
+    });
   }
 
   // ------------------------------------------------------------ tokens, audit
@@ -626,100 +603,79 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* ctx,
                                         const v1::CreateTokenRequest* req,
                                         v1::CreateTokenResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = Admin(ctx, "create tokens");
-    absl::Status s = who.ok() ? NeedTokenStore() : who.status();
-    if (!s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
-      return reactor;
-    }
-    const absl::Time now = absl::Now();
-    absl::StatusOr<TokenStore::Created> made = token_store_->Create(*req, who->user, now);
-    if (!made.ok()) {
-      reactor->Finish(ToGrpcStatus(made.status()));
-      return reactor;
-    }
-    AuditOrLog(*who, "token.create", made->info.id(),
-               absl::StrCat("user ", made->info.user(), ", role ",
-                            made->info.role() == v1::ROLE_ADMIN ? "admin" : "user",
-                            made->info.expires_ms() != 0
-                                ? absl::StrCat(", expires ", FormatTimeMs(made->info.expires_ms()))
-                                : ", never expires",
-                            made->info.name().empty() ? "" : ", name " + made->info.name()),
-               now);
-    *resp->mutable_token() = std::move(made->info);
-    resp->set_secret(std::move(made->secret));
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return Answer(ctx, [&]() -> absl::Status {
+      absl::StatusOr<Principal> who = Admin(ctx, "create tokens");
+      if (absl::Status s = who.ok() ? NeedTokenStore() : who.status(); !s.ok()) return s;
+      const absl::Time now = absl::Now();
+      absl::StatusOr<TokenStore::Created> made = token_store_->Create(*req, who->user, now);
+      if (!made.ok()) return made.status();
+      AuditOrLog(*who, "token.create", made->info.id(),
+                 absl::StrCat("user ", made->info.user(), ", role ",
+                              made->info.role() == v1::ROLE_ADMIN ? "admin" : "user",
+                              made->info.expires_ms() != 0
+                                  ? absl::StrCat(", expires ", FormatTimeMs(made->info.expires_ms()))
+                                  : ", never expires",
+                              made->info.name().empty() ? "" : ", name " + made->info.name()),
+                 now);
+      *resp->mutable_token() = std::move(made->info);
+      resp->set_secret(std::move(made->secret));
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* ctx,
                                        const v1::ListTokensRequest* req,
                                        v1::ListTokensResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = Admin(ctx, "list tokens");
-    absl::Status s = who.ok() ? NeedTokenStore() : who.status();
-    if (s.ok()) {
+    return Answer(ctx, [&]() -> absl::Status {
+      absl::StatusOr<Principal> who = Admin(ctx, "list tokens");
+      if (absl::Status s = who.ok() ? NeedTokenStore() : who.status(); !s.ok()) return s;
       for (v1::TokenInfo& t : token_store_->List(req->all(), absl::Now())) {
         *resp->add_tokens() = std::move(t);
       }
-    }
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* ctx,
                                         const v1::RevokeTokenRequest* req,
                                         v1::RevokeTokenResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = Admin(ctx, "revoke tokens");
-    absl::Status s = who.ok() ? NeedTokenStore() : who.status();
-    if (!s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
-      return reactor;
-    }
-    const absl::Time now = absl::Now();
-    // Durable before the answer; refused from the next call on.
-    bool newly = false;
-    absl::StatusOr<v1::TokenInfo> revoked =
-        token_store_->Revoke(req->id(), who->user, now, &newly);
-    if (!revoked.ok()) {
-      reactor->Finish(ToGrpcStatus(revoked.status()));
-      return reactor;
-    }
-    // A repeated revocation (idempotent) is not a new event.
-    if (newly) {
-      AuditOrLog(*who, "token.revoke", revoked->id(), absl::StrCat("user ", revoked->user()),
-                 now);
-    }
-    *resp->mutable_token() = std::move(*revoked);
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return Answer(ctx, [&]() -> absl::Status {
+      absl::StatusOr<Principal> who = Admin(ctx, "revoke tokens");
+      if (absl::Status s = who.ok() ? NeedTokenStore() : who.status(); !s.ok()) return s;
+      const absl::Time now = absl::Now();
+      // Durable before the answer; refused from the next call on.
+      bool newly = false;
+      absl::StatusOr<v1::TokenInfo> revoked =
+          token_store_->Revoke(req->id(), who->user, now, &newly);
+      if (!revoked.ok()) return revoked.status();
+      // A repeated revocation (idempotent) is not a new event.
+      if (newly) {
+        AuditOrLog(*who, "token.revoke", revoked->id(), absl::StrCat("user ", revoked->user()),
+                   now);
+      }
+      *resp->mutable_token() = std::move(*revoked);
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* ctx,
                                       const v1::ListAuditRequest* req,
                                       v1::ListAuditResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Principal> who = Admin(ctx, "read the audit trail");
-    absl::Status s = who.ok() ? absl::OkStatus() : who.status();
-    if (s.ok() && req->since_ms() < 0) {
-      s = absl::InvalidArgumentError("since_ms: must not be negative");
-    }
-    if (s.ok() && audit_ == nullptr) {
-      s = absl::FailedPreconditionError("this coordinator keeps no audit trail");
-    }
-    if (s.ok()) {
+    return Answer(ctx, [&]() -> absl::Status {
+      absl::StatusOr<Principal> who = Admin(ctx, "read the audit trail");
+      if (!who.ok()) return who.status();
+      if (req->since_ms() < 0) return absl::InvalidArgumentError("since_ms: must not be negative");
+      if (audit_ == nullptr) {
+        return absl::FailedPreconditionError("this coordinator keeps no audit trail");
+      }
       absl::StatusOr<std::vector<v1::AuditEvent>> events = audit_->List(
           req->since_ms() == 0 ? absl::InfinitePast() : absl::FromUnixMillis(req->since_ms()),
           req->limit());
       if (events.ok()) {
         for (v1::AuditEvent& e : *events) *resp->add_events() = std::move(e);
       }
-      s = events.status();
-    }
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
+      return events.status();
+    });
   }
 
   // Records an admin action synchronously (AuditLog::Record, blocking until
@@ -803,9 +759,7 @@ class GrpcCoordinatorServices::RendezvousApi : public v1::Rendezvous::CallbackSe
   grpc::ServerUnaryReactor* PublishUniqueId(grpc::CallbackServerContext* ctx,
                                             const v1::PublishUniqueIdRequest* req,
                                             v1::PublishUniqueIdResponse*) override {
-    auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(core_->PublishUniqueId(*req)));
-    return reactor;
+    return Answer(ctx, [&] { return core_->PublishUniqueId(*req); });
   }
 
   grpc::ServerUnaryReactor* FetchUniqueId(grpc::CallbackServerContext* ctx,
