@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Steady-state DDP training speed under trainctl vs torchrun on one host.
 
-Runs tests/gpu/ddp_steady_train.py (2 ranks, GPUs 0 and 1; workloads mlp,
-transformer, cnn) in rounds; each round runs every arm once, the order
+Runs tests/gpu/ddp_steady_train.py (--procs ranks, 2 by default, on GPUs
+0..procs-1; workloads mlp, transformer, cnn) in rounds; each round runs every arm once, the order
 rotating from round to round:
 
   torchrun    `torchrun --standalone --nproc-per-node 2`
@@ -20,10 +20,14 @@ trainctl was at least as fast. Rank 0's environment of each arm's first run
 is compared variable by variable with torchrun's.
 
 Usage: ddp_steady.py BUNDLE_DIR OUT_DIR [--rounds 8] [--deadline-s 540]
-                    [--arms torchrun,trainctl] [--first-round N]
+                    [--arms torchrun,trainctl] [--first-round N] [--procs 2]
+       ddp_steady.py --pool OUT.json IN.json...
 --first-round numbers the rounds from N (the arm order rotates with the
-round number), so a second call continues a first one's rotation and the
-two calls' runs can be pooled.
+round number), so a second call continues a first one's rotation; --pool
+writes OUT.json with the runs of every IN.json (calls of the same arms and
+--procs) and their summary over all of them. --procs 1 measures the
+one-process case (a one-GPU host): torchrun and trainctl then both leave
+OMP_NUM_THREADS unset.
 Writes OUT_DIR/ddp_steady.json after every run (a run cut short keeps the
 rounds done). No round starts after --deadline-s. Needs python3 with torch
 and 2 GPUs; trainctl comes from the bundle (deploy/make_bundle.sh).
@@ -47,14 +51,14 @@ EXPECTED_DIFF = ("TRAINCTL_", "TORCHELASTIC_RUN_ID", "MASTER_PORT", "DDP_PROBE_D
                  "JAX_COORDINATOR_ADDRESS", "_")
 
 
-def run_trainctl(cluster, script, probe, log_path, train_args, extra_env):
-    """One `trainctl submit --gpus 2` run; returns (rank 0's JSON line, launch
-    to exit in seconds)."""
+def run_trainctl(cluster, script, probe, log_path, train_args, extra_env, procs):
+    """One `trainctl submit --gpus PROCS` run; returns (rank 0's JSON line,
+    launch to exit in seconds)."""
     env_flags = []
     for k, v in dict(NCCL_NVLS_ENABLE="0", DDP_PROBE_DIR=probe, **extra_env).items():
         env_flags += ["--env", f"{k}={v}"]
     t0 = time.monotonic()
-    out = cluster.cli("submit", "--name", "ddp-steady", "--gpus", "2", *env_flags, "--",
+    out = cluster.cli("submit", "--name", "ddp-steady", "--gpus", str(procs), *env_flags, "--",
                       sys.executable, script, *train_args)
     if out.returncode != 0:
         raise RuntimeError(f"submit failed: {out.stderr}")
@@ -67,13 +71,15 @@ def run_trainctl(cluster, script, probe, log_path, train_args, extra_env):
     return last_json_line(log_path), wall
 
 
-def run_torchrun(script, probe, log_path, train_args):
-    """One `torchrun --standalone --nproc-per-node 2` run: (JSON line, wall)."""
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", DDP_PROBE_DIR=probe)
+def run_torchrun(script, probe, log_path, train_args, procs):
+    """One `torchrun --standalone --nproc-per-node PROCS` run: (JSON line,
+    wall)."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(map(str, range(procs))),
+               DDP_PROBE_DIR=probe)
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                        "--nproc-per-node", "2", script, *train_args], env=env, stdout=log,
+                        "--nproc-per-node", str(procs), script, *train_args], env=env, stdout=log,
                        stderr=subprocess.STDOUT, timeout=300)
     return last_json_line(log_path), time.monotonic() - t0
 
@@ -142,7 +148,35 @@ def env_diff(envs):
     return diff
 
 
+def pool(out_path, in_paths):
+    """Writes out_path: the runs of every result file in in_paths (one
+    experiment cut into calls by the device's time limit) with the summary
+    over all of them. Raises ValueError when the files ran different arms,
+    --procs or --seconds."""
+    results = []
+    for path in in_paths:
+        with open(path) as f:
+            results.append(json.load(f))
+    first = results[0]
+    for r in results[1:]:
+        for key in ("arms", "procs", "seconds_per_workload"):
+            if r.get(key) != first.get(key):
+                raise ValueError(f"{key} differs: {first.get(key)} vs {r.get(key)}")
+    runs = [run for r in results for run in r["runs"]]
+    pooled = dict(first, pooled_from=[os.path.basename(p) for p in in_paths],
+                  summary=summarize(runs, first["arms"]), runs=runs)
+    pooled.pop("first_round", None)
+    with open(out_path, "w") as f:
+        json.dump(pooled, f, indent=1)
+    print(json.dumps(pooled["summary"], indent=1))
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--pool":
+        if len(sys.argv) < 4:
+            sys.exit("usage: ddp_steady.py --pool OUT.json IN.json...")
+        pool(sys.argv[2], sys.argv[3:])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("bundle")
     ap.add_argument("out")
@@ -152,6 +186,7 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--first-round", type=int, default=1,
                     help="number of the first round (continues an earlier call's rotation)")
+    ap.add_argument("--procs", type=int, default=2, help="ranks (one GPU each)")
     args = ap.parse_args()
     started = time.monotonic()
     bundle, out = os.path.abspath(args.bundle), os.path.abspath(args.out)
@@ -159,7 +194,7 @@ def main():
     script = os.path.join(bundle, "share", "ddp_steady_train.py")
     train_args = ["--seconds", str(args.seconds)]
     os.environ["NCCL_NVLS_ENABLE"] = "0"
-    old_omp = str(max(1, (os.cpu_count() or 2) // 2))
+    old_omp = str(max(1, (os.cpu_count() or 2) // args.procs))
     arms = args.arms.split(",")
     work = tempfile.mkdtemp(prefix="ddp_steady.")
     cluster = Cluster(bundle, work)
@@ -179,10 +214,11 @@ def main():
                 os.chmod(probe, 0o777)
                 log = os.path.join(work, f"{arm}-{rnd}.log")
                 if arm == "torchrun":
-                    line, wall = run_torchrun(script, probe, log, train_args)
+                    line, wall = run_torchrun(script, probe, log, train_args, args.procs)
                 else:
                     extra = {"OMP_NUM_THREADS": old_omp} if arm == "trainctl-omp-cpus" else {}
-                    line, wall = run_trainctl(cluster, script, probe, log, train_args, extra)
+                    line, wall = run_trainctl(cluster, script, probe, log, train_args, extra,
+                                             args.procs)
                 if line is None:
                     with open(log, errors="replace") as f:
                         print(f"round {rnd} {arm}: no result; log tail:\n{f.read()[-3000:]}",
@@ -199,7 +235,7 @@ def main():
                       f"{(line or {}).get('time_to_first_allreduce_s')}", flush=True)
                 result = {"what": __doc__.split("\n")[0], "arms": arms,
                           "old_omp_num_threads": old_omp, "seconds_per_workload": args.seconds,
-                          "first_round": args.first_round,
+                          "first_round": args.first_round, "procs": args.procs,
                           "cpu_count": os.cpu_count(), "summary": summarize(runs, arms),
                           "env_diff_vs_torchrun": env_diff(envs), "runs": runs}
                 with open(os.path.join(out, "ddp_steady.json"), "w") as f:
