@@ -197,7 +197,9 @@ def main():
     old_omp = str(max(1, (os.cpu_count() or 2) // args.procs))
     arms = args.arms.split(",")
     work = tempfile.mkdtemp(prefix="ddp_steady.")
-    cluster = Cluster(bundle, work)
+    # One agent offering GPUs 0..procs-1 (an agent refuses GPUs the host lacks).
+    cluster = Cluster(bundle, work,
+                      agents=(("node-a", ",".join(map(str, range(args.procs))), "29600-29699"),))
     runs, envs, round_s = [], {}, None
     result = {}
     try:
