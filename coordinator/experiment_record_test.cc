@@ -64,6 +64,7 @@ class ExperimentRecordTest : public ::testing::Test {
     CoordinatorConfig config;
     config.checkpoint_root = "/shared/ckpt/";
     config.limits.max_metric_points_per_job = 5;
+    config.hooks.on_attempt_ended = [this](const v1::UsageRecord& r) { ended_.push_back(r); };
     auto core = Coordinator::Create(config, &store_, &clock_);
     ASSERT_THAT(core, ::trainctl::testing::IsOk());
     core_ = std::move(*core);
@@ -104,6 +105,8 @@ class ExperimentRecordTest : public ::testing::Test {
     return *r;
   }
 
+  // What the accounting hook was handed, in order.
+  std::vector<v1::UsageRecord> ended_;
   FakeClock clock_;
   MemoryStateStore store_;
   std::unique_ptr<Coordinator> core_;
@@ -321,6 +324,17 @@ TEST_F(ExperimentRecordTest, GpuCount_TwoByTwoGang_CountsEveryGpu) {
     ASSERT_THAT(job.attempts(), SizeIs(1));
     EXPECT_EQ(job.attempts(0).gpus(), 4.0);
     EXPECT_THAT(job.attempts(0).gpu_hours(), DoubleNear(4.0, 1e-9));
+    // Accounting gets the ended attempt: 2 GPUs on each node, 4 GPU-hours.
+    ASSERT_THAT(ended_, ::testing::Not(::testing::IsEmpty()));
+    const v1::UsageRecord& r = ended_.back();
+    EXPECT_EQ(r.job_id(), *id);
+    EXPECT_EQ(r.gpus(), 4.0);
+    EXPECT_THAT(r.gpu_seconds_allocated(), DoubleNear(4 * 3600.0, 1e-6));
+    EXPECT_EQ(r.end_time_ms() - r.start_time_ms(), 3600 * 1000);
+    EXPECT_EQ(r.outcome(), v1::ATTEMPT_OUTCOME_CANCELLED);
+    ASSERT_THAT(r.slices(), SizeIs(2));
+    EXPECT_EQ(r.slices(0).gpus() + r.slices(1).gpus(), 4.0);
+    EXPECT_EQ(r.slices(0).gpus(), 2.0);
   }
 }
 
@@ -330,9 +344,12 @@ TEST_F(ExperimentRecordTest, GpuCount_WholeAndFractionalExperiments) {
   const int64_t w = SubmitRunning(whole);
   EXPECT_EQ(core_->GetJob(w)->attempts(0).gpus(), 1.0);
   TC_ASSERT_OK(core_->CancelJob(w));
+  // Its process exits, freeing the GPU.
+  Agent(Status(conn_->Starts().back(), v1::TASK_STATE_EXITED, 143));
   v1::JobSpec half;
   half.set_gpu_fraction(0.5);
   const int64_t h = SubmitRunning(half);
+  ASSERT_THAT(core_->GetJob(h)->attempts(), SizeIs(1));
   EXPECT_THAT(core_->GetJob(h)->attempts(0).gpus(), DoubleNear(0.5, 1e-6));
 }
 
