@@ -158,8 +158,9 @@ AccountingCommands AddAccountingCommands(CLI::App& app, Flags& f) {
                         absl::StrCat("Comma-separated columns, of: ",
                                      absl::StrJoin(HistoryFields(), ",")));
   c.history->add_option("-o,--output", f.output,
-                        "Output format: table, json (one record per line) or csv")
-      ->check(CLI::IsMember({"table", "json", "csv"}));
+                        "Output format: table, json (one record per line), yaml (one "
+                        "document, not streamed) or csv")
+      ->check(CLI::IsMember({"table", "json", "yaml", "csv"}));
   c.history->footer(Example(
       "  trainctl history --since 7d\n"
       "  trainctl history --user alice --state failed --since 2026-11-01\n"
@@ -254,14 +255,22 @@ int Session::History(const v1::ListHistoryRequest& request,
   std::unique_ptr<Table> table;
   if (output == "csv") {
     out_ << CsvRow(fields);
-  } else if (output != "json") {
+  } else if (output != "json" && output != "yaml") {
     table = std::make_unique<Table>(header);
   }
   int64_t rows = 0;
+  // -o yaml: one ListHistoryResponse of every record (the YAML is converted
+  // from one JSON document), held in memory; json (JSON Lines) and csv
+  // stream.
+  v1::ListHistoryResponse all;
   v1::ListHistoryResponse page;
   while (reader->Read(&page)) {
     for (const v1::UsageRecord& r : page.records()) {
       ++rows;
+      if (output == "yaml") {
+        *all.add_records() = r;
+        continue;
+      }
       if (output == "json") {
         // JSON Lines: one record per line, so a million rows stream.
         std::string line;
@@ -285,8 +294,9 @@ int Session::History(const v1::ListHistoryRequest& request,
   }
   grpc::Status status = reader->Finish();
   if (table != nullptr) table->Print(out_, terminal_width_);
+  if (output == "yaml" && status.ok()) out_ << ToJson(all);
   if (!status.ok()) return Fail(ToUserStatus(status, kRpcDeadline));
-  if (rows == 0 && output != "json") err_ << "no attempts in this window\n";
+  if (rows == 0 && output != "json" && output != "yaml") err_ << "no attempts in this window\n";
   return kExitOk;
 }
 

@@ -138,6 +138,20 @@ TEST_F(CliAccountingTest, History_StreamedPages_CsvWithChosenColumns) {
             "7,1,succeeded,1.000,0.000,\"done, finally\"\r\n");
 }
 
+TEST_F(CliAccountingTest, History_Yaml_OneDocumentOfEveryRecord) {
+  auto* reader = new grpc::testing::MockClientReader<v1::ListHistoryResponse>();
+  auto page = Proto<v1::ListHistoryResponse>(R"pb(
+    records { job_id: 7 user: "alice" } records { job_id: 8 user: "bob" })pb");
+  EXPECT_CALL(*reader, Read(_))
+      .WillOnce(DoAll(SetArgPointee<0>(page), Return(true)))
+      .WillOnce(Return(false));
+  EXPECT_CALL(*reader, Finish()).WillOnce(Return(grpc::Status::OK));
+  EXPECT_CALL(stub_, ListHistoryRaw(_, _)).WillOnce(Return(reader));
+  ASSERT_EQ(Run({"history", "-o", "yaml"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), AllOf(HasSubstr("records:"), HasSubstr("job_id: 7"),
+                                HasSubstr("user: bob")));
+}
+
 TEST_F(CliAccountingTest, History_Refused_ErrorFromTheStream) {
   auto* reader = new grpc::testing::MockClientReader<v1::ListHistoryResponse>();
   EXPECT_CALL(*reader, Read(_)).WillOnce(Return(false));
