@@ -122,6 +122,7 @@ int Cli::Run(int argc, char** argv) {
   const NodeCommands node_cmds = AddNodeCommands(app, f);
   CLI::App* top = AddTopCommand(app, f);
   const TokenCommands tokens = AddTokenCommands(app, f);
+  const internal::AccountingCommands accounting = internal::AddAccountingCommands(app, f);
 
   // completion, help
   std::string shell;
@@ -324,6 +325,11 @@ int Cli::Run(int argc, char** argv) {
     return UsageError(err_, error);
   }
 
+  if (std::string error = internal::PrepareAccountingCommand(&f, accounting, clock.Now());
+      !error.empty()) {
+    return UsageError(err_, error);
+  }
+
   absl::StatusOr<Connection> connection = ResolveConnection(f, options_, err_);
   if (!connection.ok()) return UsageError(err_, connection.status().message());
   if (!user_given && !connection->token.empty()) f.submit.mutable_spec()->clear_user();
@@ -410,6 +416,21 @@ int Cli::Run(int argc, char** argv) {
   if (tokens.list->parsed()) return session.TokenList(f.tok_all, json);
   if (tokens.revoke->parsed()) return session.TokenRevoke(f.tok_id, json);
   if (tokens.audit->parsed()) return session.Audit(f.audit_since_ms, f.audit_limit, json);
+  if (accounting.usage->parsed()) {
+    v1::GetUsageRequest request;
+    request.set_by(f.acct_by);
+    request.set_since_ms(f.acct_since_ms);
+    request.set_until_ms(f.acct_until_ms);
+    return session.Usage(request, f.output);
+  }
+  if (accounting.history->parsed()) {
+    v1::ListHistoryRequest request;
+    request.set_since_ms(f.acct_since_ms);
+    request.set_until_ms(f.acct_until_ms);
+    request.set_user(f.acct_user);
+    request.set_state(f.acct_state);
+    return session.History(request, f.acct_fields, f.output);
+  }
   return kExitUsage;  // unreachable: require_subcommand(1)
   };
   const int status = dispatch();

@@ -17,6 +17,7 @@
 //   cli_nodes.cc         nodes
 //   cli_top.cc           top
 //   cli_tokens.cc        token create/list/revoke, audit
+//   cli_accounting.cc    usage, history
 
 #ifndef TRAINCTL_CLIENT_CLI_INTERNAL_H_
 #define TRAINCTL_CLIENT_CLI_INTERNAL_H_
@@ -280,6 +281,16 @@ class Session {
   // at or after `since_ms` (0: all), at most `limit` (0: the coordinator's
   // 1000), the newest.
   int Audit(int64_t since_ms, int limit, bool json);
+  // `trainctl usage`: one row per group (the --by value), ALLOC_GPU_H
+  // USED_GPU_H EFFICIENCY JOBS ATTEMPTS FAILED PREEMPTED, largest first,
+  // then the total; `output` "json"/"yaml" prints the GetUsageResponse,
+  // "csv" the rows (RFC 4180 quoting) without the total.
+  int Usage(const v1::GetUsageRequest& request, const std::string& output);
+  // `trainctl history`: the streamed ListHistory rows, columns `fields`
+  // (HistoryFields names); "json" prints one UsageRecord per line (JSON
+  // Lines), "csv" RFC 4180 rows; a table otherwise.
+  int History(const v1::ListHistoryRequest& request, const std::vector<std::string>& fields,
+              const std::string& output);
   // `trainctl why`: the WhyJob answer as lines for people, or JSON.
   int Why(int64_t job_id, bool json);
   // `trainctl top`: one frame (once) or a frame every `interval` redrawn in
@@ -484,6 +495,17 @@ struct Flags {
   std::string audit_since;
   int audit_limit = 0;
   int64_t audit_since_ms = 0;
+  // usage, history; the *_ms and acct_fields are filled by
+  // PrepareAccountingCommand.
+  std::string acct_by = "user";
+  std::string acct_since;
+  std::string acct_until;
+  std::string acct_user;
+  std::string acct_state;
+  std::string acct_format;
+  int64_t acct_since_ms = 0;
+  int64_t acct_until_ms = 0;
+  std::vector<std::string> acct_fields;
 };
 
 
@@ -593,6 +615,26 @@ std::string PrepareTokenCommand(Flags* f, const TokenCommands& c, absl::Time now
 // "1h30m"). Errors: INVALID_ARGUMENT quoting `text` and the accepted forms,
 // for a malformed, negative or zero duration.
 absl::StatusOr<absl::Duration> ParseLongDuration(absl::string_view text);
+
+// `usage` and `history` (cli_accounting.cc).
+struct AccountingCommands {
+  CLI::App* usage;
+  CLI::App* history;
+};
+AccountingCommands AddAccountingCommands(CLI::App& app, Flags& f);
+// Before any RPC: fills f->acct_since_ms / acct_until_ms (ParseWhen; since
+// defaults to 30 days before until for usage, 1 day for history; until to
+// `now`) and f->acct_fields from history's --format. Returns a usage error
+// naming the flag (--since, --until, --format), or "".
+std::string PrepareAccountingCommand(Flags* f, const AccountingCommands& c, absl::Time now);
+// A time as --since/--until take it, Unix ms: a duration before `now`
+// (ParseLongDuration: 7d, 12h, 1d12h), a UTC date YYYY-MM-DD, a UTC time
+// YYYY-MM-DDTHH:MM:SS, or an RFC 3339 time. Errors: INVALID_ARGUMENT
+// quoting `text` and the accepted forms.
+absl::StatusOr<int64_t> ParseWhen(absl::string_view text, absl::Time now);
+// One CSV line (RFC 4180): fields with a comma, quote, CR or LF quoted,
+// quotes doubled; CRLF-terminated.
+std::string CsvRow(const std::vector<std::string>& fields);
 
 }  // namespace trainctl::cli::internal
 

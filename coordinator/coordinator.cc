@@ -291,8 +291,23 @@ void Coordinator::AddJobEdgeListenersLocked() {
     e.deferred.push_back([this, waited]() { config_.hooks.on_job_placed(waited); });
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
+    const auto open = [&e]() {
+      return e.job.attempts_size() > 0 &&
+             e.job.attempts(e.job.attempts_size() - 1).end_time_ms() == 0;
+    };
+    const bool was_open = open();
     RecordAttemptEdge(e.job, e.from, e.to, e.now_ms,
                       e.to == v1::JOB_STATE_SCHEDULED ? ExperimentStore::AttemptGpus(e.job, nodes_) : 0);
+    // Accounting: the attempt that just ended, with the GPU-seconds its
+    // samples measured as used; recorded after the lock (the hook's part
+    // has its own lock and store writes).
+    if (!was_open || open() || !config_.hooks.on_attempt_ended) return;
+    const int ended = e.job.attempts(e.job.attempts_size() - 1).attempt();
+    v1::UsageRecord record =
+        UsageRecordOf(e.job, nodes_, measured_.usage().TakeUsedGpuSeconds(e.job.id(), ended));
+    e.deferred.push_back([this, record = std::move(record)]() {
+      config_.hooks.on_attempt_ended(record);
+    });
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     // A verify job's end resumes its node, or keeps it out with the verdict.

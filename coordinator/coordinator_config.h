@@ -14,6 +14,7 @@
 #include "coordinator/preflight.h"
 #include "coordinator/sched/packer.h"
 #include "coordinator/sched/scheduler.h"
+#include "trainctl/v1/accounting.pb.h"
 
 namespace trainctl::coord {
 
@@ -62,6 +63,11 @@ struct CoordinatorHooks {
   // it waited in the queue: from its submit, or for a later attempt from the
   // end of the one before (a restart, a preemption, a failed pre-flight).
   std::function<void(absl::Duration)> on_job_placed;
+  // Called once per attempt that ended (SCHEDULED or RUNNING -> anything but
+  // RUNNING), after the Coordinator's lock is released, with its accounting
+  // record (UsageRecordOf: times, GPUs, allocated and used GPU-seconds).
+  // trainctl-coordinator hands it to Accounting::Record.
+  std::function<void(const v1::UsageRecord&)> on_attempt_ended;
 };
 
 // Pre-flight of gangs (preflight.h, docs/preflight.md). A gang whose

@@ -64,6 +64,7 @@ class ExperimentRecordTest : public ::testing::Test {
     CoordinatorConfig config;
     config.checkpoint_root = "/shared/ckpt/";
     config.limits.max_metric_points_per_job = 5;
+    config.hooks.on_attempt_ended = [this](const v1::UsageRecord& r) { ended_.push_back(r); };
     auto core = Coordinator::Create(config, &store_, &clock_);
     ASSERT_THAT(core, ::trainctl::testing::IsOk());
     core_ = std::move(*core);
@@ -104,6 +105,8 @@ class ExperimentRecordTest : public ::testing::Test {
     return *r;
   }
 
+  // What the accounting hook was handed, in order.
+  std::vector<v1::UsageRecord> ended_;
   FakeClock clock_;
   MemoryStateStore store_;
   std::unique_ptr<Coordinator> core_;
@@ -283,6 +286,71 @@ TEST_F(ExperimentRecordTest, GpuHours_RunningQuarterGpu_CountsUpToNow) {
   EXPECT_THAT(job.attempts(0).gpus(), DoubleNear(0.25, 1e-6));
   EXPECT_THAT(job.gpu_hours(), DoubleNear(0.5, 1e-6));
   EXPECT_THAT(core_->ListJobs({}, 0)[0].gpu_hours(), DoubleNear(0.5, 1e-6));
+}
+
+// A 2 x 2 gang holds 4 whole GPUs, however its ranks are laid out (one
+// process per GPU, or one per node owning both): 4 GPUs, 4 GPU-hours an hour.
+TEST_F(ExperimentRecordTest, GpuCount_TwoByTwoGang_CountsEveryGpu) {
+  struct Layout {
+    int tasks_per_node;
+    v1::PreflightMode preflight;
+    // Node c's GPUs, GiB (b has 80): a gang may mix GPU sizes.
+    int64_t c_gib;
+  };
+  for (const Layout& l : {Layout{0, v1::PREFLIGHT_MODE_OFF, 80}, Layout{1, v1::PREFLIGHT_MODE_OFF, 80},
+                          Layout{0, v1::PREFLIGHT_MODE_ON, 80}, Layout{0, v1::PREFLIGHT_MODE_OFF, 40},
+                          Layout{1, v1::PREFLIGHT_MODE_ON, 40}}) {
+    SCOPED_TRACE(absl::StrCat(l.tasks_per_node, " ", l.preflight, " ", l.c_gib));
+    const int tasks_per_node = l.tasks_per_node;
+    const v1::PreflightMode preflight = l.preflight;
+    Restart();
+    FakeConnection b;
+    TC_ASSERT_OK(core_->RegisterAgent(NodeReg("b", 2), &b));
+    FakeConnection c;
+    TC_ASSERT_OK(core_->RegisterAgent(
+        ::trainctl::coord::testing::FakeNodeRegistration("c", 2, 8, l.c_gib * kGiB), &c));
+    v1::JobSpec spec;
+    spec.add_command("python");
+    spec.set_nodes(2);
+    spec.set_gpus_per_node(2);
+    spec.set_tasks_per_node(tasks_per_node);
+    spec.set_preflight(preflight);
+    spec.set_allow_mixed_gpu_types(true);
+    auto id = core_->SubmitJob(spec, "");
+    TC_ASSERT_OK(id);
+    clock_.Advance(absl::Hours(1));
+    TC_ASSERT_OK(core_->CancelJob(*id));
+    const v1::Job job = *core_->GetJob(*id);
+    ASSERT_THAT(job.attempts(), SizeIs(1));
+    EXPECT_EQ(job.attempts(0).gpus(), 4.0);
+    EXPECT_THAT(job.attempts(0).gpu_hours(), DoubleNear(4.0, 1e-9));
+    // Accounting gets the ended attempt: 2 GPUs on each node, 4 GPU-hours.
+    ASSERT_THAT(ended_, ::testing::Not(::testing::IsEmpty()));
+    const v1::UsageRecord& r = ended_.back();
+    EXPECT_EQ(r.job_id(), *id);
+    EXPECT_EQ(r.gpus(), 4.0);
+    EXPECT_THAT(r.gpu_seconds_allocated(), DoubleNear(4 * 3600.0, 1e-6));
+    EXPECT_EQ(r.end_time_ms() - r.start_time_ms(), 3600 * 1000);
+    EXPECT_EQ(r.outcome(), v1::ATTEMPT_OUTCOME_CANCELLED);
+    ASSERT_THAT(r.slices(), SizeIs(2));
+    EXPECT_EQ(r.slices(0).gpus() + r.slices(1).gpus(), 4.0);
+    EXPECT_EQ(r.slices(0).gpus(), 2.0);
+  }
+}
+
+// A whole-GPU experiment counts its GPU; a fraction its share of the GPU.
+TEST_F(ExperimentRecordTest, GpuCount_WholeAndFractionalExperiments) {
+  v1::JobSpec whole;
+  const int64_t w = SubmitRunning(whole);
+  EXPECT_EQ(core_->GetJob(w)->attempts(0).gpus(), 1.0);
+  TC_ASSERT_OK(core_->CancelJob(w));
+  // Its process exits, freeing the GPU.
+  Agent(Status(conn_->Starts().back(), v1::TASK_STATE_EXITED, 143));
+  v1::JobSpec half;
+  half.set_gpu_fraction(0.5);
+  const int64_t h = SubmitRunning(half);
+  ASSERT_THAT(core_->GetJob(h)->attempts(), SizeIs(1));
+  EXPECT_THAT(core_->GetJob(h)->attempts(0).gpus(), DoubleNear(0.5, 1e-6));
 }
 
 TEST_F(ExperimentRecordTest, EarlyStop_WorseTrialAtRung_CancelledWithReason) {

@@ -1,6 +1,9 @@
 #include "coordinator/experiment_store.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -158,6 +161,76 @@ void RecordAttemptEdge(v1::Job& job, v1::JobState from, v1::JobState to, int64_t
   const int64_t ms = std::max<int64_t>(0, now_ms - r->start_time_ms());
   r->set_gpu_hours(r->gpus() * static_cast<double>(ms) / kMsPerHour);
   job.set_gpu_hours(job.gpu_hours() + r->gpu_hours());
+}
+
+v1::UsageRecord UsageRecordOf(const v1::Job& job, const NodeRegistry& nodes,
+                              const std::map<std::string, double>& used_by_node) {
+  v1::UsageRecord r;
+  if (job.attempts_size() == 0) return r;
+  const v1::AttemptRecord& a = job.attempts(job.attempts_size() - 1);
+  if (a.end_time_ms() == 0) return r;
+  r.set_job_id(job.id());
+  r.set_attempt(a.attempt());
+  r.set_user(job.spec().user());
+  r.set_project(job.spec().project());
+  r.set_queue(job.spec().queue().empty() ? "default" : job.spec().queue());
+  r.set_name(job.spec().name());
+  r.set_start_time_ms(a.start_time_ms());
+  r.set_end_time_ms(a.end_time_ms());
+  r.set_outcome(a.outcome());
+  r.set_preempted(a.outcome() == v1::ATTEMPT_OUTCOME_RESTARTED &&
+                  job.preempted_for_job_id() != 0);
+  r.set_reason(a.reason());
+  r.set_gpus(a.gpus());
+  r.set_gpu_seconds_allocated(a.gpu_hours() * 3600.0);
+  // Per node, in the order of the tasks: GPUs held and their type.
+  std::vector<v1::UsageSlice> slices;
+  std::set<std::pair<std::string, int>> seen;
+  for (const v1::Task& t : job.tasks()) {
+    auto node = nodes.find(t.node());
+    for (int index : OwnedGpus(t)) {
+      if (!seen.insert({t.node(), index}).second) continue;
+      double share = TaskShareOfGpu(t, 0);
+      std::string type = "unknown";
+      if (node != nodes.end()) {
+        for (const v1::Gpu& g : node->second.node.gpus()) {
+          if (g.index() != index) continue;
+          share = TaskShareOfGpu(t, g.memory_total_bytes());
+          if (!g.gpu_type().empty()) type = g.gpu_type();
+        }
+      }
+      auto at = std::find_if(slices.begin(), slices.end(), [&](const v1::UsageSlice& s) {
+        return s.node() == t.node() && s.gpu_type() == type;
+      });
+      if (at == slices.end()) {
+        at = slices.insert(slices.end(), v1::UsageSlice());
+        at->set_node(t.node());
+        at->set_gpu_type(type);
+      }
+      at->set_gpus(at->gpus() + share);
+    }
+  }
+  double used = 0;
+  std::set<std::string> given;
+  for (v1::UsageSlice& s : slices) {
+    auto u = used_by_node.find(s.node());
+    // A node's used seconds go to its first slice (a node has one GPU type).
+    if (u != used_by_node.end() && given.insert(s.node()).second) {
+      s.set_gpu_seconds_used(u->second);
+      used += u->second;
+    }
+  }
+  // A node with samples but no slice (it left the registry): counted in the
+  // total all the same.
+  for (const auto& [node, u] : used_by_node) {
+    if (std::none_of(slices.begin(), slices.end(),
+                     [&](const v1::UsageSlice& s) { return s.node() == node; })) {
+      used += u;
+    }
+  }
+  r.set_gpu_seconds_used(used);
+  for (v1::UsageSlice& s : slices) *r.add_slices() = std::move(s);
+  return r;
 }
 
 void CountRunningGpuHours(v1::Job& job, int64_t now_ms) {

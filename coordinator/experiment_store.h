@@ -13,6 +13,7 @@
 // the job proto they are given and nothing else.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/asha.h"
 #include "coordinator/node_registry.h"
+#include "trainctl/v1/accounting.pb.h"
 #include "trainctl/v1/metrics.pb.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -104,6 +106,17 @@ class ExperimentStore {
 // change nothing.
 void RecordAttemptEdge(v1::Job& job, v1::JobState from, v1::JobState to, int64_t now_ms,
                        double gpus);
+
+// The accounting record (accounting.proto) of `job`'s last attempt record,
+// which has just ended: who (spec user, project, queue), when (the record's
+// start and end, ms), its outcome (and whether a preemption ended it), GPUs
+// (the record's gpus, split per node over the tasks' GPUs, each with its
+// Gpu.gpu_type, "unknown" for a node no longer registered), allocated
+// GPU-seconds (gpus x wall time, as the record's gpu_hours x 3600) and used
+// GPU-seconds (`used_by_node`, UsageHistory::TakeUsedGpuSeconds). Pure; an
+// empty record (job_id 0) when `job` has no ended attempt.
+v1::UsageRecord UsageRecordOf(const v1::Job& job, const NodeRegistry& nodes,
+                              const std::map<std::string, double>& used_by_node);
 
 // `job` with its running attempt's GPU-hours counted up to `now_ms` (Unix
 // ms) in its last record and in job.gpu_hours, as a user reading it now

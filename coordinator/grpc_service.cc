@@ -227,6 +227,50 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
   v1::StreamLogsResponse last_;  // the chunk being written
 };
 
+// One ListHistory call: writes the history page by page
+// (Accounting::HistoryPage), reading the next page from the store only once
+// the previous one is written, so a million rows never sit in memory. The
+// reactor deletes itself in OnDone.
+class HistoryStream : public grpc::ServerWriteReactor<v1::ListHistoryResponse> {
+ public:
+  HistoryStream(const Accounting* accounting, HistoryQuery query)
+      : accounting_(accounting), query_(std::move(query)) {
+    Next();
+  }
+  // A stream refused before it started: ends at once with `status`.
+  explicit HistoryStream(const grpc::Status& status) { Finish(status); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    while (!cursor_.done) {
+      absl::StatusOr<v1::ListHistoryResponse> page = accounting_->HistoryPage(query_, cursor_);
+      if (!page.ok()) {
+        Finish(ToGrpcStatus(page.status()));
+        return;
+      }
+      if (page->records_size() == 0) continue;
+      page_ = std::move(*page);
+      StartWrite(&page_);  // OnWriteDone asks for the next
+      return;
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  const Accounting* const accounting_ = nullptr;
+  const HistoryQuery query_;
+  Accounting::HistoryCursor cursor_;
+  v1::ListHistoryResponse page_;  // the page being written
+};
+
 // Every call first authenticates its caller (CallerOf) and, for calls on one
 // job, checks the caller may act on it (CheckJobAccess) before the core
 // acts: a refused call changes nothing.
@@ -236,7 +280,8 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       : core_(core),
         tokens_(security.tokens),
         token_store_(security.token_store),
-        audit_(security.audit) {}
+        audit_(security.audit),
+        accounting_(security.accounting) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
@@ -678,6 +723,43 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     });
   }
 
+  grpc::ServerUnaryReactor* GetUsage(grpc::CallbackServerContext* ctx,
+                                     const v1::GetUsageRequest* req,
+                                     v1::GetUsageResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Principal> who = Caller(ctx);
+    absl::StatusOr<UsageQuery> q = UsageQueryOf(who, *req, absl::Now());
+    absl::StatusOr<v1::GetUsageResponse> r =
+        q.ok() ? accounting_->Usage(*q) : absl::StatusOr<v1::GetUsageResponse>(q.status());
+    if (r.ok()) *resp = std::move(*r);
+    reactor->Finish(ToGrpcStatus(r.status()));
+    return reactor;
+  }
+
+  grpc::ServerWriteReactor<v1::ListHistoryResponse>* ListHistory(
+      grpc::CallbackServerContext* ctx, const v1::ListHistoryRequest* req) override {
+    absl::StatusOr<Principal> who = Caller(ctx);
+    absl::Status s = who.ok() ? absl::OkStatus() : who.status();
+    if (s.ok() && accounting_ == nullptr) {
+      s = absl::FailedPreconditionError("this coordinator keeps no accounting records");
+    }
+    HistoryQuery q;
+    if (s.ok()) {
+      const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+      q.until_ms = req->until_ms() == 0 ? now_ms : req->until_ms();
+      q.since_ms = req->since_ms() == 0 ? std::max<int64_t>(0, q.until_ms - 86400 * 1000)
+                                        : req->since_ms();
+      q.user = req->user();
+      q.state = req->state();
+      q.page_size = req->page_size() == 0 ? 1000 : req->page_size();
+      // A user reads only their own history (an admin anyone's).
+      if (!who->admin) q.user = who->user;
+      s = Accounting::CheckHistory(q);
+    }
+    if (!s.ok()) return new HistoryStream(ToGrpcStatus(s));
+    return new HistoryStream(accounting_, std::move(q));
+  }
+
   // Records an admin action synchronously (AuditLog::Record, blocking until
   // durable), for handlers that run on a gRPC thread: the node admin calls
   // use it too. A failed write is logged by the audit log and does not undo
@@ -689,6 +771,27 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   }
 
  private:
+  // The usage query of `req` for caller `who` at `now`: since 0 is 30 days
+  // before until, until 0 is now; a non-admin sees only their own jobs.
+  // Errors: `who`'s; FAILED_PRECONDITION without accounting; INVALID_ARGUMENT
+  // naming "by".
+  absl::StatusOr<UsageQuery> UsageQueryOf(const absl::StatusOr<Principal>& who,
+                                          const v1::GetUsageRequest& req, absl::Time now) const {
+    if (!who.ok()) return who.status();
+    if (accounting_ == nullptr) {
+      return absl::FailedPreconditionError("this coordinator keeps no accounting records");
+    }
+    absl::StatusOr<UsageBy> by = ParseUsageBy(req.by());
+    if (!by.ok()) return by.status();
+    UsageQuery q;
+    q.by = *by;
+    q.until_ms = req.until_ms() == 0 ? absl::ToUnixMillis(now) : req.until_ms();
+    q.since_ms = req.since_ms() == 0 ? std::max<int64_t>(0, q.until_ms - int64_t{30} * 86400 * 1000)
+                                     : req.since_ms();
+    if (!who->admin) q.only_user = who->user;
+    return q;
+  }
+
   // OK when the token store is configured. Errors: FAILED_PRECONDITION.
   absl::Status NeedTokenStore() const {
     if (token_store_ != nullptr) return absl::OkStatus();
@@ -748,6 +851,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   const TokenAuthenticator* const tokens_;
   TokenStore* const token_store_;
   AuditLog* const audit_;
+  const Accounting* const accounting_;
 };
 
 // ---------------------------------------------------------------- rendezvous

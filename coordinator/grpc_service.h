@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/accounting.h"
 #include "coordinator/audit_log.h"
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
@@ -40,6 +41,9 @@ struct SecurityConfig {
   // job.submit_as, job.cancel_as) and ListAudit reads. Null: nothing is
   // recorded and ListAudit answers FAILED_PRECONDITION. Not owned.
   AuditLog* audit = nullptr;
+  // GetUsage and ListHistory read it. Null: they answer
+  // FAILED_PRECONDITION. Not owned.
+  Accounting* accounting = nullptr;
   // Agent stream: true means Connect needs a client certificate verified
   // against the server's CA (UNAUTHENTICATED without one), and the node may
   // register only under the certificate's common name (PERMISSION_DENIED

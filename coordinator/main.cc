@@ -18,6 +18,7 @@
 #include "common/logging.h"
 #include "common/units.h"
 #include "common/paths.h"
+#include "coordinator/accounting.h"
 #include "coordinator/audit_log.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/etcd/ha_leader.h"
@@ -407,6 +408,24 @@ int main(int argc, char** argv) {
                  preflight_bytes);
     return 1;
   }
+  // Accounting (GPU-hours allocated and used, history): kept in the state
+  // store; the core hands it each ended attempt, the transport queries it.
+  auto accounting = trainctl::coord::Accounting::Open(state_store);
+  if (!accounting.ok()) {
+    TC_LOG_ERROR("cannot load the accounting records: {}", accounting.status().ToString());
+    return 1;
+  }
+  {
+    trainctl::coord::Accounting* acct = accounting->get();
+    trainctl::coord::PrometheusMetrics* m = metrics.get();
+    config.hooks.on_attempt_ended = [acct, m](const trainctl::v1::UsageRecord& r) {
+      if (absl::Status s = acct->Record(r); !s.ok()) {
+        TC_LOG_ERROR("accounting: job {} attempt {} not recorded: {}", r.job_id(), r.attempt(),
+                     s.ToString());
+      }
+      if (m != nullptr) m->ObserveAttemptUsage(r);
+    };
+  }
   using Core = trainctl::coord::Coordinator;
   auto core = Core::Create(config, state_store, &clock);
   if (!core.ok()) {
@@ -450,6 +469,7 @@ int main(int argc, char** argv) {
   security.tokens = tokens.get();
   security.token_store = token_store->get();
   security.audit = audit->get();
+  security.accounting = accounting->get();
   security.require_agent_cert = credentials != nullptr;
   trainctl::coord::GrpcCoordinatorServices services(core->get(), security);
   int port = 0;

@@ -134,6 +134,7 @@ void Measurements::Sample(absl::Time now, const JobTable& jobs, const NodeRegist
           ug.sm_active_pct = gpu.sm_active_pct();
           ug.sm_occupancy_pct = gpu.sm_occupancy_pct();
           ug.dram_bw_pct = gpu.dram_bw_pct();
+          ug.share = TaskShareOfGpu(t, gpu.memory_total_bytes());
         }
       }
     }

@@ -117,6 +117,17 @@ PrometheusMetrics::PrometheusMetrics(Options options)
                          .Help("GPUs of a ready node that a live task holds a "
                                "reservation on (a shared GPU counts once)")
                          .Register(*registry_);
+  gpu_seconds_allocated_ = &BuildCounter()
+                               .Name("trainctl_gpu_seconds_allocated_total")
+                               .Help("GPU-seconds allocated to ended job attempts, by user, "
+                                     "project and GPU type (the first 20 values of each "
+                                     "label, then \"other\")")
+                               .Register(*registry_);
+  gpu_seconds_used_ = &BuildCounter()
+                          .Name("trainctl_gpu_seconds_used_total")
+                          .Help("GPU-seconds ended job attempts used (GPU activity x "
+                                "their share x time), by user, project and GPU type")
+                          .Register(*registry_);
   counters_.jobs_submitted = &BuildCounter()
                          .Name("trainctl_jobs_submitted_total")
                          .Help("Jobs accepted since the coordinator started")
@@ -361,6 +372,36 @@ void PrometheusMetrics::ObserveSchedulePass(absl::Duration took) {
 
 void PrometheusMetrics::ObserveRendezvousPublish(absl::Duration took) {
   histograms_.rendezvous_publish->Observe(Seconds(took));
+}
+
+void PrometheusMetrics::ObserveAttemptUsage(const v1::UsageRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto bounded = [this](const std::string& label, const std::string& value) {
+    std::set<std::string>& seen = accounting_labels_[label];
+    if (seen.count(value) > 0) return value;
+    if (seen.size() < kAccountingLabelLimit) {
+      seen.insert(value);
+      return value;
+    }
+    return std::string("other");
+  };
+  const std::string user = bounded("user", r.user());
+  const std::string project = bounded("project", r.project());
+  double gpus = 0;
+  for (const v1::UsageSlice& s : r.slices()) gpus += s.gpus();
+  if (r.slices().empty() || gpus <= 0) {
+    const prometheus::Labels labels{{"user", user}, {"project", project},
+                                    {"gpu_type", bounded("gpu_type", "unknown")}};
+    gpu_seconds_allocated_->Add(labels).Increment(r.gpu_seconds_allocated());
+    gpu_seconds_used_->Add(labels).Increment(r.gpu_seconds_used());
+    return;
+  }
+  for (const v1::UsageSlice& s : r.slices()) {
+    const prometheus::Labels labels{{"user", user}, {"project", project},
+                                    {"gpu_type", bounded("gpu_type", s.gpu_type())}};
+    gpu_seconds_allocated_->Add(labels).Increment(r.gpu_seconds_allocated() * s.gpus() / gpus);
+    gpu_seconds_used_->Add(labels).Increment(s.gpu_seconds_used());
+  }
 }
 
 void PrometheusMetrics::ObserveJobQueueWait(absl::Duration waited) {

@@ -48,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -60,6 +61,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/labels.h"
 #include "prometheus/registry.h"
+#include "trainctl/v1/accounting.pb.h"
 
 namespace trainctl::coord {
 
@@ -104,6 +106,16 @@ class PrometheusMetrics {
   void ObserveRendezvousPublish(absl::Duration took);
   // Records one job attempt placed after waiting `waited` in the queue.
   void ObserveJobQueueWait(absl::Duration waited);
+  // Adds an ended attempt's GPU-seconds (accounting.proto) to
+  // trainctl_gpu_seconds_allocated_total and trainctl_gpu_seconds_used_total
+  // {user, project, gpu_type}, split per GPU type over its slices. Labels
+  // are bounded: the first kAccountingLabelLimit distinct values of each
+  // label seen since the start get their own series, later ones count
+  // under "other" (a counter's series cannot move when a ranking changes;
+  // `trainctl usage` has the exact figures). No errors.
+  void ObserveAttemptUsage(const v1::UsageRecord& record);
+  // Distinct values per accounting label before "other".
+  static constexpr size_t kAccountingLabelLimit = 20;
 
   // The TCP port the endpoint listens on; 0 without an endpoint.
   int port() const { return port_; }
@@ -176,6 +188,11 @@ class PrometheusMetrics {
   std::map<std::string, prometheus::Gauge*> allocated_series_;  // by node
   prometheus::Family<prometheus::Gauge>* node_service_;
   std::map<std::string, prometheus::Gauge*> service_series_;  // by node
+  prometheus::Family<prometheus::Counter>* gpu_seconds_allocated_;
+  prometheus::Family<prometheus::Counter>* gpu_seconds_used_;
+  // Values with their own series per accounting label (user, project,
+  // gpu_type), at most kAccountingLabelLimit each.
+  std::map<std::string, std::set<std::string>> accounting_labels_;
   // stats.counters at the last Refresh().
   CoordinatorCounters last_counters_;
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -270,6 +271,41 @@ TEST(PrometheusMetricsTest, Create_PortInUse_Unavailable) {
   auto second = PrometheusMetrics::Create("127.0.0.1:" + std::to_string(port));
   EXPECT_THAT(second, ::trainctl::testing::StatusIs(absl::StatusCode::kUnavailable,
                                                     HasSubstr("cannot serve metrics")));
+}
+
+// Ended attempts add their GPU-seconds by user, project and GPU type (a
+// gang split by its slices); past 20 distinct users, the rest are "other".
+TEST(PrometheusMetricsTest, ObserveAttemptUsage_CountsGpuSecondsWithBoundedLabels) {
+  auto m = NoEndpoint();
+  v1::UsageRecord gang;
+  gang.set_user("ana");
+  gang.set_project("vision");
+  gang.set_gpu_seconds_allocated(4 * 3600);
+  gang.set_gpu_seconds_used(3600);
+  for (const char* type : {"h100", "a100"}) {
+    v1::UsageSlice* s = gang.add_slices();
+    s->set_gpu_type(type);
+    s->set_gpus(2);
+    s->set_gpu_seconds_used(1800);
+  }
+  m->ObserveAttemptUsage(gang);
+  std::string text = m->TextExposition();
+  EXPECT_THAT(text, HasSubstr("trainctl_gpu_seconds_allocated_total{gpu_type=\"h100\",project="
+                              "\"vision\",user=\"ana\"} 7200\n"));
+  EXPECT_THAT(text, HasSubstr("trainctl_gpu_seconds_used_total{gpu_type=\"a100\",project="
+                              "\"vision\",user=\"ana\"} 1800\n"));
+  for (int i = 0; i < 30; ++i) {
+    v1::UsageRecord r;
+    r.set_user(absl::StrCat("u", i));
+    r.set_project("vision");
+    r.set_gpu_seconds_allocated(10);
+    m->ObserveAttemptUsage(r);
+  }
+  text = m->TextExposition();
+  EXPECT_THAT(text, HasSubstr("user=\"u18\""));
+  EXPECT_THAT(text, Not(HasSubstr("user=\"u19\"")));
+  EXPECT_THAT(text, HasSubstr("trainctl_gpu_seconds_allocated_total{gpu_type=\"unknown\",project="
+                              "\"vision\",user=\"other\"} 110\n"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -118,6 +119,21 @@ void UsageHistory::Sample(int64_t now_ms, const std::vector<UsageJob>& live,
     for (const UsageTask& t : job.tasks) live_keys.insert({job.job_id, job.attempt, t.rank});
     std::optional<v1::JobUsageSample> s = SampleJobLocked(now_ms, job);
     if (!s.has_value()) continue;
+    // Used GPU-seconds: each distinct GPU once, at the largest share any of
+    // the job's tasks holds of it.
+    std::map<std::pair<std::string, int>, const UsageGpu*> gpus;
+    for (const UsageTask& t : job.tasks) {
+      for (const UsageGpu& g : t.gpus) {
+        const UsageGpu*& at = gpus[{g.node, g.index}];
+        if (at == nullptr || g.share > at->share) at = &g;
+      }
+    }
+    const double period_s = absl::ToDoubleSeconds(config_.sample_period);
+    std::map<std::string, double>& used = used_[{job.job_id, job.attempt}];
+    for (const auto& [where, g] : gpus) {
+      const double activity = (g->gpm ? g->sm_active_pct : g->utilization_pct) / 100.0;
+      used[where.first] += std::clamp(activity, 0.0, 1.0) * std::clamp(g->share, 0.0, 1.0) * period_s;
+    }
     std::deque<v1::JobUsageSample>& h = history_[job.job_id];
     h.push_back(*std::move(s));
     while (static_cast<int>(h.size()) > std::max(1, config_.history_samples)) {
@@ -148,6 +164,13 @@ void UsageHistory::Sample(int64_t now_ms, const std::vector<UsageJob>& live,
       it = task_usage_.erase(it);
     }
   }
+  for (auto it = used_.begin(); it != used_.end();) {
+    if (is_active(it->first.first)) {
+      ++it;
+    } else {
+      it = used_.erase(it);
+    }
+  }
   for (auto it = throughput_.begin(); it != throughput_.end();) {
     if (is_active(it->first)) {
       ++it;
@@ -155,6 +178,15 @@ void UsageHistory::Sample(int64_t now_ms, const std::vector<UsageJob>& live,
       throughput_.erase(it++);
     }
   }
+}
+
+std::map<std::string, double> UsageHistory::TakeUsedGpuSeconds(int64_t job_id, int attempt) {
+  absl::MutexLock lock(&mu_);
+  auto it = used_.find({job_id, attempt});
+  if (it == used_.end()) return {};
+  std::map<std::string, double> out = std::move(it->second);
+  used_.erase(it);
+  return out;
 }
 
 std::vector<int64_t> UsageHistory::JobsWithHistory() const {

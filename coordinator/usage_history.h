@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -69,6 +70,9 @@ struct UsageGpu {
   double sm_active_pct = 0;
   double sm_occupancy_pct = 0;
   double dram_bw_pct = 0;
+  // The task's share of this GPU: 1 for a whole GPU, the reserved fraction
+  // of its memory for a share (TaskShareOfGpu). Used GPU-seconds count it.
+  double share = 1.0;
 };
 
 // One live task of a job's current attempt, as Sample() sees it.
@@ -128,7 +132,8 @@ class UsageHistory {
   std::optional<double> Throughput(int64_t job_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Takes one sample at `now_ms` (Unix ms) per job of `live` that has live
-  // tasks on GPUs its node reports: GPU utilization (the processes' own
+  // tasks on GPUs its node reports (and adds the sample's used GPU-seconds,
+  // TakeUsedGpuSeconds): GPU utilization (the processes' own
   // where every task reports it, else the GPUs'), the GPUs' GPM counters
   // (mean over its GPUs, where every one reports them), GPU memory (per-process
   // where known, else each GPU's used memory split over the tasks on it),
@@ -140,6 +145,17 @@ class UsageHistory {
   // No errors.
   void Sample(int64_t now_ms, const std::vector<UsageJob>& live,
               absl::FunctionRef<bool(int64_t)> is_active) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The used GPU-seconds of attempt (job_id, attempt) per node, summed over
+  // the samples Sample() took of it, and forgets them. Per sample and per
+  // GPU the attempt owns: activity x share x sample_period, where activity
+  // is the GPU's SM-active fraction when the node reports GPM counters
+  // (the fraction of time SMs had work: closer to "doing work" than NVML
+  // utilization, which counts any kernel running) and else NVML utilization
+  // (0-1). A GPU shared by several jobs' tasks reports one activity; each
+  // counts its own share of it. Empty when no sample was taken. No errors.
+  std::map<std::string, double> TakeUsedGpuSeconds(int64_t job_id, int attempt)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ids of the jobs that have a history now, ascending.
   std::vector<int64_t> JobsWithHistory() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -177,6 +193,9 @@ class UsageHistory {
       ABSL_GUARDED_BY(mu_);
   // Jobs with a history that the last Sample() did not sample, oldest first.
   std::deque<int64_t> finished_history_ ABSL_GUARDED_BY(mu_);
+  // Used GPU-seconds per (job id, attempt), per node, since the attempt's
+  // first sample (TakeUsedGpuSeconds); forgotten with inactive jobs.
+  std::map<std::pair<int64_t, int>, std::map<std::string, double>> used_ ABSL_GUARDED_BY(mu_);
   // Reported throughput per job, samples/s.
   absl::flat_hash_map<int64_t, double> throughput_ ABSL_GUARDED_BY(mu_);
 };

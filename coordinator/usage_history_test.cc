@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 #include <optional>
 #include <vector>
 
@@ -183,6 +186,46 @@ TEST(UsageHistoryTest, ReportThroughput_KeptWhileActive_BadValuesRefused) {
   h.Sample(1000, {}, [](int64_t id) { return id == 1; });
   EXPECT_THAT(h.Throughput(1), Optional(1200.0));
   EXPECT_EQ(h.Throughput(2), std::nullopt);
+}
+
+// Used GPU-seconds per node: activity (GPM SM-active where reported, else
+// utilization) x the task's share x the sample period, each GPU once.
+TEST(UsageHistoryTest, TakeUsedGpuSeconds_ActivityTimesShareTimesPeriod) {
+  UsageHistoryConfig config;
+  config.sample_period = absl::Seconds(2);
+  UsageHistory h(config);
+  // Job 1: one whole GPU at 50 % utilization.
+  const UsageJob whole = OneTask(1, 0, 50);
+  // Job 2: a quarter of a GPU whose GPM says 40 % SM-active (utilization 100).
+  UsageJob quarter = OneTask(2, 0, 100);
+  quarter.tasks[0].gpus[0].gpm = true;
+  quarter.tasks[0].gpus[0].sm_active_pct = 40;
+  quarter.tasks[0].gpus[0].share = 0.25;
+  // Job 3: a gang, two ranks on node a sharing GPUs 0 and 1 (each rank lists
+  // both) and one on node b, all at 100 %.
+  UsageJob gang{3, 1, {}};
+  for (int rank = 0; rank < 3; ++rank) {
+    UsageTask& t = gang.tasks.emplace_back();
+    t.rank = rank;
+    const std::string node = rank < 2 ? "a" : "b";
+    t.gpus.push_back({node, 0, 100, kGiB, 80 * kGiB, 2});
+    if (rank < 2) t.gpus.push_back({node, 1, 100, kGiB, 80 * kGiB, 2});
+  }
+  for (int i = 1; i <= 3; ++i) h.Sample(2000 * i, {whole, quarter, gang}, AllActive);
+  EXPECT_THAT(h.TakeUsedGpuSeconds(1, 0), ElementsAre(std::pair<const std::string, double>("a", 3.0)));
+  const std::map<std::string, double> q = h.TakeUsedGpuSeconds(2, 0);
+  ASSERT_THAT(q, SizeIs(1));
+  EXPECT_NEAR(q.at("a"), 3 * 0.4 * 0.25 * 2, 1e-12);
+  const std::map<std::string, double> g = h.TakeUsedGpuSeconds(3, 1);
+  EXPECT_NEAR(g.at("a"), 3 * 2 * 2.0, 1e-12);
+  EXPECT_NEAR(g.at("b"), 3 * 1 * 2.0, 1e-12);
+  // Taken once; another attempt of the job has its own.
+  EXPECT_THAT(h.TakeUsedGpuSeconds(1, 0), IsEmpty());
+  EXPECT_THAT(h.TakeUsedGpuSeconds(3, 0), IsEmpty());
+  // An inactive job's are forgotten at the next sample.
+  h.Sample(8000, {whole}, AllActive);
+  h.Sample(10000, {}, [](int64_t) { return false; });
+  EXPECT_THAT(h.TakeUsedGpuSeconds(1, 0), IsEmpty());
 }
 
 TEST(UsageHistoryTest, GetJobUsage_LabelsInOrder_NoHistoryNoSamples) {

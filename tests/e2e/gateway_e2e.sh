@@ -241,5 +241,21 @@ req GET /v1/openapi.json
    && $(js '"get" in j["paths"]["/v1/sweeps"] and "get" in j["paths"]["/readyz"]') == True ]] \
   || fail "GET /v1/openapi.json: HTTP $CODE"
 ok "GET /v1/openapi.json: $(js 'len(j["paths"])') paths"
+[[ $(js '"get" in j["paths"]["/v1/accounting/usage"] and "get" in j["paths"]["/v1/accounting/history"]') == True ]] ||
+  fail "openapi.json lacks the accounting paths"
+
+# 11. Accounting: the ended attempts above in GET /v1/accounting/usage and,
+#     as NDJSON, /v1/accounting/history; a bad grouping is a 400 naming it.
+req GET "/v1/accounting/usage?by=queue&since_ms=1"
+[[ $CODE == 200 && $(js 'int(j["total"]["attempts"]) > 0 and j["rows"][0]["key"] == "default"') == True ]] ||
+  fail "GET /v1/accounting/usage: HTTP $CODE"
+attempts=$(js 'int(j["total"]["attempts"])')
+req GET "/v1/accounting/history?since_ms=1"
+[[ $CODE == 200 ]] || fail "GET /v1/accounting/history: HTTP $CODE"
+rows=$(python3 -c 'import json, sys; print(sum(len(json.loads(l)["result"].get("records", [])) for l in open(sys.argv[1]) if l.strip()))' "$WORK/body")
+[[ $rows == "$attempts" ]] || fail "history: $rows records, usage counts $attempts attempts"
+req GET "/v1/accounting/usage?by=team"
+[[ $CODE == 400 && $(js 'j["message"]') == *by:* ]] || fail "GET /v1/accounting/usage?by=team: HTTP $CODE"
+ok "GET /v1/accounting/usage (by queue: $attempts attempts) and /v1/accounting/history ($rows NDJSON records); by=team -> 400"
 
 e2e_done

@@ -24,7 +24,8 @@ from trainctl import sweep as _sweep
 from trainctl.errors import FailedPrecondition, InvalidArgument, from_rpc_error
 
 try:
-    from trainctl.v1 import auth_pb2, metrics_pb2, sched_pb2, service_pb2, service_pb2_grpc
+    from trainctl.v1 import accounting_pb2, auth_pb2, metrics_pb2, sched_pb2, service_pb2
+    from trainctl.v1 import service_pb2_grpc
     from trainctl.v1 import types_pb2
     from trainctl.v1 import web_pb2
 except ImportError as e:  # pragma: no cover - depends on the installation
@@ -121,6 +122,29 @@ def format_why(why, now_s: Optional[float] = None) -> str:
         lines.append("Nodes:")
         lines.extend("  " + n for n in why.nodes)
     return "\n".join(lines)
+
+
+def _window(since, until, default_days: int = 30) -> Tuple[int, int]:
+    """(since_ms, until_ms) of an accounting window: ``until`` a datetime
+    (naive: UTC) or None (now); ``since`` a datetime, a timedelta before
+    ``until``, or None (``default_days`` before it)."""
+    def ms(at: datetime.datetime) -> int:
+        aware = at if at.tzinfo else at.replace(tzinfo=datetime.timezone.utc)
+        return int(aware.timestamp() * 1000)
+    if until is not None and not isinstance(until, datetime.datetime):
+        raise InvalidArgument("until: a datetime, got %r" % (until,))
+    until_ms = ms(until) if until is not None else int(time.time() * 1000)
+    if since is None:
+        since = datetime.timedelta(days=default_days)
+    if isinstance(since, datetime.timedelta):
+        since_ms = until_ms - int(since.total_seconds() * 1000)
+    elif isinstance(since, datetime.datetime):
+        since_ms = ms(since)
+    else:
+        raise InvalidArgument("since: a datetime or a timedelta, got %r" % (since,))
+    if since_ms < 0 or since_ms >= until_ms:
+        raise InvalidArgument("since: must be after 1970 and before until")
+    return since_ms, until_ms
 
 
 class Job:
@@ -753,6 +777,50 @@ class Client:
             raise InvalidArgument("limit: must not be negative, got %d" % limit)
         request = service_pb2.ListAuditRequest(since_ms=max(since_ms, 0), limit=limit)
         return list(self._call("ListAudit", request).events)
+
+    # ------------------------------------------------------------ accounting
+
+    def usage(self, by: str = "user",
+              since: Union[datetime.datetime, datetime.timedelta, None] = None,
+              until: Optional[datetime.datetime] = None):
+        """GPU-hours allocated and used per group (``trainctl usage``), as a
+        GetUsageResponse: ``rows`` (``key``, ``allocated_gpu_hours``,
+        ``used_gpu_hours``, ``efficiency`` = used / allocated, ``jobs``,
+        ``attempts``, ``failed``, ``preempted``), largest allocation first,
+        and ``total``. ``by``: "user", "project", "queue", "gpu-type" or
+        "node". ``since``: a datetime (naive: UTC) or a timedelta before now
+        (default: 30 days before ``until``); ``until``: a datetime (default:
+        now). A non-admin sees only their own jobs. Raises InvalidArgument
+        for a bad ``by`` or window (before any call)."""
+        if by not in ("user", "project", "queue", "gpu-type", "node"):
+            raise InvalidArgument(
+                "by: %r is not one of user, project, queue, gpu-type, node" % (by,))
+        since_ms, until_ms = _window(since, until)
+        request = accounting_pb2.GetUsageRequest(by=by, since_ms=since_ms, until_ms=until_ms)
+        return self._call("GetUsage", request)
+
+    def history(self, since: Union[datetime.datetime, datetime.timedelta, None] = None,
+                until: Optional[datetime.datetime] = None, user: str = "",
+                state: str = "") -> Iterator[Any]:
+        """Ended attempts that overlap the window (``trainctl history``, like
+        Slurm's sacct), oldest end first, as UsageRecord messages (``job_id``,
+        ``attempt``, ``user``, ``project``, ``queue``, ``start_time_ms``,
+        ``end_time_ms``, ``outcome``, ``preempted``, ``gpus``,
+        ``gpu_seconds_allocated``, ``gpu_seconds_used``, ``slices`` per
+        node). Streams: pages are fetched as the iterator is consumed, so a
+        million rows never sit in memory. ``since`` as usage's (default: 1
+        day); ``user``: only theirs (a non-admin sees only their own);
+        ``state``: "succeeded", "failed", "restarted", "cancelled",
+        "stopped_early" or "preempted"."""
+        since_ms, until_ms = _window(since, until, default_days=1)
+        request = accounting_pb2.ListHistoryRequest(
+            since_ms=since_ms, until_ms=until_ms, user=user, state=state)
+        stream = self._stream("ListHistory", request)
+        try:
+            for page in stream:
+                yield from page.records
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, self.address) from None
 
     def sweep(self, command: Sequence[str], *, grid: Optional[Mapping[str, Sequence[Any]]] = None,
               params: Optional[Mapping[str, Any]] = None, samples: int = 0, seed: int = 0,

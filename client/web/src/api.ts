@@ -2,7 +2,7 @@
 // the bearer token from the token box (localStorage "trainctl.token"), which
 // the gateway forwards to the coordinator as gRPC metadata `authorization`.
 
-import type { Job, JobSpec, JobUsage, LogChunk, MetricSeries, NodeView, UpdateNodesRequest, WhyJob } from "./types";
+import type { GetUsageResponse, Job, JobSpec, JobUsage, LogChunk, MetricSeries, NodeView, UpdateNodesRequest, WhyJob } from "./types";
 import { NdjsonSplitter } from "./format";
 
 /** An error answer of the gateway: HTTP status, gRPC code and message. */
@@ -157,4 +157,10 @@ export async function getMetrics(id: string, key = ""): Promise<MetricSeries[] |
 /** Why a job waits (WhyJob: queue place, quota, what each node lacks), or null. */
 export async function whyJob(id: string): Promise<WhyJob | null> {
   return optional<WhyJob>("why", `/v1/jobs/${id}:why`);
+}
+
+/** GPU-hours allocated and used per `by` group over [sinceMs, untilMs) (GetUsage). */
+export async function getUsage(by: string, sinceMs: number, untilMs: number): Promise<GetUsageResponse> {
+  const q = new URLSearchParams({ by, since_ms: String(sinceMs), until_ms: String(untilMs) });
+  return call<GetUsageResponse>("GET", `/v1/accounting/usage?${q}`);
 }

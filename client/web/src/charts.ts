@@ -179,3 +179,22 @@ export function scatterOptions(axis: AxisKind, xLabel: string, yLabel: string, s
     axes: [x, { label: yLabel, size: 60 }],
   };
 }
+
+/**
+ * GPU-hours per day (accounting): x is time (Unix seconds, one point per
+ * day), one series per group label.
+ */
+export function gpuHoursOptions(labels: string[]): Options {
+  return {
+    series: [
+      { label: "day" },
+      ...labels.map((label, i) => ({
+        label,
+        stroke: seriesColor(i),
+        width: 2,
+        value: (_u: uPlot, v: number | null) => (v == null ? "-" : v.toFixed(2)),
+      })),
+    ],
+    axes: [{}, { label: "GPU-hours", size: 60 }],
+  };
+}

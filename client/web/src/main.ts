@@ -10,9 +10,11 @@
 //                    trials' curves of one metric overlaid; opens on the newest
 //                    sweep, both charts on the sweep's metric
 //   #/submit         submit form
+//   #/usage?by=      GPU-hours allocated and used per day by user or project
+//                    (the 6 largest over the window), and the window's table
 import "./style.css";
 import * as api from "./api";
-import { Plot, curveOptions, scatterOptions, usageOptions } from "./charts";
+import { Plot, curveOptions, gpuHoursOptions, scatterOptions, usageOptions } from "./charts";
 import { fill, h } from "./dom";
 import {
   base64ToBytes,
@@ -807,6 +809,76 @@ function submitView(): Cleanup {
   return () => undefined;
 }
 
+// ------------------------------------------------------------------ usage
+
+function usageView(params: URLSearchParams): Cleanup {
+  const days = 14;
+  const bySel = h("select", { "data-testid": "usage-by" }, h("option", { value: "user" }, "user"), h("option", { value: "project" }, "project"));
+  (bySel as HTMLSelectElement).value = params.get("by") === "project" ? "project" : "user";
+  const note = h("p", { class: "small", "data-testid": "usage-note" });
+  const box = h("div", { class: "chart", "data-testid": "usage-chart" });
+  const table = h("div", { "data-testid": "usage-table" });
+  fill(
+    view,
+    h("h2", {}, "GPU usage"),
+    h("div", { class: "filters" }, "by: ", bySel),
+    h("p", { class: "small" }, `Allocated GPU-hours per day over the last ${days} days (GPUs x wall time; a fraction counts its share, a gang every GPU), the 6 largest groups; the table adds the used GPU-hours (GPU activity x share x time) and efficiency. A user sees only their own jobs.`),
+    box,
+    note,
+    table,
+  );
+  const plot = new Plot(box, 260);
+  let stopped = false;
+  const load = async () => {
+    const by = (bySel as HTMLSelectElement).value;
+    history.replaceState(null, "", `#/usage?by=${by}`);
+    const dayMs = 86400 * 1000;
+    const end = Math.ceil(Date.now() / dayMs) * dayMs;
+    try {
+      const perDay = await Promise.all(
+        Array.from({ length: days }, (_, i) => api.getUsage(by, end - (days - i) * dayMs, end - (days - i - 1) * dayMs)),
+      );
+      const whole = await api.getUsage(by, end - days * dayMs, end);
+      if (stopped) return;
+      const top = (whole.rows ?? []).slice(0, 6).map((r) => r.key);
+      const xs = perDay.map((_, i) => (end - (days - i) * dayMs) / 1000);
+      const ys = top.map((key) => perDay.map((d) => (d.rows ?? []).find((r) => r.key === key)?.allocated_gpu_hours ?? 0));
+      plot.draw(`${by}:${top.join(",")}`, () => gpuHoursOptions(top.map((k) => k || "(none)")), [xs, ...ys]);
+      note.textContent = whole.only_user ? `Only user ${whole.only_user}'s jobs.` : "";
+      const rows = [...(whole.rows ?? []), ...((whole.rows ?? []).length > 1 && whole.total ? [whole.total] : [])];
+      fill(
+        table,
+        h(
+          "table",
+          {},
+          h("tr", {}, ...[by, "allocated GPU-h", "used GPU-h", "efficiency", "jobs", "failed", "preempted"].map((c) => h("th", {}, c))),
+          ...rows.map((r) =>
+            h(
+              "tr",
+              { "data-testid": "usage-row" },
+              h("td", {}, r.key || "-"),
+              h("td", {}, (r.allocated_gpu_hours ?? 0).toFixed(2)),
+              h("td", {}, (r.used_gpu_hours ?? 0).toFixed(2)),
+              h("td", {}, `${((r.efficiency ?? 0) * 100).toFixed(1)}%`),
+              h("td", {}, r.jobs ?? "0"),
+              h("td", {}, r.failed ?? "0"),
+              h("td", {}, r.preempted ?? "0"),
+            ),
+          ),
+        ),
+      );
+    } catch (e) {
+      if (!stopped) note.textContent = `usage: ${(e as Error).message}`;
+    }
+  };
+  bySel.addEventListener("change", () => void load());
+  void load();
+  return () => {
+    stopped = true;
+    plot.destroy();
+  };
+}
+
 // ------------------------------------------------------------------ router
 
 let cleanup: Cleanup = () => undefined;
@@ -820,6 +892,7 @@ function route(): void {
   else if (path === "/jobs") cleanup = jobsView(params);
   else if (path === "/sweeps") cleanup = sweepsView(params);
   else if (path === "/submit") cleanup = submitView();
+  else if (path === "/usage") cleanup = usageView(params);
   else cleanup = clusterView();
 }
 

@@ -181,3 +181,23 @@ export interface WhyJob {
   reservation?: string;
   reservation_eta_ms?: string;
 }
+
+/** GET /v1/accounting/usage (GetUsage, accounting.proto). int64 fields come as strings. */
+export interface UsageRow {
+  key: string;
+  allocated_gpu_hours?: number;
+  used_gpu_hours?: number;
+  efficiency?: number;
+  jobs?: string;
+  attempts?: string;
+  failed?: string;
+  preempted?: string;
+}
+export interface GetUsageResponse {
+  by?: string;
+  since_ms?: string;
+  until_ms?: string;
+  rows?: UsageRow[];
+  total?: UsageRow;
+  only_user?: string;
+}
