@@ -426,6 +426,8 @@ struct Flags {
   // -x/--exclude, --allow-mixed-gpu-types.
   std::vector<std::string> gpu_types;
   std::string constraint;
+  // --dependency (Slurm's sbatch -d syntax; coordinator/dependency.h).
+  std::string dependency;
   std::vector<std::string> nodelist;
   std::vector<std::string> exclude;
   bool allow_mixed_gpu_types = false;

@@ -294,6 +294,7 @@ void Session::PrintDescription(const v1::Job& job) {
                      spec.name().empty() ? "" : " (" + spec.name() + ")"));
   field("State:", JobStateLabel(job));
   field("Reason:", job.reason());
+  field("Dependency:", spec.dependency());
   field("Kind:", KindName(job.kind()));
   field("Attempt:", absl::StrFormat("%d (restarts allowed: %d)", job.attempt(),
                                     spec.max_restarts()));

@@ -23,6 +23,7 @@
 #include "client/cli.h"
 #include "client/cli_internal.h"
 #include "common/units.h"
+#include "coordinator/dependency.h"
 
 namespace trainctl::cli::internal {
 
@@ -146,6 +147,14 @@ void AddJobSpecOptions(CLI::App* sub, Flags& f) {
   sub->add_option("--constraint", f.constraint,
                   "Node features every node of the job must offer (agent "
                   "--features), Slurm's syntax: ib&nvlink (all) or a|b (any)");
+  sub->add_option("-d,--dependency", f.dependency,
+                  "Start only after other jobs, Slurm's sbatch syntax: "
+                  "afterok:ID[:ID...] (succeeded), afternotok (failed or "
+                  "cancelled), afterany (ended), after (started), aftercorr "
+                  "(array task by task), singleton (one job of this name at a "
+                  "time); join with , (all) or ? (any). An array's id means "
+                  "every task. A dependency that can never be met cancels "
+                  "the job");
   sub->add_option("-w,--nodelist", f.nodelist,
                   "Only these nodes (comma-separated); a gang uses every one")
       ->delimiter(',');
@@ -209,6 +218,11 @@ std::string BuildSpec(Flags* flags, absl::string_view verb,
   spec->set_auto_pack(flags->auto_pack);
   spec->mutable_gpu_types()->Assign(flags->gpu_types.begin(), flags->gpu_types.end());
   spec->set_constraint(flags->constraint);
+  if (absl::StatusOr<coord::Dependency> dep = coord::ParseDependency(flags->dependency);
+      !dep.ok()) {
+    return absl::StrCat("--dependency ", flags->dependency, ": ", dep.status().message());
+  }
+  spec->set_dependency(flags->dependency);
   spec->mutable_nodelist()->Assign(flags->nodelist.begin(), flags->nodelist.end());
   spec->mutable_exclude_nodes()->Assign(flags->exclude.begin(), flags->exclude.end());
   spec->set_allow_mixed_gpu_types(flags->allow_mixed_gpu_types);
@@ -346,7 +360,8 @@ CLI::App* AddSubmitCommand(CLI::App& app, Flags& f) {
               "  trainctl submit --nodes 2 --gpus-per-node 8 --wait -- "
               "python ddp.py\n"
               "  trainctl submit --array 0-99%8 --gpu-fraction 0.5 -- "
-              "sh -c 'python eval.py --shard $TRAINCTL_ARRAY_TASK_ID'"),
+              "sh -c 'python eval.py --shard $TRAINCTL_ARRAY_TASK_ID'\n"
+              "  trainctl submit -d afterok:12 --name eval -- python eval.py"),
       "\n\nWith --wait, the exit status is that of `trainctl wait` (see "
       "trainctl wait --help)."));
   return submit;

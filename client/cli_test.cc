@@ -264,6 +264,23 @@ TEST_F(CliTest, Submit_NodeSelectionFlags_FillTheSpec) {
   EXPECT_TRUE(spec.allow_mixed_gpu_types());
 }
 
+TEST_F(CliTest, Submit_Dependency_FillsTheSpecAsGiven) {
+  ExpectSubmit();
+  EXPECT_EQ(Run({"submit", "-d", "afterok:12:13,afterany:14", "--", "true"}), 0)
+      << err_.str();
+  EXPECT_EQ(submitted_.spec().dependency(), "afterok:12:13,afterany:14");
+}
+
+TEST_F(CliTest, Submit_BadDependency_UsageErrorNamingTheFlagBeforeAnyCall) {
+  // StrictMock: no RPC may be made.
+  EXPECT_EQ(Run({"submit", "--dependency", "afterok:1,afterany:2?after:3", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), AllOf(HasSubstr("--dependency afterok:1,afterany:2?after:3"),
+                                HasSubstr("mixes ','")));
+  EXPECT_EQ(Run({"submit", "-d", "afterok:x", "--", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("\"x\" is not a job id"));
+  EXPECT_EQ(out_.str(), "");
+}
+
 TEST_F(CliTest, Submit_GpuType_IsAFlagNotAHintAboutDashDash) {
   ExpectSubmit();
   EXPECT_EQ(Run({"submit", "--gpu-type", "h100", "--", "true"}), 0) << err_.str();

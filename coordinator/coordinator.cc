@@ -128,6 +128,10 @@ absl::Status Coordinator::LoadLocked() {
   }
   // Sweep trials came as full records (for the ASHA rungs above); retired
   // ones go now.
+  // Dependencies are judged again from the stored records: the same
+  // verdicts as before the restart (one that can never hold ends now).
+  jobs_.deps().MarkDirty(jobs_.deps().WithDependency());
+  EvaluateDependenciesLocked(unused);
   jobs_.FinishLoad();
   EvictRetiredLocked();
   const int64_t known = jobs_.next_id() - 1;
@@ -350,6 +354,17 @@ void Coordinator::AddJobEdgeListenersLocked() {
   });
   job_edge_listeners_.push_back([this](const JobEdge& e) {
     if (IsFinal(e.to)) NotifyFinalLocked(e.job, e.deferred);
+  });
+  job_edge_listeners_.push_back([this](const JobEdge& e) {
+    // Last, once the edge's other effects are done: the jobs that wait on
+    // this one (or on its singleton group) are judged again; a requeued
+    // job with a dependency is judged again too.
+    DependencyIndex& deps = jobs_.deps();
+    deps.MarkDirty(deps.Affected(e.job));
+    if (e.to == v1::JOB_STATE_PENDING && !e.job.spec().dependency().empty()) {
+      deps.MarkDirty({e.job.id()});
+    }
+    EvaluateDependenciesLocked(e.deferred);
   });
 }
 

@@ -49,6 +49,7 @@
 #include "coordinator/experiment_store.h"
 #include "coordinator/job_facts.h"
 #include "coordinator/job_lifecycle.h"
+#include "coordinator/dependency.h"
 #include "coordinator/job_table.h"
 #include "coordinator/job_waiters.h"
 #include "coordinator/log_relay.h"
@@ -409,6 +410,24 @@ class Coordinator {
   using JobEdgeListener = std::function<void(const JobEdge&)>;
   // Registers the parts' listeners (at construction).
   void AddJobEdgeListenersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ---- job dependencies (dependency.h; the index is jobs_.deps()): thin
+  // wiring only. The facts of job `id` a dependency judges, or nullopt for
+  // an unknown job (a store read error is logged and gives a job that still
+  // waits, state UNSPECIFIED).
+  std::optional<DepJobFacts> DepFactsLocked(int64_t id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submit: checks the dependencies of `jobs` (the call's new jobs, ids
+  // consecutive) with CheckDependencyAtSubmit. Errors: those of it, and
+  // INVALID_ARGUMENT for a string that does not parse; the field is
+  // spec.dependency, or specs[i].dependency for a `batch` call.
+  absl::Status CheckDependenciesLocked(const std::vector<v1::Job>& jobs, bool batch,
+                                       const SubmitCaller& caller) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evaluates every job marked in jobs_.deps() (iteratively: the ends it
+  // causes mark their own dependents): a satisfied one is unblocked (and a
+  // scheduling pass requested), a waiting one blocked with the reason, a
+  // never-satisfiable one CANCELLED with the reason and persisted.
+  void EvaluateDependenciesLocked(Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The one place a task of `job` changes state (state_machine.h's task
   // table); an illegal edge changes nothing and is reported. Returns whether
   // the task moved.

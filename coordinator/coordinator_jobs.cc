@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
@@ -116,10 +117,13 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
       const int64_t now_ms = ToUnixMs(clock_->Now());
       std::vector<v1::Job> jobs(specs.size());
       for (size_t i = 0; i < specs.size(); ++i) {
+        jobs[i] = NewPendingJob(std::move(specs[i]), first_id + static_cast<int64_t>(i),
+                                first_id, now_ms, shares_env[i], config_.checkpoint_root);
+        if (i == 0) jobs[i].set_request_id(request_id);
+      }
+      refused = CheckDependenciesLocked(jobs, batch, caller);
+      for (size_t i = 0; i < jobs.size() && refused.ok(); ++i) {
         v1::Job& job = jobs[i];
-        job = NewPendingJob(std::move(specs[i]), first_id + static_cast<int64_t>(i), first_id,
-                            now_ms, shares_env[i], config_.checkpoint_root);
-        if (i == 0) job.set_request_id(request_id);
         // Queued first (a store that refuses at once refuses the call), then
         // placed; a job placed in this pass has its SCHEDULED record replace
         // the PENDING one still queued, so both go in one commit.
@@ -140,9 +144,12 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
         }
         for (v1::Job& job : jobs) {
           ids.push_back(job.id());
+          if (!job.spec().dependency().empty()) jobs_.deps().MarkDirty({job.id()});
           jobs_.Add(std::move(job));
           ++counters_.jobs_submitted;
         }
+        // Their reasons ("waiting for dependency ...") before the pass.
+        EvaluateDependenciesLocked(deferred);
         if (ids.size() == 1) {
           TC_LOG_INFO("job {} submitted", ids.front());
         } else {
@@ -172,6 +179,115 @@ void Coordinator::SubmitBatchAsync(std::vector<v1::JobSpec> specs,
     }
     std::move(done)(std::move(ids));
   });
+}
+
+// ---------------------------------------------------------------- dependencies
+
+namespace {
+
+DepJobFacts FactsOf(const v1::Job& job) {
+  DepJobFacts f;
+  f.state = job.state();
+  f.started = job.state() != v1::JOB_STATE_PENDING || job.attempt() > 0;
+  f.user = job.spec().user();
+  f.array_job_id = job.spec().array().array_job_id();
+  f.task_id = job.spec().array().task_id();
+  f.task_count = job.spec().array().task_count();
+  return f;
+}
+
+}  // namespace
+
+std::optional<DepJobFacts> Coordinator::DepFactsLocked(int64_t id) const {
+  v1::Job scratch;
+  absl::StatusOr<const v1::Job*> job = LookupLocked(id, &scratch);
+  if (job.ok()) return FactsOf(**job);
+  if (absl::IsNotFound(job.status())) return std::nullopt;
+  TC_LOG_ERROR("dependency: cannot read job {}: {}", id, job.status().ToString());
+  return DepJobFacts{};
+}
+
+absl::Status Coordinator::CheckDependenciesLocked(const std::vector<v1::Job>& jobs,
+                                                  bool batch,
+                                                  const SubmitCaller& caller) const {
+  if (jobs.empty()) return absl::OkStatus();
+  const int64_t first = jobs.front().id();
+  auto facts = [&](int64_t id) -> std::optional<DepJobFacts> {
+    if (id >= first && id < first + static_cast<int64_t>(jobs.size())) {
+      return FactsOf(jobs[id - first]);
+    }
+    return DepFactsLocked(id);
+  };
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const v1::Job& job = jobs[i];
+    if (job.spec().dependency().empty()) continue;
+    absl::StatusOr<Dependency> dep = ParseDependency(job.spec().dependency());
+    if (!dep.ok()) {
+      return AtIndex(absl::InvalidArgumentError(
+                         absl::StrCat("spec.dependency: ", dep.status().message())),
+                     batch, i);
+    }
+    const DepSelf self{job.id(), job.spec().has_array(), job.spec().array().task_id()};
+    TC_RETURN_IF_ERROR(AtIndex(
+        CheckDependencyAtSubmit(*dep, self, facts, caller.user, caller.admin), batch, i));
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::EvaluateDependenciesLocked(Deferred& deferred) {
+  DependencyIndex& deps = jobs_.deps();
+  if (deps.draining()) return;  // an outer call drains what this edge marked
+  deps.set_draining(true);
+  bool unblocked = false;
+  for (int64_t id = deps.TakeDirty(); id != 0; id = deps.TakeDirty()) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.state() != v1::JOB_STATE_PENDING) continue;
+    v1::Job& job = it->second;
+    DepVerdict v;
+    if (const Dependency* dep = deps.DependencyOf(id); dep != nullptr) {
+      std::vector<SingletonPeer> peers;
+      if (dep->HasSingleton()) {
+        for (int64_t peer : deps.GroupOf(id)) {
+          auto p = jobs_.find(peer);
+          if (p == jobs_.end()) continue;
+          const Dependency* pd = deps.DependencyOf(peer);
+          peers.push_back({peer, p->second.state(), pd != nullptr && pd->HasSingleton()});
+        }
+      }
+      const DepSelf self{id, job.spec().has_array(), job.spec().array().task_id()};
+      v = EvaluateDependency(*dep, self,
+                             [this](int64_t t) { return DepFactsLocked(t); }, peers);
+    } else if (!job.spec().dependency().empty()) {
+      // Refused at submit; only a record written otherwise gets here.
+      v = {DepOutcome::kNever,
+           absl::StrCat("dependency can never be met: \"", job.spec().dependency(),
+                        "\" does not parse: ",
+                        ParseDependency(job.spec().dependency()).status().message())};
+    }
+    switch (v.outcome) {
+      case DepOutcome::kSatisfied:
+        if (deps.Blocked(id)) {
+          deps.SetBlocked(id, false);
+          if (absl::StartsWith(job.reason(), "waiting for dependency")) job.clear_reason();
+          unblocked = true;
+        }
+        break;
+      case DepOutcome::kWaiting:
+        deps.SetBlocked(id, true);
+        if (job.reason() != v.reason) job.set_reason(v.reason);
+        break;
+      case DepOutcome::kNever:
+        // Like Slurm's --kill-on-invalid-dep=yes; its own dependents follow
+        // (the edge marks them).
+        if (TransitionLocked(job, v1::JOB_STATE_CANCELLED, v.reason, deferred)) {
+          PersistLocked(job);
+        }
+        break;
+    }
+  }
+  deps.set_draining(false);
+  // The pass runs as the event ends (never nested in a running pass).
+  if (unblocked) passes_.Request(clock_->Now());
 }
 
 absl::Status Coordinator::CheckRequestOwnerLocked(int64_t first,

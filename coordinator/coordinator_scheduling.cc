@@ -98,6 +98,8 @@ bool Coordinator::SchedulePassLocked(Deferred& deferred) {
     v1::Job& job = *it->second;
     switch (d.outcome) {
       case sched::Outcome::kPlaced:
+        // A placement earlier in this pass may have blocked it (singleton).
+        if (job.state() != v1::JOB_STATE_PENDING || jobs_.deps().Blocked(job.id())) break;
         StartAttemptLocked(job, d.placement, deferred);
         break;
       case sched::Outcome::kInfeasible:

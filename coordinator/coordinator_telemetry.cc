@@ -54,7 +54,8 @@ absl::Status Coordinator::ReportThroughput(int64_t job_id, double samples_per_s)
 void Coordinator::PackPendingLocked(Deferred& deferred) {
   std::vector<v1::Job*> pending;
   jobs_.ForEachActiveMutable([&](v1::Job& job) {
-    if (job.state() == v1::JOB_STATE_PENDING && job.spec().auto_pack()) {
+    if (job.state() == v1::JOB_STATE_PENDING && job.spec().auto_pack() &&
+        !jobs_.deps().Blocked(job.id())) {
       pending.push_back(&job);
     }
   });
@@ -65,6 +66,8 @@ void Coordinator::PackPendingLocked(Deferred& deferred) {
   const int64_t now_ms = ToUnixMs(clock_->Now());
   for (Measurements::PackedPlacement& p : measured_.PlanPacking(
            pending, measured_.PackGpus(SnapshotLocked(), jobs_, nodes_, now_ms), now_ms)) {
+    // A placement just before may have blocked it (singleton).
+    if (p.job->state() != v1::JOB_STATE_PENDING || jobs_.deps().Blocked(p.job->id())) continue;
     StartAttemptLocked(*p.job, p.placement, deferred);
   }
 }

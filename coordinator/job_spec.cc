@@ -4,6 +4,7 @@
 #include "common/proto_utf8.h"
 
 #include "coordinator/asha.h"
+#include "coordinator/dependency.h"
 
 #include <cmath>
 
@@ -373,6 +374,11 @@ absl::Status ValidateNodeSelection(const v1::JobSpec& spec) {
           sched::ParseFeatureConstraint(spec.constraint());
       !c.ok()) {
     return Invalid("constraint", c.status().message());
+  }
+  // Only the syntax here (Slurm's --dependency, dependency.h); the jobs it
+  // names are checked at submit, under the coordinator's lock.
+  if (absl::StatusOr<Dependency> d = ParseDependency(spec.dependency()); !d.ok()) {
+    return Invalid("dependency", d.status().message());
   }
   auto check_names = [](absl::string_view field,
                         const google::protobuf::RepeatedPtrField<std::string>& names) {

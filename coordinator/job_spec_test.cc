@@ -450,6 +450,16 @@ TEST(ValidateJobSpecTest, NodeSelection_BadFields_NameTheFieldAndWhy) {
   }
 }
 
+TEST(ValidateJobSpecTest, Dependency_BadSyntax_NamesTheFieldAndWhy) {
+  v1::JobSpec spec = Spec();
+  spec.set_dependency("afterok:1?afterany:2,after:3");
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("spec.dependency:"), HasSubstr("mixes ','"))));
+  spec.set_dependency("afterok:12:13,singleton");
+  TC_EXPECT_OK(ValidateJobSpec(spec));
+}
+
 TEST(ValidateJobSpecTest, NodeSelection_ReachesTheScheduler) {
   v1::JobSpec spec = Spec();
   spec.set_nodes(2);

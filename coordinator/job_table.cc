@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "coordinator/job_facts.h"
 #include "common/status_macros.h"
 
 namespace trainctl::coord {
@@ -42,6 +43,7 @@ v1::Job& JobTable::Add(v1::Job job) {
   if (!job.request_id().empty()) request_ids_[job.request_id()] = id;
   if (!job.spec().sweep_id().empty()) sweep_jobs_[job.spec().sweep_id()].push_back(id);
   Track(job);
+  if (!IsFinal(job.state())) deps_.Add(job);
   auto [it, added] = jobs_.emplace(id, std::move(job));
   if (added) {
     ++by_state_[Slot(it->second.state())];
@@ -101,6 +103,7 @@ void JobTable::CountEdge(const v1::Job& job, v1::JobState from, v1::JobState to)
     if (it != pending_by_user_.end() && --it->second <= 0) pending_by_user_.erase(it);
   }
   if (to == v1::JOB_STATE_PENDING) ++pending_by_user_[job.spec().user()];
+  if (IsFinal(to)) deps_.Remove(job.id());
 }
 
 void JobTable::NoteStored(int64_t id, const absl::Status& stored) {

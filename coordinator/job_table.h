@@ -10,8 +10,9 @@
 // bytes a job (bench/results/history.json: ~20 MB at 1M jobs, where full
 // records took ~1.9 GB). Indexes: the active jobs (the only ones scheduling
 // and reconciliation visit), request ids (idempotent submit), sweep trials,
-// jobs per state and PENDING jobs per user (limits, metrics), and exported
-// environments that many jobs of one array or sweep share (kept once).
+// jobs per state and PENDING jobs per user (limits, metrics), exported
+// environments that many jobs of one array or sweep share (kept once), and
+// the dependency index (deps(): who waits on whom, singleton groups).
 //
 // Not thread-safe: called under the coordinator's lock, which guards it.
 // It never changes a job's state: the coordinator does (TransitionLocked)
@@ -30,6 +31,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/dependency_index.h"
 #include "coordinator/state_store.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -63,6 +65,11 @@ class JobTable {
   // missing).
   absl::StatusOr<const v1::Job*> Lookup(int64_t id, v1::Job* scratch,
                                         StateStore& store) const;
+
+  // ---- job dependencies: Add registers every job that has not ended, a
+  // final edge (CountEdge) unregisters it.
+  DependencyIndex& deps() { return deps_; }
+  const DependencyIndex& deps() const { return deps_; }
 
   // ---- the active jobs (not final, or with a live task), in id order
   const absl::btree_set<int64_t>& active() const { return active_; }
@@ -210,6 +217,7 @@ class JobTable {
   }
 
   Records jobs_;
+  DependencyIndex deps_;
   absl::btree_set<int64_t> active_;
   absl::btree_map<int64_t, Retired> retired_;
   std::vector<std::string> user_names_;

@@ -231,6 +231,9 @@ std::vector<sched::JobRequest> SchedulerView::Queue(
     // Auto-packed trials are placed by the packer, after the scheduler; a
     // verify job only ever on its node, by UpdateNodes.
     if (job.spec().auto_pack() || !job.spec().verify_node().empty()) return;
+    // A job whose dependency does not hold yet waits out of the queue, with
+    // its "waiting for dependency" reason (dependency_index.h).
+    if (jobs.deps().Blocked(id)) return;
     const int64_t array = trimmed != nullptr ? BatchKey(job) : 0;
     if (array != 0) {
       ArrayCut& cut = cuts[array];

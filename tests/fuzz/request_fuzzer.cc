@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/dependency.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_store.h"
@@ -752,7 +753,13 @@ class Episode {
     Count("SubmitJob");
     const v1::JobSpec spec = RandomSpec();
     const std::string rid = RequestId();
-    const bool valid = coord::ValidateJobSpec(spec).ok();
+    // A dependency that parses may still be refused (it names jobs that do
+    // not exist, or that already ended so it can never be met): the model
+    // cannot predict that; one that does not parse must be refused.
+    const bool dep_parses =
+        spec.dependency().empty() || coord::ParseDependency(spec.dependency()).ok();
+    const bool valid = coord::ValidateJobSpec(spec).ok() && dep_parses;
+    const bool predictable = spec.dependency().empty();
     auto prior = rid.empty() ? request_map_.end() : request_map_.find(rid);
     Trace(spec);
     absl::StatusOr<int64_t> id = core_->SubmitJob(spec, rid);
@@ -767,12 +774,14 @@ class Episode {
         return;
       }
       CheckSpecError(id.status(), /*allow_request_id=*/true);
-      if (valid && rid.size() <= 128) {
+      if (valid && predictable && rid.size() <= 128) {
         Violation(absl::StrCat("valid spec refused: ", id.status().ToString()));
       }
       return;
     }
-    if (!valid) Violation("SubmitJob accepted a spec ValidateJobSpec rejects");
+    if (!valid) {
+      Violation("SubmitJob accepted a spec ValidateJobSpec (or ParseDependency) rejects");
+    }
     if (spec.priority() < -coord::kMaxPriority || spec.priority() > coord::kMaxPriority) {
       if (spec.priority() == std::numeric_limits<int32_t>::min()) {
         KnownIssue(kKnownPriorityMin);

@@ -31,6 +31,7 @@
 #include "common/logging.h"
 #include "absl/algorithm/container.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/dependency.h"
 #include "coordinator/gpu_types.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state_store.h"
@@ -66,7 +67,7 @@ constexpr EventInfo kEvents[] = {
     {"heal", 2},               {"reconnect", 2},   {"shrink_gpus", 1},
     {"impostor", 2},           {"forged_report", 2}, {"coordinator_crash", 1},
     {"new_cluster", 1},        {"rendezvous", 8},    {"submit_array", 3},
-    {"node_admin", 2},
+    {"node_admin", 2},         {"submit_dependent", 4},
 };
 static_assert(sizeof(kEvents) / sizeof(kEvents[0]) ==
               static_cast<int>(EventType::kCount));
@@ -182,6 +183,12 @@ class Simulation {
       ++result_.job_end_states[job.ok() ? v1::JobState_Name(job->state())
                                         : std::string("MISSING")];
       if (job.ok()) result_.preemptions += job->preemptions();
+      if (job.ok() && !job->spec().dependency().empty()) {
+        const bool never = job->state() == v1::JOB_STATE_CANCELLED &&
+                           absl::StartsWith(job->reason(), "dependency can never be met");
+        ++result_.dependency_end_states[never ? "CANCELLED (dependency never met)"
+                                              : v1::JobState_Name(job->state())];
+      }
     }
     core_.reset();
     return result_;
@@ -810,7 +817,8 @@ class Simulation {
     return "";
   }
 
-  void Submit(const v1::JobSpec& spec, uint64_t b) {
+  // Submits `spec`; returns its id when acked (a new job).
+  std::optional<int64_t> Submit(const v1::JobSpec& spec, uint64_t b) {
     std::string request_id = absl::StrCat("req-", generation_, "-", step_, "-", submitted_++);
     std::optional<int64_t> expect;
     if ((b >> 20) % 8 == 0 && !request_ids_.empty()) {
@@ -829,18 +837,19 @@ class Simulation {
       if (!absl::IsInvalidArgument(id.status()) && !never_fits) {
         Violation("submit", absl::StrCat("refused with ", id.status().ToString()));
       }
-      return;
+      return std::nullopt;
     }
     if (expect) {
       if (*id != *expect) {
         Violation("exactly-once", absl::StrCat("request id ", request_id, " acked job ",
                                                *expect, " and now job ", *id));
       }
-      return;
+      return std::nullopt;
     }
     request_ids_.push_back({request_id, *id});
     acked_.push_back(*id);
     NoteExported(*id, spec);
+    return *id;
   }
 
   void SubmitExperiment(uint64_t a, uint64_t b) {
@@ -953,8 +962,9 @@ class Simulation {
   // A job array of 2-7 tasks in one call (SubmitJobs with a spec per task,
   // or SubmitJobArray with one spec), at most 0 (no limit), 1 or 2 running
   // at once: all acked or none.
-  void SubmitArray(uint64_t a, uint64_t b) {
-    const int count = 2 + static_cast<int>(a % 6);
+  void SubmitArray(uint64_t a, uint64_t b, const std::string& dependency = "",
+                   int count_override = 0) {
+    const int count = count_override > 0 ? count_override : 2 + static_cast<int>(a % 6);
     const int max_running = static_cast<int>((a >> 4) % 3);
     std::vector<v1::JobSpec> specs;
     for (int t = 0; t < count; ++t) {
@@ -968,6 +978,7 @@ class Simulation {
       spec.mutable_array()->set_task_count(count);
       spec.mutable_array()->set_max_running(max_running);
       spec.set_discard_output((a >> 10) % 2 == 0);  // `submit --array --no-logs`
+      spec.set_dependency(dependency);
       // Now and then one task exports another environment than the first
       // (a client other than the CLI): it keeps its own copy.
       if (t == 1 && (a >> 12) % 4 == 0) {
@@ -1011,6 +1022,77 @@ class Simulation {
     for (size_t i = 0; i < ids->size(); ++i) {
       acked_.push_back((*ids)[i]);
       NoteExported((*ids)[i], submitted[i]);
+    }
+    arrays_.push_back({ids->front(), count});
+  }
+
+  // A recent acked job of this cluster, or 0.
+  int64_t RecentJob(uint64_t pick) const {
+    if (acked_.empty()) return 0;
+    const size_t window = std::min<size_t>(acked_.size(), 12);
+    return acked_[acked_.size() - 1 - pick % window];
+  }
+
+  // Jobs with dependencies (kSubmitDependent), Slurm's shapes: a chain of
+  // three (prep -> train afterok -> eval afterany), one more link on a
+  // recent job (any type), a diamond (afterok on two), any-of (afterok ? 
+  // afternotok), two singleton jobs of one name, or an array after a recent
+  // array (afterok on the whole array, or aftercorr task by task). Some
+  // are refused at submit (their dependency can never be met): nothing is
+  // acked then.
+  void SubmitDependent(uint64_t a, uint64_t b) {
+    static constexpr const char* kTypes[] = {"after", "afterany", "afterok", "afternotok"};
+    auto one = [&](const std::string& dependency, uint64_t salt) {
+      v1::JobSpec spec = BaseSpec(b ^ salt);
+      spec.set_gpu_fraction((salt % 2) == 0 ? 0.5 : 1.0);
+      spec.set_dependency(dependency);
+      return spec;
+    };
+    switch (a % 6) {
+      case 0: {
+        std::optional<int64_t> prep = Submit(one("", 0), b);
+        if (!prep) return;
+        std::optional<int64_t> train = Submit(one(absl::StrCat("afterok:", *prep), 1), b >> 1);
+        if (!train) return;
+        Submit(one(absl::StrCat("afterany:", *train), 2), b >> 2);
+        break;
+      }
+      case 1: {
+        const int64_t up = RecentJob(a >> 8);
+        if (up == 0) return;
+        Submit(one(absl::StrCat(kTypes[(a >> 4) % 4], ":", up), 3), b);
+        break;
+      }
+      case 2: {
+        const int64_t x = RecentJob(a >> 8), y = RecentJob(a >> 16);
+        if (x == 0) return;
+        Submit(one(absl::StrCat("afterok:", x, ",afterok:", y), 4), b);
+        break;
+      }
+      case 3: {
+        const int64_t x = RecentJob(a >> 8), y = RecentJob(a >> 16);
+        if (x == 0) return;
+        Submit(one(absl::StrCat("afterok:", x, "?afternotok:", y), 5), b);
+        break;
+      }
+      case 4: {
+        // One user's two jobs of one name: the second waits for the first.
+        for (int k = 0; k < 2; ++k) {
+          v1::JobSpec spec = one("singleton", 6 + static_cast<uint64_t>(k));
+          spec.set_user("alice");
+          spec.set_name(absl::StrCat("single-", (a >> 4) % 2));
+          if (std::optional<int64_t> id = Submit(spec, b >> k)) singletons_.push_back(*id);
+        }
+        break;
+      }
+      default: {
+        if (arrays_.empty()) return;
+        const auto& [first, count] = arrays_[(a >> 8) % arrays_.size()];
+        const bool corr = (a >> 4) % 2 == 0;
+        SubmitArray(a >> 20, b, absl::StrCat(corr ? "aftercorr:" : "afterok:", first),
+                    count);
+        break;
+      }
     }
   }
 
@@ -1319,6 +1401,8 @@ class Simulation {
     ++generation_;
     if (!OpenStore(/*fresh=*/true) || !StartCoordinator()) return;
     acked_.clear();
+    arrays_.clear();
+    singletons_.clear();
     request_ids_.clear();
     final_.clear();
     exported_.clear();
@@ -1526,6 +1610,9 @@ class Simulation {
       case EventType::kNodeAdmin:
         NodeAdmin(e.a, e.b);
         break;
+      case EventType::kSubmitDependent:
+        SubmitDependent(e.a, e.b);
+        break;
       case EventType::kCount:
         break;
     }
@@ -1626,6 +1713,7 @@ class Simulation {
         final_[id] = {job->state(), job->end_time_ms()};
       }
       CheckJob(*job, lost);
+      CheckDependency(*job);
       const bool live = std::any_of(job->tasks().begin(), job->tasks().end(),
                                     [](const v1::Task& t) { return coord::IsLive(t.state()); });
       if (live && !coord::IsFinal(job->state()) && job->master_port() > 0) {
@@ -1666,6 +1754,83 @@ class Simulation {
       break;
     }
     return out.empty() ? "nothing" : out;
+  }
+
+  // The dependency invariants (coordinator/dependency.h), judged from what
+  // GetJob answers for the jobs named (their conditions only ever move from
+  // waiting to met or to never, so a verdict now also held before):
+  //   dependency-order: a SCHEDULED or RUNNING job's dependency holds (it was
+  //     not placed before), and a singleton job was placed while no other
+  //     job of its name and user held GPUs (placement order);
+  //   dependency-never-waits: no PENDING job waits on a dependency that can
+  //     no longer be met (it is ended in the same event);
+  //   dependency-spurious-end: a job ended for its dependency had one that
+  //     can truly never be met.
+  void CheckDependency(const v1::Job& job) {
+    if (job.spec().dependency().empty()) return;
+    absl::StatusOr<coord::Dependency> dep = coord::ParseDependency(job.spec().dependency());
+    if (!dep.ok()) {
+      Violation("dependency-order", absl::StrCat("job ", job.id(), " was accepted with \"",
+                                                 job.spec().dependency(), "\": ",
+                                                 dep.status().ToString()));
+      return;
+    }
+    const bool placed =
+        job.state() == v1::JOB_STATE_SCHEDULED || job.state() == v1::JOB_STATE_RUNNING;
+    const bool ended_for_it = job.state() == v1::JOB_STATE_CANCELLED &&
+                              absl::StartsWith(job.reason(), "dependency can never be met");
+    if (!placed && job.state() != v1::JOB_STATE_PENDING && !ended_for_it) return;
+    auto facts = [&](int64_t id) -> std::optional<coord::DepJobFacts> {
+      // PeekJob: no wait for the store (a check must not commit writes a
+      // crash would lose).
+      absl::StatusOr<v1::Job> t = core_->PeekJob(id);
+      if (!t.ok()) return std::nullopt;
+      coord::DepJobFacts f;
+      f.state = t->state();
+      f.started = t->state() != v1::JOB_STATE_PENDING || t->attempt() > 0;
+      f.user = t->spec().user();
+      f.array_job_id = t->spec().array().array_job_id();
+      f.task_id = t->spec().array().task_id();
+      f.task_count = t->spec().array().task_count();
+      return f;
+    };
+    const coord::DepSelf self{job.id(), job.spec().has_array(), job.spec().array().task_id()};
+    // Singleton is judged below by placement order; here without peers.
+    const coord::DepVerdict v = coord::EvaluateDependency(*dep, self, facts, {});
+    if (placed && v.outcome != coord::DepOutcome::kSatisfied) {
+      Violation("dependency-order",
+                absl::StrCat("job ", job.id(), " is ", v1::JobState_Name(job.state()),
+                             " with dependency ", job.spec().dependency(), ": ", v.reason));
+    }
+    if (job.state() == v1::JOB_STATE_PENDING && v.outcome == coord::DepOutcome::kNever) {
+      Violation("dependency-never-waits",
+                absl::StrCat("job ", job.id(), " still waits: ", v.reason));
+    }
+    if (ended_for_it && v.outcome != coord::DepOutcome::kNever) {
+      Violation("dependency-spurious-end",
+                absl::StrCat("job ", job.id(), " was ended (", job.reason(),
+                             ") but its dependency ", job.spec().dependency(), " is ",
+                             v.outcome == coord::DepOutcome::kSatisfied ? "met" : "still open"));
+    }
+    if (placed && dep->HasSingleton()) {
+      // Only singleton jobs have "single-*" names here.
+      for (int64_t other : singletons_) {
+        if (other == job.id() || final_.count(other)) continue;
+        absl::StatusOr<v1::Job> o = core_->PeekJob(other);
+        if (!o.ok() || o->spec().name() != job.spec().name() ||
+            o->spec().user() != job.spec().user()) {
+          continue;
+        }
+        const bool o_placed =
+            o->state() == v1::JOB_STATE_SCHEDULED || o->state() == v1::JOB_STATE_RUNNING;
+        if (o_placed && o->placement_seq() < job.placement_seq()) {
+          Violation("dependency-order",
+                    absl::StrCat("singleton job ", job.id(), " (", job.spec().name(),
+                                 ") was placed while job ", other, " of the same name and "
+                                 "user held GPUs"));
+        }
+      }
+    }
   }
 
   void CheckJob(const v1::Job& job, const std::set<std::string>& lost) {
@@ -1867,6 +2032,10 @@ class Simulation {
   // Cluster generation (kNewCluster): job ids restart in each.
   int generation_ = 0;
   std::vector<int64_t> acked_;
+  // Job arrays acked in this cluster: (array id, tasks).
+  std::vector<std::pair<int64_t, int>> arrays_;
+  // Acked singleton jobs of this cluster (named "single-*").
+  std::vector<int64_t> singletons_;
   std::vector<std::pair<std::string, int64_t>> request_ids_;
   int64_t submitted_ = 0;
   // Acked jobs seen final: their state and end time.

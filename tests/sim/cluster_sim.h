@@ -69,6 +69,9 @@ enum class EventType : int {
   kSubmitArray,       // a job array (SubmitJobs), maybe with a %P limit
   kNodeAdmin,         // an admin drains (maybe with a deadline), downs or
                       // resumes (maybe --verify) a node
+  kSubmitDependent,   // jobs with dependencies: a chain, a diamond, any-of,
+                      // singleton, or an array after an array (afterok or
+                      // aftercorr)
   kCount,
 };
 
@@ -116,6 +119,10 @@ struct SimResult {
   std::map<std::string, int64_t> events_by_type;
   // Jobs acked, by the state they ended the run in.
   std::map<std::string, int64_t> job_end_states;
+  // Of those, the jobs submitted with a dependency, by end state; the ones
+  // ended because their dependency could never be met counted apart, as
+  // "CANCELLED (dependency never met)".
+  std::map<std::string, int64_t> dependency_end_states;
   // Processes the agents started (job ranks and probes).
   int64_t processes_started = 0;
   int64_t preflight_runs = 0;

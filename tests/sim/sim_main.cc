@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   int64_t total_events = 0, processes = 0, probes = 0, preemptions = 0, failed_seeds = 0,
           fetched = 0, writes_lost = 0;
-  std::map<std::string, int64_t> by_invariant, by_type, end_states;
+  std::map<std::string, int64_t> by_invariant, by_type, end_states, dep_end_states;
   std::vector<std::string> samples;
   int shrunk = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
     writes_lost += r.writes_lost;
     for (const auto& [k, n] : r.events_by_type) by_type[k] += n;
     for (const auto& [k, n] : r.job_end_states) end_states[k] += n;
+    for (const auto& [k, n] : r.dependency_end_states) dep_end_states[k] += n;
     if (r.violations.empty()) continue;
     ++failed_seeds;
     ++by_invariant[r.first_invariant];
@@ -194,6 +195,7 @@ int main(int argc, char** argv) {
     put_map("violations_by_invariant", by_invariant);
     put_map("events_by_type", by_type);
     put_map("job_end_states", end_states);
+    put_map("dependency_job_end_states", dep_end_states);
     auto* list = f["violation_samples"].mutable_list_value();
     for (const std::string& s : samples) list->add_values()->set_string_value(s);
     std::string text;

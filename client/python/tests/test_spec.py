@@ -9,6 +9,7 @@ from unittest import mock
 
 import trainctl
 from trainctl.client import Client
+from trainctl.errors import InvalidArgument
 from trainctl.units import parse_byte_size, parse_duration_s
 from trainctl.v1 import preflight_pb2, service_pb2, types_pb2
 
@@ -65,6 +66,23 @@ class SubmitSpecTest(unittest.TestCase):
         self.assertTrue(spec.allow_mixed_gpu_types)
         self.stub.calls.clear()
         self.assertEqual(list(self.submit(gpu_types="h100").spec.gpu_types), ["h100"])
+
+    def test_submit_dependencies_build_slurms_string(self):
+        from trainctl.client import Job
+        prep = Job(self.client, 12)
+        spec = self.submit(after_ok=[prep, 13], after_any=14, after_not_ok=15, after=16,
+                           singleton=True).spec
+        self.assertEqual(spec.dependency,
+                         "afterok:12:13,afterany:14,afternotok:15,after:16,singleton")
+        self.stub.calls.clear()
+        spec = self.submit(dependency="afterok:12?afterany:14").spec
+        self.assertEqual(spec.dependency, "afterok:12?afterany:14")
+        with self.assertRaises(InvalidArgument):
+            self.client.submit(["x"], dependency="afterok:1", after_ok=[2])
+        with self.assertRaises(TypeError):
+            self.client.submit(["x"], after_ok=["12"])
+        with self.assertRaises(InvalidArgument):
+            self.client.submit(["x"], after_ok=[0])
 
     def test_submit_node_selection_wrong_types_raise_type_error(self):
         with self.assertRaises(TypeError):

@@ -11,7 +11,7 @@ import difflib
 import math
 import os
 import re
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 from trainctl.errors import InvalidArgument
 from trainctl.units import parse_byte_size, parse_duration_s
@@ -40,7 +40,18 @@ EXTRA_OPTIONS = {
     "nodelist": "only these nodes (list of str, or 'a,b'); a gang uses every one",
     "exclude": "never these nodes (list of str, or 'a,b')",
     "allow_mixed_gpu_types": "gangs: may mix GPU types (bool)",
+    "dependency": "Slurm's --dependency string, e.g. 'afterok:12:13,afterany:14' "
+                  "(not with the after_* keywords)",
+    "after_ok": "start after these jobs succeeded (Job, int, or a list of them)",
+    "after_any": "start after these jobs ended, in any state",
+    "after_not_ok": "start after these jobs failed or were cancelled",
+    "after": "start after these jobs started (or ended)",
+    "singleton": "one job of this name and user at a time (bool)",
 }
+# The keywords that build JobSpec.dependency, with the Slurm type of each,
+# in the order they are written.
+_DEPENDENCY_KEYWORDS = (("after_ok", "afterok"), ("after_any", "afterany"),
+                        ("after_not_ok", "afternotok"), ("after", "after"))
 # Named arguments of submit() and sweep() that become the spec.
 NAMED_OPTIONS = ("gpus", "gpu_fraction", "gpu_mem", "nodes", "gpus_per_node", "env",
                  "name", "workdir")
@@ -62,6 +73,43 @@ def check_kwargs(func: str, given: Mapping[str, Any], allowed: Iterable[str]) ->
         parts.append("%r (did you mean %r?)" % (k, close[0]) if close else repr(k))
     raise TypeError("%s() got unexpected keyword argument%s %s; accepted: %s" % (
         func, "s" if len(unknown) > 1 else "", ", ".join(parts), ", ".join(allowed)))
+
+
+def _job_ids(name: str, value: Any) -> List[int]:
+    """Job ids from a Job (anything with an int ``id``), an int, or a list of
+    them. Raises TypeError for anything else, InvalidArgument for an id < 1."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    ids = []
+    for item in items:
+        job_id = getattr(item, "id", item)
+        if isinstance(job_id, bool) or not isinstance(job_id, int):
+            raise TypeError("%s: expected a Job, an int job id or a list of them, got %s"
+                            % (name, type(item).__name__))
+        if job_id < 1:
+            raise InvalidArgument("%s: %d is not a job id (ids count from 1)" % (name, job_id))
+        ids.append(job_id)
+    if not ids:
+        raise InvalidArgument("%s: empty; give at least one job" % name)
+    return ids
+
+
+def _dependency(more: Mapping[str, Any]) -> str:
+    """JobSpec.dependency from ``dependency=`` (taken as given: the
+    coordinator checks it) or the after_*/singleton keywords (all of them
+    must hold, Slurm's ','). Raises InvalidArgument when both forms are
+    given."""
+    parts = []
+    for key, slurm in _DEPENDENCY_KEYWORDS:
+        if more.get(key) is not None:
+            parts.append("%s:%s" % (slurm, ":".join(str(i) for i in _job_ids(key, more[key]))))
+    if more.get("singleton") is not None and _bool("singleton", more["singleton"]):
+        parts.append("singleton")
+    if more.get("dependency") is not None:
+        if parts:
+            raise InvalidArgument("dependency=%r and after_*/singleton: give one form, not both"
+                                  % (more["dependency"],))
+        return _str("dependency", more["dependency"])
+    return ",".join(parts)
 
 
 def _int(name: str, value: Any, low: int, high: int = _MAX_COUNT) -> int:
@@ -225,6 +273,7 @@ def build_spec(command: Any, *, gpus: Optional[int] = None,
     if "allow_mixed_gpu_types" in more:
         spec.allow_mixed_gpu_types = _bool("allow_mixed_gpu_types",
                                            more["allow_mixed_gpu_types"])
+    spec.dependency = _dependency(more)
     if name is not None:
         spec.name = _str("name", name)
     for key, value in (env or {}).items():
