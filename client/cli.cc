@@ -122,6 +122,7 @@ int Cli::Run(int argc, char** argv) {
   const NodeCommands node_cmds = AddNodeCommands(app, f);
   CLI::App* top = AddTopCommand(app, f);
   const TokenCommands tokens = AddTokenCommands(app, f);
+  const internal::SessionCommands sessions = internal::AddSessionCommands(app, f);
 
   // completion, help
   std::string shell;
@@ -306,6 +307,12 @@ int Cli::Run(int argc, char** argv) {
       array = *std::move(parsed);
     }
   }
+  if (sessions.shell->parsed()) {
+    if (std::string error = internal::PrepareShell(&f); !error.empty()) {
+      err_ << "trainctl: error: " << error << "\n";
+      return kExitUsage;
+    }
+  }
   // A sweep to submit: expanded (and every usage error found) before any RPC.
   const bool sweep_run = sweep.sweep->parsed() && !sweep.list->parsed() &&
                          !sweep.describe->parsed() && !sweep.cancel->parsed() &&
@@ -410,6 +417,10 @@ int Cli::Run(int argc, char** argv) {
   if (tokens.list->parsed()) return session.TokenList(f.tok_all, json);
   if (tokens.revoke->parsed()) return session.TokenRevoke(f.tok_id, json);
   if (tokens.audit->parsed()) return session.Audit(f.audit_since_ms, f.audit_limit, json);
+  if (sessions.exec->parsed() || sessions.shell->parsed() || sessions.attach->parsed() ||
+      sessions.port_forward->parsed()) {
+    return internal::RunSessionCommand(sessions, f, session, err_);
+  }
   return kExitUsage;  // unreachable: require_subcommand(1)
   };
   const int status = dispatch();
