@@ -345,7 +345,10 @@ absl::Status WaitRunning(Session& session, int64_t job_id, std::ostream& err) {
     v1::GetJobResponse resp;
     if (absl::Status s = session.Call(&Stub::GetJob, req, &resp); !s.ok()) return s;
     const v1::Job& job = resp.job();
-    if (!job.tasks().empty() && job.tasks(0).state() == v1::TASK_STATE_RUNNING) {
+    // RUNNING, not SCHEDULED: a gang's pre-flight probes run as its tasks
+    // first.
+    if (job.state() == v1::JOB_STATE_RUNNING && !job.tasks().empty() &&
+        job.tasks(0).state() == v1::TASK_STATE_RUNNING) {
       return absl::OkStatus();
     }
     if (IsFinal(job.state())) {

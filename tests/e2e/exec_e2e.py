@@ -110,7 +110,9 @@ def wait_running(token, job_id, ranks=1):
     def running():
         j = job(token, job_id)
         tasks = j.get("tasks", [])
-        return len(tasks) == ranks and all(
+        # RUNNING, not SCHEDULED: a gang's pre-flight probes run as its tasks
+        # first.
+        return j.get("state") == "JOB_STATE_RUNNING" and len(tasks) == ranks and all(
             t.get("state") == "TASK_STATE_RUNNING" for t in tasks)
     wait_until("job %s running" % job_id, running)
 
