@@ -123,6 +123,7 @@ int Cli::Run(int argc, char** argv) {
   CLI::App* top = AddTopCommand(app, f);
   const TokenCommands tokens = AddTokenCommands(app, f);
   const internal::AccountingCommands accounting = internal::AddAccountingCommands(app, f);
+  const internal::SessionCommands sessions = internal::AddSessionCommands(app, f);
 
   // completion, help
   std::string shell;
@@ -307,6 +308,12 @@ int Cli::Run(int argc, char** argv) {
       array = *std::move(parsed);
     }
   }
+  if (sessions.shell->parsed()) {
+    if (std::string error = internal::PrepareShell(&f); !error.empty()) {
+      err_ << "trainctl: error: " << error << "\n";
+      return kExitUsage;
+    }
+  }
   // A sweep to submit: expanded (and every usage error found) before any RPC.
   const bool sweep_run = sweep.sweep->parsed() && !sweep.list->parsed() &&
                          !sweep.describe->parsed() && !sweep.cancel->parsed() &&
@@ -430,6 +437,10 @@ int Cli::Run(int argc, char** argv) {
     request.set_user(f.acct_user);
     request.set_state(f.acct_state);
     return session.History(request, f.acct_fields, f.output);
+  }
+  if (sessions.exec->parsed() || sessions.shell->parsed() || sessions.attach->parsed() ||
+      sessions.port_forward->parsed()) {
+    return internal::RunSessionCommand(sessions, f, session, err_);
   }
   return kExitUsage;  // unreachable: require_subcommand(1)
   };

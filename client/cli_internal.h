@@ -337,6 +337,9 @@ class Session {
   // attempts, metric summary.
   void DescribeRecords(const v1::Job& job);
 
+  // The coordinator's stub (not owned), for the streaming calls.
+  Stub* stub() const { return stub_; }
+
  private:
   // The trials of `sweep_id` ranked by `metric` (one summary-only GetMetrics
   // per trial). Errors: those of SweepJobs and GetMetrics.
@@ -508,6 +511,14 @@ struct Flags {
   int64_t acct_since_ms = 0;
   int64_t acct_until_ms = 0;
   std::vector<std::string> acct_fields;
+  // exec, shell, attach, port-forward (cli_session.cc)
+  int sess_rank = 0;
+  bool sess_stdin = false;
+  bool sess_tty = false;
+  bool sess_keep = false;
+  std::string sess_idle_timeout;
+  std::vector<std::string> sess_command;
+  std::string sess_ports;
 };
 
 
@@ -608,6 +619,27 @@ struct TokenCommands {
   CLI::App* audit;
 };
 TokenCommands AddTokenCommands(CLI::App& app, Flags& f);
+// `exec`, `shell`, `attach` and `port-forward`: interactive sessions beside
+// a running rank (cli_session.cc).
+struct SessionCommands {
+  CLI::App* exec = nullptr;
+  CLI::App* shell = nullptr;
+  CLI::App* attach = nullptr;
+  CLI::App* port_forward = nullptr;
+};
+SessionCommands AddSessionCommands(CLI::App& app, Flags& f);
+// Before any RPC, for `shell`: fills f->submit with the interactive job
+// (the job spec flags, a holder process as its command, JobSpec.interactive
+// and idle_timeout_ms from --idle-timeout, default 1 h). Returns a usage
+// error naming the flag, or "".
+std::string PrepareShell(Flags* f);
+// Runs whichever of `c` was parsed over `session`'s stub; returns the exit
+// status (exec, shell, attach: the remote command's exit code, 128 + its
+// signal when a signal ended it, the kubectl exec rule; kExitRpcError when
+// the session could not run; kExitUsage for bad flags).
+int RunSessionCommand(const SessionCommands& c, Flags& f, Session& session,
+                      std::ostream& err);
+
 // Before any RPC: fills f->tok_request from `token create`'s flags and
 // f->audit_since_ms from `audit --since` (a duration before `now`, or an
 // RFC 3339 time). Returns a usage error naming the flag, or "".

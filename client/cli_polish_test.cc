@@ -335,7 +335,10 @@ const std::set<std::string>& NotReadCommands() {
       "report",  // sends metrics from inside a task
       "completion", "help",
       "token",  // a group: each of its commands has -o json
-      "top"};  // a live view (if present); its data is `nodes -o json`
+      "top",  // a live view (if present); its data is `nodes -o json`
+      // Interactive sessions: a remote command's bytes, or a forwarded
+      // port's.
+      "exec", "shell", "attach", "port-forward"};
   return *kSet;
 }
 

@@ -208,7 +208,10 @@ class Coordinator {
   // reply; a failed write is logged (the cancel still holds in memory).
   // Errors: NOT_FOUND; FAILED_PRECONDITION naming the final state (and its
   // reason) when the job has already ended: nothing was cancelled.
-  absl::StatusOr<v1::Job> CancelJob(int64_t job_id);
+  // `reason` is Job.reason (what `describe` shows): a user's cancel, or the
+  // end of a `trainctl shell` session (session_relay.h).
+  absl::StatusOr<v1::Job> CancelJob(int64_t job_id,
+                                    const std::string& reason = "cancelled by user");
 
   // Calls `done` with the job once it is final and that state is stored (a
   // crash never takes back an end a waiter saw), or at `timeout` from now with

@@ -387,7 +387,7 @@ std::vector<v1::Job> Coordinator::ListJobs(const std::vector<v1::JobState>& stat
   return out;
 }
 
-absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
+absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id, const std::string& reason) {
   Deferred deferred;
   v1::Job result;
   WriteTicket durable_at = 0;
@@ -410,7 +410,7 @@ absl::StatusOr<v1::Job> Coordinator::CancelJob(int64_t job_id) {
       for (v1::Task& t : *job.mutable_tasks()) {
         if (IsLive(t.state())) StopTaskLocked(job, t);
       }
-      TransitionLocked(job, v1::JOB_STATE_CANCELLED, "cancelled by user", deferred);
+      TransitionLocked(job, v1::JOB_STATE_CANCELLED, reason, deferred);
       PersistLocked(job);
       RequestScheduleLocked(deferred);
       result = RedactedJob(job);

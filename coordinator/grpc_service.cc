@@ -18,6 +18,7 @@
 #include "common/log_follow.h"
 #include "common/logging.h"
 #include "coordinator/agent_writes.h"
+#include "coordinator/session_relay.h"
 
 namespace trainctl::coord {
 namespace {
@@ -271,17 +272,135 @@ class HistoryStream : public grpc::ServerWriteReactor<v1::ListHistoryResponse> {
   v1::ListHistoryResponse page_;  // the page being written
 };
 
+// One Session call (`trainctl exec`, `shell`, `attach`, `port-forward`):
+// the first message opens the session through the relay (session_relay.h,
+// which checks who may), later ones go to it; the relay sends output and the
+// end back through Send and End. Writes are queued, one in flight; End
+// finishes after what is queued. Deletes itself in OnDone, after telling
+// the relay its client is gone (the agent then kills the command).
+class SessionStream
+    : public grpc::ServerBidiReactor<v1::SessionClientMessage, v1::SessionServerMessage>,
+      public SessionClient {
+ public:
+  SessionStream(SessionRelay* relay, absl::StatusOr<Principal> who)
+      : relay_(relay), who_(std::move(who)) {
+    if (!who_.ok()) {
+      FinishWith(ToGrpcStatus(who_.status()));
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void Send(v1::SessionServerMessage msg) override {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || ending_) return;
+    out_.push_back(std::move(msg));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+  }
+
+  void End(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || ending_) return;
+    ending_ = true;
+    end_status_ = ToGrpcStatus(status);
+    if (!writing_) FinishLocked(end_status_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    out_.pop_front();
+    if (ok && !out_.empty()) {
+      StartWrite(&out_.front());
+      return;
+    }
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+    } else if (ending_) {
+      FinishLocked(end_status_);
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The client closed its side or went away: the session ends.
+      if (!id_.empty()) relay_->ClientGone(id_);
+      FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "the client ended the session"));
+      return;
+    }
+    if (id_.empty()) {
+      if (!in_.has_open()) {
+        FinishWith(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "open: the first message of a session must open it"));
+        return;
+      }
+      absl::StatusOr<std::string> id = relay_->Open(*who_, in_.open(), this);
+      if (!id.ok()) {
+        FinishWith(ToGrpcStatus(id.status()));
+        return;
+      }
+      id_ = *id;
+    } else {
+      absl::Status s = relay_->FromClient(id_, in_);
+      if (absl::IsInvalidArgument(s)) {
+        relay_->ClientGone(id_);
+        FinishWith(ToGrpcStatus(s));
+        return;
+      }
+      // NOT_FOUND: the session has ended; its end is on its way.
+    }
+    StartRead(&in_);
+  }
+
+  void OnDone() override {
+    if (!id_.empty()) relay_->ClientGone(id_);
+    delete this;
+  }
+
+ private:
+  void FinishWith(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(status);
+  }
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  SessionRelay* const relay_;
+  const absl::StatusOr<Principal> who_;
+  // Read and written only by the reactor's read callbacks and OnDone.
+  std::string id_;
+  v1::SessionClientMessage in_;
+  absl::Mutex mu_;
+  std::deque<v1::SessionServerMessage> out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
+};
+
 // Every call first authenticates its caller (CallerOf) and, for calls on one
 // job, checks the caller may act on it (CheckJobAccess) before the core
 // acts: a refused call changes nothing.
 class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService {
  public:
-  UserApi(Coordinator* core, const SecurityConfig& security)
+  UserApi(Coordinator* core, const SecurityConfig& security, SessionRelay* sessions)
       : core_(core),
         tokens_(security.tokens),
         token_store_(security.token_store),
         audit_(security.audit),
-        accounting_(security.accounting) {}
+        accounting_(security.accounting),
+        sessions_(sessions) {}
+
+  grpc::ServerBidiReactor<v1::SessionClientMessage, v1::SessionServerMessage>* Session(
+      grpc::CallbackServerContext* ctx) override {
+    return new SessionStream(sessions_, Caller(ctx));
+  }
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
@@ -852,6 +971,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   TokenStore* const token_store_;
   AuditLog* const audit_;
   const Accounting* const accounting_;
+  SessionRelay* const sessions_;
 };
 
 // ---------------------------------------------------------------- rendezvous
@@ -903,8 +1023,9 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
  public:
   // `cert_name`: the node its verified client certificate names; empty
   // when none is required. A non-OK `refuse` ends the stream at once with it.
-  AgentStream(Coordinator* core, std::string cert_name, const grpc::Status& refuse)
-      : core_(core), cert_name_(std::move(cert_name)) {
+  AgentStream(Coordinator* core, SessionRelay* sessions, std::string cert_name,
+              const grpc::Status& refuse)
+      : core_(core), sessions_(sessions), cert_name_(std::move(cert_name)) {
     if (!refuse.ok()) {
       FinishOnce(refuse);
       return;
@@ -961,6 +1082,10 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
         FinishOnce(ToGrpcStatus(registered));
         return;
       }
+      sessions_->AgentConnected(node_, this);
+    } else if (in_.has_session()) {
+      // Session traffic goes to the relay, never through the core.
+      sessions_->FromAgent(node_, in_.session());
     } else {
       absl::Status s = core_->HandleAgentMessage(node_, this, in_);
       if (absl::IsFailedPrecondition(s)) {
@@ -983,7 +1108,10 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
   }
 
   void OnDone() override {
-    if (!node_.empty()) core_->AgentDisconnected(node_, this);
+    if (!node_.empty()) {
+      sessions_->AgentGone(node_, this);
+      core_->AgentDisconnected(node_, this);
+    }
     delete this;
   }
 
@@ -996,6 +1124,7 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
   }
 
   Coordinator* const core_;
+  SessionRelay* const sessions_;
   const std::string cert_name_;
   // Set once registered; read only by the reactor's own callbacks.
   std::string node_;
@@ -1012,12 +1141,12 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
 
 class GrpcCoordinatorServices::AgentApi : public v1::AgentService::CallbackService {
  public:
-  AgentApi(Coordinator* core, bool require_cert)
-      : core_(core), require_cert_(require_cert) {}
+  AgentApi(Coordinator* core, bool require_cert, SessionRelay* sessions)
+      : core_(core), require_cert_(require_cert), sessions_(sessions) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* ctx) override {
-    if (!require_cert_) return new AgentStream(core_, "", grpc::Status::OK);
+    if (!require_cert_) return new AgentStream(core_, sessions_, "", grpc::Status::OK);
     // With GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY the common name is
     // present only when the peer sent a certificate that the CA verified.
     std::string cert_name;
@@ -1031,26 +1160,66 @@ class GrpcCoordinatorServices::AgentApi : public v1::AgentService::CallbackServi
       TC_LOG_WARN("refused an agent without a client certificate from {}",
                   ctx->peer());
       return new AgentStream(
-          core_, "",
+          core_, sessions_, "",
           grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                        "agents must present a client certificate signed by the "
                        "coordinator's CA (trainctl-agent --tls-cert/--tls-key/"
                        "--tls-ca; deploy/make_certs.sh makes them)"));
     }
-    return new AgentStream(core_, std::move(cert_name), grpc::Status::OK);
+    return new AgentStream(core_, sessions_, std::move(cert_name), grpc::Status::OK);
   }
 
  private:
   Coordinator* const core_;
   const bool require_cert_;
+  SessionRelay* const sessions_;
 };
 
 // ---------------------------------------------------------------- server
 
+namespace {
+
+// The relay's reach into the core: jobs, cancels, the audit log.
+SessionRelay::Hooks RelayHooks(Coordinator* core, AuditLog* audit) {
+  SessionRelay::Hooks hooks;
+  hooks.get_job = [core](int64_t id) { return core->GetJob(id); };
+  hooks.end_job = [core](int64_t id, const std::string& reason) {
+    absl::StatusOr<v1::Job> job = core->CancelJob(id, reason);
+    if (!job.ok() && !absl::IsFailedPrecondition(job.status())) {
+      TC_LOG_WARN("job {}: could not end it ({}): {}", id, reason, job.status().ToString());
+    }
+  };
+  // Busy: a utilization sample since `since` at or above 5 % (GPU or SM).
+  hooks.gpus_idle = [core](int64_t id, absl::Time since) {
+    absl::StatusOr<std::vector<v1::JobUsage>> usage = core->GetJobUsage({id}, 0);
+    if (!usage.ok() || usage->empty()) return true;
+    const int64_t since_ms = absl::ToUnixMillis(since);
+    for (const v1::JobUsageSample& s : usage->front().samples()) {
+      if (s.time_ms() >= since_ms && (s.gpu_util_pct() >= 5 || s.sm_active_pct() >= 5)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (audit != nullptr) {
+    hooks.audit = [audit](const Principal& who, const std::string& action,
+                          const std::string& target, const std::string& detail) {
+      if (who.user.empty()) return;  // no authentication: no one to record
+      audit->RecordAsync(who.user, action, target, detail, absl::Now(),
+                         [](absl::StatusOr<v1::AuditEvent>) {});
+    };
+  }
+  return hooks;
+}
+
+}  // namespace
+
 GrpcCoordinatorServices::GrpcCoordinatorServices(Coordinator* core,
-                                                 SecurityConfig security)
-    : user_(std::make_unique<UserApi>(core, security)),
-      agent_(std::make_unique<AgentApi>(core, security.require_agent_cert)),
+                                                 SecurityConfig security,
+                                                 SessionRelay::Options sessions)
+    : sessions_(std::make_unique<SessionRelay>(RelayHooks(core, security.audit), sessions)),
+      user_(std::make_unique<UserApi>(core, security, sessions_.get())),
+      agent_(std::make_unique<AgentApi>(core, security.require_agent_cert, sessions_.get())),
       rendezvous_(std::make_unique<RendezvousApi>(core)) {}
 
 GrpcCoordinatorServices::~GrpcCoordinatorServices() = default;

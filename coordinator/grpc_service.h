@@ -15,6 +15,7 @@
 #include "coordinator/audit_log.h"
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/session_relay.h"
 #include "coordinator/token_store.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -74,7 +75,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerTlsCredential
 // the server they are registered with).
 class GrpcCoordinatorServices {
  public:
-  explicit GrpcCoordinatorServices(Coordinator* core, SecurityConfig security = {});
+  // `sessions`: the interactive sessions' timings (session_relay.h).
+  explicit GrpcCoordinatorServices(Coordinator* core, SecurityConfig security = {},
+                                   SessionRelay::Options sessions = {});
   ~GrpcCoordinatorServices();
 
   // Registers the services with `builder`.
@@ -84,6 +87,9 @@ class GrpcCoordinatorServices {
   class UserApi;
   class AgentApi;
   class RendezvousApi;
+  // Interactive sessions (session_relay.h), shared by the user API's
+  // Session streams and the agents' streams; made first, destroyed last.
+  std::unique_ptr<SessionRelay> sessions_;
   std::unique_ptr<UserApi> user_;
   std::unique_ptr<AgentApi> agent_;
   std::unique_ptr<RendezvousApi> rendezvous_;

@@ -23,6 +23,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/etcd/ha_leader.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/session_relay.h"
 #include "coordinator/sched_config.h"
 #include "coordinator/prometheus_metrics.h"
 #include "coordinator/state_store.h"
@@ -89,6 +90,11 @@ int main(int argc, char** argv) {
       ->check(DurationCheck())->capture_default_str();
   app.add_option("--stop-grace", stop_grace,
                  "SIGTERM-to-SIGKILL grace period when tasks are stopped")
+      ->check(DurationCheck())->capture_default_str();
+  std::string shell_grace = "60s";
+  app.add_option("--shell-grace", shell_grace,
+                 "how long a `trainctl shell` job outlives its client going away "
+                 "(`trainctl attach` within it keeps the job)")
       ->check(DurationCheck())->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
@@ -471,7 +477,9 @@ int main(int argc, char** argv) {
   security.audit = audit->get();
   security.accounting = accounting->get();
   security.require_agent_cert = credentials != nullptr;
-  trainctl::coord::GrpcCoordinatorServices services(core->get(), security);
+  trainctl::coord::SessionRelay::Options session_options;
+  session_options.shell_grace = ToDuration(shell_grace);
+  trainctl::coord::GrpcCoordinatorServices services(core->get(), security, session_options);
   int port = 0;
   auto server = trainctl::coord::StartCoordinatorServer(services, listen, &port,
                                                         credentials);

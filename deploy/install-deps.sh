@@ -23,6 +23,8 @@ PACKAGES=(
   # The Python client (client/python): runtime, stub generation (protoc and
   # grpc_python_plugin above), and its pip install test in a venv.
   python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel python3-venv
+  # exec_e2e: `trainctl exec -it` / `shell` driven through a real pseudo-terminal.
+  python3-pexpect
   # torch_netns_e2e: a real PyTorch DDP gang (CPU, gloo) across network
   # namespaces (~1 min to install, ~400 MB).
   python3-torch

@@ -135,7 +135,15 @@ Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launc
         absl::BitGen gen;
         return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
                                absl::Uniform<uint64_t>(gen));
-      }()) {}
+      }()) {
+  sessions_ = std::make_unique<SessionHost>(launcher_, [this](const v1::SessionFromAgent& m) {
+    v1::AgentMessage msg;
+    *msg.mutable_session() = m;
+    absl::MutexLock lock(&mu_);
+    // Never queued: a session does not outlive its stream.
+    if (connected_ && outbox_) outbox_(msg);
+  });
+}
 
 absl::Status Agent::Validate() {
   TC_ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, inventory_->ListGpus());
@@ -324,9 +332,13 @@ void Agent::Connected(Outbox outbox, const std::string& cluster_id) {
 }
 
 void Agent::Disconnected() {
-  absl::MutexLock lock(&mu_);
-  connected_ = false;
-  outbox_ = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    connected_ = false;
+    outbox_ = nullptr;
+  }
+  // The coordinator has told their clients UNAVAILABLE.
+  sessions_->CloseAll();
 }
 
 int Agent::Fence(const std::string& why) {
@@ -446,9 +458,62 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
       if (connected_) outbox_(reply);
       break;
     }
+    case v1::CoordinatorMessage::kSession:
+      HandleSession(msg.session());
+      break;
     default:
       break;
   }
+}
+
+void Agent::HandleSession(const v1::SessionToAgent& msg) {
+  const v1::SessionClientMessage& payload = msg.payload();
+  if (!payload.has_open()) {
+    if (absl::Status s = sessions_->Input(msg.session_id(), payload); !s.ok()) {
+      TC_LOG_WARN("session {}: {}", msg.session_id(), s.ToString());
+    }
+    return;
+  }
+  const v1::SessionOpen& open = payload.open();
+  std::shared_ptr<const LaunchSpec> base;
+  bool found = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tasks_.find(Key{open.job_id(), msg.attempt(), 0, open.rank()});
+    if (it != tasks_.end() && !it->second.exited && !it->second.launching) {
+      found = true;
+      base = it->second.session_spec;
+    }
+  }
+  absl::Status status;
+  if (!found) {
+    status = absl::FailedPreconditionError(absl::StrFormat(
+        "job %d rank %d has no running task on node %s", open.job_id(), open.rank(),
+        config_.node_name));
+  } else if (base == nullptr) {
+    status = absl::FailedPreconditionError(absl::StrFormat(
+        "job %d rank %d runs in a container (--image): sessions into containers are "
+        "not supported",
+        open.job_id(), open.rank()));
+  } else {
+    absl::StatusOr<int> pid =
+        sessions_->Open(msg.session_id(), open, *base,
+                        absl::StrCat(open.job_id(), "/", msg.attempt(), "/", open.rank()));
+    status = pid.status();
+    if (pid.ok()) {
+      TC_LOG_INFO("session {}: job {} rank {}: {} (pid {})", msg.session_id(), open.job_id(),
+                  open.rank(), open.port() > 0 ? absl::StrCat("port ", open.port()) : "command",
+                  *pid);
+    }
+  }
+  if (status.ok()) return;
+  v1::AgentMessage reply;
+  reply.mutable_session()->set_session_id(msg.session_id());
+  v1::SessionError* e = reply.mutable_session()->mutable_payload()->mutable_error();
+  e->set_code(static_cast<int>(status.code()));
+  e->set_message(std::string(status.message()));
+  absl::MutexLock lock(&mu_);
+  if (connected_) outbox_(reply);
 }
 
 absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const {
@@ -841,6 +906,9 @@ void Agent::Start(const v1::StartTask& start) {
       entry.container_files = ContainerFilesPrefix(ref);
     }
   }
+  if (start.image().empty() && !start.has_preflight()) {
+    entry.session_spec = std::make_shared<const LaunchSpec>(spec);
+  }
   entry.ref.set_pid(*pid);
   st->mutable_task()->set_pid(*pid);
   st->set_state(v1::TASK_STATE_RUNNING);
@@ -893,6 +961,11 @@ void Agent::OnExit(const Key& key, ExitInfo info) {
     relay_rank = it->second.relay_rank;
   }
   RemoveFromRelay(relay_rank);
+  // Sessions beside it end with it (in its cgroup they die below anyway).
+  if (std::get<2>(key) == 0) {
+    sessions_->CloseTagged(
+        absl::StrCat(std::get<0>(key), "/", std::get<1>(key), "/", std::get<3>(key)));
+  }
   // Processes that left the task's process group (setsid, a container's
   // conmon) die with its cgroup before the exit is reported: nothing of the
   // task outlives its report. Without the lock: Kill() waits for them, and

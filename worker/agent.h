@@ -37,6 +37,7 @@
 #include "worker/hw/proc_stats.h"
 #include "worker/hw/process_launcher.h"
 #include "worker/nccl/rendezvous_relay.h"
+#include "worker/pty_session.h"
 #include "worker/task_paths.h"
 #include "worker/torch_store.h"
 
@@ -167,8 +168,12 @@ class Agent {
   // Handles StartTask (alone or in a StartTaskBatch, started in order),
   // StopTask and ReadLog. One caller at a time (the stream's reader): a
   // StartTask's launch runs here without the agent's lock, and a StopTask
-  // must not overtake it.
+  // must not overtake it. Interactive sessions (CoordinatorMessage.session)
+  // go to the agent's SessionHost (pty_session.h).
   void Handle(const v1::CoordinatorMessage& msg);
+
+  // Interactive sessions open on this agent now.
+  int OpenSessions() const { return sessions_->Count(); }
 
   // Fencing: kills (SIGKILL to the process group, no grace) every task
   // whose process runs now, because the coordinator has stopped hearing
@@ -241,7 +246,16 @@ class Agent {
     // A podman task: the prefix of its environment file and mount stages
     // (ContainerFilesPrefix), removed at its exit.
     std::string container_files;
+    // The task's launch (account, cgroup, environment, work dir), what an
+    // interactive session beside it starts with; null for a pre-flight
+    // probe or a container task (no session into those).
+    std::shared_ptr<const LaunchSpec> session_spec;
   };
+
+  // Opens a session beside a running task (payload.open) or passes a
+  // client message on to its session; a session that cannot open is
+  // answered with its error (SessionServerMessage.error).
+  void HandleSession(const v1::SessionToAgent& msg) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Launches `start` (no lock held while spawning) and reports RUNNING or
   // START_FAILED.
@@ -346,6 +360,9 @@ class Agent {
   // Exits already sent, newest last, re-sent in the next registration
   // (RegisterNode.finished_tasks); at most kRecentExits.
   std::deque<v1::TaskStatus> recent_exits_ ABSL_GUARDED_BY(mu_);
+  // Interactive sessions; sends through the outbox while connected (takes
+  // mu_ itself: never called with it held). Last member: destroyed first.
+  std::unique_ptr<SessionHost> sessions_;
 };
 
 }  // namespace trainctl::worker

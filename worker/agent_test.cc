@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -924,6 +925,90 @@ TEST_F(AgentTest, Registration_CarriesAStableInstanceId) {
   EXPECT_EQ(agent_->Registration()->agent_instance_id(), reg->agent_instance_id());
   Make();
   EXPECT_NE(agent_->Registration()->agent_instance_id(), reg->agent_instance_id());
+}
+
+// Session messages the agent sent, thread-safe (sessions send from their
+// own threads).
+class SessionOutbox {
+ public:
+  Agent::Outbox Outbox() {
+    return [this](const v1::AgentMessage& m) {
+      absl::MutexLock lock(&mu_);
+      if (m.has_session()) got_.push_back(m.session());
+    };
+  }
+  // Waits (bounded) for a message of session `id` that `pred` accepts.
+  std::optional<v1::SessionFromAgent> Wait(
+      const std::string& id, std::function<bool(const v1::SessionServerMessage&)> pred) {
+    absl::MutexLock lock(&mu_);
+    auto find = [&]() -> const v1::SessionFromAgent* {
+      for (const auto& m : got_) {
+        if (m.session_id() == id && pred(m.payload())) return &m;
+      }
+      return nullptr;
+    };
+    auto found = [&] { return find() != nullptr; };
+    mu_.AwaitWithTimeout(absl::Condition(&found), absl::Seconds(20));
+    const v1::SessionFromAgent* m = find();
+    return m == nullptr ? std::nullopt : std::optional<v1::SessionFromAgent>(*m);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::SessionFromAgent> got_;
+};
+
+v1::CoordinatorMessage OpenSession(const std::string& id, int64_t job, int rank) {
+  v1::CoordinatorMessage msg;
+  v1::SessionToAgent* s = msg.mutable_session();
+  s->set_session_id(id);
+  v1::SessionOpen* o = s->mutable_payload()->mutable_open();
+  o->set_job_id(job);
+  o->set_rank(rank);
+  o->add_argv("nvidia-smi");
+  return msg;
+}
+
+TEST_F(AgentTest, Session_BesideARunningTask_RunsWithTheTasksLaunchNotItsLog) {
+  Make();
+  agent_->Handle(Start(7, 1));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const LaunchSpec task = launcher_.launched.begin()->second;
+  SessionOutbox out;
+  agent_->Connected(out.Outbox());
+  agent_->Handle(OpenSession("s1", 7, 1));
+  ASSERT_THAT(launcher_.launched, SizeIs(2));
+  const LaunchSpec& spec = launcher_.launched.rbegin()->second;
+  EXPECT_THAT(spec.argv, ElementsAre("nvidia-smi"));
+  EXPECT_EQ(spec.env, task.env);
+  EXPECT_EQ(spec.workdir, task.workdir);
+  EXPECT_EQ(spec.cgroup_dir, task.cgroup_dir);
+  EXPECT_TRUE(spec.log_path.empty());
+  EXPECT_GE(spec.stdout_fd, 0);
+  auto started = out.Wait("s1", [](const auto& p) { return p.has_started(); });
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->payload().started().pid(), launcher_.launched.rbegin()->first);
+  EXPECT_EQ(agent_->OpenSessions(), 1);
+  // The session's command exits: its exit goes to the coordinator.
+  launcher_.Exit(launcher_.launched.rbegin()->first, ExitInfo{4, 0});
+  auto exit = out.Wait("s1", [](const auto& p) { return p.has_exit(); });
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->payload().exit().exit_code(), 4);
+  // The task itself runs on.
+  EXPECT_EQ(agent_->RunningTasks(), 1);
+}
+
+TEST_F(AgentTest, Session_NoSuchRunningTask_FailedPreconditionBack) {
+  Make();
+  SessionOutbox out;
+  agent_->Connected(out.Outbox());
+  agent_->Handle(OpenSession("s2", 9, 0));
+  auto err = out.Wait("s2", [](const auto& p) { return p.has_error(); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->payload().error().code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(err->payload().error().message(), HasSubstr("job 9 rank 0 has no running task"));
+  EXPECT_THAT(launcher_.launched, SizeIs(0));
 }
 
 }  // namespace

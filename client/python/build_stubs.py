@@ -24,7 +24,7 @@ import sys
 
 # Every file of proto/trainctl/v1 (service.proto imports most of them).
 PROTOS = ("metrics", "types", "sched", "auth", "preflight", "web",
-          "telemetry", "top", "accounting", "service", "bench")
+          "telemetry", "top", "accounting", "session", "service", "bench")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -149,13 +149,17 @@ class SpawnSetup {
 // Fills `setup` for a child that leads a new process group, has default
 // signal dispositions and an empty mask (the agent may ignore SIGPIPE or block
 // signals; ignored signals survive exec), stdin from /dev/null, stdout and
-// stderr on `log_fd`, runs in `workdir` and inherits no other descriptor.
+// stderr on `log_fd` (or spec's own descriptors, or spec.tty_path as its
+// controlling terminal in a session of its own), runs in `workdir` and
+// inherits no other descriptor.
 // An empty `workdir` leaves the directory alone (the shim enters it).
-int PrepareSpawn(SpawnSetup& setup, int log_fd, const std::string& workdir) {
+int PrepareSpawn(SpawnSetup& setup, int log_fd, const std::string& workdir,
+                 const LaunchSpec& spec) {
+  const bool tty = !spec.tty_path.empty();
   int err = posix_spawnattr_setflags(
-      setup.attr(), POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                        POSIX_SPAWN_SETSIGDEF);
-  if (err == 0) err = posix_spawnattr_setpgroup(setup.attr(), 0);
+      setup.attr(), (tty ? POSIX_SPAWN_SETSID : POSIX_SPAWN_SETPGROUP) |
+                        POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  if (err == 0 && !tty) err = posix_spawnattr_setpgroup(setup.attr(), 0);
   sigset_t none;
   sigemptyset(&none);
   if (err == 0) err = posix_spawnattr_setsigmask(setup.attr(), &none);
@@ -165,15 +169,35 @@ int PrepareSpawn(SpawnSetup& setup, int log_fd, const std::string& workdir) {
   if (err == 0 && !workdir.empty()) {
     err = posix_spawn_file_actions_addchdir_np(setup.actions(), workdir.c_str());
   }
-  if (err == 0) {
-    err = posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO,
-                                           "/dev/null", O_RDONLY, 0);
-  }
-  if (err == 0) {
-    err = posix_spawn_file_actions_adddup2(setup.actions(), log_fd, STDOUT_FILENO);
-  }
-  if (err == 0) {
-    err = posix_spawn_file_actions_adddup2(setup.actions(), log_fd, STDERR_FILENO);
+  if (tty) {
+    // glibc runs the file actions after setsid(): a session leader with no
+    // controlling terminal that opens a terminal without O_NOCTTY acquires
+    // it as its controlling terminal.
+    if (err == 0) {
+      err = posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO,
+                                             spec.tty_path.c_str(), O_RDWR, 0);
+    }
+    if (err == 0) {
+      err = posix_spawn_file_actions_adddup2(setup.actions(), STDIN_FILENO, STDOUT_FILENO);
+    }
+    if (err == 0) {
+      err = posix_spawn_file_actions_adddup2(setup.actions(), STDIN_FILENO, STDERR_FILENO);
+    }
+  } else {
+    if (err == 0 && spec.stdin_fd >= 0) {
+      err = posix_spawn_file_actions_adddup2(setup.actions(), spec.stdin_fd, STDIN_FILENO);
+    } else if (err == 0) {
+      err = posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO,
+                                             "/dev/null", O_RDONLY, 0);
+    }
+    if (err == 0) {
+      err = posix_spawn_file_actions_adddup2(
+          setup.actions(), spec.stdout_fd >= 0 ? spec.stdout_fd : log_fd, STDOUT_FILENO);
+    }
+    if (err == 0) {
+      err = posix_spawn_file_actions_adddup2(
+          setup.actions(), spec.stderr_fd >= 0 ? spec.stderr_fd : log_fd, STDERR_FILENO);
+    }
   }
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
   // Descriptors the agent opened without O_CLOEXEC stay out of tasks.
@@ -356,7 +380,7 @@ absl::StatusOr<int> PosixProcessLauncher::Launch(
   envp.push_back(nullptr);
 
   SpawnSetup setup;
-  int err = PrepareSpawn(setup, *log_fd, spawn_workdir);
+  int err = PrepareSpawn(setup, *log_fd, spawn_workdir, spec);
   if (err != 0) {
     close(*log_fd);
     return absl::InternalError("cannot prepare posix_spawn: " + ErrnoText(err));

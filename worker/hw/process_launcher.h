@@ -56,6 +56,20 @@ struct LaunchSpec {
   // swapped for a link meanwhile. Nothing is mounted outside the task's
   // namespace.
   std::vector<std::pair<std::string, std::string>> bind_as_account;
+  // Interactive sessions (worker/pty_session.h). Set (>= 0): the caller's
+  // descriptors that become the process's stdin, stdout, stderr instead of
+  // /dev/null and the log file (log_path is then not opened for them; the
+  // caller keeps its own copies).
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // Non-empty: the path of a pseudo-terminal's slave side (/dev/pts/N). The
+  // process starts a new session (setsid) instead of only a process group
+  // and opens this path as stdin, stdout and stderr, which makes it the
+  // session's controlling terminal: Ctrl-C typed on it signals the
+  // foreground process group, a resize sends SIGWINCH (the rules of
+  // login(1) and sshd). Overrides the three descriptors above.
+  std::string tty_path;
 };
 
 // How a process ended: exit_code when it exited (signal == 0), or the signal

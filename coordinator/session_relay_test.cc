@@ -1,0 +1,407 @@
+#include "coordinator/session_relay.h"
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainctl::coord {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeAgent : public AgentConnection {
+ public:
+  void Send(v1::CoordinatorMessage msg) override {
+    absl::MutexLock lock(&mu_);
+    sent_.push_back(std::move(msg));
+  }
+  void Close(const absl::Status&) override {}
+  std::vector<v1::CoordinatorMessage> sent() {
+    absl::MutexLock lock(&mu_);
+    return sent_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::CoordinatorMessage> sent_;
+};
+
+class FakeClient : public SessionClient {
+ public:
+  void Send(v1::SessionServerMessage msg) override {
+    absl::MutexLock lock(&mu_);
+    got_.push_back(std::move(msg));
+  }
+  void End(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    ++ends_;
+    end_ = status;
+  }
+  std::vector<v1::SessionServerMessage> got() {
+    absl::MutexLock lock(&mu_);
+    return got_;
+  }
+  std::optional<absl::Status> end() {
+    absl::MutexLock lock(&mu_);
+    return end_;
+  }
+  int ends() {
+    absl::MutexLock lock(&mu_);
+    return ends_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::SessionServerMessage> got_;
+  std::optional<absl::Status> end_;
+  int ends_ = 0;
+};
+
+v1::Job RunningJob(int64_t id, const std::string& user, int ranks) {
+  v1::Job job;
+  job.set_id(id);
+  job.set_attempt(2);
+  job.set_state(v1::JOB_STATE_RUNNING);
+  job.mutable_spec()->set_user(user);
+  for (int r = 0; r < ranks; ++r) {
+    v1::Task* t = job.add_tasks();
+    t->set_rank(r);
+    t->set_node(r == 0 ? "n0" : "n1");
+    t->set_state(v1::TASK_STATE_RUNNING);
+  }
+  return job;
+}
+
+v1::SessionOpen Exec(int64_t job, int rank) {
+  v1::SessionOpen o;
+  o.set_job_id(job);
+  o.set_rank(rank);
+  o.add_argv("nvidia-smi");
+  return o;
+}
+
+class SessionRelayTest : public ::testing::Test {
+ protected:
+  SessionRelayTest() : relay_(Hooks(), Opts()) {
+    jobs_[1] = RunningJob(1, "alice", 2);
+    relay_.AgentConnected("n0", &n0_);
+    relay_.AgentConnected("n1", &n1_);
+  }
+
+  SessionRelay::Hooks Hooks() {
+    SessionRelay::Hooks h;
+    h.get_job = [this](int64_t id) -> absl::StatusOr<v1::Job> {
+      absl::MutexLock lock(&mu_);
+      auto it = jobs_.find(id);
+      if (it == jobs_.end()) return absl::NotFoundError("no such job");
+      return it->second;
+    };
+    h.end_job = [this](int64_t id, const std::string& reason) {
+      absl::MutexLock lock(&mu_);
+      ended_.emplace_back(id, reason);
+    };
+    h.gpus_idle = [this](int64_t, absl::Time) {
+      absl::MutexLock lock(&mu_);
+      ++gpu_checks_;
+      return gpus_idle_;
+    };
+    h.audit = [this](const Principal& who, const std::string& action, const std::string& target,
+                     const std::string&) {
+      absl::MutexLock lock(&mu_);
+      audit_.push_back(absl::StrCat(who.user, " ", action, " ", target));
+    };
+    return h;
+  }
+  static SessionRelay::Options Opts() {
+    SessionRelay::Options o;
+    o.shell_grace = absl::ZeroDuration();
+    o.open_timeout = absl::Hours(1);
+    return o;
+  }
+  static v1::SessionFromAgent FromAgent(const std::string& id, v1::SessionServerMessage p) {
+    v1::SessionFromAgent m;
+    m.set_session_id(id);
+    *m.mutable_payload() = std::move(p);
+    return m;
+  }
+  static v1::SessionServerMessage Exit(int code) {
+    v1::SessionServerMessage p;
+    p.mutable_exit()->set_exit_code(code);
+    return p;
+  }
+  static v1::SessionServerMessage Started() {
+    v1::SessionServerMessage p;
+    p.mutable_started()->set_pid(42);
+    return p;
+  }
+
+  absl::Mutex mu_;
+  std::map<int64_t, v1::Job> jobs_;
+  std::vector<std::pair<int64_t, std::string>> ended_;
+  std::vector<std::string> audit_;
+  bool gpus_idle_ = true;
+  int gpu_checks_ = 0;
+  FakeAgent n0_, n1_;
+  // Outlive the relay, which ends the clients of sessions still open.
+  std::deque<FakeClient> clients_;
+  FakeClient& NewClient() { return clients_.emplace_back(); }
+  SessionRelay relay_;
+};
+
+TEST_F(SessionRelayTest, OpenGoesToTheRanksNodeAndOutputAndExitComeBack) {
+  FakeClient& client = NewClient();
+  absl::StatusOr<std::string> id = relay_.Open({"alice", false}, Exec(1, 1), &client);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_EQ(n1_.sent().size(), 1u);
+  EXPECT_TRUE(n0_.sent().empty());
+  const v1::SessionToAgent open = n1_.sent()[0].session();
+  EXPECT_EQ(open.session_id(), *id);
+  EXPECT_EQ(open.attempt(), 2);
+  EXPECT_EQ(open.payload().open().argv(0), "nvidia-smi");
+
+  relay_.FromAgent("n1", FromAgent(*id, Started()));
+  v1::SessionServerMessage out;
+  out.set_stdout("GPU 0: H200\n");
+  relay_.FromAgent("n1", FromAgent(*id, out));
+  // Another node cannot speak for this session.
+  relay_.FromAgent("n0", FromAgent(*id, Exit(9)));
+  relay_.FromAgent("n1", FromAgent(*id, Exit(0)));
+  auto got = client.got();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].started().session_id(), *id);
+  EXPECT_EQ(got[0].started().node(), "n1");
+  EXPECT_EQ(got[1].stdout(), "GPU 0: H200\n");
+  EXPECT_EQ(got[2].exit().exit_code(), 0);
+  ASSERT_TRUE(client.end().has_value());
+  EXPECT_TRUE(client.end()->ok());
+  EXPECT_EQ(relay_.OpenSessions(), 0);
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(audit_, ::testing::ElementsAre("alice session.exec 1/1"));
+  // An exec is not a shell: the job goes on.
+  EXPECT_TRUE(ended_.empty());
+}
+
+TEST_F(SessionRelayTest, OnlyTheOwnerOrAnAdminMayOpen) {
+  FakeClient& client = NewClient();
+  absl::StatusOr<std::string> id = relay_.Open({"mallory", false}, Exec(1, 0), &client);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(n0_.sent().empty());
+  EXPECT_TRUE(relay_.Open({"root", true}, Exec(1, 0), &client).ok());
+}
+
+TEST_F(SessionRelayTest, RankMustBeRunning) {
+  FakeClient& client = NewClient();
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_[2] = RunningJob(2, "alice", 1);
+    jobs_[2].mutable_tasks(0)->set_state(v1::TASK_STATE_EXITED);
+    jobs_[3] = RunningJob(3, "alice", 0);
+    jobs_[3].set_state(v1::JOB_STATE_PENDING);
+  }
+  auto r = relay_.Open({"alice", false}, Exec(2, 0), &client);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("not running"));
+  EXPECT_EQ(relay_.Open({"alice", false}, Exec(3, 0), &client).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(relay_.Open({"alice", false}, Exec(1, 5), &client).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(relay_.Open({"alice", false}, Exec(99, 0), &client).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionRelayTest, BadOpensAreInvalidArgumentNamingTheField) {
+  FakeClient& client = NewClient();
+  v1::SessionOpen o = Exec(1, 0);
+  o.set_port(70000);
+  o.clear_argv();
+  auto r = relay_.Open({"alice", false}, o, &client);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("port"));
+  o = Exec(1, 0);
+  o.clear_argv();
+  r = relay_.Open({"alice", false}, o, &client);
+  EXPECT_THAT(r.status().message(), HasSubstr("argv"));
+  o = Exec(1, -1);
+  r = relay_.Open({"alice", false}, o, &client);
+  EXPECT_THAT(r.status().message(), HasSubstr("rank"));
+  o = Exec(1, 0);
+  o.set_rows(-3);
+  r = relay_.Open({"alice", false}, o, &client);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("rows/cols"));
+}
+
+TEST_F(SessionRelayTest, ClientMessagesReachTheAgentAndBadOnesAreRefused) {
+  FakeClient& client = NewClient();
+  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
+  ASSERT_TRUE(id.ok());
+  v1::SessionClientMessage in;
+  in.set_stdin("ls\n");
+  ASSERT_TRUE(relay_.FromClient(*id, in).ok());
+  ASSERT_EQ(n0_.sent().size(), 2u);
+  EXPECT_EQ(n0_.sent()[1].session().payload().stdin(), "ls\n");
+  v1::SessionClientMessage sig;
+  sig.set_signal(0);
+  EXPECT_EQ(relay_.FromClient(*id, sig).code(), absl::StatusCode::kInvalidArgument);
+  v1::SessionClientMessage big;
+  big.set_stdin(std::string(kMaxSessionInputBytes + 1, 'x'));
+  EXPECT_EQ(relay_.FromClient(*id, big).code(), absl::StatusCode::kInvalidArgument);
+  v1::SessionClientMessage reopen;
+  *reopen.mutable_open() = Exec(1, 0);
+  EXPECT_EQ(relay_.FromClient(*id, reopen).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(n0_.sent().size(), 2u);
+}
+
+TEST_F(SessionRelayTest, ClientGoneClosesTheCommandOnTheAgent) {
+  FakeClient& client = NewClient();
+  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
+  ASSERT_TRUE(id.ok());
+  relay_.ClientGone(*id);
+  ASSERT_EQ(n0_.sent().size(), 2u);
+  EXPECT_TRUE(n0_.sent()[1].session().payload().close());
+  EXPECT_EQ(relay_.OpenSessions(), 0);
+  // The agent's late exit goes nowhere.
+  relay_.FromAgent("n0", FromAgent(*id, Exit(-1)));
+  EXPECT_TRUE(client.got().empty());
+  EXPECT_EQ(client.ends(), 0);
+}
+
+TEST_F(SessionRelayTest, AgentGoneEndsItsSessionsWithUnavailable) {
+  FakeClient& on_n0 = NewClient();
+  FakeClient& on_n1 = NewClient();
+  ASSERT_TRUE(relay_.Open({"alice", false}, Exec(1, 0), &on_n0).ok());
+  ASSERT_TRUE(relay_.Open({"alice", false}, Exec(1, 1), &on_n1).ok());
+  relay_.AgentGone("n0", &n0_);
+  ASSERT_TRUE(on_n0.end().has_value());
+  EXPECT_EQ(on_n0.end()->code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(on_n1.end().has_value());
+  // With the node's agent gone, new sessions there are refused.
+  FakeClient& late = NewClient();
+  EXPECT_EQ(relay_.Open({"alice", false}, Exec(1, 0), &late).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SessionRelayTest, AgentErrorEndsTheClientWithItsStatus) {
+  FakeClient& client = NewClient();
+  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
+  ASSERT_TRUE(id.ok());
+  v1::SessionServerMessage err;
+  err.mutable_error()->set_code(static_cast<int>(absl::StatusCode::kNotFound));
+  err.mutable_error()->set_message("cannot start nvidia-smi");
+  relay_.FromAgent("n0", FromAgent(*id, err));
+  ASSERT_TRUE(client.end().has_value());
+  EXPECT_EQ(client.end()->code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client.end()->message(), "cannot start nvidia-smi");
+}
+
+TEST_F(SessionRelayTest, AnAgentThatNeverAnswersEndsTheOpenWithDeadlineExceeded) {
+  SessionRelay::Options opts = Opts();
+  opts.open_timeout = absl::Milliseconds(50);
+  SessionRelay relay(Hooks(), opts);
+  relay.AgentConnected("n0", &n0_);
+  FakeClient& client = NewClient();
+  ASSERT_TRUE(relay.Open({"alice", false}, Exec(1, 0), &client).ok());
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!client.end().has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
+  }
+  ASSERT_TRUE(client.end().has_value());
+  EXPECT_EQ(client.end()->code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(SessionRelayTest, ShellSessionEndsItsJobWhenItsCommandExits) {
+  FakeClient& client = NewClient();
+  v1::SessionOpen o = Exec(1, 0);
+  o.set_end_job_with_session(true);
+  auto id = relay_.Open({"alice", false}, o, &client);
+  ASSERT_TRUE(id.ok());
+  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  relay_.FromAgent("n0", FromAgent(*id, Exit(3)));
+  absl::MutexLock lock(&mu_);
+  ASSERT_EQ(ended_.size(), 1u);
+  EXPECT_EQ(ended_[0].first, 1);
+  EXPECT_THAT(ended_[0].second, HasSubstr("exit code 3"));
+}
+
+TEST_F(SessionRelayTest, ShellJobEndsAfterTheGraceWhenItsClientGoes) {
+  FakeClient& client = NewClient();
+  v1::SessionOpen o = Exec(1, 0);
+  o.set_end_job_with_session(true);
+  auto id = relay_.Open({"alice", false}, o, &client);
+  ASSERT_TRUE(id.ok());
+  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  relay_.ClientGone(*id);
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  auto ended = [this] {
+    absl::MutexLock lock(&mu_);
+    return !ended_.empty();
+  };
+  while (!ended() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
+  }
+  EXPECT_EQ(relay_.PendingJobEnds(), 0);
+  absl::MutexLock lock(&mu_);
+  ASSERT_EQ(ended_.size(), 1u);
+  EXPECT_THAT(ended_[0].second, HasSubstr("went away"));
+}
+
+TEST_F(SessionRelayTest, IdleInteractiveJobIsWarnedThenEndedWithTheReason) {
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_[1].mutable_spec()->set_interactive(true);
+    jobs_[1].mutable_spec()->set_idle_timeout_ms(300);
+  }
+  FakeClient& client = NewClient();
+  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
+  ASSERT_TRUE(id.ok());
+  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  EXPECT_EQ(relay_.IdleClocks(), 1);
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!client.end().has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
+  }
+  ASSERT_TRUE(client.end().has_value());
+  auto got = client.got();
+  ASSERT_GE(got.size(), 3u);
+  EXPECT_THAT(got[got.size() - 3].notice(), HasSubstr("unless you type something"));
+  EXPECT_THAT(got[got.size() - 2].notice(), HasSubstr("ending job 1"));
+  EXPECT_THAT(got.back().exit().reason(), HasSubstr("idle for"));
+  // The agent is told to close the command.
+  EXPECT_TRUE(n0_.sent().back().session().payload().close());
+  absl::MutexLock lock(&mu_);
+  ASSERT_EQ(ended_.size(), 1u);
+  EXPECT_THAT(ended_[0].second, HasSubstr("no terminal input and its GPUs idle"));
+}
+
+TEST_F(SessionRelayTest, BusyGpusKeepAnIdleTerminalsJob) {
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_[1].mutable_spec()->set_interactive(true);
+    jobs_[1].mutable_spec()->set_idle_timeout_ms(50);
+    gpus_idle_ = false;
+  }
+  FakeClient& client = NewClient();
+  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
+  ASSERT_TRUE(id.ok());
+  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  auto checks = [this] {
+    absl::MutexLock lock(&mu_);
+    return gpu_checks_;
+  };
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (checks() < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
+  }
+  EXPECT_GE(checks(), 3);
+  EXPECT_FALSE(client.end().has_value());
+  absl::MutexLock lock(&mu_);
+  EXPECT_TRUE(ended_.empty());
+}
+
+}  // namespace
+}  // namespace trainctl::coord

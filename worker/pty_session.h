@@ -1,0 +1,118 @@
+#ifndef TRAINCTL_WORKER_PTY_SESSION_H_
+#define TRAINCTL_WORKER_PTY_SESSION_H_
+
+// The agent's side of interactive sessions (`trainctl exec`, `shell`,
+// `port-forward`; proto/trainctl/v1/session.proto): a command started
+// beside a running task, with the task's own launch (its account, cgroup,
+// environment and work dir: the LaunchSpec the agent built for it, started
+// through the same ProcessLauncher and so the same task shim, which drops
+// privileges and joins the cgroup), under a pseudo-terminal or on pipes; or
+// a TCP connection to a port on the node's loopback.
+//
+// Each session has one thread that polls its descriptors: output is read
+// and sent in chunks of at most kSessionChunkBytes, input queued by
+// Input() is written when the descriptor takes it (never blocking the
+// caller, the agent's stream reader), and once the command has ended (its
+// whole process group reaped by the launcher) what is left of its output
+// is sent, then its exit.
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "trainctl/v1/session.pb.h"
+#include "worker/hw/process_launcher.h"
+
+namespace trainctl::worker {
+
+// Most bytes of output in one SessionServerMessage (and of input a session
+// takes in one SessionClientMessage): 64 KiB.
+inline constexpr size_t kSessionChunkBytes = 64 * 1024;
+// Most input bytes a session holds while its command does not read them
+// (1 MiB); more is refused (RESOURCE_EXHAUSTED) until it reads.
+inline constexpr size_t kSessionMaxPendingInput = 1 << 20;
+// Most sessions open on one agent at once.
+inline constexpr int kMaxSessionsPerAgent = 256;
+
+// The sessions of one agent. Thread-safe.
+class SessionHost {
+ public:
+  // Sends one message to the coordinator. Called from session threads (and
+  // from Open()) until the host is destroyed; must be thread-safe and must
+  // not call back into the host.
+  using Send = std::function<void(const v1::SessionFromAgent&)>;
+
+  // `launcher` is not owned and must outlive the host.
+  SessionHost(ProcessLauncher* launcher, Send send);
+  // CloseAll().
+  ~SessionHost();
+  SessionHost(const SessionHost&) = delete;
+  SessionHost& operator=(const SessionHost&) = delete;
+
+  // Opens session `id` beside the task launched with `task` (its account,
+  // cgroup, environment and work dir are used; its argv, log and container
+  // settings are not). Without open.port: runs open.argv (empty with
+  // open.login_shell: the account's login shell, $SHELL of the task's
+  // environment, which the agent set from the account database; else
+  // /bin/sh) with `-l`; with open.tty under a new pseudo-terminal of
+  // open.rows x open.cols (0: 24 x 80) as its controlling terminal, TERM set
+  // to open.term (default xterm-256color), stdout and stderr one stream;
+  // without, on pipes (stdin /dev/null unless open.stdin). With open.port:
+  // connects to 127.0.0.1:port. Sends `started` (with the pid, 0 for a
+  // forward) before any output; then output chunks, then `exit` once.
+  // Returns the pid (0 for a forward).
+  // Errors: INVALID_ARGUMENT naming the field (argv empty without
+  // login_shell, port outside 1-65535, rows/cols outside 0-10000, term with
+  // other characters or longer than 64); ALREADY_EXISTS for an id in use;
+  // RESOURCE_EXHAUSTED beyond kMaxSessionsPerAgent; UNAVAILABLE when
+  // nothing listens on the port; INTERNAL for openpty, pipe or socket
+  // failures (errno text); those of ProcessLauncher::Launch (NOT_FOUND for a
+  // missing program).
+  // `tag` names what the session runs beside (CloseTagged).
+  absl::StatusOr<int> Open(const std::string& id, const v1::SessionOpen& open,
+                           LaunchSpec task, const std::string& tag = "");
+
+  // Closes (as `close`) every session opened with `tag`, without waiting:
+  // the task they run beside has ended. Returns how many.
+  int CloseTagged(const std::string& tag);
+
+  // Applies one client message to session `id`: stdin bytes (queued and
+  // written as the command reads them), resize (TIOCSWINSZ: the foreground
+  // process gets SIGWINCH), stdin_eof (pipes and forwards: closed /
+  // half-closed; a tty: the terminal's EOF character, ^D), signal (to the
+  // command's process group), close (the launcher stops the group at once / closes the
+  // connection; the exit follows). An id not open (it ended meanwhile) is
+  // ignored. Errors: INVALID_ARGUMENT for a signal outside 1-64 or a size
+  // outside 1-10000; RESOURCE_EXHAUSTED when more than
+  // kSessionMaxPendingInput bytes of input wait unread.
+  absl::Status Input(const std::string& id, const v1::SessionClientMessage& msg);
+
+  // Ends every session (as `close`: SIGTERM then SIGKILL to the group) and
+  // waits until each has sent its exit.
+  void CloseAll();
+
+  // Sessions open now (not yet sent their exit).
+  int Count() const;
+
+ private:
+  class Session;
+
+  // Joins and drops sessions that have sent their exit.
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  ProcessLauncher* const launcher_;
+  const Send send_;
+  mutable absl::Mutex mu_;
+  // Open and finished-but-not-joined sessions by id.
+  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace trainctl::worker
+
+#endif  // TRAINCTL_WORKER_PTY_SESSION_H_
