@@ -238,48 +238,29 @@ void Coordinator::EvaluateDependenciesLocked(Deferred& deferred) {
   DependencyIndex& deps = jobs_.deps();
   if (deps.draining()) return;  // an outer call drains what this edge marked
   deps.set_draining(true);
-  bool unblocked = false;
-  for (int64_t id = deps.TakeDirty(); id != 0; id = deps.TakeDirty()) {
+  auto state = [this](int64_t id) -> std::optional<v1::JobState> {
     auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second.state() != v1::JOB_STATE_PENDING) continue;
-    v1::Job& job = it->second;
-    DepVerdict v;
-    if (const Dependency* dep = deps.DependencyOf(id); dep != nullptr) {
-      std::vector<SingletonPeer> peers;
-      if (dep->HasSingleton()) {
-        for (int64_t peer : deps.GroupOf(id)) {
-          auto p = jobs_.find(peer);
-          if (p == jobs_.end()) continue;
-          const Dependency* pd = deps.DependencyOf(peer);
-          peers.push_back({peer, p->second.state(), pd != nullptr && pd->HasSingleton()});
-        }
-      }
-      const DepSelf self{id, job.spec().has_array(), job.spec().array().task_id()};
-      v = EvaluateDependency(*dep, self,
-                             [this](int64_t t) { return DepFactsLocked(t); }, peers);
-    } else if (!job.spec().dependency().empty()) {
-      // Refused at submit; only a record written otherwise gets here.
-      v = {DepOutcome::kNever,
-           absl::StrCat("dependency can never be met: \"", job.spec().dependency(),
-                        "\" does not parse: ",
-                        ParseDependency(job.spec().dependency()).status().message())};
-    }
-    switch (v.outcome) {
+    if (it == jobs_.end()) return std::nullopt;
+    return it->second.state();
+  };
+  auto facts = [this](int64_t id) { return DepFactsLocked(id); };
+  bool unblocked = false;
+  while (std::optional<DependencyIndex::Judgement> j = deps.JudgeNext(state, facts)) {
+    v1::Job& job = jobs_.at(j->id);
+    switch (j->verdict.outcome) {
       case DepOutcome::kSatisfied:
-        if (deps.Blocked(id)) {
-          deps.SetBlocked(id, false);
-          if (absl::StartsWith(job.reason(), "waiting for dependency")) job.clear_reason();
-          unblocked = true;
+        if (j->unblocked && absl::StartsWith(job.reason(), "waiting for dependency")) {
+          job.clear_reason();
         }
+        unblocked = unblocked || j->unblocked;
         break;
       case DepOutcome::kWaiting:
-        deps.SetBlocked(id, true);
-        if (job.reason() != v.reason) job.set_reason(v.reason);
+        job.set_reason(j->verdict.reason);
         break;
       case DepOutcome::kNever:
         // Like Slurm's --kill-on-invalid-dep=yes; its own dependents follow
         // (the edge marks them).
-        if (TransitionLocked(job, v1::JOB_STATE_CANCELLED, v.reason, deferred)) {
+        if (TransitionLocked(job, v1::JOB_STATE_CANCELLED, j->verdict.reason, deferred)) {
           PersistLocked(job);
         }
         break;

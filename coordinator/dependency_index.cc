@@ -18,7 +18,14 @@ void DependencyIndex::Add(const v1::Job& job) {
   groups_[e.group].insert(id);
   if (job.spec().dependency().empty()) return;
   absl::StatusOr<Dependency> dep = ParseDependency(job.spec().dependency());
-  if (dep.ok()) e.dep = *std::move(dep);
+  if (dep.ok()) {
+    e.dep = *std::move(dep);
+  } else {
+    e.parse_error = absl::StrCat("\"", job.spec().dependency(),
+                                 "\" does not parse: ", dep.status().message());
+  }
+  e.is_array_task = job.spec().has_array();
+  e.task_id = job.spec().array().task_id();
   for (int64_t target : e.dep.JobIds()) waiters_[target].insert(id);
   if (e.dep.HasSingleton()) singletons_[e.group].insert(id);
   blocked_.insert(id);
@@ -98,6 +105,47 @@ void DependencyIndex::MarkDirty(const std::vector<int64_t>& ids) {
   for (int64_t id : ids) {
     if (dirty_set_.insert(id).second) dirty_.push_back(id);
   }
+}
+
+std::optional<DependencyIndex::Judgement> DependencyIndex::JudgeNext(StateFn state,
+                                                                    DepFactsFn facts) {
+  for (int64_t id = TakeDirty(); id != 0; id = TakeDirty()) {
+    if (state(id) != v1::JOB_STATE_PENDING) continue;
+    auto entry = entries_.find(id);
+    if (entry == entries_.end()) continue;
+    const Entry& e = entry->second;
+    Judgement j;
+    j.id = id;
+    if (!e.parse_error.empty()) {
+      j.verdict = {DepOutcome::kNever,
+                   absl::StrCat("dependency can never be met: ", e.parse_error)};
+    } else if (!e.dep.conditions.empty()) {
+      std::vector<SingletonPeer> peers;
+      if (e.dep.HasSingleton()) {
+        for (int64_t peer : GroupOf(id)) {
+          std::optional<v1::JobState> s = state(peer);
+          if (!s.has_value()) continue;
+          const Dependency* pd = DependencyOf(peer);
+          peers.push_back({peer, *s, pd != nullptr && pd->HasSingleton()});
+        }
+      }
+      j.verdict = EvaluateDependency(e.dep, DepSelf{id, e.is_array_task, e.task_id}, facts,
+                                     peers);
+    }  // else no dependency: satisfied
+    switch (j.verdict.outcome) {
+      case DepOutcome::kSatisfied:
+        j.unblocked = Blocked(id);
+        SetBlocked(id, false);
+        break;
+      case DepOutcome::kWaiting:
+        SetBlocked(id, true);
+        break;
+      case DepOutcome::kNever:
+        break;
+    }
+    return j;
+  }
+  return std::nullopt;
 }
 
 int64_t DependencyIndex::TakeDirty() {

@@ -8,18 +8,21 @@
 // evaluate again after a change.
 //
 // Kept by JobTable (Add registers a job, a final edge unregisters it); the
-// coordinator evaluates (EvaluateDependency) and records the verdict here
-// (SetBlocked). Not thread-safe: guarded by the coordinator's lock, as
+// coordinator marks the jobs a change affects (MarkDirty), asks for their
+// judgement (JudgeNext: evaluates and records the verdict) and carries out
+// what it says (reasons, cancels). Not thread-safe: guarded by the coordinator's lock, as
 // JobTable.
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "coordinator/dependency.h"
 #include "trainctl/v1/types.pb.h"
 
@@ -55,6 +58,28 @@ class DependencyIndex {
   // Jobs blocked now.
   size_t blocked_count() const { return blocked_.size(); }
 
+  // ---- judging: what one job's dependency says now, and what the
+  // coordinator must do about it.
+  struct Judgement {
+    int64_t id = 0;
+    // kSatisfied: the job may be placed (`unblocked`: it was blocked until
+    // now, so its "waiting for dependency" reason goes); kWaiting: it stays
+    // out of the queue with `verdict.reason`; kNever: the coordinator ends
+    // it (CANCELLED) with `verdict.reason`.
+    DepVerdict verdict;
+    bool unblocked = false;
+  };
+  // The state of job `id` if the coordinator holds it in memory (every job
+  // that has not ended is), else nullopt.
+  using StateFn = absl::FunctionRef<std::optional<v1::JobState>(int64_t id)>;
+  // Takes dirty jobs until one is PENDING (by `state`), evaluates its
+  // dependency (EvaluateDependency over `facts` and, for singleton, its
+  // group's members with their states) and records the verdict's blocked
+  // flag here; nullopt when the worklist is empty. A registered job whose
+  // string did not parse (submit refuses those; only a record written
+  // otherwise has one) is judged kNever with the parse error. No errors.
+  std::optional<Judgement> JudgeNext(StateFn state, DepFactsFn facts);
+
   // ---- the evaluation worklist (the coordinator drains it iteratively so
   // a cascade of ends does not recurse).
   void MarkDirty(const std::vector<int64_t>& ids);
@@ -69,6 +94,11 @@ class DependencyIndex {
   struct Entry {
     Dependency dep;
     std::string group;
+    // Why spec.dependency did not parse; empty when it did (or is empty).
+    std::string parse_error;
+    // JobSpec.array: whether it is an array task, and its index (aftercorr).
+    bool is_array_task = false;
+    int32_t task_id = 0;
   };
   static std::string GroupKey(const v1::Job& job);
 
