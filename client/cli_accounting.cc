@@ -19,6 +19,7 @@
 #include "client/cli.h"
 #include "client/cli_internal.h"
 #include "client/table.h"
+#include "coordinator/usage_record.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace trainctl::cli {
@@ -50,21 +51,8 @@ std::string Field(const v1::UsageRecord& r, const std::string& field) {
   if (field == "queue") return r.queue();
   if (field == "name") return r.name();
   if (field == "state") {
-    if (r.preempted()) return "preempted";
-    switch (r.outcome()) {
-      case v1::ATTEMPT_OUTCOME_SUCCEEDED:
-        return "succeeded";
-      case v1::ATTEMPT_OUTCOME_FAILED:
-        return "failed";
-      case v1::ATTEMPT_OUTCOME_RESTARTED:
-        return "restarted";
-      case v1::ATTEMPT_OUTCOME_CANCELLED:
-        return "cancelled";
-      case v1::ATTEMPT_OUTCOME_STOPPED_EARLY:
-        return "stopped_early";
-      default:
-        return "-";
-    }
+    const std::string state = coord::HistoryState(r);
+    return state == "running" ? "-" : state;
   }
   if (field == "start") return Utc(r.start_time_ms());
   if (field == "end") return Utc(r.end_time_ms());

@@ -78,37 +78,6 @@ std::string UsageByName(UsageBy by) {
   return "user";
 }
 
-std::string HistoryState(const v1::UsageRecord& r) {
-  if (r.preempted()) return "preempted";
-  switch (r.outcome()) {
-    case v1::ATTEMPT_OUTCOME_SUCCEEDED:
-      return "succeeded";
-    case v1::ATTEMPT_OUTCOME_FAILED:
-      return "failed";
-    case v1::ATTEMPT_OUTCOME_RESTARTED:
-      return "restarted";
-    case v1::ATTEMPT_OUTCOME_CANCELLED:
-      return "cancelled";
-    case v1::ATTEMPT_OUTCOME_STOPPED_EARLY:
-      return "stopped_early";
-    default:
-      return "running";
-  }
-}
-
-absl::StatusOr<bool> MatchesHistoryState(const v1::UsageRecord& record, absl::string_view state) {
-  const std::string s = absl::AsciiStrToLower(state);
-  if (s.empty()) return true;
-  if (s != "succeeded" && s != "failed" && s != "restarted" && s != "cancelled" &&
-      s != "stopped_early" && s != "preempted") {
-    return Invalid("state", absl::StrCat("\"", state,
-                                         "\" is not one of succeeded, failed, restarted, "
-                                         "cancelled, stopped_early, preempted"));
-  }
-  const std::string have = HistoryState(record);
-  return have == s || (s == "restarted" && record.outcome() == v1::ATTEMPT_OUTCOME_RESTARTED);
-}
-
 std::string Accounting::Key(int64_t end_time_ms, int64_t job_id, int attempt) {
   return absl::StrFormat("%020d-%020d-%010d", end_time_ms, job_id, attempt);
 }

@@ -50,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/state_store.h"
+#include "coordinator/usage_record.h"
 #include "trainctl/v1/accounting.pb.h"
 
 namespace trainctl::coord {
@@ -85,17 +86,6 @@ struct HistoryQuery {
   // Records per page handed to `emit` (1..kMaxPageSize).
   int page_size = 1000;
 };
-
-// Whether `record` has history state `state` ("succeeded", "failed",
-// "restarted", "cancelled", "stopped_early", "preempted"; "" matches all).
-// A preempted attempt matches "preempted" and "restarted".
-// Errors: INVALID_ARGUMENT naming "state" for any other value.
-absl::StatusOr<bool> MatchesHistoryState(const v1::UsageRecord& record,
-                                         absl::string_view state);
-
-// The history state of `record`, as MatchesHistoryState spells it
-// ("running" for an attempt with no outcome).
-std::string HistoryState(const v1::UsageRecord& record);
 
 class Accounting {
  public:

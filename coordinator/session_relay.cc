@@ -12,18 +12,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/terminal_size.h"
 
 namespace trainctl::coord {
 namespace {
-
-absl::Status CheckSize(int rows, int cols, bool allow_zero) {
-  const int lo = allow_zero ? 0 : 1;
-  if (rows < lo || rows > 10000 || cols < lo || cols > 10000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "rows/cols: %d x %d is not a terminal size (%d-10000 each)", rows, cols, lo));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status CheckOpen(const v1::SessionOpen& open) {
   if (open.job_id() <= 0) {
@@ -54,7 +46,7 @@ absl::Status CheckOpen(const v1::SessionOpen& open) {
   if (!open.argv().empty() && open.argv(0).empty()) {
     return absl::InvalidArgumentError("argv: the program name is empty");
   }
-  return CheckSize(open.rows(), open.cols(), true);
+  return CheckTerminalSize(open.rows(), open.cols(), true);
 }
 
 std::string Describe(const v1::SessionOpen& open) {
@@ -203,7 +195,9 @@ absl::Status SessionRelay::FromClient(const std::string& id,
       }
       break;
     case v1::SessionClientMessage::kResize:
-      if (absl::Status s = CheckSize(msg.resize().rows(), msg.resize().cols(), false); !s.ok()) {
+      if (absl::Status s =
+              CheckTerminalSize(msg.resize().rows(), msg.resize().cols(), false);
+          !s.ok()) {
         return s;
       }
       break;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "common/terminal_size.h"
 
 namespace trainctl::worker {
 namespace {
@@ -39,15 +40,6 @@ void SetNonBlocking(int fd) {
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
-}
-
-absl::Status CheckSize(int rows, int cols, bool allow_zero) {
-  const int lo = allow_zero ? 0 : 1;
-  if (rows < lo || rows > 10000 || cols < lo || cols > 10000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "rows/cols: %d x %d is not a terminal size (%d-10000 each)", rows, cols, lo));
-  }
-  return absl::OkStatus();
 }
 
 bool ValidTerm(const std::string& term) {
@@ -116,7 +108,8 @@ class SessionHost::Session {
         return absl::OkStatus();
       }
       case v1::SessionClientMessage::kResize: {
-        if (absl::Status s = CheckSize(msg.resize().rows(), msg.resize().cols(), false);
+        if (absl::Status s =
+                CheckTerminalSize(msg.resize().rows(), msg.resize().cols(), false);
             !s.ok()) {
           return s;
         }
@@ -375,7 +368,7 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
   if (open.port() == 0 && open.argv().empty() && !open.login_shell()) {
     return absl::InvalidArgumentError("argv: empty: no command to run");
   }
-  if (absl::Status s = CheckSize(open.rows(), open.cols(), true); !s.ok()) return s;
+  if (absl::Status s = CheckTerminalSize(open.rows(), open.cols(), true); !s.ok()) return s;
   if (!ValidTerm(open.term())) {
     return absl::InvalidArgumentError(
         "term: only letters, digits and \"._+-\", at most 64 characters");
