@@ -31,7 +31,7 @@ PACKAGES=(
   # container_smoke_e2e (~20 s to install): podman, its --init (catatonit), runc
   # (crun 1.8 refuses hybrid cgroup hosts) and a static busybox for the image.
   podman catatonit runc busybox-static
-  golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev
+  golang-go golang-grpc-gateway golang-github-grpc-ecosystem-grpc-gateway-dev golang-github-gorilla-websocket-dev
   golang-google-grpc-dev golang-goprotobuf-dev golang-google-genproto-dev
   etcd-server golang-etcd-server-dev golang-github-gogo-protobuf-dev
   chromium

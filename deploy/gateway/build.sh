@@ -23,7 +23,8 @@ for t in go protoc protoc-gen-go protoc-gen-grpc-gateway; do
 done
 for d in github.com/grpc-ecosystem/grpc-gateway/runtime google.golang.org/grpc \
          github.com/golang/protobuf/proto google.golang.org/genproto/googleapis/rpc/status \
-         github.com/grpc-ecosystem/grpc-gateway/protoc-gen-swagger github.com/ghodss/yaml; do
+         github.com/grpc-ecosystem/grpc-gateway/protoc-gen-swagger github.com/ghodss/yaml \
+         github.com/gorilla/websocket; do
   [[ -d $GOCODE/$d ]] || skip "no $GOCODE/$d"
 done
 

@@ -9,6 +9,8 @@
 //	routes.go   what the gateway answers itself: /healthz, /readyz,
 //	            /v1/sweeps, the short state names of ?states=
 //	openapi.go  /v1/openapi.json: the generated description plus the above
+//	terminal.go /v1/terminal: a WebSocket carrying one interactive session
+//	            (the dashboard's terminal)
 //
 // Errors come back as HTTP status codes (INVALID_ARGUMENT -> 400,
 // NOT_FOUND -> 404, UNAVAILABLE -> 503, ...) with a JSON body
@@ -83,7 +85,7 @@ const maxBodyBytes = 16 << 20
 func limitRequests(h http.Handler, maxBytes int64, requireAuth bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if requireAuth && strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/v1/openapi.json" &&
-			r.Header.Get("Authorization") == "" {
+			!hasCredentials(r) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeJSONErrorCode(w, "unauthenticated: send Authorization: Bearer TOKEN", http.StatusUnauthorized, codes.Unauthenticated)
 			return

@@ -47,7 +47,8 @@ type fakeCoordinator struct {
 	batches []*pb.SubmitJobsRequest
 	arrays  []*pb.SubmitJobArrayRequest
 	lists   []*pb.ListJobsRequest
-	authz   []string // authorization metadata of ListJobs calls
+	authz   []string          // authorization metadata of ListJobs calls
+	opens   []*pb.SessionOpen // the first message of Session calls (terminal_test.go)
 }
 
 func authorization(ctx context.Context) string {

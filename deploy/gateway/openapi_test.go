@@ -107,7 +107,7 @@ func TestOpenAPI_Served_RulesPlusGatewayRoutes(t *testing.T) {
 		t.Fatalf("HTTP %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	want := httpRuleRoutes(t)
-	for _, r := range []string{"GET /healthz", "GET /readyz", "GET /v1/sweeps", "GET /v1/openapi.json"} {
+	for _, r := range []string{"GET /healthz", "GET /readyz", "GET /v1/sweeps", "GET /v1/terminal", "GET /v1/openapi.json"} {
 		want = append(want, r)
 	}
 	sort.Strings(want)

@@ -30,7 +30,8 @@ type ownRoute struct {
 	Operation string
 }
 
-// ownRoutes returns /healthz, /readyz and /v1/sweeps (withOpenAPIRoute adds
+// ownRoutes returns /healthz, /readyz, /v1/sweeps and /v1/terminal
+// (terminal.go; withOpenAPIRoute adds
 // /v1/openapi.json, whose description includes these).
 func ownRoutes(gw *runtime.ServeMux, client pb.CoordinatorClient, cfg gatewayConfig) []ownRoute {
 	return []ownRoute{
@@ -50,6 +51,7 @@ func ownRoutes(gw *runtime.ServeMux, client pb.CoordinatorClient, cfg gatewayCon
 			"parameters": [{"name": "limit", "in": "query", "required": false, "type": "integer", "format": "int32",
 				"description": "At most this many sweeps, newest first; 0: every sweep among the jobs looked through."}],
 			"responses": {"200": {"description": "the sweeps", "schema": {"$ref": "#/definitions/gatewaySweepList"}}}}`},
+		{"/v1/terminal", "GET", terminal(client), terminalOperation},
 	}
 }
 

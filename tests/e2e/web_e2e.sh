@@ -9,7 +9,10 @@
 # Usage: web_e2e.sh BUILD_BIN_DIR [SCREENSHOT_DIR]
 # Screenshots go to SCREENSHOT_DIR (default: the temp dir, removed unless KEEP
 # is set); `tests/e2e/web_e2e.sh build/bin docs` refreshes docs/dashboard.png,
-# docs/dashboard-job.png, docs/dashboard-sweep.png and docs/dashboard-drain.png.
+# docs/dashboard-job.png, docs/dashboard-sweep.png, docs/dashboard-drain.png
+# and docs/dashboard-terminal.png. Then the job page's terminal
+# (client/web/e2e/terminal.e2e.mjs) against a second coordinator, one with a
+# tokens file, and a gateway run with -require-auth.
 # Exits 77 (ctest: skipped) with "SKIP: ..." when chromium, node or npm is
 # missing (deploy/install-deps.sh installs them).
 set -euo pipefail
@@ -56,5 +59,33 @@ cd "$WEB"
 CHROMIUM=$CHROMIUM TRAINCTL_CLI=$BIN/trainctl TRAINCTL_COORDINATOR=$COORD node e2e/dashboard.e2e.mjs "$URL" "$SHOTS" 2>&1 | tee "$WORK/browser.log" | sed 's/^/  /'
 [[ ${PIPESTATUS[0]} == 0 ]] || fail "browser test (screenshot at failure: $SHOTS/failure.png)"
 n=$(grep -Eo '^[0-9]+ passed' "$WORK/browser.log" | cut -d' ' -f1)
+pass=$((pass + n))
+
+# 4. The job page's terminal against a coordinator that authenticates: two
+# users' tokens, one agent with 2 fake GPUs, the gateway with -require-auth;
+# alice's 2-rank job runs `sleep`.
+alice=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+bob=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf 'tokens { token: "%s" user: "alice" }\ntokens { token: "%s" user: "bob" }\n' "$alice" "$bob" >"$WORK/tokens.txtpb"
+"$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state-auth" \
+  --tokens-file "$WORK/tokens.txtpb" >"$WORK/coord-auth.out" 2>>"$WORK/coord-auth.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/coord-auth.out" "listening on port") || fail "coordinator (tokens) did not start"
+ACOORD=127.0.0.1:${line##* }
+"$BIN/trainctl-agent" --coordinator "$ACOORD" --node-name term-node --fake-gpus 2 \
+  --cgroups off --container-runtime none --run-tasks-as-agent \
+  --log-dir "$WORK/logs-term" >"$WORK/agent-term.log" 2>&1 &
+PIDS+=($!)
+wait_line "$WORK/agent-term.log" "registered with the coordinator" >/dev/null || fail "agent term-node did not register"
+"$BIN/trainctl-gateway" -listen 127.0.0.1:0 -coordinator "$ACOORD" -static-dir "$WEB/dist" -require-auth \
+  >"$WORK/gateway-auth.out" 2>"$WORK/gateway-auth.log" &
+PIDS+=($!)
+line=$(wait_line "$WORK/gateway-auth.out" "listening on port") || fail "gateway (require-auth) did not start"
+AURL=http://127.0.0.1:${line##* }
+job=$("$BIN/trainctl" --coordinator "$ACOORD" --token "$alice" submit --gpus 2 -- sleep 1000) || fail "submit the terminal's job"
+job=${job//[!0-9]/}
+node e2e/terminal.e2e.mjs "$AURL" "$SHOTS" "$job" "$alice" "$bob" 2>&1 | tee "$WORK/terminal.log" | sed 's/^/  /'
+[[ ${PIPESTATUS[0]} == 0 ]] || fail "terminal browser test (screenshot at failure: $SHOTS/terminal-failure.png)"
+n=$(grep -Eo '^[0-9]+ passed' "$WORK/terminal.log" | cut -d' ' -f1)
 pass=$((pass + n))
 e2e_done

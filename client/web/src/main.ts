@@ -4,7 +4,8 @@
 //                    each node's state (ready, lost, draining, drained, down) with
 //                    why, and Drain…/Resume buttons (admins)
 //   #/jobs?...       job list with filters (state, name, sweep) and cancel
-//   #/jobs/ID        job detail: ranks, live log (follow), GPU utilization and
+//   #/jobs/ID        job detail: ranks, a terminal beside a running rank
+//                    (terminal.ts), live log (follow), GPU utilization and
 //                    memory over time, metric curves (every key vs step)
 //   #/sweeps?sweep=  sweep comparison chart (metric vs hyper-parameter) and the
 //                    trials' curves of one metric overlaid; opens on the newest
@@ -38,6 +39,7 @@ import {
   utilColor,
   type JobFilter,
 } from "./format";
+import { TerminalSession } from "./terminal";
 import { align, metricCurves, sweepMetric, sweepsNewestFirst, trialCurves, usageSeries } from "./series";
 import type { Job, JobSpec, JobUsageSample, MetricSeries, NodeView } from "./types";
 
@@ -394,12 +396,45 @@ function jobDetailView(id: string): Cleanup {
   const metricBox = h("div", { class: "chart", "data-testid": "metric-chart" });
   const metricTableBox = h("div", {});
   const metricsBox = h("div", { "data-testid": "metrics", hidden: true }, h("h3", {}, "Metrics"), metricNote, metricBox, metricTableBox);
+  // The terminal: exec into a running rank (`trainctl exec -it`).
+  const termRank = h("select", { "data-testid": "terminal-rank" }, h("option", { value: "0" }, "rank 0"));
+  const termCmd = h("input", { type: "text", size: 40, placeholder: "command (empty: the login shell)", "data-testid": "terminal-command" });
+  const termOpen = h("button", { type: "button", disabled: true, "data-testid": "terminal-open" }, "Open terminal");
+  const termClose = h("button", { type: "button", hidden: true, "data-testid": "terminal-close" }, "Close");
+  const termState = h("span", { class: "small", "data-testid": "terminal-state" }, "the job must be running");
+  const termBox = h("div", { class: "terminal", hidden: true, "data-testid": "terminal" });
+  let session: TerminalSession | null = null;
+  let running = false;
+  const endTerminal = () => {
+    session?.close();
+    session = null;
+    termBox.hidden = true;
+    termClose.hidden = true;
+    termOpen.disabled = !running;
+  };
+  termOpen.addEventListener("click", () => {
+    endTerminal();
+    termBox.hidden = false;
+    termClose.hidden = false;
+    termOpen.disabled = true;
+    session = new TerminalSession(termBox, id, Number(termRank.value), termCmd.value, api.getToken(), (text, final) => {
+      termState.textContent = text;
+      if (final) termOpen.disabled = !running;
+    });
+  });
+  termClose.addEventListener("click", () => {
+    endTerminal();
+    termState.textContent = "closed";
+  });
   fill(
     view,
     h("h2", {}, `Job #${id}`),
     info,
     h("h3", {}, "Ranks"),
     ranks,
+    h("h3", {}, "Terminal"),
+    h("div", { class: "filters" }, termRank, termCmd, termOpen, termClose, termState),
+    termBox,
     h("h3", {}, "GPU utilization and memory"),
     chartNote,
     usageBox,
@@ -512,8 +547,15 @@ function jobDetailView(id: string): Cleanup {
           ),
     );
     const ws = Math.max(1, tasks.length);
+    const wasRunning = running;
+    running = job.state === "JOB_STATE_RUNNING";
+    if (running !== wasRunning && !session) {
+      termOpen.disabled = !running;
+      termState.textContent = running ? "" : "the job must be running";
+    }
     if (ws !== worldSize) {
       fill(rankSel, Array.from({ length: ws }, (_, r) => h("option", { value: String(r) }, `rank ${r}`)));
+      fill(termRank, Array.from({ length: ws }, (_, r) => h("option", { value: String(r) }, `rank ${r}`)));
       if (worldSize === -1) startLog();
       worldSize = ws;
     }
@@ -560,6 +602,7 @@ function jobDetailView(id: string): Cleanup {
   return () => {
     stop();
     abort?.abort();
+    session?.close();
     usagePlot.destroy();
     metricPlot.destroy();
   };
