@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/env_names.h"
 #include "common/log_follow.h"
 #include "common/logging.h"
@@ -1276,6 +1278,16 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartCoordinatorServer(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
   }
   return server;
+}
+
+void ShutdownServer(grpc::Server& server, Coordinator& core, absl::Duration grace) {
+  absl::Notification done;
+  std::thread shutdown([&] {
+    server.Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    done.Notify();
+  });
+  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(50))) core.Tick();
+  shutdown.join();
 }
 
 }  // namespace trainctl::coord

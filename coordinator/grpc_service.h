@@ -103,6 +103,16 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartCoordinatorServer(
     GrpcCoordinatorServices& services, const std::string& listen, int* bound_port,
     std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
+// Stops `server` as trainctl-coordinator does on SIGTERM: no new calls, the
+// calls in flight get `grace` to end, then they are cancelled; returns when
+// every call has ended. Meanwhile `core` keeps ticking (every 50 ms): long
+// polls (WaitJob, a followed StreamLogs waiting for output) end on the
+// core's timers, so without ticks a cancelled one never finishes and the
+// server would wait for it forever (a coordinator with a dashboard open on
+// a running job hung on SIGTERM before this). Must not run beside another
+// thread that calls core.Tick().
+void ShutdownServer(grpc::Server& server, Coordinator& core, absl::Duration grace);
+
 }  // namespace trainctl::coord
 
 #endif  // TRAINCTL_COORDINATOR_GRPC_SERVICE_H_

@@ -549,6 +549,6 @@ int main(int argc, char** argv) {
   // Hand over first: resigning lets a standby take over now rather than
   // after the lease; our later writes (if any) are fenced off.
   if (ha.has_value() && exit_code == 0) ha->election.reset();
-  (*server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  trainctl::coord::ShutdownServer(**server, **core, absl::Seconds(2));
   return exit_code;
 }

@@ -6,6 +6,8 @@
 
 #include <signal.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -119,7 +121,7 @@ class ClusterTest : public ::testing::Test {
   void TearDown() override {
     agents_.clear();
     if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    stop_.Notify();
+    if (!stop_.HasBeenNotified()) stop_.Notify();
     if (ticker_.joinable()) ticker_.join();
   }
 
@@ -357,6 +359,51 @@ TEST_F(ClusterTest, StreamLogs_FollowFromSubmit_WholeLogThenEnds) {
   EXPECT_TRUE(eof) << "the last chunk says the log is complete";
   EXPECT_GE(chunks, 1);
   EXPECT_EQ(Get(id).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+// SIGTERM with a dashboard open on a running job: its followed log (no new
+// output, so the stream waits on the core's long poll) and a WaitJob long
+// poll are in flight. ShutdownServer ends them and returns; the core's
+// ticker is stopped first, as in trainctl-coordinator, whose main loop stops
+// ticking to shut down (the server then waited forever).
+TEST_F(ClusterTest, ShutdownServer_FollowedLogAndLongPollInFlight_Returns) {
+  int64_t id;
+  ASSERT_TRUE(Submit(Shell("echo started; sleep 300"), &id).ok());
+  grpc::ClientContext log_ctx;
+  v1::StreamLogsRequest req;
+  req.set_job_id(id);
+  req.set_follow(true);
+  auto reader = stub_->StreamLogs(&log_ctx, req);
+  v1::StreamLogsResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));  // the stream is up and caught up
+  EXPECT_EQ(chunk.data(), "started\n");
+  std::thread poll([this, id] {
+    grpc::ClientContext ctx;
+    v1::WaitJobRequest wait;
+    wait.set_job_id(id);
+    wait.set_timeout_ms(600'000);
+    v1::WaitJobResponse resp;
+    stub_->WaitJob(&ctx, wait, &resp);
+  });
+  stop_.Notify();
+  ticker_.join();
+  absl::Notification returned;
+  std::thread shutdown([&] {
+    coord::ShutdownServer(*server_, *core_, absl::Milliseconds(200));
+    returned.Notify();
+  });
+  const bool in_time = returned.WaitForNotificationWithTimeout(absl::Seconds(30));
+  if (!in_time) {
+    ADD_FAILURE() << "ShutdownServer did not return in 30 s with a followed log in flight";
+    std::fflush(nullptr);
+    std::_Exit(1);  // the server would hold the test forever
+  }
+  shutdown.join();
+  poll.join();
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_FALSE(reader->Finish().ok());  // cancelled by the shutdown
+  server_.reset();
 }
 
 // Without follow the stream ends at what is there now; bad requests fail
