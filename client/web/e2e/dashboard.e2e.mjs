@@ -19,11 +19,9 @@
 // dashboard-sweep.png and dashboard-drain.png (a draining node) to
 // SCREENSHOT_DIR. Every wait is on a condition with a
 // deadline. Prints "N passed, 0 failed" or exits 1.
-import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { launchChromium } from "./browser.mjs";
 
 const [url, shots] = process.argv.slice(2);
 const CLI = process.env.TRAINCTL_CLI;
@@ -90,18 +88,7 @@ async function waitMetrics(id, key, n) {
   });
 }
 
-const profile = mkdtempSync(join(tmpdir(), "trainctl-chromium-"));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-  viewport: { width: 1280, height: 600 },
-});
-const page = context.pages()[0] ?? (await context.newPage());
-page.setDefaultTimeout(TIMEOUT);
+const { page, close } = await launchChromium({ width: 1280, height: 600, timeoutMs: TIMEOUT });
 const consoleErrors = [];
 let refusalExpected = false; // while section 7 plays a non-admin's 403
 // Failed requests show as console errors without their address: those are
@@ -428,6 +415,5 @@ try {
   console.error(`page at failure: ${page.url()} (screenshot ${join(shots, "failure.png")})`);
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }

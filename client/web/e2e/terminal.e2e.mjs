@@ -11,10 +11,8 @@
 // with PERMISSION_DENIED. Writes dashboard-terminal.png to SCREENSHOT_DIR.
 // Every wait is on a condition with a deadline. Prints "N passed, 0 failed"
 // or exits 1.
-import { chromium } from "playwright-core";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { launchChromium } from "./browser.mjs";
 
 const [url, shots, job, owner, other] = process.argv.slice(2);
 if (!url || !shots || !job || !owner || !other) {
@@ -28,18 +26,7 @@ const ok = (msg) => {
   console.log(`ok: ${msg}`);
 };
 
-const profile = mkdtempSync(join(tmpdir(), "trainctl-chromium-"));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-  viewport: { width: 1280, height: 900 },
-});
-const page = context.pages()[0] ?? (await context.newPage());
-page.setDefaultTimeout(TIMEOUT);
+const { page, close } = await launchChromium({ width: 1280, height: 900, timeoutMs: TIMEOUT });
 const pageErrors = [];
 page.on("pageerror", (e) => pageErrors.push(String(e)));
 
@@ -143,6 +130,5 @@ try {
   await page.screenshot({ path: join(shots, "terminal-failure.png"), fullPage: true }).catch(() => {});
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
