@@ -28,13 +28,7 @@ TOK
 start_coordinator 0 --tokens-file "$WORK/tokens.txtpb" --stop-grace 2s
 as() { local token=$1; shift; "$T" --token "$token" "$@"; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-wait_until() {
-  local what=$1 cond=$2 end=$((SECONDS + 60))
-  until eval "$cond"; do
-    ((SECONDS < end)) || fail "timed out waiting for: $what"
-    read -rt 0.1 <> <(:) || true
-  done
-}
+WAIT_S=60  # wait_until's deadline (lib.sh)
 expect_fail() {  # WHAT PATTERN CMD...
   local what=$1 pattern=$2 out rc; shift 2
   set +e; out=$("$@" 2>&1); rc=$?; set -e

@@ -27,17 +27,7 @@ start_agent() {
   wait_until "agent $node registered" "grep -q 'registered with the coordinator' '$WORK/agent-$node.log'"
 }
 # wait_until WHAT CONDITION: polls CONDITION (deadline 30 s).
-wait_until() {
-  local what=$1 cond=$2 end=$((SECONDS + 30))
-  until eval "$cond"; do
-    ((SECONDS < end)) || fail "timed out waiting for: $what"
-    read -rt 0.1 <> <(:) || true
-  done
-}
-job() { "$T" describe "$1" -o json | python3 -c "import json,sys; j=json.load(sys.stdin); j=j.get('job', j); print($2)"; }
-state() { job "$1" 'j["state"]'; }
 reason() { job "$1" 'j["reason"]'; }
-wait_state() { wait_until "job $1 $2 (is $(state "$1"))" "[[ \$(state $1) == $2 ]]"; }
 
 start_coordinator 0
 start_agent x

@@ -32,17 +32,7 @@ start_agent() {
   wait_until "agent $node registered" "[[ \$(grep -c 'registered with the coordinator' '$WORK/agent-$node.log') -ge ${REG_COUNT:-1} ]]"
 }
 # wait_until WHAT CONDITION: polls CONDITION (deadline 30 s).
-wait_until() {
-  local what=$1 cond=$2 end=$((SECONDS + 30))
-  until eval "$cond"; do
-    ((SECONDS < end)) || fail "timed out waiting for: $what"
-    read -rt 0.1 <> <(:) || true
-  done
-}
-job() { "$T" describe "$1" -o json | python3 -c "import json,sys; j=json.load(sys.stdin); j=j.get('job', j); print($2)"; }
-state() { job "$1" 'j["state"]'; }
 node_of() { job "$1" 'j["tasks"][0]["node"]'; }
-wait_state() { wait_until "job $1 $2 (is $(state "$1"))" "[[ \$(state $1) == $2 ]]"; }
 shown() { "$T" nodes | awk -v n="$1" '$1 == n || $1 == n"*" {print $2; exit}'; }
 
 start_coordinator 0 --stop-grace 2s

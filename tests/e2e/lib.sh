@@ -17,6 +17,12 @@
 #                           $WORK/state and ARGS; sets PORT, COORD_PID and
 #                           TRAINCTL_COORDINATOR (the same PORT again after a
 #                           kill: a restart over the same state)
+#   wait_until WHAT COND    evals COND until it is true (deadline WAIT_S,
+#                           default 30 s), else fails naming WHAT
+#   job ID EXPR             job ID's `trainctl describe -o json` (with $T,
+#                           the CLI) as `j`, prints the Python EXPR of it
+#   state ID / wait_state ID STATE
+#                           the job's state (JOB_STATE_...); waits for STATE
 #   podman_setup IMAGE      imports IMAGE (a static busybox) when missing and
 #                           finds the podman arguments that run a container
 #                           here: sets G (global), R (run), found and why;
@@ -67,6 +73,18 @@ start_coordinator() {
   PORT=${line##* }
   export TRAINCTL_COORDINATOR=127.0.0.1:$PORT
 }
+
+wait_until() {
+  local what=$1 cond=$2 end=$((SECONDS + ${WAIT_S:-30}))
+  until eval "$cond"; do
+    ((SECONDS < end)) || fail "timed out waiting for: $what"
+    read -rt 0.1 <> <(:) || true
+  done
+}
+
+job() { "$T" describe "$1" -o json | python3 -c "import json,sys; j=json.load(sys.stdin); j=j.get('job', j); print($2)"; }
+state() { job "$1" 'j["state"]'; }
+wait_state() { wait_until "job $1 $2 (is $(state "$1"))" "[[ \$(state $1) == $2 ]]"; }
 
 wait_line() {
   local file=$1 regex=$2 end=$((SECONDS + 30))

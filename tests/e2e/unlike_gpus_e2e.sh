@@ -31,14 +31,6 @@ for spec in big:2:H100:80GiB small:2:A100:40GiB; do
     fail "agent $node did not register"
 done
 T="$BIN/trainctl"
-state() { "$T" describe "$1" -o json | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j.get("job", j)["state"])'; }
-wait_state() {
-  local id=$1 want=$2 end=$((SECONDS + 30))
-  until [[ $(state "$id") == "$want" ]]; do
-    ((SECONDS < end)) || fail "job $id is $(state "$id"), not $want"
-    read -rt 0.1 <> <(:) || true
-  done
-}
 
 # 1. The gang holds every GPU whole; the share waits for it.
 gid=$("$T" submit --nodes 2 --gpus-per-node 2 --allow-mixed-gpu-types --no-preflight -- sleep 300)
