@@ -296,6 +296,14 @@ void Session::PrintDescription(const v1::Job& job) {
   field("Reason:", job.reason());
   field("Dependency:", spec.dependency());
   field("Kind:", KindName(job.kind()));
+  if (spec.interactive()) {
+    field("Interactive:",
+          spec.idle_timeout_ms() < 0 ? "yes (trainctl shell); never ends for idleness"
+          : spec.idle_timeout_ms() == 0
+              ? "yes (trainctl shell); ends when idle for the queue's idle timeout"
+              : absl::StrCat("yes (trainctl shell); ends when idle for ",
+                             absl::FormatDuration(absl::Milliseconds(spec.idle_timeout_ms()))));
+  }
   field("Attempt:", absl::StrFormat("%d (restarts allowed: %d)", job.attempt(),
                                     spec.max_restarts()));
   field("Command:", absl::StrJoin(command, " "));

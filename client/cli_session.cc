@@ -396,7 +396,7 @@ SessionCommands AddSessionCommands(CLI::App& app, Flags& f) {
                     "(trainctl attach JOB to get back in, trainctl cancel JOB to end it)");
   c.shell->add_option("--idle-timeout", f.sess_idle_timeout,
                       "End the job after this long with no terminal input and its GPUs "
-                      "idle (default 1h; 0: never)");
+                      "idle (default: the queue's, 1h unless the cluster sets another; 0: never)");
   c.shell->add_option("command", f.sess_command,
                       "The command to run instead of your login shell, after --");
   c.shell->footer(Example(
@@ -425,11 +425,12 @@ SessionCommands AddSessionCommands(CLI::App& app, Flags& f) {
 }
 
 std::string PrepareShell(Flags* f) {
-  int64_t idle_ms = absl::ToInt64Milliseconds(absl::Hours(1));
+  // 0: the queue's default (JobSpec.idle_timeout_ms); -1: never.
+  int64_t idle_ms = 0;
   if (!f->sess_idle_timeout.empty()) {
     absl::Duration d;
     if (f->sess_idle_timeout == "0") {
-      idle_ms = 0;
+      idle_ms = -1;
     } else if (absl::ParseDuration(f->sess_idle_timeout, &d) && d > absl::ZeroDuration()) {
       idle_ms = absl::ToInt64Milliseconds(d);
     } else {

@@ -64,7 +64,9 @@ TEST_F(CliSessionTest, Shell_SubmitsAnInteractiveHolderJobUnderTheResourceFlags)
   EXPECT_THAT(err_.str(), HasSubstr("job 9 ended before its shell started"));
 }
 
-TEST_F(CliSessionTest, Shell_IdleTimeoutDefaultsToAnHourAndZeroTurnsItOff) {
+// Without --idle-timeout the coordinator applies the queue's default (0 on
+// the wire); --idle-timeout 0 is "never" (-1).
+TEST_F(CliSessionTest, Shell_IdleTimeoutDefaultsToTheQueuesAndZeroTurnsItOff) {
   v1::SubmitJobRequest sent;
   v1::SubmitJobResponse made;
   made.set_job_id(3);
@@ -73,9 +75,9 @@ TEST_F(CliSessionTest, Shell_IdleTimeoutDefaultsToAnHourAndZeroTurnsItOff) {
   EXPECT_CALL(stub_, GetJob(_, _, _))
       .WillRepeatedly(Return(grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 3")));
   Run({"shell", "--keep"});
-  EXPECT_EQ(sent.spec().idle_timeout_ms(), 60 * 60 * 1000);
-  Run({"shell", "--keep", "--idle-timeout", "0"});
   EXPECT_EQ(sent.spec().idle_timeout_ms(), 0);
+  Run({"shell", "--keep", "--idle-timeout", "0"});
+  EXPECT_EQ(sent.spec().idle_timeout_ms(), -1);
 }
 
 }  // namespace

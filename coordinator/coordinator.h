@@ -178,6 +178,9 @@ class Coordinator {
   // NOT_FOUND; those of StateStore::ReadJobs; UNAVAILABLE when the final
   // state could not be stored.
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) const;
+  // The scheduling policy from the coordinator's configuration (queues,
+  // quotas, order); immutable, so no lock.
+  const sched::PolicyConfig& Policy() const { return config_.scheduler.policy; }
   // GetJob without the wait: the live state, stored or not. For what never
   // changes (the owner, the spec), and for code on the store's callback
   // thread (a submit's `done`), where waiting for a later commit would wait

@@ -20,6 +20,7 @@
 #include "common/log_follow.h"
 #include "common/logging.h"
 #include "coordinator/agent_writes.h"
+#include "coordinator/job_spec.h"
 #include "coordinator/session_relay.h"
 
 namespace trainctl::coord {
@@ -1185,6 +1186,9 @@ namespace {
 SessionRelay::Hooks RelayHooks(Coordinator* core, AuditLog* audit) {
   SessionRelay::Hooks hooks;
   hooks.get_job = [core](int64_t id) { return core->GetJob(id); };
+  hooks.idle_timeout = [core](const v1::JobSpec& spec) {
+    return IdleTimeoutOf(spec, core->Policy());
+  };
   hooks.end_job = [core](int64_t id, const std::string& reason) {
     absl::StatusOr<v1::Job> job = core->CancelJob(id, reason);
     if (!job.ok() && !absl::IsFailedPrecondition(job.status())) {

@@ -257,6 +257,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                                          "\" on this coordinator (it has: ",
                                          QueueNames(policy), ")"));
   }
+  if (spec.idle_timeout_ms() != 0 && !spec.interactive()) {
+    return Invalid("idle_timeout_ms",
+                   absl::StrCat("only interactive jobs (trainctl shell) have an idle timeout; got ",
+                                spec.idle_timeout_ms(), " on a job that is not interactive"));
+  }
+  if (spec.idle_timeout_ms() < -1) {
+    return Invalid("idle_timeout_ms",
+                   absl::StrCat("must be > 0, 0 (the queue's default) or -1 (never), got ",
+                                spec.idle_timeout_ms()));
+  }
   if (spec.user().size() > kMaxUserBytes || HasControlChars(spec.user())) {
     return Invalid("user", absl::StrCat("at most ", kMaxUserBytes,
                                         " bytes without control characters"));
@@ -440,6 +450,18 @@ double TaskShareOfGpu(const v1::Task& task, int64_t gpu_total_bytes) {
   if (task.whole_gpus() || gpu_total_bytes <= 0) return 1.0;
   return std::min(1.0, static_cast<double>(task.reserved_bytes_per_gpu()) /
                            static_cast<double>(gpu_total_bytes));
+}
+
+absl::Duration IdleTimeoutOf(const v1::JobSpec& spec, const sched::PolicyConfig& policy) {
+  if (!spec.interactive() || spec.idle_timeout_ms() < 0) return absl::InfiniteDuration();
+  if (spec.idle_timeout_ms() > 0) return absl::Milliseconds(spec.idle_timeout_ms());
+  for (const sched::QueueConfig& q : policy.queues) {
+    const bool mine = q.name == spec.queue() || (spec.queue().empty() && q.name == "default");
+    if (mine && q.interactive_idle_timeout_ms > 0) {
+      return absl::Milliseconds(q.interactive_idle_timeout_ms);
+    }
+  }
+  return absl::Milliseconds(kDefaultIdleTimeoutMs);
 }
 
 v1::JobKind KindOf(const v1::JobSpec& spec) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "common/env_names.h"
 #include "coordinator/sched/scheduler.h"
 #include "trainctl/v1/types.pb.h"
@@ -79,6 +80,18 @@ absl::Status ValidateNodeSelection(const v1::JobSpec& spec);
 // as a whole). The node selection: ValidateNodeSelection.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec,
                              const sched::PolicyConfig& policy = {});
+
+// How long an interactive job may stay idle (no terminal input, its GPUs
+// idle) before it ends, when neither it nor its queue sets one: 1 h, long
+// enough for a meeting or a lunch break; a cluster sets its own per queue
+// (QueueSpec.interactive_idle_timeout_s).
+inline constexpr int64_t kDefaultIdleTimeoutMs = 3600 * 1000;
+
+// The idle timeout of the job of a valid `spec` under `policy`: its
+// idle_timeout_ms when > 0, else its queue's interactive_idle_timeout_ms
+// when > 0, else kDefaultIdleTimeoutMs; absl::InfiniteDuration() when it is
+// not interactive or sets -1 (never).
+absl::Duration IdleTimeoutOf(const v1::JobSpec& spec, const sched::PolicyConfig& policy);
 
 // Experiment (one process, whole or part of one GPU) or gang, from a valid
 // spec: a gang is gpus > 1 or nodes >= 1.

@@ -47,6 +47,14 @@ TEST(ValidateJobSpecTest, ValidateJobSpec_BadFields_NameTheField) {
        },
        "spec.gpus"},
       {[](v1::JobSpec& s) { s.set_gpu_memory_bytes(-5); }, "spec.gpu_memory_bytes"},
+      // An idle timeout only for interactive jobs; -1 is "never", below it
+      // nothing.
+      {[](v1::JobSpec& s) { s.set_idle_timeout_ms(60000); }, "spec.idle_timeout_ms"},
+      {[](v1::JobSpec& s) {
+         s.set_interactive(true);
+         s.set_idle_timeout_ms(-2);
+       },
+       "spec.idle_timeout_ms"},
       {[](v1::JobSpec& s) { s.set_nodes(2); }, "spec.gpus_per_node"},
       {[](v1::JobSpec& s) { s.set_gpus_per_node(2); }, "spec.nodes"},
       {[](v1::JobSpec& s) {
@@ -146,6 +154,30 @@ TEST(ValidateJobSpecTest, Env_NcclUniqueIdsIsTheUsers_OtherTrainctlNamesReserved
   absl::Status s = ValidateJobSpec(spec);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("spec.env[TRAINCTL_TOKEN]"));
+}
+
+// The job's own timeout wins, then its queue's, then 1 h; -1 and batch
+// jobs never idle out.
+TEST(JobSpecTest, IdleTimeoutOf_JobThenQueueThenDefault) {
+  sched::PolicyConfig policy;
+  policy.queues = {{"default", 1.0, 0}, {"interactive", 1.0, 15 * 60 * 1000}};
+  v1::JobSpec spec;
+  spec.set_interactive(true);
+  EXPECT_EQ(IdleTimeoutOf(spec, policy), absl::Hours(1));
+  spec.set_queue("interactive");
+  EXPECT_EQ(IdleTimeoutOf(spec, policy), absl::Minutes(15));
+  spec.set_idle_timeout_ms(2 * 3600 * 1000);
+  EXPECT_EQ(IdleTimeoutOf(spec, policy), absl::Hours(2));
+  spec.set_idle_timeout_ms(-1);
+  EXPECT_EQ(IdleTimeoutOf(spec, policy), absl::InfiniteDuration());
+  spec.set_idle_timeout_ms(0);
+  spec.set_interactive(false);
+  EXPECT_EQ(IdleTimeoutOf(spec, policy), absl::InfiniteDuration());
+  // "" is the queue named "default" where the config lists one.
+  policy.queues[0].interactive_idle_timeout_ms = 5 * 60 * 1000;
+  spec.set_interactive(true);
+  spec.set_queue("");
+  EXPECT_EQ(IdleTimeoutOf(spec, policy), absl::Minutes(5));
 }
 
 TEST(JobSpecTest, KindOf_GpusAndNodes_ExperimentOrGang) {

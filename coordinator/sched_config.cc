@@ -1,5 +1,6 @@
 #include "coordinator/sched_config.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -108,7 +109,14 @@ absl::StatusOr<sched::PolicyConfig> PolicyFromProto(
     if (!(q.weight() >= 0)) {
       return Invalid(at, absl::StrCat("weight must be > 0, got ", q.weight()));
     }
-    policy.queues.push_back({q.name(), q.weight() == 0 ? 1.0 : q.weight()});
+    if (!(q.interactive_idle_timeout_s() >= 0) ||
+        q.interactive_idle_timeout_s() > 365.0 * 24 * 3600) {
+      return Invalid(at, absl::StrCat("interactive_idle_timeout_s must be in [0, 1 year], got ",
+                                      q.interactive_idle_timeout_s()));
+    }
+    policy.queues.push_back(
+        {q.name(), q.weight() == 0 ? 1.0 : q.weight(),
+         static_cast<int64_t>(std::llround(q.interactive_idle_timeout_s() * 1000))});
   }
   auto users = Quotas(file.user_quotas(), "user_quotas");
   if (!users.ok()) return users.status();

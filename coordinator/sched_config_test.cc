@@ -34,7 +34,7 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
     interleave_max_jobs: 2
     interleave_min_gain: 0.25
     queues { name: "default" }
-    queues { name: "prod" weight: 3 }
+    queues { name: "prod" weight: 3 interactive_idle_timeout_s: 900 }
     user_quotas { name: "*" gpus: 16 }
     project_quotas { name: "vision" gpus: 64 }
   )pb");
@@ -52,6 +52,8 @@ TEST(SchedConfigTest, LoadSchedulerConfig_TextFormat_QueuesQuotasAndSwitches) {
   EXPECT_EQ(p->queues[0].name, "default");
   EXPECT_EQ(p->queues[0].weight, 1.0);  // 0 (absent) means 1
   EXPECT_EQ(p->queues[1].weight, 3.0);
+  EXPECT_EQ(p->queues[0].interactive_idle_timeout_ms, 0);  // the coordinator's default
+  EXPECT_EQ(p->queues[1].interactive_idle_timeout_ms, 900 * 1000);
   EXPECT_EQ(p->user_gpu_quota.at("*"), 16);
   EXPECT_EQ(p->project_gpu_quota.at("vision"), 64);
   // Not given: the default ladder.
@@ -95,6 +97,10 @@ TEST(SchedConfigTest, LoadSchedulerConfig_BadInput_InvalidArgumentNamingField) {
       LoadSchedulerConfig(WriteFile("bad7.textproto", "interleave_min_gain: -0.5")),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("interleave_min_gain: must be >= 0, got -0.5")));
+  EXPECT_THAT(LoadSchedulerConfig(WriteFile(
+                  "bad8.textproto", "queues { name: \"a\" interactive_idle_timeout_s: -60 }")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("queues[0]: interactive_idle_timeout_s must be in [0, 1 year], got -60")));
   EXPECT_THAT(LoadSchedulerConfig(WriteFile("bad4.textproto", "queues {")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 1")));
   EXPECT_THAT(LoadSchedulerConfig("/nonexistent/sched.textproto"),

@@ -149,11 +149,13 @@ absl::StatusOr<std::string> SessionRelay::Open(const Principal& who,
     e.open_deadline = absl::Now() + options_.open_timeout;
     // A session into a job waiting for its grace keeps it.
     job_ends_.erase(open.job_id());
-    if (job->spec().interactive() && job->spec().idle_timeout_ms() > 0) {
+    const absl::Duration idle_timeout =
+        hooks_.idle_timeout ? hooks_.idle_timeout(job->spec())
+        : job->spec().idle_timeout_ms() > 0 ? absl::Milliseconds(job->spec().idle_timeout_ms())
+                                            : absl::InfiniteDuration();
+    if (job->spec().interactive() && idle_timeout < absl::InfiniteDuration()) {
       IdleClock& clock = idle_[open.job_id()];
-      if (clock.timeout == absl::ZeroDuration()) {
-        clock.timeout = absl::Milliseconds(job->spec().idle_timeout_ms());
-      }
+      if (clock.timeout == absl::ZeroDuration()) clock.timeout = idle_timeout;
       clock.last_activity = absl::Now();
       clock.warned = false;
     }

@@ -18,11 +18,12 @@
 // with UNAVAILABLE. A session whose agent does not answer its open within
 // open_timeout ends with DEADLINE_EXCEEDED.
 //
-// Idle policy of interactive jobs (JobSpec.interactive with
-// idle_timeout_ms > 0; `trainctl shell --idle-timeout`, default 1 h): from
-// the first session into such a job, the relay keeps when its terminal last
-// had input (stdin of any of its sessions). When there has been none for
-// idle_timeout_ms and its GPUs have been idle as long, the job ends
+// Idle policy of interactive jobs (JobSpec.interactive; the timeout is
+// Hooks::idle_timeout's: `trainctl shell --idle-timeout`, else the queue's
+// default, else 1 h; never for --idle-timeout 0): from the first session
+// into such a job, the relay keeps when its terminal last had input (stdin
+// of any of its sessions). When there has been none for the timeout and
+// its GPUs have been idle as long, the job ends
 // (reason "idle for ...", what `describe` shows); a warning line goes to its
 // terminals first, min(timeout / 10, 5 min) before. GPU activity counts as
 // activity. The idle clocks live in memory: a coordinator restart starts
@@ -93,6 +94,10 @@ class SessionRelay {
     // utilization sample above the idle line since then:
     // coordinator/usage_history.h). Null: GPUs always count as idle.
     std::function<bool(int64_t job_id, absl::Time since)> gpus_idle;
+    // How long the job of `spec` may stay idle (IdleTimeoutOf under the
+    // coordinator's policy); absl::InfiniteDuration(): never. Null: the
+    // spec's own idle_timeout_ms when > 0, else never.
+    std::function<absl::Duration(const v1::JobSpec& spec)> idle_timeout;
   };
   struct Options {
     // How long an open waits for the agent's `started` or `error`.

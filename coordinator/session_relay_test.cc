@@ -378,6 +378,36 @@ TEST_F(SessionRelayTest, IdleInteractiveJobIsWarnedThenEndedWithTheReason) {
   EXPECT_THAT(ended_[0].second, HasSubstr("no terminal input and its GPUs idle"));
 }
 
+// The timeout comes from Hooks::idle_timeout (the job's own, else its
+// queue's, else 1 h): an interactive job without its own gets a clock; one
+// whose timeout is "never" gets none.
+TEST_F(SessionRelayTest, IdleClockTakesItsTimeoutFromTheHook) {
+  std::vector<int64_t> asked;
+  absl::Duration answer = absl::Minutes(15);
+  SessionRelay::Hooks hooks = Hooks();
+  hooks.idle_timeout = [&](const v1::JobSpec& spec) {
+    asked.push_back(spec.idle_timeout_ms());
+    return answer;
+  };
+  SessionRelay relay(hooks, Opts());
+  relay.AgentConnected("n0", &n0_);
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_[1].mutable_spec()->set_interactive(true);  // idle_timeout_ms 0: the queue's
+    jobs_[2] = RunningJob(2, "alice", 1);
+    jobs_[2].mutable_spec()->set_interactive(true);
+    jobs_[2].mutable_spec()->set_idle_timeout_ms(-1);
+  }
+  FakeClient& first = NewClient();
+  ASSERT_TRUE(relay.Open({"alice", false}, Exec(1, 0), &first).ok());
+  EXPECT_EQ(relay.IdleClocks(), 1);
+  answer = absl::InfiniteDuration();
+  FakeClient& second = NewClient();
+  ASSERT_TRUE(relay.Open({"alice", false}, Exec(2, 0), &second).ok());
+  EXPECT_EQ(relay.IdleClocks(), 1);  // job 2 never idles out
+  EXPECT_THAT(asked, ::testing::ElementsAre(0, -1));
+}
+
 TEST_F(SessionRelayTest, BusyGpusKeepAnIdleTerminalsJob) {
   {
     absl::MutexLock lock(&mu_);

@@ -290,6 +290,10 @@ struct QueueConfig {
   std::string name;
   // > 0; a queue of weight 2 is entitled to twice the share of weight 1.
   double weight = 1.0;
+  // Not the scheduler's: how long an interactive job of this queue without
+  // its own idle timeout may stay idle before it ends, ms; 0: the
+  // coordinator's default (IdleTimeoutOf in coordinator/job_spec.h).
+  int64_t interactive_idle_timeout_ms = 0;
 };
 
 // Scheduling policy: queues, quotas, order, backfill, preemption. The
