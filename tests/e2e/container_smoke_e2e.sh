@@ -18,7 +18,17 @@
 #  5. through trainctl (coordinator, agent, CLI): a job with --image runs,
 #     a cancelled one leaves no container;
 #  6. a job's LD_PRELOAD (a library that writes a file wherever it loads)
-#     reaches the task but is loaded by no root process (podman, conmon).
+#     reaches the task but is loaded by no root process (podman, conmon);
+#  7. sessions into a running --image task (podman exec through
+#     ContainerRuntime::ExecArgv): `trainctl exec` runs in the task's
+#     container with its RANK, uid, variables and work dir, exits with the
+#     command's code, and -i passes stdin; port-forward reaches a port the
+#     task listens on (host network);
+#  8. `trainctl shell --image IMG -- CMD` without a terminal: the command
+#     runs in the image, its exit code comes back, and the job ends with it,
+#     leaving no container.
+# Steps 7 and 8 use a second image, the same busybox with applet links (sh,
+# id, sleep, cat...) in /bin, as commands name them ("sh", not /bin/busybox).
 # Exits 77 (ctest: skipped), saying why, where podman, catatonit or a static
 # busybox is missing, or where podman cannot run a container at all (also
 # with the fallbacks below). Usage: container_smoke_e2e.sh BUILD_BIN_DIR.
@@ -237,4 +247,79 @@ if exists; then
   podman ps -a >&2; echo "FAIL: the cancelled job's container is still there"; exit 1
 fi
 ok "a cancelled --image job leaves no container behind"
+
+# 7. Sessions into a running container task.
+IMG_SH=localhost/trainctl-smoke-sh
+if ! podman image exists "$IMG_SH"; then
+  mkdir -p "$WORK/rootfs-sh/bin"
+  cp /bin/busybox "$WORK/rootfs-sh/bin/busybox"
+  for a in sh id sleep cat echo pwd httpd wget; do ln -s busybox "$WORK/rootfs-sh/bin/$a"; done
+  tar -C "$WORK/rootfs-sh" -c . |
+    podman import --quiet --change 'ENV PATH=/bin' - "$IMG_SH" >/dev/null ||
+    { echo "FAIL: podman import $IMG_SH"; exit 1; }
+fi
+# Waits (30 s at most) until job $1's log has a line matching $2; prints it.
+wait_log() {
+  local end=$((SECONDS + 30)) out
+  while ((SECONDS < end)); do
+    out=$("${T[@]}" logs "$1" 2>/dev/null || true)
+    if grep -qE "$2" <<<"$out"; then grep -E "$2" <<<"$out" | tail -1; return 0; fi
+    read -rt 0.1 <> <(:) || true
+  done
+  return 1
+}
+# A free TCP port on 127.0.0.1 for the task's web server.
+WPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# (Under the job's work dir: the one host directory mounted in its container.)
+mkdir -p "$WORK/job/www" && echo "served-from-the-container" >"$WORK/job/www/index.html"
+id=$("${T[@]}" submit --image "$IMG_SH" --workdir "$WORK/job" --export NONE --env MARK=m7 \
+  -- sh -c "echo \"task \$RANK \$(id -u)\"; httpd -p 127.0.0.1:$WPORT -h $WORK/job/www; exec sleep 300")
+line=$(wait_log "$id" '^task ') || { "${T[@]}" logs "$id"; echo "FAIL: job $id never printed its RANK and uid"; exit 1; }
+want=${line#task }
+rc=0
+out=$("${T[@]}" exec "$id" -- sh -c 'echo "$RANK $(id -u)"; echo "mark=$MARK pwd=$(pwd)"; exit 7' \
+  </dev/null 2>"$WORK/exec.err") || rc=$?
+[[ $rc == 7 ]] || { cat "$WORK/exec.err"; echo "FAIL: trainctl exec exit $rc, want 7; output: $out"; exit 1; }
+grep -qxF "$want" <<<"$out" ||
+  { cat "$WORK/exec.err"; echo "FAIL: exec printed '$out', want the task's RANK and uid '$want'"; exit 1; }
+grep -qxF "mark=m7 pwd=$WORK/job" <<<"$out" ||
+  { echo "FAIL: exec lacks the task's variables or work dir: $out"; exit 1; }
+ok "trainctl exec into --image job $id: RANK and uid of the task ($want), its variables and work dir, exit 7"
+out=$(echo "through-stdin" | "${T[@]}" exec -i "$id" -- cat 2>"$WORK/exec-i.err") ||
+  { cat "$WORK/exec-i.err"; echo "FAIL: exec -i cat"; exit 1; }
+[[ $out == through-stdin ]] || { echo "FAIL: exec -i cat printed '$out'"; exit 1; }
+ok "trainctl exec -i passes stdin into the container"
+# Port-forward: the container is on the node's network (--network=host).
+"${T[@]}" port-forward "$id" "0:$WPORT" >"$WORK/pf.out" 2>&1 &
+PF=$!
+PIDS+=("$PF")
+line=$(wait_line "$WORK/pf.out" '127\.0\.0\.1:[0-9]+') || { cat "$WORK/pf.out"; echo "FAIL: port-forward did not listen"; exit 1; }
+lport=$(grep -oE '127\.0\.0\.1:[0-9]+' <<<"$line" | head -1)
+lport=${lport##*:}
+page=
+end=$((SECONDS + 30))
+until [[ $page == served-from-the-container ]] || ((SECONDS > end)); do
+  page=$(/bin/busybox wget -q -O - "http://127.0.0.1:$lport/" 2>/dev/null || true)
+  [[ $page == served-from-the-container ]] || read -rt 0.1 <> <(:) || true
+done
+[[ $page == served-from-the-container ]] || { cat "$WORK/pf.out"; echo "FAIL: port-forward to the container's httpd: '$page'"; exit 1; }
+kill "$PF" 2>/dev/null || true
+ok "trainctl port-forward reaches a port the container task listens on"
+"${T[@]}" cancel "$id" >/dev/null
+"${T[@]}" wait "$id" >/dev/null 2>&1 || true
+
+# 8. trainctl shell --image without a terminal.
+rc=0
+out=$("${T[@]}" shell --image "$IMG_SH" --workdir "$WORK/job" --export NONE \
+  -- sh -c 'echo "in-$((40 + 2)) rank=$RANK"; exit 3' </dev/null 2>"$WORK/shell.err") || rc=$?
+[[ $rc == 3 ]] || { cat "$WORK/shell.err"; echo "FAIL: shell --image exit $rc, want 3; output: $out"; exit 1; }
+grep -qx "in-42 rank=0" <<<"$out" || { cat "$WORK/shell.err"; echo "FAIL: shell --image printed: $out"; exit 1; }
+sid=$(sed -n 's/^trainctl: interactive job \([0-9]*\)$/\1/p' "$WORK/shell.err")
+[[ -n $sid ]] || { cat "$WORK/shell.err"; echo "FAIL: no job id from shell --image"; exit 1; }
+"${T[@]}" wait "$sid" >/dev/null 2>&1 || true
+exists() { podman ps -a --format '{{.Names}}' | grep -qE "^trainctl-[0-9a-f]+-j$sid-a0-r0\$"; }
+end=$((SECONDS + 30))
+while exists && ((SECONDS < end)); do read -rt 0.1 <> <(:) || true; done
+if exists; then podman ps -a >&2; echo "FAIL: shell job $sid's container is still there"; exit 1; fi
+ok "trainctl shell --image: the command ran in the image (exit 3), and its job $sid ended without a container left"
 e2e_done
