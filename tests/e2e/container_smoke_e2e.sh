@@ -26,7 +26,12 @@
 #     task listens on (host network);
 #  8. `trainctl shell --image IMG -- CMD` without a terminal: the command
 #     runs in the image, its exit code comes back, and the job ends with it,
-#     leaving no container.
+#     leaving no container;
+#  9. (as root, with useradd) a job of a throwaway account that is not
+#     root, through a coordinator with tokens: `trainctl exec` into its
+#     container runs as its uid:gid (podman exec --user), in its work dir,
+#     with its variables, none of which is on a command line or in root
+#     `podman exec`'s environment.
 # Steps 7 and 8 use a second image, the same busybox with applet links (sh,
 # id, sleep, cat...) in /bin, as commands name them ("sh", not /bin/busybox).
 # Exits 77 (ctest: skipped), saying why, where podman, catatonit or a static
@@ -71,6 +76,8 @@ probe_cleanup() {
   podman rm --force --ignore "$NAME" >/dev/null 2>&1 || true
   [[ -n ${CG_REL:-} ]] && rm_cgroup "$CG_REL"
   e2e_cleanup
+  [[ -n ${U9:-} ]] && userdel -r "$U9" 2>/dev/null
+  return 0
 }
 trap probe_cleanup EXIT
 
@@ -322,4 +329,62 @@ end=$((SECONDS + 30))
 while exists && ((SECONDS < end)); do read -rt 0.1 <> <(:) || true; done
 if exists; then podman ps -a >&2; echo "FAIL: shell job $sid's container is still there"; exit 1; fi
 ok "trainctl shell --image: the command ran in the image (exit 3), and its job $sid ended without a container left"
+
+# 9. A job of an account that is not root: exec runs as its uid:gid.
+if [[ $(id -u) == 0 ]] && command -v useradd >/dev/null; then
+  U9=tcx$$
+  useradd -m -s /bin/sh "$U9"
+  HOME9=$(getent passwd "$U9" | cut -d: -f6)
+  mkdir -m 700 "$HOME9/proj" && chown "$U9:" "$HOME9/proj"
+  TOK9=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+  echo "tokens { token: \"$TOK9\" user: \"$U9\" }" >"$WORK/tokens.txtpb"
+  chmod 600 "$WORK/tokens.txtpb"
+  chmod 711 "$WORK"  # (the account reaches its work dir's stage and log)
+  "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state9" \
+    --tokens-file "$WORK/tokens.txtpb" >"$WORK/coordinator9.out" 2>"$WORK/coordinator9.log" &
+  PIDS+=($!)
+  line=$(wait_line "$WORK/coordinator9.out" "listening on port") || { echo "FAIL: coordinator 9"; exit 1; }
+  ADDR9=127.0.0.1:${line##* }
+  "$BIN/trainctl-agent" --coordinator "$ADDR9" --node-name box-node9 --fake-gpus 1 \
+    --container-global-args "${G[*]}" --container-run-args "${R[*]}" \
+    --log-dir "$WORK/logs9" >"$WORK/agent9.log" 2>&1 &
+  PIDS+=($!)
+  wait_line "$WORK/agent9.log" "registered with the coordinator" >/dev/null || { echo "FAIL: agent 9"; exit 1; }
+  T=("$BIN/trainctl" --coordinator "$ADDR9" --token "$TOK9")
+  SECRET9="tok9-$$-$RANDOM-not-for-root"
+  printf '%s' "$SECRET9" >"$WORK/secret9.pattern"
+  id=$("${T[@]}" submit --image "$IMG_SH" --workdir "$HOME9/proj" --export NONE --env MARK=m9 \
+    --env "SECRET9=$SECRET9" -- sh -c 'echo "task $RANK $(id -u)"; exec sleep 300')
+  line=$(wait_log "$id" '^task ') || { "${T[@]}" logs "$id"; echo "FAIL: $U9's job $id never started"; exit 1; }
+  want="$(id -u "$U9"):$(id -g "$U9") mark=m9 pwd=$HOME9/proj"
+  [[ $line == "task 0 $(id -u "$U9")" ]] || { echo "FAIL: $U9's task says '$line'"; exit 1; }
+  rc=0
+  out=$("${T[@]}" exec "$id" -- sh -c 'echo "$(id -u):$(id -g) mark=$MARK pwd=$(pwd)"; exit 9' \
+    </dev/null 2>"$WORK/exec9.err") || rc=$?
+  [[ $rc == 9 && $out == "$want" ]] ||
+    { cat "$WORK/exec9.err"; echo "FAIL: exec into $U9's job: exit $rc, '$out', want 9, '$want'"; exit 1; }
+  ok "trainctl exec into $U9's --image job runs as its uid:gid, in its work dir, with its variables"
+  # While a session runs: its secret is inside, in no command line, and not
+  # in the environment of root `podman exec`.
+  "${T[@]}" exec "$id" -- sh -c 'echo "up $SECRET9"; exec sleep 120' </dev/null >"$WORK/exec9b.out" 2>&1 &
+  EX=$!
+  PIDS+=("$EX")
+  wait_line "$WORK/exec9b.out" "^up $SECRET9\$" >/dev/null ||
+    { cat "$WORK/exec9b.out"; echo "FAIL: the session did not see the job's secret"; exit 1; }
+  leaks=$(grep -lasF -f "$WORK/secret9.pattern" /proc/[0-9]*/cmdline || true)
+  [[ -z $leaks ]] || { echo "FAIL: secret in command lines: $leaks"; exit 1; }
+  px=$(pgrep -f -- "exec --detach-keys= --user $(id -u "$U9")" | head -1)
+  [[ -n $px ]] && grep -qasF PATH= "/proc/$px/environ" ||
+    { ps -ef >&2; echo "FAIL: no root podman exec process found"; exit 1; }
+  [[ $(stat -c %u "/proc/$px") == 0 ]] || { echo "FAIL: podman exec is not root's"; exit 1; }
+  if grep -qasF -f "$WORK/secret9.pattern" "/proc/$px/environ"; then
+    echo "FAIL: the job's secret is in root podman exec's environment"; exit 1
+  fi
+  kill "$EX" 2>/dev/null || true
+  ok "while a session runs, the job's secret is in no /proc/*/cmdline and not in root podman exec's environment"
+  "${T[@]}" cancel "$id" >/dev/null
+  "${T[@]}" wait "$id" >/dev/null 2>&1 || true
+else
+  echo "SKIPPED: step 9 (needs root and useradd)"
+fi
 e2e_done
