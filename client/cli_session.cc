@@ -45,7 +45,9 @@ namespace {
 // Bytes of local input per Session message (the coordinator takes up to
 // 64 KiB).
 constexpr size_t kInputChunk = 32 * 1024;
-// The holder process of a `trainctl shell` job: the sessions run beside it.
+// The holder process of a `trainctl shell` job: the sessions run beside it
+// (with --image, in its container: busybox's and coreutils' sleep both take
+// "infinity", so any image with a `sleep` holds the job).
 const std::vector<std::string> kHolderCommand = {"sleep", "infinity"};
 // How often `shell` looks whether its job has started.
 constexpr absl::Duration kStartPoll = absl::Milliseconds(100);
@@ -402,7 +404,8 @@ SessionCommands AddSessionCommands(CLI::App& app, Flags& f) {
   c.shell->footer(Example(
       "  trainctl shell --gpus 1\n"
       "  trainctl shell --gpu-fraction 0.5 --time-limit 2h -- jupyter lab --no-browser\n"
-      "  trainctl shell --gpus 1 --keep"));
+      "  trainctl shell --gpus 1 --keep\n"
+      "  trainctl shell --gpus 1 --image nvcr.io/nvidia/pytorch:24.05-py3"));
 
   c.attach = app.add_subcommand("attach", "Open a shell in a running job (e.g. a shell --keep)");
   c.attach->add_option("JOB", f.job_id, "The job")->required();

@@ -64,6 +64,22 @@ TEST_F(CliSessionTest, Shell_SubmitsAnInteractiveHolderJobUnderTheResourceFlags)
   EXPECT_THAT(err_.str(), HasSubstr("job 9 ended before its shell started"));
 }
 
+// --image: the holder runs in the image (the agent execs the shell into its
+// container), with the same holder command.
+TEST_F(CliSessionTest, Shell_Image_TheHolderJobRunsInTheImage) {
+  v1::SubmitJobRequest sent;
+  v1::SubmitJobResponse made;
+  made.set_job_id(4);
+  EXPECT_CALL(stub_, SubmitJob(_, _, _))
+      .WillOnce(DoAll(SaveArg<1>(&sent), SetArgPointee<2>(made), Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetJob(_, _, _))
+      .WillRepeatedly(Return(grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 4")));
+  Run({"shell", "--image", "localhost/train:3", "--keep", "--", "sh", "-c", "echo hi"});
+  EXPECT_EQ(sent.spec().image(), "localhost/train:3");
+  EXPECT_TRUE(sent.spec().interactive());
+  EXPECT_THAT(sent.spec().command(), ElementsAre("sleep", "infinity"));
+}
+
 // Without --idle-timeout the coordinator applies the queue's default (0 on
 // the wire); --idle-timeout 0 is "never" (-1).
 TEST_F(CliSessionTest, Shell_IdleTimeoutDefaultsToTheQueuesAndZeroTurnsItOff) {

@@ -476,6 +476,7 @@ void Agent::HandleSession(const v1::SessionToAgent& msg) {
   }
   const v1::SessionOpen& open = payload.open();
   std::shared_ptr<const LaunchSpec> base;
+  std::shared_ptr<const ContainerLaunch> container;
   bool found = false;
   {
     absl::MutexLock lock(&mu_);
@@ -483,22 +484,40 @@ void Agent::HandleSession(const v1::SessionToAgent& msg) {
     if (it != tasks_.end() && !it->second.exited && !it->second.launching) {
       found = true;
       base = it->second.session_spec;
+      container = it->second.session_container;
     }
   }
   absl::Status status;
+  SessionHost::Wrap wrap;
+  if (container != nullptr && base != nullptr) {
+    const bool keep_root = base->keep_root;
+    wrap = [this, container, keep_root](const v1::SessionOpen& o, LaunchSpec& spec) {
+      return WrapSessionInContainer(*container, keep_root, o, spec);
+    };
+  }
   if (!found) {
     status = absl::FailedPreconditionError(absl::StrFormat(
         "job %d rank %d has no running task on node %s", open.job_id(), open.rank(),
         config_.node_name));
   } else if (base == nullptr) {
     status = absl::FailedPreconditionError(absl::StrFormat(
-        "job %d rank %d runs in a container (--image): sessions into containers are "
-        "not supported",
+        "job %d rank %d is a pre-flight probe: no sessions into it", open.job_id(),
+        open.rank()));
+  } else if (container != nullptr && open.port() > 0 &&
+             (config_.container_runtime == nullptr ||
+              !config_.container_runtime->SharesHostNetwork())) {
+    // The agent connects to 127.0.0.1:PORT of the node, which is not the
+    // container's own loopback then.
+    status = absl::FailedPreconditionError(absl::StrFormat(
+        "job %d rank %d runs in a container with a network of its own (the agent's "
+        "--container-run-args choose one): port-forward reaches only containers on the "
+        "node's network",
         open.job_id(), open.rank()));
   } else {
     absl::StatusOr<int> pid =
         sessions_->Open(msg.session_id(), open, *base,
-                        absl::StrCat(open.job_id(), "/", msg.attempt(), "/", open.rank()));
+                        absl::StrCat(open.job_id(), "/", msg.attempt(), "/", open.rank()),
+                        wrap);
     status = pid.status();
     if (pid.ok()) {
       TC_LOG_INFO("session {}: job {} rank {}: {} (pid {})", msg.session_id(), open.job_id(),
@@ -567,7 +586,8 @@ absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) 
   return absl::OkStatus();
 }
 
-absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec) const {
+absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec,
+                                    ContainerLaunch* launched) const {
   const ContainerRuntime* runtime = config_.container_runtime;
   if (runtime == nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -637,6 +657,29 @@ absl::Status Agent::WrapInContainer(const v1::StartTask& start, LaunchSpec& spec
     spec.keep_root = true;
     spec.workdir = "/";  // podman's -w sets the task's
   }
+  if (launched != nullptr) *launched = std::move(c);
+  return absl::OkStatus();
+}
+
+absl::Status Agent::WrapSessionInContainer(const ContainerLaunch& container, bool keep_root,
+                                           const v1::SessionOpen& open,
+                                           LaunchSpec& spec) const {
+  const ContainerRuntime* runtime = config_.container_runtime;
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError("this node has no container runtime");
+  }
+  ContainerExec e;
+  e.argv.assign(open.argv().begin(), open.argv().end());
+  e.login_shell = e.argv.empty();
+  e.stdin_open = open.stdin() || open.tty();
+  e.tty = open.tty();
+  if (open.tty()) e.term = open.term().empty() ? "xterm-256color" : open.term();
+  absl::StatusOr<WrappedLaunch> w = runtime->ExecArgv(container, e);
+  if (!w.ok()) return w.status();
+  spec.argv = std::move(w->argv);
+  spec.env = std::move(w->env);
+  // Root podman: `podman exec --user` drops to the task's account itself.
+  spec.keep_root = keep_root;
   return absl::OkStatus();
 }
 
@@ -738,7 +781,8 @@ void Agent::RemoveCgroup(const std::string& dir) const {
   }
 }
 
-absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
+absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start,
+                                          ContainerLaunch* container) const {
   const v1::TaskRef& ref = start.task();
   LaunchSpec spec;
   // The account: the job's user (the Slurm rule), else the agent's own (read
@@ -819,7 +863,7 @@ absl::StatusOr<LaunchSpec> Agent::SpecFor(const v1::StartTask& start) const {
   if (start.has_preflight()) return spec;
   TC_RETURN_IF_ERROR(PlaceInCgroup(start, spec));
   if (!start.image().empty()) {
-    if (absl::Status s = WrapInContainer(start, spec); !s.ok()) {
+    if (absl::Status s = WrapInContainer(start, spec, container); !s.ok()) {
       ReleaseCgroup(spec.cgroup_dir);  // made for nothing: the task never starts
       return s;
     }
@@ -844,7 +888,8 @@ void Agent::Start(const v1::StartTask& start) {
   // milliseconds on a busy host, and exits, heartbeats and fencing must not
   // wait for them. Handle() has one caller at a time, so no StopTask for
   // this task can be handled meanwhile; Fence() marks the entry instead.
-  absl::StatusOr<LaunchSpec> made = SpecFor(start);
+  auto container = std::make_shared<ContainerLaunch>();
+  absl::StatusOr<LaunchSpec> made = SpecFor(start, container.get());
   // Moved out, not copied (its environment is the task's whole one); `made`
   // keeps its status.
   const LaunchSpec spec = made.ok() ? *std::move(made) : LaunchSpec{};
@@ -906,8 +951,9 @@ void Agent::Start(const v1::StartTask& start) {
       entry.container_files = ContainerFilesPrefix(ref);
     }
   }
-  if (start.image().empty() && !start.has_preflight()) {
+  if (!start.has_preflight()) {
     entry.session_spec = std::make_shared<const LaunchSpec>(spec);
+    if (!start.image().empty()) entry.session_container = std::move(container);
   }
   entry.ref.set_pid(*pid);
   st->mutable_task()->set_pid(*pid);

@@ -248,8 +248,13 @@ class Agent {
     std::string container_files;
     // The task's launch (account, cgroup, environment, work dir), what an
     // interactive session beside it starts with; null for a pre-flight
-    // probe or a container task (no session into those).
+    // probe. For a container task, the runtime's launch (its account,
+    // cgroup, runtime environment), with session_container set.
     std::shared_ptr<const LaunchSpec> session_spec;
+    // A container task: what it was launched with (WrapInContainer), from
+    // which a session's `podman exec` (or `apptainer exec`) is made
+    // (ContainerRuntime::ExecArgv); null otherwise.
+    std::shared_ptr<const ContainerLaunch> session_container;
   };
 
   // Opens a session beside a running task (payload.open) or passes a
@@ -267,7 +272,10 @@ class Agent {
   // FAILED_PRECONDITION when the task needs what this node lacks (a
   // container runtime, cgroup controllers for its limits); those of
   // CgroupTree::CreateTaskCgroup and ContainerRuntime::WrapArgv.
-  absl::StatusOr<LaunchSpec> SpecFor(const v1::StartTask& start) const;
+  // With an image and `container` set, *container gets what the task's
+  // container was launched with (WrapInContainer's `launched`).
+  absl::StatusOr<LaunchSpec> SpecFor(const v1::StartTask& start,
+                                     ContainerLaunch* container = nullptr) const;
   // Gives `spec` a cgroup of its own with the task's limits (when the agent
   // has cgroups): named after the task
   // (<cluster>-<node>-job-J.attempt-A.rank-R) when it has limits (--cpus,
@@ -278,9 +286,18 @@ class Agent {
   // FAILED_PRECONDITION for limits without cgroups; those of
   // CgroupTree::CreateTaskCgroup.
   absl::Status PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const;
-  // Wraps `spec` in the node's container runtime for start.image().
+  // Wraps `spec` in the node's container runtime for start.image(); sets
+  // *launched (when not null) to the ContainerLaunch it wrapped.
   // Errors: FAILED_PRECONDITION without a runtime; those of WrapArgv.
-  absl::Status WrapInContainer(const v1::StartTask& start, LaunchSpec& spec) const;
+  absl::Status WrapInContainer(const v1::StartTask& start, LaunchSpec& spec,
+                               ContainerLaunch* launched = nullptr) const;
+  // The launch of a session's command in the container of a task launched
+  // with `container` (ContainerRuntime::ExecArgv): rewrites `spec` (the
+  // task's runtime launch, as SessionHost hands it) for `open`; root podman
+  // stays root (`keep_root`) to run `podman exec --user`.
+  // Errors: those of ExecArgv; FAILED_PRECONDITION without a runtime.
+  absl::Status WrapSessionInContainer(const ContainerLaunch& container, bool keep_root,
+                                      const v1::SessionOpen& open, LaunchSpec& spec) const;
   // Where a podman task's files go: <ClusterDir>/containers/<container
   // name>, then ".env" for its environment file (ContainerLaunch::env_file)
   // and ".mnt/<i>" for the stages where the shim binds its mounts (root

@@ -1011,5 +1011,79 @@ TEST_F(AgentTest, Session_NoSuchRunningTask_FailedPreconditionBack) {
   EXPECT_THAT(launcher_.launched, SizeIs(0));
 }
 
+// A session into a container task: `podman exec` into its container, as
+// the task's user, with podman's own environment (the task's variables are
+// set inside from its file), started with the runtime's privileges.
+TEST_F(AgentTest, Session_IntoAContainerTask_PodmanExecWithTheRuntimesEnvOnly) {
+  ContainerRuntime::Options options;
+  options.env_exec = "/usr/bin/trainctl-container-env";
+  const ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
+                                /*rootless=*/false, options);
+  config_.container_runtime = &podman;
+  Make();
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_image("localhost/train:1");
+  (*msg.mutable_start_task()->mutable_env())["TRAINCTL_TOKEN"] = "s3cret-token";
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const LaunchSpec task = launcher_.launched.begin()->second;
+  SessionOutbox out;
+  agent_->Connected(out.Outbox());
+  v1::CoordinatorMessage open = OpenSession("s3", 7, 0);
+  open.mutable_session()->mutable_payload()->mutable_open()->set_tty(true);
+  open.mutable_session()->mutable_payload()->mutable_open()->set_term("xterm");
+  agent_->Handle(open);
+  ASSERT_THAT(launcher_.launched, SizeIs(2));
+  const LaunchSpec& spec = launcher_.launched.rbegin()->second;
+  EXPECT_THAT(spec.argv, ::testing::Contains("/usr/bin/podman"));
+  EXPECT_THAT(spec.argv, ::testing::Contains("exec"));
+  EXPECT_THAT(spec.argv, ::testing::Contains("-t"));
+  EXPECT_THAT(spec.argv, ::testing::Contains("TERM=xterm"));
+  EXPECT_THAT(spec.argv, ::testing::Contains("trainctl-j7-a0-r0"));
+  EXPECT_EQ(spec.argv.back(), "nvidia-smi");
+  for (const std::string& arg : spec.argv) {
+    EXPECT_THAT(arg, ::testing::Not(HasSubstr("s3cret-token")));
+  }
+  // podman's environment: the runtime's, as the task's podman run had.
+  EXPECT_EQ(spec.env, task.env);
+  EXPECT_FALSE(spec.env.count("TRAINCTL_TOKEN"));
+  EXPECT_EQ(spec.keep_root, task.keep_root);
+  EXPECT_EQ(spec.cgroup_dir, task.cgroup_dir);
+  EXPECT_TRUE(spec.log_path.empty());
+  EXPECT_FALSE(spec.tty_path.empty());
+  auto started = out.Wait("s3", [](const auto& p) { return p.has_started(); });
+  ASSERT_TRUE(started.has_value());
+  launcher_.Exit(launcher_.launched.rbegin()->first, ExitInfo{0, 0});
+  ASSERT_TRUE(out.Wait("s3", [](const auto& p) { return p.has_exit(); }).has_value());
+}
+
+// Containers with a network of their own: 127.0.0.1:PORT of the node is not
+// theirs, so port-forward into them is refused, saying why.
+TEST_F(AgentTest, Session_PortForwardIntoAContainerOffTheHostNetwork_FailedPrecondition) {
+  ContainerRuntime::Options options;
+  options.env_exec = "/usr/bin/trainctl-container-env";
+  options.run_args = {"--network=slirp4netns"};
+  const ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
+                                /*rootless=*/false, options);
+  config_.container_runtime = &podman;
+  Make();
+  v1::CoordinatorMessage msg = Start(7, 0);
+  msg.mutable_start_task()->set_image("localhost/train:1");
+  agent_->Handle(msg);
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  SessionOutbox out;
+  agent_->Connected(out.Outbox());
+  v1::CoordinatorMessage open = OpenSession("s4", 7, 0);
+  v1::SessionOpen* o = open.mutable_session()->mutable_payload()->mutable_open();
+  o->clear_argv();
+  o->set_port(8888);
+  agent_->Handle(open);
+  auto err = out.Wait("s4", [](const auto& p) { return p.has_error(); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->payload().error().code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(err->payload().error().message(), HasSubstr("network of its own"));
+}
+
 }  // namespace
 }  // namespace trainctl::worker

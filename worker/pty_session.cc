@@ -360,7 +360,8 @@ void SessionHost::ReapLocked() {
 }
 
 absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOpen& open,
-                                      LaunchSpec task, const std::string& tag) {
+                                      LaunchSpec task, const std::string& tag,
+                                      const Wrap& wrap) {
   if (open.port() != 0 && (open.port() < 1 || open.port() > 65535)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("port: %d is not a TCP port (1-65535)", open.port()));
@@ -496,9 +497,11 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
     if (in_fd >= 0) SetNonBlocking(in_fd);
   }
   std::weak_ptr<Session> weak = session;
-  absl::StatusOr<int> pid = launcher_->Launch(spec, [weak](ExitInfo info) {
-    if (auto s = weak.lock()) s->Exited(info);
-  });
+  const absl::Status wrapped = wrap ? wrap(open, spec) : absl::OkStatus();
+  absl::StatusOr<int> pid = !wrapped.ok() ? absl::StatusOr<int>(wrapped)
+                                          : launcher_->Launch(spec, [weak](ExitInfo info) {
+                                              if (auto s = weak.lock()) s->Exited(info);
+                                            });
   for (int& fd : child_fds) CloseFd(fd);
   if (!pid.ok()) {
     CloseFd(in_fd);

@@ -75,8 +75,15 @@ class SessionHost {
   // failures (errno text); those of ProcessLauncher::Launch (NOT_FOUND for a
   // missing program).
   // `tag` names what the session runs beside (CloseTagged).
+  // `wrap`, when set, rewrites the command's launch just before it starts
+  // (argv, environment, privileges: the agent's `podman exec` into a
+  // container task, ContainerRuntime::ExecArgv); it gets `open` and the
+  // launch as built above (argv from open, or the host login shell), and
+  // its error is returned as is, the session not opened.
+  using Wrap = std::function<absl::Status(const v1::SessionOpen&, LaunchSpec&)>;
   absl::StatusOr<int> Open(const std::string& id, const v1::SessionOpen& open,
-                           LaunchSpec task, const std::string& tag = "");
+                           LaunchSpec task, const std::string& tag = "",
+                           const Wrap& wrap = nullptr);
 
   // Closes (as `close`) every session opened with `tag`, without waiting:
   // the task they run beside has ended. Returns how many.

@@ -18,7 +18,22 @@
 #  5. through trainctl (coordinator, agent, CLI): a job with --image runs,
 #     a cancelled one leaves no container;
 #  6. a job's LD_PRELOAD (a library that writes a file wherever it loads)
-#     reaches the task but is loaded by no root process (podman, conmon).
+#     reaches the task but is loaded by no root process (podman, conmon);
+#  7. sessions into a running --image task (podman exec through
+#     ContainerRuntime::ExecArgv): `trainctl exec` runs in the task's
+#     container with its RANK, uid, variables and work dir, exits with the
+#     command's code, and -i passes stdin; port-forward reaches a port the
+#     task listens on (host network);
+#  8. `trainctl shell --image IMG -- CMD` without a terminal: the command
+#     runs in the image, its exit code comes back, and the job ends with it,
+#     leaving no container;
+#  9. (as root, with useradd) a job of a throwaway account that is not
+#     root, through a coordinator with tokens: `trainctl exec` into its
+#     container runs as its uid:gid (podman exec --user), in its work dir,
+#     with its variables, none of which is on a command line or in root
+#     `podman exec`'s environment.
+# Steps 7 and 8 use a second image, the same busybox with applet links (sh,
+# id, sleep, cat...) in /bin, as commands name them ("sh", not /bin/busybox).
 # Exits 77 (ctest: skipped), saying why, where podman, catatonit or a static
 # busybox is missing, or where podman cannot run a container at all (also
 # with the fallbacks below). Usage: container_smoke_e2e.sh BUILD_BIN_DIR.
@@ -61,6 +76,8 @@ probe_cleanup() {
   podman rm --force --ignore "$NAME" >/dev/null 2>&1 || true
   [[ -n ${CG_REL:-} ]] && rm_cgroup "$CG_REL"
   e2e_cleanup
+  [[ -n ${U9:-} ]] && userdel -r "$U9" 2>/dev/null
+  return 0
 }
 trap probe_cleanup EXIT
 
@@ -237,4 +254,137 @@ if exists; then
   podman ps -a >&2; echo "FAIL: the cancelled job's container is still there"; exit 1
 fi
 ok "a cancelled --image job leaves no container behind"
+
+# 7. Sessions into a running container task.
+IMG_SH=localhost/trainctl-smoke-sh
+if ! podman image exists "$IMG_SH"; then
+  mkdir -p "$WORK/rootfs-sh/bin"
+  cp /bin/busybox "$WORK/rootfs-sh/bin/busybox"
+  for a in sh id sleep cat echo pwd httpd wget; do ln -s busybox "$WORK/rootfs-sh/bin/$a"; done
+  tar -C "$WORK/rootfs-sh" -c . |
+    podman import --quiet --change 'ENV PATH=/bin' - "$IMG_SH" >/dev/null ||
+    { echo "FAIL: podman import $IMG_SH"; exit 1; }
+fi
+# Waits (30 s at most) until job $1's log has a line matching $2; prints it.
+wait_log() {
+  local end=$((SECONDS + 30)) out
+  while ((SECONDS < end)); do
+    out=$("${T[@]}" logs "$1" 2>/dev/null || true)
+    if grep -qE "$2" <<<"$out"; then grep -E "$2" <<<"$out" | tail -1; return 0; fi
+    read -rt 0.1 <> <(:) || true
+  done
+  return 1
+}
+# A free TCP port on 127.0.0.1 for the task's web server.
+WPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# (Under the job's work dir: the one host directory mounted in its container.)
+mkdir -p "$WORK/job/www" && echo "served-from-the-container" >"$WORK/job/www/index.html"
+id=$("${T[@]}" submit --image "$IMG_SH" --workdir "$WORK/job" --export NONE --env MARK=m7 \
+  -- sh -c "echo \"task \$RANK \$(id -u)\"; httpd -p 127.0.0.1:$WPORT -h $WORK/job/www; exec sleep 300")
+line=$(wait_log "$id" '^task ') || { "${T[@]}" logs "$id"; echo "FAIL: job $id never printed its RANK and uid"; exit 1; }
+want=${line#task }
+rc=0
+out=$("${T[@]}" exec "$id" -- sh -c 'echo "$RANK $(id -u)"; echo "mark=$MARK pwd=$(pwd)"; exit 7' \
+  </dev/null 2>"$WORK/exec.err") || rc=$?
+[[ $rc == 7 ]] || { cat "$WORK/exec.err"; echo "FAIL: trainctl exec exit $rc, want 7; output: $out"; exit 1; }
+grep -qxF "$want" <<<"$out" ||
+  { cat "$WORK/exec.err"; echo "FAIL: exec printed '$out', want the task's RANK and uid '$want'"; exit 1; }
+grep -qxF "mark=m7 pwd=$WORK/job" <<<"$out" ||
+  { echo "FAIL: exec lacks the task's variables or work dir: $out"; exit 1; }
+ok "trainctl exec into --image job $id: RANK and uid of the task ($want), its variables and work dir, exit 7"
+out=$(echo "through-stdin" | "${T[@]}" exec -i "$id" -- cat 2>"$WORK/exec-i.err") ||
+  { cat "$WORK/exec-i.err"; echo "FAIL: exec -i cat"; exit 1; }
+[[ $out == through-stdin ]] || { echo "FAIL: exec -i cat printed '$out'"; exit 1; }
+ok "trainctl exec -i passes stdin into the container"
+# Port-forward: the container is on the node's network (--network=host).
+"${T[@]}" port-forward "$id" "0:$WPORT" >"$WORK/pf.out" 2>&1 &
+PF=$!
+PIDS+=("$PF")
+line=$(wait_line "$WORK/pf.out" '127\.0\.0\.1:[0-9]+') || { cat "$WORK/pf.out"; echo "FAIL: port-forward did not listen"; exit 1; }
+lport=$(grep -oE '127\.0\.0\.1:[0-9]+' <<<"$line" | head -1)
+lport=${lport##*:}
+page=
+end=$((SECONDS + 30))
+until [[ $page == served-from-the-container ]] || ((SECONDS > end)); do
+  page=$(/bin/busybox wget -q -O - "http://127.0.0.1:$lport/" 2>/dev/null || true)
+  [[ $page == served-from-the-container ]] || read -rt 0.1 <> <(:) || true
+done
+[[ $page == served-from-the-container ]] || { cat "$WORK/pf.out"; echo "FAIL: port-forward to the container's httpd: '$page'"; exit 1; }
+kill "$PF" 2>/dev/null || true
+ok "trainctl port-forward reaches a port the container task listens on"
+"${T[@]}" cancel "$id" >/dev/null
+"${T[@]}" wait "$id" >/dev/null 2>&1 || true
+
+# 8. trainctl shell --image without a terminal.
+rc=0
+out=$("${T[@]}" shell --image "$IMG_SH" --workdir "$WORK/job" --export NONE \
+  -- sh -c 'echo "in-$((40 + 2)) rank=$RANK"; exit 3' </dev/null 2>"$WORK/shell.err") || rc=$?
+[[ $rc == 3 ]] || { cat "$WORK/shell.err"; echo "FAIL: shell --image exit $rc, want 3; output: $out"; exit 1; }
+grep -qx "in-42 rank=0" <<<"$out" || { cat "$WORK/shell.err"; echo "FAIL: shell --image printed: $out"; exit 1; }
+sid=$(sed -n 's/^trainctl: interactive job \([0-9]*\)$/\1/p' "$WORK/shell.err")
+[[ -n $sid ]] || { cat "$WORK/shell.err"; echo "FAIL: no job id from shell --image"; exit 1; }
+"${T[@]}" wait "$sid" >/dev/null 2>&1 || true
+exists() { podman ps -a --format '{{.Names}}' | grep -qE "^trainctl-[0-9a-f]+-j$sid-a0-r0\$"; }
+end=$((SECONDS + 30))
+while exists && ((SECONDS < end)); do read -rt 0.1 <> <(:) || true; done
+if exists; then podman ps -a >&2; echo "FAIL: shell job $sid's container is still there"; exit 1; fi
+ok "trainctl shell --image: the command ran in the image (exit 3), and its job $sid ended without a container left"
+
+# 9. A job of an account that is not root: exec runs as its uid:gid.
+if [[ $(id -u) == 0 ]] && command -v useradd >/dev/null; then
+  U9=tcx$$
+  useradd -m -s /bin/sh "$U9"
+  HOME9=$(getent passwd "$U9" | cut -d: -f6)
+  mkdir -m 700 "$HOME9/proj" && chown "$U9:" "$HOME9/proj"
+  TOK9=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+  echo "tokens { token: \"$TOK9\" user: \"$U9\" }" >"$WORK/tokens.txtpb"
+  chmod 600 "$WORK/tokens.txtpb"
+  chmod 711 "$WORK"  # (the account reaches its work dir's stage and log)
+  "$BIN/trainctl-coordinator" --listen 127.0.0.1:0 --state-dir "$WORK/state9" \
+    --tokens-file "$WORK/tokens.txtpb" >"$WORK/coordinator9.out" 2>"$WORK/coordinator9.log" &
+  PIDS+=($!)
+  line=$(wait_line "$WORK/coordinator9.out" "listening on port") || { echo "FAIL: coordinator 9"; exit 1; }
+  ADDR9=127.0.0.1:${line##* }
+  "$BIN/trainctl-agent" --coordinator "$ADDR9" --node-name box-node9 --fake-gpus 1 \
+    --container-global-args "${G[*]}" --container-run-args "${R[*]}" \
+    --log-dir "$WORK/logs9" >"$WORK/agent9.log" 2>&1 &
+  PIDS+=($!)
+  wait_line "$WORK/agent9.log" "registered with the coordinator" >/dev/null || { echo "FAIL: agent 9"; exit 1; }
+  T=("$BIN/trainctl" --coordinator "$ADDR9" --token "$TOK9")
+  SECRET9="tok9-$$-$RANDOM-not-for-root"
+  printf '%s' "$SECRET9" >"$WORK/secret9.pattern"
+  id=$("${T[@]}" submit --image "$IMG_SH" --workdir "$HOME9/proj" --export NONE --env MARK=m9 \
+    --env "SECRET9=$SECRET9" -- sh -c 'echo "task $RANK $(id -u)"; exec sleep 300')
+  line=$(wait_log "$id" '^task ') || { "${T[@]}" logs "$id"; echo "FAIL: $U9's job $id never started"; exit 1; }
+  want="$(id -u "$U9"):$(id -g "$U9") mark=m9 pwd=$HOME9/proj"
+  [[ $line == "task 0 $(id -u "$U9")" ]] || { echo "FAIL: $U9's task says '$line'"; exit 1; }
+  rc=0
+  out=$("${T[@]}" exec "$id" -- sh -c 'echo "$(id -u):$(id -g) mark=$MARK pwd=$(pwd)"; exit 9' \
+    </dev/null 2>"$WORK/exec9.err") || rc=$?
+  [[ $rc == 9 && $out == "$want" ]] ||
+    { cat "$WORK/exec9.err"; echo "FAIL: exec into $U9's job: exit $rc, '$out', want 9, '$want'"; exit 1; }
+  ok "trainctl exec into $U9's --image job runs as its uid:gid, in its work dir, with its variables"
+  # While a session runs: its secret is inside, in no command line, and not
+  # in the environment of root `podman exec`.
+  "${T[@]}" exec "$id" -- sh -c 'echo "up $SECRET9"; exec sleep 120' </dev/null >"$WORK/exec9b.out" 2>&1 &
+  EX=$!
+  PIDS+=("$EX")
+  wait_line "$WORK/exec9b.out" "^up $SECRET9\$" >/dev/null ||
+    { cat "$WORK/exec9b.out"; echo "FAIL: the session did not see the job's secret"; exit 1; }
+  leaks=$(grep -lasF -f "$WORK/secret9.pattern" /proc/[0-9]*/cmdline || true)
+  [[ -z $leaks ]] || { echo "FAIL: secret in command lines: $leaks"; exit 1; }
+  px=$(pgrep -f -- "exec --detach-keys= --user $(id -u "$U9")" | head -1)
+  [[ -n $px ]] && grep -qasF PATH= "/proc/$px/environ" ||
+    { ps -ef >&2; echo "FAIL: no root podman exec process found"; exit 1; }
+  [[ $(stat -c %u "/proc/$px") == 0 ]] || { echo "FAIL: podman exec is not root's"; exit 1; }
+  if grep -qasF -f "$WORK/secret9.pattern" "/proc/$px/environ"; then
+    echo "FAIL: the job's secret is in root podman exec's environment"; exit 1
+  fi
+  kill "$EX" 2>/dev/null || true
+  ok "while a session runs, the job's secret is in no /proc/*/cmdline and not in root podman exec's environment"
+  "${T[@]}" cancel "$id" >/dev/null
+  "${T[@]}" wait "$id" >/dev/null 2>&1 || true
+else
+  echo "SKIPPED: step 9 (needs root and useradd)"
+fi
 e2e_done

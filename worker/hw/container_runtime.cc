@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -303,6 +304,147 @@ absl::StatusOr<WrappedLaunch> ContainerRuntime::WrapArgv(const ContainerLaunch& 
   }
   a.insert(a.end(), c.argv.begin(), c.argv.end());
   return w;
+}
+
+namespace {
+
+// TERM as a terminal type name: letters, digits and "._+-", at most 64.
+bool ValidTerm(const std::string& term) {
+  return term.size() <= 64 && std::all_of(term.begin(), term.end(), [](char c) {
+           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                  c == '_' || c == '+' || c == '-';
+         });
+}
+
+// A login shell inside an image: the task's $SHELL when the image has it,
+// else the image's /bin/sh (an account's shell on the host, /bin/bash or
+// /usr/bin/zsh, is often missing from a slim image). No value in it: $SHELL
+// is expanded inside.
+const std::vector<std::string>& LoginShellArgv() {
+  static const auto* argv = new std::vector<std::string>{
+      "/bin/sh", "-c",
+      "if [ -n \"$SHELL\" ] && [ -x \"$SHELL\" ]; then exec \"$SHELL\" -l; fi; "
+      "exec /bin/sh -l"};
+  return *argv;
+}
+
+}  // namespace
+
+absl::StatusOr<WrappedLaunch> ContainerRuntime::ExecArgv(const ContainerLaunch& c,
+                                                         const ContainerExec& e) const {
+  if (kind_ == ContainerRuntimeKind::kNone) {
+    return absl::FailedPreconditionError("no container runtime on this node");
+  }
+  if (e.argv.empty() && !e.login_shell) {
+    return absl::InvalidArgumentError("argv: empty: no command to run in the container");
+  }
+  if (e.tty && !ValidTerm(e.term)) {
+    return absl::InvalidArgumentError(
+        "term: only letters, digits and \"._+-\", at most 64 characters");
+  }
+  const std::vector<std::string>& argv = e.argv.empty() ? LoginShellArgv() : e.argv;
+  if (kind_ == ContainerRuntimeKind::kApptainer) {
+    ContainerLaunch again = c;
+    again.argv = argv;
+    absl::StatusOr<WrappedLaunch> w = WrapArgv(again);
+    if (!w.ok()) return w.status();
+    if (e.tty && !e.term.empty()) {
+      const std::string prefix =
+          absl::EndsWith(binary_, "/singularity") ? "SINGULARITYENV_" : "APPTAINERENV_";
+      w->env[prefix + "TERM"] = e.term;
+    }
+    return w;
+  }
+  if (options_.env_exec.empty()) {
+    return absl::FailedPreconditionError(
+        "podman needs trainctl-container-env (ContainerRuntime::Options::env_exec)");
+  }
+  if (c.name.empty() || !ValidContainerName(c.name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "name: bad container name \"", c.name, "\": want [A-Za-z0-9][A-Za-z0-9_.-]*"));
+  }
+  if (c.env_file.empty()) {
+    return absl::InvalidArgumentError(
+        "env_file: empty: the task's environment file is what sets its variables inside");
+  }
+  if (!c.workdir.empty()) {
+    if (absl::Status s = CheckHostPath("workdir", c.workdir); !s.ok()) return s;
+  }
+  WrappedLaunch w;
+  w.env = options_.runtime_env;
+  std::vector<std::string>& a = w.argv;
+  a.push_back(binary_);
+  a.insert(a.end(), options_.global_args.begin(), options_.global_args.end());
+  // The manager the container was made with (WrapArgv).
+  if (!c.cgroup_parent.empty()) a.push_back("--cgroup-manager=cgroupfs");
+  a.push_back("exec");
+  if (e.stdin_open) a.push_back("-i");
+  if (e.tty) a.push_back("-t");
+  a.push_back("--detach-keys=");
+  if (c.uid >= 0) {
+    a.insert(a.end(), {"--user", c.gid >= 0 ? absl::StrCat(c.uid, ":", c.gid)
+                                            : absl::StrCat(c.uid)});
+  }
+  if (!c.workdir.empty()) a.insert(a.end(), {"-w", c.workdir});
+  if (e.tty && !e.term.empty()) a.insert(a.end(), {"--env", "TERM=" + e.term});
+  a.insert(a.end(), {c.name, kEnvExecInContainer, kEnvFileInContainer});
+  a.insert(a.end(), argv.begin(), argv.end());
+  // The task is RUNNING once `podman run` started, but its container runs
+  // only after the image is there (a pull may take minutes): the exec waits
+  // for it, through the host's /bin/sh. The script holds the podman command
+  // (the operator's configuration) and the container name (checked above);
+  // the command's own arguments stay positional parameters, never code.
+  std::vector<std::string> inspect = {binary_};
+  inspect.insert(inspect.end(), options_.global_args.begin(), options_.global_args.end());
+  std::vector<std::string> quoted;
+  for (const std::string& arg : inspect) {
+    quoted.push_back(absl::StrCat("'", absl::StrReplaceAll(arg, {{"'", "'\\''"}}), "'"));
+  }
+  const std::string running = absl::StrCat(
+      "[ \"$(", absl::StrJoin(quoted, " "),
+      " container inspect --format '{{.State.Running}}' ", c.name,
+      " 2>/dev/null)\" = true ]");
+  const std::string script = absl::StrCat(
+      "if ! ", running, "; then\n",
+      "  echo 'trainctl: waiting for container ", c.name, " to run' >&2\n",
+      "  t=0\n",
+      "  until ", running, "; do\n",
+      "    t=$((t + 1))\n",
+      "    if [ $t -gt ", kExecWaitSeconds * 5, " ]; then\n",
+      "      echo 'trainctl: container ", c.name, " is not running after ", kExecWaitSeconds,
+      " s' >&2\n",
+      "      exit 125\n",
+      "    fi\n",
+      "    sleep 0.2\n",
+      "  done\n",
+      "fi\n",
+      "exec \"$@\"\n");
+  std::vector<std::string> waiting = {"/bin/sh", "-c", script, "trainctl-exec"};
+  waiting.insert(waiting.end(), a.begin(), a.end());
+  w.argv = std::move(waiting);
+  return w;
+}
+
+bool ContainerRuntime::SharesHostNetwork() const {
+  if (kind_ == ContainerRuntimeKind::kNone) return false;
+  const std::vector<std::string>& r = options_.run_args;
+  if (kind_ == ContainerRuntimeKind::kApptainer) {
+    return std::none_of(r.begin(), r.end(), [](const std::string& arg) {
+      return arg == "--net" || arg == "-n" || arg == "--network" ||
+             absl::StartsWith(arg, "--net=") || absl::StartsWith(arg, "--network=");
+    });
+  }
+  std::string network = "host";  // WrapArgv's --network=host; the last one wins
+  for (size_t i = 0; i < r.size(); ++i) {
+    for (const char* flag : {"--network", "--net"}) {
+      if (r[i] == flag && i + 1 < r.size()) {
+        network = r[i + 1];
+      } else if (absl::StartsWith(r[i], absl::StrCat(flag, "="))) {
+        network = r[i].substr(std::strlen(flag) + 1);
+      }
+    }
+  }
+  return network == "host";
 }
 
 absl::StatusOr<std::string> ContainerRuntime::EnvFileContent(const ContainerLaunch& c) const {

@@ -54,7 +54,14 @@
 // --ulimit values (the VM lacks CAP_SYS_RESOURCE); not tested: Apptainer,
 // rootless podman, GPUs (no GPU, no CDI spec there).
 //
-// Thread-safety: immutable; WrapArgv() may be called from any thread.
+// A session into a running task (`trainctl exec`, `attach`, `shell
+// --image`: ExecArgv) keeps to the same rules: root podman gets
+// `podman exec` with runtime_env alone, the command runs inside through
+// trainctl-container-env and the same environment file, as the task's
+// uid:gid. Apptainer has no long-lived container to enter: a session is one
+// more `apptainer exec` of the same image, binds and variables.
+//
+// Thread-safety: immutable; every method may be called from any thread.
 
 #include <map>
 #include <string>
@@ -113,6 +120,25 @@ struct ContainerLaunch {
   // (the container leaves the task's cgroup). Apptainer's processes stay in
   // the cgroup of the process that starts it.
   std::string cgroup_parent;
+};
+
+// One command to run in the container of a running task (a session):
+// ContainerRuntime::ExecArgv.
+struct ContainerExec {
+  // The command inside; argv[0] is looked up in the image's PATH. Empty with
+  // login_shell.
+  std::vector<std::string> argv;
+  // No argv: the task's $SHELL (its account's, from the task's environment)
+  // with -l when the image has it as an executable file, else /bin/sh -l.
+  bool login_shell = false;
+  // Keep the command's stdin open (podman exec -i).
+  bool stdin_open = false;
+  // Under a pseudo-terminal (podman exec -t; the runtime's own stdin must be
+  // a terminal, as the session host makes it).
+  bool tty = false;
+  // With tty: TERM inside (e.g. "xterm-256color"; letters, digits and
+  // "._+-" only, at most 64 characters); empty: the runtime's default.
+  std::string term;
 };
 
 // What the launcher starts: argv (argv[0] is the runtime's absolute path) and
@@ -215,6 +241,46 @@ class ContainerRuntime {
   // name (named), a mount or workdir that is not absolute or holds ':' or
   // ',', a bad container name or GPU UUID.
   absl::StatusOr<WrappedLaunch> WrapArgv(const ContainerLaunch& c) const;
+
+  // The runtime command that runs `e` in the running container of the task
+  // launched with `c` (the ContainerLaunch given to WrapArgv, env_file
+  // included: its file must still be there), for an interactive session:
+  //   /bin/sh -c WAIT trainctl-exec
+  //     podman [global_args] [--cgroup-manager=cgroupfs] exec [-i] [-t]
+  //     --detach-keys= [--user UID[:GID]] [-w WORKDIR] [--env TERM=T]
+  //     NAME /.trainctl/env-exec /.trainctl/env ARGV...
+  //   where WAIT (the host's sh, root with root podman) waits until
+  //   `podman [global_args] container inspect NAME` says the container runs
+  //   (a task is RUNNING from the start of `podman run`, before its image is
+  //   pulled), saying so once on stderr, at most kExecWaitSeconds (then exit
+  //   125), and execs the rest;
+  //   apptainer: WrapArgv(c) with e's argv (a new `apptainer exec` of the
+  //     same image, binds, working directory and variables), plus
+  //     APPTAINERENV_TERM with a tty.
+  // The command runs as the task runs: podman --user c.uid:c.gid (never
+  // root unless the task is), or, rootless, the agent's user that
+  // --userns=keep-id mapped; with the task's variables, which
+  // trainctl-container-env sets from c.env_file inside the container (so
+  // podman's environment is Options::runtime_env alone, and no value is on
+  // its command line); --detach-keys= turns off podman's Ctrl-P Ctrl-Q
+  // detach, which would swallow those keys. The login shell runs through
+  // the image's /bin/sh.
+  // Errors: FAILED_PRECONDITION for a kNone runtime, and for podman without
+  // Options::env_exec; INVALID_ARGUMENT naming the field for an empty argv
+  // without login_shell ("argv"), a bad term ("term"), and, for podman, a
+  // task without a container name ("name") or environment file
+  // ("env_file"), a bad workdir; those of WrapArgv for Apptainer.
+  // How long ExecArgv's podman command waits for the container to run.
+  static constexpr int kExecWaitSeconds = 600;
+  absl::StatusOr<WrappedLaunch> ExecArgv(const ContainerLaunch& c,
+                                         const ContainerExec& e) const;
+
+  // Whether a task's container sees the node's network, so that a port a
+  // task listens on is 127.0.0.1:PORT on the node (port-forward): podman
+  // runs with --network=host unless Options::run_args chooses another
+  // (--network/--net), Apptainer shares the host's network unless run_args
+  // holds --net or --network. False for a kNone runtime.
+  bool SharesHostNetwork() const;
 
   // podman: what the agent writes to `c.env_file`: NAME=VALUE of each
   // variable of `c.env` but those the image sets (Options::image_env), each

@@ -279,6 +279,179 @@ TEST(ContainerRuntimeTest, EnvFileContent_ImageEnvOption_ForwardsPathWhenAsked) 
   EXPECT_THAT(podman.WrapArgv(Task())->env.at("PATH"), HasSubstr("/usr/sbin"));
 }
 
+// The `podman exec` part of ExecArgv's podman command: what follows the
+// waiting script's "/bin/sh -c SCRIPT trainctl-exec".
+std::vector<std::string> PodmanExecPart(const std::vector<std::string>& argv) {
+  if (argv.size() < 4 || argv[0] != "/bin/sh" || argv[1] != "-c" ||
+      argv[3] != "trainctl-exec") {
+    ADD_FAILURE() << "not the waiting script: " << (argv.empty() ? "" : argv[0]);
+    return {};
+  }
+  return std::vector<std::string>(argv.begin() + 4, argv.end());
+}
+
+// A session into the running task: `podman exec` as the task's uid:gid, in
+// its work dir, through env-exec and the task's file; podman's environment
+// is its own.
+TEST(ContainerRuntimeTest, ExecArgv_PodmanAsRoot_ExecAsTheTasksUserThroughEnvExec) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
+                          /*rootless=*/false, PodmanOptions());
+  ContainerLaunch task = Task();
+  task.env["LD_PRELOAD"] = "/home/ada/evil.so";
+  ContainerExec e;
+  e.argv = {"sh", "-c", "echo $RANK"};
+  e.stdin_open = true;
+  e.tty = true;
+  e.term = "xterm-256color";
+  auto w = podman.ExecArgv(task, e);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodmanExecPart(w->argv), ElementsAreArray<std::string>(
+                           {"/usr/bin/podman", "exec", "-i", "-t", "--detach-keys=", "--user",
+                            "1000:1000", "-w", "/home/ada/proj", "--env",
+                            "TERM=xterm-256color", "trainctl-j7-a0-r3", "/.trainctl/env-exec",
+                            "/.trainctl/env", "sh", "-c", "echo $RANK"}));
+  // Nothing of the task's in podman's environment or on its command line.
+  EXPECT_THAT(w->env, ElementsAre(Pair("PATH", HasSubstr("/usr/sbin"))));
+  ExpectNoValueInArgv(w->argv, task.env);
+  EXPECT_THAT(w->argv, Not(Contains("0:0")));
+  EXPECT_THAT(w->argv, Not(Contains("root")));
+}
+
+TEST(ContainerRuntimeTest, ExecArgv_PodmanPipesAndOptions_NoTtyFlagsNoTerm) {
+  ContainerRuntime::Options o = PodmanOptions();
+  o.global_args = {"--runtime", "runc"};
+  o.run_args = {"--ulimit", "nofile=20000:20000"};  // run's, not exec's
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false, o);
+  ContainerLaunch c = Task();
+  c.cgroup_parent = "/tasks/j7";
+  c.workdir.clear();
+  ContainerExec e;
+  e.argv = {"nvidia-smi"};
+  e.term = "xterm";  // without a tty: no TERM
+  auto w = podman.ExecArgv(c, e);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodmanExecPart(w->argv), ElementsAreArray<std::string>(
+                           {"/usr/bin/podman", "--runtime", "runc", "--cgroup-manager=cgroupfs",
+                            "exec", "--detach-keys=", "--user", "1000:1000",
+                            "trainctl-j7-a0-r3", "/.trainctl/env-exec", "/.trainctl/env",
+                            "nvidia-smi"}));
+  // The wait for the container: podman with its global arguments, quoted.
+  EXPECT_THAT(w->argv[2], AllOf(HasSubstr("'/usr/bin/podman' '--runtime' 'runc' container "
+                                          "inspect --format '{{.State.Running}}' "
+                                          "trainctl-j7-a0-r3"),
+                                HasSubstr("exec \"$@\"")));
+  // A task as root (no --user at run: the image's user) stays so; rootless
+  // podman maps the agent's user (keep-id), named by uid.
+  c.uid = c.gid = -1;
+  EXPECT_THAT(podman.ExecArgv(c, e)->argv, Not(Contains("--user")));
+  ContainerRuntime rootless(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1",
+                            /*rootless=*/true, PodmanOptions());
+  c.uid = c.gid = 1000;
+  EXPECT_THAT(rootless.ExecArgv(c, e)->argv, Contains("1000:1000"));
+}
+
+TEST(ContainerRuntimeTest, ExecArgv_GlobalArgWithQuote_QuotedInTheWaitScript) {
+  ContainerRuntime::Options o = PodmanOptions();
+  o.global_args = {"--root", "/var/it's $(x)"};
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false, o);
+  ContainerExec e;
+  e.argv = {"true"};
+  auto w = podman.ExecArgv(Task(), e);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv[2], HasSubstr("'--root' '/var/it'\\''s $(x)' container inspect"));
+  EXPECT_THAT(PodmanExecPart(w->argv), Contains("/var/it's $(x)"));
+}
+
+TEST(ContainerRuntimeTest, ExecArgv_LoginShell_TheTasksShellWhenTheImageHasIt) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false,
+                          PodmanOptions());
+  ContainerExec e;
+  e.login_shell = true;
+  auto w = podman.ExecArgv(Task(), e);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_GE(w->argv.size(), 3u);
+  ASSERT_GE(PodmanExecPart(w->argv).size(), 3u);
+  const std::vector<std::string> tail(w->argv.end() - 3, w->argv.end());
+  EXPECT_THAT(tail, ElementsAre("/bin/sh", "-c", AllOf(HasSubstr("exec \"$SHELL\" -l"),
+                                                        HasSubstr("exec /bin/sh -l"))));
+}
+
+TEST(ContainerRuntimeTest, ExecArgv_BadInput_InvalidArgumentNamingTheField) {
+  ContainerRuntime podman(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false,
+                          PodmanOptions());
+  ContainerExec e;
+  EXPECT_THAT(podman.ExecArgv(Task(), e),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("argv")));
+  e.argv = {"sh"};
+  e.tty = true;
+  e.term = "xterm; rm -rf /";
+  EXPECT_THAT(podman.ExecArgv(Task(), e),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("term")));
+  e.term = "xterm";
+  ContainerLaunch c = Task();
+  c.name.clear();
+  EXPECT_THAT(podman.ExecArgv(c, e),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("name")));
+  c = Task();
+  c.env_file.clear();
+  EXPECT_THAT(podman.ExecArgv(c, e),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("env_file")));
+  c = Task();
+  c.workdir = "rel";
+  EXPECT_THAT(podman.ExecArgv(c, e),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("workdir")));
+  ContainerRuntime bare(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false);
+  EXPECT_THAT(bare.ExecArgv(Task(), e), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                 HasSubstr("trainctl-container-env")));
+  ContainerRuntime none(ContainerRuntimeKind::kNone, "", "", false);
+  EXPECT_THAT(none.ExecArgv(Task(), e),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+}
+
+// Apptainer: one more `apptainer exec` of the task's image, binds and
+// variables (through APPTAINERENV_, never argv), TERM with a tty.
+TEST(ContainerRuntimeTest, ExecArgv_Apptainer_SameImageBindsAndVariables) {
+  ContainerRuntime apptainer(ContainerRuntimeKind::kApptainer, "/usr/bin/apptainer", "1.2.5",
+                             /*rootless=*/true);
+  ContainerLaunch c = Task();
+  c.image = "/shared/images/pytorch-24.05.sif";
+  ContainerExec e;
+  e.argv = {"bash"};
+  e.stdin_open = e.tty = true;
+  e.term = "xterm";
+  auto w = apptainer.ExecArgv(c, e);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(w->argv, ElementsAreArray<std::string>(
+                           {"/usr/bin/apptainer", "exec", "--cleanenv", "--nv", "--bind",
+                            "/home/ada/proj", "--bind", "/ckpt/job7", "--pwd",
+                            "/home/ada/proj", "/shared/images/pytorch-24.05.sif", "bash"}));
+  EXPECT_THAT(w->env, Contains(Pair("APPTAINERENV_HF_TOKEN", "hf_s3cr3t-value")));
+  EXPECT_THAT(w->env, Contains(Pair("APPTAINERENV_TERM", "xterm")));
+  ExpectNoValueInArgv(w->argv, c.env);
+}
+
+TEST(ContainerRuntimeTest, SharesHostNetwork_UnlessRunArgsChooseAnother) {
+  auto podman_with = [](std::vector<std::string> run_args) {
+    ContainerRuntime::Options o = PodmanOptions();
+    o.run_args = std::move(run_args);
+    return ContainerRuntime(ContainerRuntimeKind::kPodman, "/usr/bin/podman", "4.3.1", false,
+                            o);
+  };
+  EXPECT_TRUE(podman_with({}).SharesHostNetwork());
+  EXPECT_TRUE(podman_with({"--network", "host"}).SharesHostNetwork());
+  EXPECT_FALSE(podman_with({"--network=slirp4netns"}).SharesHostNetwork());
+  EXPECT_FALSE(podman_with({"--net", "bridge"}).SharesHostNetwork());
+  ContainerRuntime::Options o;
+  EXPECT_TRUE(ContainerRuntime(ContainerRuntimeKind::kApptainer, "/usr/bin/apptainer", "1.2.5",
+                               true, o)
+                  .SharesHostNetwork());
+  o.run_args = {"--net"};
+  EXPECT_FALSE(ContainerRuntime(ContainerRuntimeKind::kApptainer, "/usr/bin/apptainer",
+                                "1.2.5", true, o)
+                   .SharesHostNetwork());
+  EXPECT_FALSE(ContainerRuntime(ContainerRuntimeKind::kNone, "", "", false).SharesHostNetwork());
+}
+
 // Fake runtimes: shell scripts in temporary PATH directories.
 class DetectTest : public ::testing::Test {
  protected:
