@@ -48,6 +48,7 @@ CONCURRENT = 100
 
 
 def wait_for(cond, what, deadline_s=30):
+    """Polls cond until true; exits naming `what` after deadline_s seconds."""
     end = time.monotonic() + deadline_s
     while not cond():
         if time.monotonic() > end:
@@ -56,6 +57,7 @@ def wait_for(cond, what, deadline_s=30):
 
 
 def grep(path, regex):
+    """The first match of regex in the file at path, or None."""
     try:
         with open(path) as f:
             return re.search(regex, f.read())
@@ -64,11 +66,13 @@ def grep(path, regex):
 
 
 def pct(values, p):
+    """The p-th percentile of values (nearest rank)."""
     values = sorted(values)
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 def free_port():
+    """A loopback TCP port free just now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -89,6 +93,7 @@ def fetch(port, nbytes):
 
 
 def mib_s(nbytes, seconds):
+    """nbytes per seconds, in MiB/s."""
     return nbytes / seconds / (1 << 20)
 
 
@@ -171,10 +176,12 @@ class Stack:
         self.local = None
 
     def run(self, *args):
+        """The CLI's stdout; raises CalledProcessError when it fails."""
         return subprocess.run([self.cli, *args], capture_output=True, text=True, check=True,
                               env=self.env).stdout
 
     def running(self, job_id):
+        """Whether job_id runs with a running task."""
         d = json.loads(self.run("describe", job_id, "-o", "json"))
         j = d.get("job", d)
         return j.get("state") == "JOB_STATE_RUNNING" and any(
@@ -267,12 +274,14 @@ class Stack:
 
 
 def header():
+    """The machine and the time of the run."""
     return {"host": os.uname().nodename, "cpus": os.cpu_count(),
             "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
             "time_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def single(bin_dir):
+    """Every measure on one build's stack (the first usage form)."""
     result = header()
     st = Stack(bin_dir, "one")
     result["echo_rtt_ms"] = st.echo()
@@ -288,6 +297,7 @@ def single(bin_dir):
 
 
 def versus(old_dir, new_dir, rounds, skip_interactive):
+    """Old vs new side by side, forwarded reads alternating (--vs)."""
     result = header()
     stacks = [Stack(old_dir, "old"), Stack(new_dir, "new")]
     result["builds"] = {s.name: s.bin for s in stacks}
@@ -333,6 +343,7 @@ def versus(old_dir, new_dir, rounds, skip_interactive):
 
 
 def main():
+    """Parses the arguments, runs, prints and writes the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vs", metavar="OLD_BIN_DIR", help="the old build, measured in turn")
     ap.add_argument("--rounds", type=int, default=8)
