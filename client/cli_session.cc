@@ -28,11 +28,13 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli.h"
@@ -45,6 +47,48 @@ namespace {
 // Bytes of local input per Session message (the coordinator takes up to
 // 64 KiB).
 constexpr size_t kInputChunk = 32 * 1024;
+// The output window sessions open with (SessionOpen.output_window_bytes:
+// bytes of output on their way, not yet acknowledged): 8 MiB, enough to
+// keep a loopback stream busy, while a slow reader holds the remote side
+// back instead of filling the coordinator's memory.
+constexpr int32_t kOutputWindowBytes = 8 << 20;
+
+using SessionStream =
+    grpc::ClientReaderWriterInterface<v1::SessionClientMessage, v1::SessionServerMessage>;
+
+// The writes of one session stream, from two threads (the input loop, and
+// the output reader's acks): one at a time, as gRPC requires.
+class SessionWriter {
+ public:
+  explicit SessionWriter(SessionStream* stream) : stream_(stream) {}
+  SessionWriter(const SessionWriter&) = delete;
+  SessionWriter& operator=(const SessionWriter&) = delete;
+
+  // Writes `m`; false when the stream is broken.
+  bool Write(const v1::SessionClientMessage& m) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return stream_->Write(m);
+  }
+
+  // Notes `n` bytes of output written out locally; acknowledges them in
+  // one output_ack once a quarter of the window has gathered (the agent
+  // holds back at a full window). False when the stream is broken.
+  bool Consumed(size_t n) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    unacked_ += static_cast<int64_t>(n);
+    if (unacked_ < kOutputWindowBytes / 4) return true;
+    v1::SessionClientMessage ack;
+    ack.set_output_ack(unacked_);
+    unacked_ = 0;
+    return stream_->Write(ack);
+  }
+
+ private:
+  SessionStream* const stream_;
+  absl::Mutex mu_;
+  // Output consumed and not yet acknowledged, bytes.
+  int64_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
+};
 // The holder process of a `trainctl shell` job: the sessions run beside it
 // (with --image, in its container: busybox's and coreutils' sleep both take
 // "infinity", so any image with a `sleep` holds the job).
@@ -127,12 +171,12 @@ std::pair<int, int> TerminalSize() {
 // its signal, kExitRpcError (message on `err`) when the session failed.
 int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::ostream& err) {
   grpc::ClientContext ctx;
-  std::unique_ptr<grpc::ClientReaderWriterInterface<v1::SessionClientMessage,
-                                                    v1::SessionServerMessage>>
-      stream = stub->Session(&ctx);
+  std::unique_ptr<SessionStream> stream = stub->Session(&ctx);
+  SessionWriter writer(stream.get());
   v1::SessionClientMessage first;
   *first.mutable_open() = open;
-  stream->Write(first);
+  first.mutable_open()->set_output_window_bytes(kOutputWindowBytes);
+  writer.Write(first);
 
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -156,9 +200,11 @@ int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::os
       switch (m.msg_case()) {
         case v1::SessionServerMessage::kStdout:
           WriteAll(STDOUT_FILENO, m.stdout());
+          writer.Consumed(m.stdout().size());
           break;
         case v1::SessionServerMessage::kStderr:
           WriteAll(STDERR_FILENO, m.stderr());
+          writer.Consumed(m.stderr().size());
           break;
         case v1::SessionServerMessage::kNotice:
           WriteAll(STDERR_FILENO, absl::StrCat("\r\ntrainctl: ", m.notice(), "\r\n"));
@@ -189,7 +235,7 @@ int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::os
             v1::SessionClientMessage m;
             m.mutable_resize()->set_rows(rows);
             m.mutable_resize()->set_cols(cols);
-            stream->Write(m);
+            writer.Write(m);
           }
         }
       }
@@ -205,7 +251,7 @@ int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::os
         m.set_stdin_eof(true);
         stdin_open = false;
       }
-      stream->Write(m);
+      writer.Write(m);
     }
   }
   reader.join();
@@ -249,14 +295,19 @@ absl::Status ParsePorts(const std::string& text, int* local, int* remote) {
 // One forwarded connection: `sock` <-> a port-forward session.
 void ForwardConnection(Stub* stub, v1::SessionOpen open, int sock, std::ostream* err) {
   grpc::ClientContext ctx;
-  auto stream = stub->Session(&ctx);
+  std::unique_ptr<SessionStream> stream = stub->Session(&ctx);
+  SessionWriter writer(stream.get());
   v1::SessionClientMessage first;
   *first.mutable_open() = open;
-  stream->Write(first);
+  first.mutable_open()->set_output_window_bytes(kOutputWindowBytes);
+  writer.Write(first);
   std::thread reader([&] {
     v1::SessionServerMessage m;
     while (stream->Read(&m)) {
-      if (m.has_stdout()) WriteAll(sock, m.stdout());
+      if (m.has_stdout()) {
+        WriteAll(sock, m.stdout());
+        writer.Consumed(m.stdout().size());
+      }
       if (m.has_exit()) break;
     }
     // The remote side is done: so is the local one.
@@ -269,11 +320,11 @@ void ForwardConnection(Stub* stub, v1::SessionOpen open, int sock, std::ostream*
     v1::SessionClientMessage m;
     if (n > 0) {
       m.set_stdin(std::string(buf.data(), static_cast<size_t>(n)));
-      if (!stream->Write(m)) break;
+      if (!writer.Write(m)) break;
       continue;
     }
     m.set_stdin_eof(true);
-    stream->Write(m);
+    writer.Write(m);
     break;
   }
   reader.join();

@@ -14,10 +14,13 @@
 #include "client/auth_channel.h"
 #include "client/cli.h"
 #include "common/grpc_target.h"
+#include "common/malloc_tuning.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
 
 int main(int argc, char** argv) {
+  // Session output moves in chunks of up to 1 MiB: reuse, not fresh pages.
+  trainctl::TuneMallocForStreams();
   trainctl::cli::CliOptions options;
   winsize ws{};
   if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&

@@ -1088,7 +1088,8 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
       sessions_->AgentConnected(node_, this);
     } else if (in_.has_session()) {
       // Session traffic goes to the relay, never through the core.
-      sessions_->FromAgent(node_, in_.session());
+      // Moved out of the read buffer (refilled by the next read anyway).
+      sessions_->FromAgent(node_, std::move(*in_.mutable_session()));
     } else {
       absl::Status s = core_->HandleAgentMessage(node_, this, in_);
       if (absl::IsFailedPrecondition(s)) {

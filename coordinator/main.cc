@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/flag_hints.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/units.h"
 #include "common/paths.h"
 #include "coordinator/accounting.h"
@@ -58,6 +59,8 @@ absl::Duration ToDuration(const std::string& text) {
 }
 
 int main(int argc, char** argv) {
+  // Session output moves in chunks of up to 1 MiB: reuse, not fresh pages.
+  trainctl::TuneMallocForStreams();
   CLI::App app{"trainctl-coordinator: keeps the cluster state, queues and "
                "schedules jobs, serves agents, users and the NCCL rendezvous.\n"
                "Example: trainctl-coordinator --listen 0.0.0.0:50051 --state-dir /var/lib/trainctl"};

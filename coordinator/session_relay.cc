@@ -163,6 +163,7 @@ absl::StatusOr<std::string> SessionRelay::Open(const Principal& who,
     v1::SessionToAgent* to = msg.mutable_session();
     to->set_session_id(id);
     to->set_attempt(job->attempt());
+    to->set_relays_output_acks(true);
     *to->mutable_payload()->mutable_open() = open;
     e.conn->Send(std::move(msg));
   }
@@ -201,6 +202,12 @@ absl::Status SessionRelay::FromClient(const std::string& id,
               CheckTerminalSize(msg.resize().rows(), msg.resize().cols(), false);
           !s.ok()) {
         return s;
+      }
+      break;
+    case v1::SessionClientMessage::kOutputAck:
+      if (msg.output_ack() < 1) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "output_ack: %d is not a byte count (> 0)", msg.output_ack()));
       }
       break;
     case v1::SessionClientMessage::MSG_NOT_SET:
@@ -244,14 +251,14 @@ void SessionRelay::ClientGone(const std::string& id) {
   sessions_.erase(it);
 }
 
-void SessionRelay::FromAgent(const std::string& node, const v1::SessionFromAgent& msg) {
+void SessionRelay::FromAgent(const std::string& node, v1::SessionFromAgent msg) {
   std::optional<std::pair<int64_t, std::string>> end_job;
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(msg.session_id());
     if (it == sessions_.end() || it->second.node != node) return;
     Entry& e = it->second;
-    const v1::SessionServerMessage& p = msg.payload();
+    v1::SessionServerMessage& p = *msg.mutable_payload();
     switch (p.msg_case()) {
       case v1::SessionServerMessage::kStarted: {
         e.started = true;
@@ -282,7 +289,8 @@ void SessionRelay::FromAgent(const std::string& node, const v1::SessionFromAgent
         break;
       }
       default:
-        e.client->Send(p);
+        // Output, moved on: a chunk is up to 1 MiB.
+        e.client->Send(std::move(p));
         break;
     }
   }

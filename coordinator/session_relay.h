@@ -136,10 +136,11 @@ class SessionRelay {
   absl::StatusOr<std::string> Open(const Principal& who, const v1::SessionOpen& open,
                                    SessionClient* client);
 
-  // A client message after the open, passed to the agent.
+  // A client message after the open, passed to the agent (output_ack too:
+  // opens tell agents so, SessionToAgent.relays_output_acks).
   // Errors: INVALID_ARGUMENT for a second open, stdin over
-  // kMaxSessionInputBytes, a signal outside 1-64 or a size outside
-  // 1-10000; NOT_FOUND for a session that has ended.
+  // kMaxSessionInputBytes, a signal outside 1-64, a size outside 1-10000 or
+  // an output_ack below 1; NOT_FOUND for a session that has ended.
   absl::Status FromClient(const std::string& id, const v1::SessionClientMessage& msg);
 
   // The client of session `id` went away (or its stream ended): the agent
@@ -147,9 +148,11 @@ class SessionRelay {
   // id that has ended already is ignored.
   void ClientGone(const std::string& id);
 
-  // A message from the agent of `node` for one of its sessions; messages
-  // for sessions of other nodes, or ended ones, are dropped.
-  void FromAgent(const std::string& node, const v1::SessionFromAgent& msg);
+  // A message from the agent of `node` for one of its sessions (taken by
+  // value: an output chunk, up to 1 MiB, is moved on to the client, not
+  // copied); messages for sessions of other nodes, or ended ones, are
+  // dropped.
+  void FromAgent(const std::string& node, v1::SessionFromAgent msg);
 
   // Sessions not yet ended.
   int OpenSessions() const;

@@ -257,6 +257,26 @@ TEST_F(SessionRelayTest, ClientMessagesReachTheAgentAndBadOnesAreRefused) {
   EXPECT_EQ(n0_.sent().size(), 2u);
 }
 
+TEST_F(SessionRelayTest, OutputAcksReachTheAgentWhichIsToldTheyWill) {
+  FakeClient& client = NewClient();
+  v1::SessionOpen open = Exec(1, 0);
+  open.set_output_window_bytes(8 << 20);
+  auto id = relay_.Open({"alice", false}, open, &client);
+  ASSERT_TRUE(id.ok());
+  ASSERT_EQ(n0_.sent().size(), 1u);
+  EXPECT_TRUE(n0_.sent()[0].session().relays_output_acks());
+  EXPECT_EQ(n0_.sent()[0].session().payload().open().output_window_bytes(), 8 << 20);
+  v1::SessionClientMessage ack;
+  ack.set_output_ack(2 << 20);
+  ASSERT_TRUE(relay_.FromClient(*id, ack).ok());
+  ASSERT_EQ(n0_.sent().size(), 2u);
+  EXPECT_EQ(n0_.sent()[1].session().payload().output_ack(), 2 << 20);
+  v1::SessionClientMessage bad;
+  bad.set_output_ack(-1);
+  EXPECT_EQ(relay_.FromClient(*id, bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(n0_.sent().size(), 2u);
+}
+
 TEST_F(SessionRelayTest, ClientGoneClosesTheCommandOnTheAgent) {
   FakeClient& client = NewClient();
   auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);

@@ -136,12 +136,13 @@ Agent::Agent(AgentConfig config, GpuInventory* inventory, ProcessLauncher* launc
         return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
                                absl::Uniform<uint64_t>(gen));
       }()) {
-  sessions_ = std::make_unique<SessionHost>(launcher_, [this](const v1::SessionFromAgent& m) {
+  sessions_ = std::make_unique<SessionHost>(launcher_, [this](v1::SessionFromAgent m) {
     v1::AgentMessage msg;
-    *msg.mutable_session() = m;
+    // Swapped, not copied: an output chunk is up to 1 MiB.
+    msg.mutable_session()->Swap(&m);
     absl::MutexLock lock(&mu_);
     // Never queued: a session does not outlive its stream.
-    if (connected_ && outbox_) outbox_(msg);
+    if (connected_ && outbox_) outbox_(std::move(msg));
   });
 }
 
@@ -455,7 +456,7 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
     case v1::CoordinatorMessage::kReadLog: {
       v1::AgentMessage reply = ReadLog(msg.read_log());
       absl::MutexLock lock(&mu_);
-      if (connected_) outbox_(reply);
+      if (connected_) outbox_(std::move(reply));
       break;
     }
     case v1::CoordinatorMessage::kSession:
@@ -474,7 +475,14 @@ void Agent::HandleSession(const v1::SessionToAgent& msg) {
     }
     return;
   }
-  const v1::SessionOpen& open = payload.open();
+  // A coordinator that does not pass acks on (older than output windows):
+  // output is sent without a window, as it would never be acknowledged.
+  std::optional<v1::SessionOpen> no_window;
+  if (payload.open().output_window_bytes() > 0 && !msg.relays_output_acks()) {
+    no_window = payload.open();
+    no_window->clear_output_window_bytes();
+  }
+  const v1::SessionOpen& open = no_window.has_value() ? *no_window : payload.open();
   std::shared_ptr<const LaunchSpec> base;
   std::shared_ptr<const ContainerLaunch> container;
   bool found = false;
@@ -532,7 +540,7 @@ void Agent::HandleSession(const v1::SessionToAgent& msg) {
   e->set_code(static_cast<int>(status.code()));
   e->set_message(std::string(status.message()));
   absl::MutexLock lock(&mu_);
-  if (connected_) outbox_(reply);
+  if (connected_) outbox_(std::move(reply));
 }
 
 absl::Status Agent::PlaceInCgroup(const v1::StartTask& start, LaunchSpec& spec) const {

@@ -123,9 +123,10 @@ struct AgentConfig {
 // recorded has its exit reported right after its RUNNING report.
 class Agent {
  public:
-  // Sends one message to the coordinator; called under the agent's lock, so
-  // it must only queue or write, never call back into the Agent.
-  using Outbox = absl::AnyInvocable<void(const v1::AgentMessage&)>;
+  // Sends one message to the coordinator (by value: a session's output
+  // chunk is moved in, not copied); called under the agent's lock, so it
+  // must only queue or write, never call back into the Agent.
+  using Outbox = absl::AnyInvocable<void(v1::AgentMessage)>;
 
   // `inventory` and `launcher` are not owned and must outlive the Agent; the
   // launcher must have made its last exit callback (e.g. been destroyed)

@@ -195,7 +195,7 @@ void GrpcAgentSession::ServeOnce(grpc::ClientContext& ctx) {
   // a coordinator that takes them).
   OutboxQueue outbox([&stream](const v1::AgentMessage& m) { return stream->Write(m); },
                      ack.register_ack().accepts_task_status_batch(), report_linger_);
-  auto write = [&outbox](const v1::AgentMessage& msg) { outbox.Push(msg); };
+  auto write = [&outbox](v1::AgentMessage msg) { outbox.Push(std::move(msg)); };
   agent_->Connected(write, ack.register_ack().cluster_id());
   if (!registered_.HasBeenNotified()) registered_.Notify();
 

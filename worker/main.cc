@@ -31,6 +31,7 @@
 #include "common/grpc_target.h"
 #include "common/flag_hints.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/paths.h"
 #include "worker/agent.h"
 #include "worker/agent_client.h"
@@ -74,6 +75,8 @@ int Fail(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Session output moves in chunks of up to 1 MiB: reuse, not fresh pages.
+  trainctl::TuneMallocForStreams();
   CLI::App app{"trainctl-agent: one per GPU host; offers its GPUs to the "
                "coordinator, launches and supervises task processes.\n"
                "Example: trainctl-agent --coordinator head:50051 --gpus 0,1\n"

@@ -14,6 +14,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <optional>
@@ -70,7 +71,10 @@ class SessionHost::Session {
   }
 
   // Sets the descriptors (owned from here on) and starts the loop thread.
-  void Start(int in_fd, int out_fd, int err_fd, bool tty, bool forward, int pid) {
+  // `window`: most output bytes sent and not acknowledged; 0: no limit.
+  void Start(int in_fd, int out_fd, int err_fd, bool tty, bool forward, int pid,
+             size_t window) {
+    window_ = window;
     in_fd_ = in_fd;
     out_fd_ = out_fd;
     err_fd_ = err_fd;
@@ -138,6 +142,17 @@ class SessionHost::Session {
       case v1::SessionClientMessage::kClose:
         RequestClose();
         return absl::OkStatus();
+      case v1::SessionClientMessage::kOutputAck: {
+        if (msg.output_ack() < 1) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("output_ack: %d is not a byte count (> 0)", msg.output_ack()));
+        }
+        absl::MutexLock lock(&mu_);
+        const size_t acked = static_cast<size_t>(msg.output_ack());
+        unacked_ -= std::min(unacked_, acked);
+        Wake();
+        return absl::OkStatus();
+      }
       default:
         return absl::OkStatus();
     }
@@ -161,31 +176,60 @@ class SessionHost::Session {
     if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
   }
 
-  void SendOutput(bool err, const char* data, size_t n) {
-    v1::SessionFromAgent m;
-    m.set_session_id(id_);
-    if (err) {
-      m.mutable_payload()->set_stderr(std::string(data, n));
-    } else {
-      m.mutable_payload()->set_stdout(std::string(data, n));
-    }
-    (*send_)(m);
+  // Output bytes the window lets the loop read now: kSessionChunkBytes
+  // without a window.
+  size_t Allowance() {
+    if (window_ == 0) return kSessionChunkBytes;
+    absl::MutexLock lock(&mu_);
+    return window_ > unacked_ ? std::min(window_ - unacked_, kSessionChunkBytes) : 0;
   }
 
-  // Reads what `fd` has now (at most one chunk per call unless `drain`).
-  // Returns false when it is at its end (EOF, or EIO: a pty whose slave
-  // side is closed everywhere).
-  bool ReadSome(int fd, bool err, bool drain) {
-    if (buf_.empty()) buf_.resize(kSessionChunkBytes);
+  // Reads what `fd` has now, up to `limit` bytes, into one message sent as
+  // it is: the bytes are read into the message's own string, which is then
+  // moved along. Returns the bytes read; 0 at its end (EOF, or EIO: a pty
+  // whose slave side is closed everywhere); -1 when nothing is there now.
+  ssize_t ReadChunk(int fd, bool err, size_t limit) {
+    // What the descriptor holds (sockets, pipes and ptys say): one read
+    // takes it all, without a buffer of the largest size kept per session.
+    int ready = 0;
+    size_t want = 64 << 10;  // FIONREAD refused, or nothing there yet (EOF)
+    if (ioctl(fd, FIONREAD, &ready) == 0 && ready > 0) want = static_cast<size_t>(ready);
+    want = std::min(want, limit);
+    v1::SessionFromAgent m;
+    m.set_session_id(id_);
+    std::string* data =
+        err ? m.mutable_payload()->mutable_stderr() : m.mutable_payload()->mutable_stdout();
+    data->resize(want);
     while (true) {
-      const ssize_t n = read(fd, buf_.data(), buf_.size());
+      const ssize_t n = read(fd, data->data(), want);
       if (n > 0) {
-        SendOutput(err, buf_.data(), static_cast<size_t>(n));
+        data->resize(static_cast<size_t>(n));
+        if (window_ > 0) {
+          absl::MutexLock lock(&mu_);
+          unacked_ += static_cast<size_t>(n);
+        }
+        (*send_)(std::move(m));
+        return n;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
+      return 0;
+    }
+  }
+
+  // Reads what `fd` has now: one chunk, or (`drain`) everything there, the
+  // window aside (the command has ended: its output is sent whole). Returns
+  // false when it is at its end.
+  bool ReadSome(int fd, bool err, bool drain) {
+    while (true) {
+      const size_t limit = drain ? kSessionChunkBytes : Allowance();
+      if (limit == 0) return true;
+      const ssize_t n = ReadChunk(fd, err, limit);
+      if (n > 0) {
         if (!drain) return true;
         continue;
       }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n < 0) return true;
       return false;
     }
   }
@@ -267,14 +311,18 @@ class SessionHost::Session {
       }
       std::vector<pollfd> fds;
       fds.push_back({wake_fd_, POLLIN, 0});
+      // A full output window: output waits (its descriptors left out of the
+      // poll, a negative fd, so a hangup does not spin) until an ack wakes
+      // the loop.
+      const bool may_read = Allowance() > 0;
       const int out_i = out_fd_ >= 0 ? static_cast<int>(fds.size()) : -1;
       if (out_fd_ >= 0) {
-        short ev = POLLIN;
+        short ev = may_read ? POLLIN : 0;
         if (out_fd_ == in_fd_ && !pending.empty()) ev |= POLLOUT;
-        fds.push_back({out_fd_, ev, 0});
+        fds.push_back({ev != 0 ? out_fd_ : -1, ev, 0});
       }
       const int err_i = err_fd_ >= 0 ? static_cast<int>(fds.size()) : -1;
-      if (err_fd_ >= 0) fds.push_back({err_fd_, POLLIN, 0});
+      if (err_fd_ >= 0) fds.push_back({may_read ? err_fd_ : -1, POLLIN, 0});
       if (in_fd_ >= 0 && in_fd_ != out_fd_ && !pending.empty()) {
         fds.push_back({in_fd_, POLLOUT, 0});
       }
@@ -285,7 +333,7 @@ class SessionHost::Session {
         uint64_t v;
         (void)!read(wake_fd_, &v, sizeof(v));
       }
-      if (out_i >= 0 && (fds[out_i].revents & (POLLIN | POLLHUP | POLLERR))) {
+      if (out_i >= 0 && may_read && (fds[out_i].revents & (POLLIN | POLLHUP | POLLERR))) {
         if (!ReadSome(out_fd_, false, false)) {
           if (forward_) {
             Finish(ExitInfo{}, "");
@@ -316,7 +364,7 @@ class SessionHost::Session {
     // Done before the exit is out: whoever sees the exit sees the session
     // gone from Count().
     done_.store(true);
-    (*send_)(m);
+    (*send_)(std::move(m));
   }
 
   const std::string id_;
@@ -332,8 +380,8 @@ class SessionHost::Session {
   int pid_ = 0;
   std::thread thread_;
   std::atomic<bool> done_{false};
-  // The loop thread's read buffer, kSessionChunkBytes.
-  std::vector<char> buf_;
+  // Most output bytes sent and not acknowledged; 0: no window.
+  size_t window_ = 0;
 
   absl::Mutex mu_;
   std::string pending_ ABSL_GUARDED_BY(mu_);
@@ -341,6 +389,8 @@ class SessionHost::Session {
   bool close_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool eof_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<ExitInfo> exit_ ABSL_GUARDED_BY(mu_);
+  // Output bytes sent and not yet acknowledged (with a window).
+  size_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 SessionHost::SessionHost(ProcessLauncher* launcher, Send send)
@@ -398,6 +448,11 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
   }
   v1::SessionFromAgent started;
   started.set_session_id(id);
+  const size_t window =
+      open.output_window_bytes() > 0
+          ? std::clamp(static_cast<size_t>(open.output_window_bytes()),
+                       kSessionMinOutputWindow, kSessionMaxOutputWindow)
+          : 0;
 
   if (open.port() > 0) {
     const int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -419,8 +474,8 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
     }
     SetNonBlocking(sock);
     started.mutable_payload()->mutable_started()->set_pid(0);
-    send_(started);
-    session->Start(sock, sock, -1, false, true, 0);
+    send_(std::move(started));
+    session->Start(sock, sock, -1, false, true, 0, window);
     return 0;
   }
 
@@ -511,8 +566,8 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
     return pid.status();
   }
   started.mutable_payload()->mutable_started()->set_pid(*pid);
-  send_(started);
-  session->Start(in_fd, out_fd, err_fd, open.tty(), false, *pid);
+  send_(std::move(started));
+  session->Start(in_fd, out_fd, err_fd, open.tty(), false, *pid, window);
   return *pid;
 }
 

@@ -10,11 +10,15 @@
 // a TCP connection to a port on the node's loopback.
 //
 // Each session has one thread that polls its descriptors: output is read
-// and sent in chunks of at most kSessionChunkBytes, input queued by
+// and sent in chunks of at most kSessionChunkBytes (what the descriptor holds
+// when it is read, straight into the message: no copy of its own), input
+// queued by
 // Input() is written when the descriptor takes it (never blocking the
 // caller, the agent's stream reader), and once the command has ended (its
 // whole process group reaped by the launcher) what is left of its output
-// is sent, then its exit.
+// is sent, then its exit. A session opened with an output window
+// (SessionOpen.output_window_bytes) stops reading output while that many
+// bytes are sent and not acknowledged (SessionClientMessage.output_ack).
 
 #include <cstddef>
 #include <functional>
@@ -31,9 +35,11 @@
 
 namespace trainctl::worker {
 
-// Most bytes of output in one SessionServerMessage (and of input a session
-// takes in one SessionClientMessage): 64 KiB.
-inline constexpr size_t kSessionChunkBytes = 64 * 1024;
+// Most bytes of output in one SessionServerMessage: 1 MiB.
+inline constexpr size_t kSessionChunkBytes = 1 << 20;
+// The range SessionOpen.output_window_bytes is clamped to: 64 KiB - 64 MiB.
+inline constexpr size_t kSessionMinOutputWindow = 64 << 10;
+inline constexpr size_t kSessionMaxOutputWindow = 64 << 20;
 // Most input bytes a session holds while its command does not read them
 // (1 MiB); more is refused (RESOURCE_EXHAUSTED) until it reads.
 inline constexpr size_t kSessionMaxPendingInput = 1 << 20;
@@ -43,10 +49,11 @@ inline constexpr int kMaxSessionsPerAgent = 256;
 // The sessions of one agent. Thread-safe.
 class SessionHost {
  public:
-  // Sends one message to the coordinator. Called from session threads (and
-  // from Open()) until the host is destroyed; must be thread-safe and must
-  // not call back into the host.
-  using Send = std::function<void(const v1::SessionFromAgent&)>;
+  // Sends one message to the coordinator (taken by value: output chunks are
+  // moved along, not copied). Called from session threads (and from Open())
+  // until the host is destroyed; must be thread-safe and must not call back
+  // into the host.
+  using Send = std::function<void(v1::SessionFromAgent)>;
 
   // `launcher` is not owned and must outlive the host.
   SessionHost(ProcessLauncher* launcher, Send send);
@@ -65,7 +72,11 @@ class SessionHost {
   // to open.term (default xterm-256color), stdout and stderr one stream;
   // without, on pipes (stdin /dev/null unless open.stdin). With open.port:
   // connects to 127.0.0.1:port. Sends `started` (with the pid, 0 for a
-  // forward) before any output; then output chunks, then `exit` once.
+  // forward) before any output; then output chunks, then `exit` once. With
+  // open.output_window_bytes > 0 (clamped to kSessionMinOutputWindow -
+  // kSessionMaxOutputWindow) at most that many output bytes are sent and
+  // not yet acknowledged by output_ack; the caller clears the field when
+  // nobody will ack (an older coordinator).
   // Returns the pid (0 for a forward).
   // Errors: INVALID_ARGUMENT naming the field (argv empty without
   // login_shell, port outside 1-65535, rows/cols outside 0-10000, term with
@@ -94,10 +105,12 @@ class SessionHost {
   // process gets SIGWINCH), stdin_eof (pipes and forwards: closed /
   // half-closed; a tty: the terminal's EOF character, ^D), signal (to the
   // command's process group), close (the launcher stops the group at once / closes the
-  // connection; the exit follows). An id not open (it ended meanwhile) is
-  // ignored. Errors: INVALID_ARGUMENT for a signal outside 1-64 or a size
-  // outside 1-10000; RESOURCE_EXHAUSTED when more than
-  // kSessionMaxPendingInput bytes of input wait unread.
+  // connection; the exit follows), output_ack (that many bytes of output
+  // consumed: the session may read more). An id not open (it ended
+  // meanwhile) is ignored. Errors: INVALID_ARGUMENT for a signal outside
+  // 1-64, a size outside 1-10000 or an output_ack below 1;
+  // RESOURCE_EXHAUSTED when more than kSessionMaxPendingInput bytes of input
+  // wait unread.
   absl::Status Input(const std::string& id, const v1::SessionClientMessage& msg);
 
   // Ends every session (as `close`: SIGTERM then SIGKILL to the group) and

@@ -56,6 +56,20 @@ class Collector {
     auto has = [&] { return absl::StrContains(OutLocked(id, false), text); };
     return mu_.AwaitWithTimeout(absl::Condition(&has), kWait);
   }
+  // Waits (bounded) until session `id` has sent more than `bytes` bytes of
+  // stdout, or its exit; returns how many it has sent.
+  size_t WaitOutputBeyond(const std::string& id, size_t bytes) {
+    absl::MutexLock lock(&mu_);
+    auto more = [&] {
+      if (OutLocked(id, false).size() > bytes) return true;
+      for (const auto& m : messages_) {
+        if (m.session_id() == id && m.payload().has_exit()) return true;
+      }
+      return false;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&more), kWait);
+    return OutLocked(id, false).size();
+  }
   std::string Out(const std::string& id, bool err = false) {
     absl::MutexLock lock(&mu_);
     return OutLocked(id, err);
@@ -277,6 +291,55 @@ TEST_F(PtySessionTest, PortForwardCarriesBytesBothWays) {
   close(lfd);
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->exit_code(), 0);
+}
+
+TEST_F(PtySessionTest, OutputWindowHoldsTheConnectionBackUntilAcked) {
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(lfd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  constexpr size_t kTotal = 1 << 20;
+  // A server that writes kTotal bytes at once and closes.
+  std::thread server([lfd] {
+    const int c = accept(lfd, nullptr, nullptr);
+    const std::string data(kTotal, 'z');
+    size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = write(c, data.data() + off, data.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    close(c);
+  });
+  v1::SessionOpen o;
+  o.set_port(ntohs(addr.sin_port));
+  o.set_output_window_bytes(1);  // clamped up to kSessionMinOutputWindow
+  ASSERT_TRUE(host_.Open("win", o, task_).ok());
+  // Never more than the window beyond what is acknowledged, whenever the
+  // output is looked at; each ack lets the rest come.
+  size_t acked = 0;
+  while (acked < kTotal) {
+    const size_t seen = collector_.WaitOutputBeyond("win", acked);
+    ASSERT_GT(seen, acked) << "no output beyond the " << acked << " bytes acked";
+    EXPECT_LE(seen - acked, kSessionMinOutputWindow);
+    v1::SessionClientMessage ack;
+    ack.set_output_ack(static_cast<int64_t>(seen - acked));
+    ASSERT_TRUE(host_.Input("win", ack).ok());
+    acked = seen;
+  }
+  auto exit = collector_.WaitExit("win");
+  server.join();
+  close(lfd);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(collector_.Out("win"), std::string(kTotal, 'z'));
+  v1::SessionClientMessage bad;
+  bad.set_output_ack(0);
+  EXPECT_EQ(host_.Input("win", bad).code(), absl::StatusCode::kOk);  // ended: ignored
 }
 
 TEST_F(PtySessionTest, ForwardToAPortNobodyListensOnIsUnavailable) {
