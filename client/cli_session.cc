@@ -52,6 +52,11 @@ constexpr size_t kInputChunk = 32 * 1024;
 // keep a loopback stream busy, while a slow reader holds the remote side
 // back instead of filling the coordinator's memory.
 constexpr int32_t kOutputWindowBytes = 8 << 20;
+// The input window (SessionOpen.input_window_bytes: stdin sent and not yet
+// taken by the command): 1 MiB, what the agent holds unread per session,
+// so a command that reads slowly holds back the local side and no input is
+// ever refused.
+constexpr int32_t kInputWindowBytes = 1 << 20;
 
 using SessionStream =
     grpc::ClientReaderWriterInterface<v1::SessionClientMessage, v1::SessionServerMessage>;
@@ -68,6 +73,39 @@ class SessionWriter {
   bool Write(const v1::SessionClientMessage& m) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return stream_->Write(m);
+  }
+
+  // Writes `data` as stdin once the input window has room for it (the
+  // command has taken enough of what was sent: InputTaken). False when the
+  // stream is broken or Ended.
+  bool WriteStdin(std::string data) ABSL_LOCKS_EXCLUDED(mu_, window_mu_) {
+    const auto size = static_cast<int64_t>(data.size());
+    {
+      absl::MutexLock lock(&window_mu_);
+      want_ = size;
+      window_mu_.Await(absl::Condition(
+          +[](SessionWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->window_mu_) {
+            return w->ended_ || w->in_flight_ + w->want_ <= kInputWindowBytes;
+          },
+          this));
+      if (ended_) return false;
+      in_flight_ += size;
+    }
+    v1::SessionClientMessage m;
+    m.set_stdin(std::move(data));
+    return Write(m);
+  }
+
+  // The agent says the command took `n` bytes of stdin (input_ack).
+  void InputTaken(int64_t n) ABSL_LOCKS_EXCLUDED(window_mu_) {
+    absl::MutexLock lock(&window_mu_);
+    in_flight_ = std::max<int64_t>(0, in_flight_ - n);
+  }
+
+  // The session is over: WriteStdin waits no longer.
+  void Ended() ABSL_LOCKS_EXCLUDED(window_mu_) {
+    absl::MutexLock lock(&window_mu_);
+    ended_ = true;
   }
 
   // Notes `n` bytes of output written out locally; acknowledges them in
@@ -88,6 +126,14 @@ class SessionWriter {
   absl::Mutex mu_;
   // Output consumed and not yet acknowledged, bytes.
   int64_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
+  // The input window; its own lock, so an ack is noted while a write
+  // waits for gRPC.
+  absl::Mutex window_mu_;
+  // Stdin sent and not yet taken by the command, bytes.
+  int64_t in_flight_ ABSL_GUARDED_BY(window_mu_) = 0;
+  // The size of the write waiting for room (one input thread per session).
+  int64_t want_ ABSL_GUARDED_BY(window_mu_) = 0;
+  bool ended_ ABSL_GUARDED_BY(window_mu_) = false;
 };
 // The holder process of a `trainctl shell` job: the sessions run beside it
 // (with --image, in its container: busybox's and coreutils' sleep both take
@@ -176,6 +222,7 @@ int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::os
   v1::SessionClientMessage first;
   *first.mutable_open() = open;
   first.mutable_open()->set_output_window_bytes(kOutputWindowBytes);
+  if (send_stdin) first.mutable_open()->set_input_window_bytes(kInputWindowBytes);
   writer.Write(first);
 
   int wake[2];
@@ -212,10 +259,14 @@ int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::os
         case v1::SessionServerMessage::kExit:
           exit = m.exit();
           break;
+        case v1::SessionServerMessage::kInputAck:
+          writer.InputTaken(m.input_ack());
+          break;
         default:
           break;
       }
     }
+    writer.Ended();
     const char d = 'd';
     (void)!write(wake[1], &d, 1);
   });
@@ -244,13 +295,15 @@ int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::os
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
       const ssize_t n = read(STDIN_FILENO, buf.data(), buf.size());
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      v1::SessionClientMessage m;
       if (n > 0) {
-        m.set_stdin(std::string(buf.data(), static_cast<size_t>(n)));
-      } else {
-        m.set_stdin_eof(true);
-        stdin_open = false;
+        // Waits while the command is a window behind (the session's end
+        // stops the wait).
+        writer.WriteStdin(std::string(buf.data(), static_cast<size_t>(n)));
+        continue;
       }
+      v1::SessionClientMessage m;
+      m.set_stdin_eof(true);
+      stdin_open = false;
       writer.Write(m);
     }
   }
@@ -300,6 +353,7 @@ void ForwardConnection(Stub* stub, v1::SessionOpen open, int sock, std::ostream*
   v1::SessionClientMessage first;
   *first.mutable_open() = open;
   first.mutable_open()->set_output_window_bytes(kOutputWindowBytes);
+  first.mutable_open()->set_input_window_bytes(kInputWindowBytes);
   writer.Write(first);
   std::thread reader([&] {
     v1::SessionServerMessage m;
@@ -308,8 +362,10 @@ void ForwardConnection(Stub* stub, v1::SessionOpen open, int sock, std::ostream*
         WriteAll(sock, m.stdout());
         writer.Consumed(m.stdout().size());
       }
+      if (m.msg_case() == v1::SessionServerMessage::kInputAck) writer.InputTaken(m.input_ack());
       if (m.has_exit()) break;
     }
+    writer.Ended();
     // The remote side is done: so is the local one.
     shutdown(sock, SHUT_RDWR);
   });
@@ -319,8 +375,7 @@ void ForwardConnection(Stub* stub, v1::SessionOpen open, int sock, std::ostream*
     if (n < 0 && errno == EINTR) continue;
     v1::SessionClientMessage m;
     if (n > 0) {
-      m.set_stdin(std::string(buf.data(), static_cast<size_t>(n)));
-      if (!writer.Write(m)) break;
+      if (!writer.WriteStdin(std::string(buf.data(), static_cast<size_t>(n)))) break;
       continue;
     }
     m.set_stdin_eof(true);

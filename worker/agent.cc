@@ -470,9 +470,24 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
 void Agent::HandleSession(const v1::SessionToAgent& msg) {
   const v1::SessionClientMessage& payload = msg.payload();
   if (!payload.has_open()) {
-    if (absl::Status s = sessions_->Input(msg.session_id(), payload); !s.ok()) {
-      TC_LOG_WARN("session {}: {}", msg.session_id(), s.ToString());
-    }
+    absl::Status s = sessions_->Input(msg.session_id(), payload);
+    if (s.ok()) return;
+    TC_LOG_WARN("session {}: {}", msg.session_id(), s.ToString());
+    if (!absl::IsResourceExhausted(s)) return;
+    // Input the command does not read, beyond what the agent holds: the
+    // session ends with the reason rather than go on without those bytes.
+    v1::SessionClientMessage close;
+    close.set_close(true);
+    (void)sessions_->Input(msg.session_id(), close);
+    v1::AgentMessage reply;
+    reply.mutable_session()->set_session_id(msg.session_id());
+    v1::SessionError* e = reply.mutable_session()->mutable_payload()->mutable_error();
+    e->set_code(static_cast<int>(s.code()));
+    e->set_message(absl::StrCat(s.message(),
+                                ": the session is ended rather than lose input (a client "
+                                "with an input window, such as trainctl, waits instead)"));
+    absl::MutexLock lock(&mu_);
+    if (connected_) outbox_(reply);
     return;
   }
   // A coordinator that does not pass acks on (older than output windows):

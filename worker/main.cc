@@ -77,6 +77,9 @@ int Fail(const std::string& msg) {
 int main(int argc, char** argv) {
   // Session output moves in chunks of up to 1 MiB: reuse, not fresh pages.
   trainctl::TuneMallocForStreams();
+  // Sessions write to the stdin of commands and to connections whose other
+  // end may be gone: EPIPE, handled where it comes, not the agent's death.
+  signal(SIGPIPE, SIG_IGN);
   CLI::App app{"trainctl-agent: one per GPU host; offers its GPUs to the "
                "coordinator, launches and supervises task processes.\n"
                "Example: trainctl-agent --coordinator head:50051 --gpus 0,1\n"

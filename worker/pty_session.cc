@@ -72,9 +72,12 @@ class SessionHost::Session {
 
   // Sets the descriptors (owned from here on) and starts the loop thread.
   // `window`: most output bytes sent and not acknowledged; 0: no limit.
+  // `input_acks`: tell the client (input_ack) how much of its input the
+  // command took, for its input window.
   void Start(int in_fd, int out_fd, int err_fd, bool tty, bool forward, int pid,
-             size_t window) {
+             size_t window, bool input_acks) {
     window_ = window;
+    input_acks_ = input_acks;
     in_fd_ = in_fd;
     out_fd_ = out_fd;
     err_fd_ = err_fd;
@@ -284,6 +287,14 @@ class SessionHost::Session {
           off = pending.size();  // EPIPE, EIO: nobody reads any more
         }
         pending.erase(0, off);
+        // Taken (or dropped because nobody reads any more): the client may
+        // send as much again.
+        if (input_acks_ && off > 0) {
+          v1::SessionFromAgent ack;
+          ack.set_session_id(id_);
+          ack.mutable_payload()->set_input_ack(static_cast<int64_t>(off));
+          (*send_)(std::move(ack));
+        }
       }
       if (!pending.empty()) {
         absl::MutexLock lock(&mu_);
@@ -382,6 +393,8 @@ class SessionHost::Session {
   std::atomic<bool> done_{false};
   // Most output bytes sent and not acknowledged; 0: no window.
   size_t window_ = 0;
+  // The client keeps an input window: ack what the command takes.
+  bool input_acks_ = false;
 
   absl::Mutex mu_;
   std::string pending_ ABSL_GUARDED_BY(mu_);
@@ -423,6 +436,12 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
   if (!ValidTerm(open.term())) {
     return absl::InvalidArgumentError(
         "term: only letters, digits and \"._+-\", at most 64 characters");
+  }
+  if (open.input_window_bytes() < 0 ||
+      static_cast<size_t>(open.input_window_bytes()) > kSessionMaxPendingInput) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "input_window_bytes: %d is not in 0-%d (what the agent holds unread per session)",
+        open.input_window_bytes(), kSessionMaxPendingInput));
   }
   std::shared_ptr<Session> session;
   {
@@ -475,7 +494,7 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
     SetNonBlocking(sock);
     started.mutable_payload()->mutable_started()->set_pid(0);
     send_(std::move(started));
-    session->Start(sock, sock, -1, false, true, 0, window);
+    session->Start(sock, sock, -1, false, true, 0, window, open.input_window_bytes() > 0);
     return 0;
   }
 
@@ -567,7 +586,8 @@ absl::StatusOr<int> SessionHost::Open(const std::string& id, const v1::SessionOp
   }
   started.mutable_payload()->mutable_started()->set_pid(*pid);
   send_(std::move(started));
-  session->Start(in_fd, out_fd, err_fd, open.tty(), false, *pid, window);
+  session->Start(in_fd, out_fd, err_fd, open.tty(), false, *pid, window,
+                 open.input_window_bytes() > 0);
   return *pid;
 }
 

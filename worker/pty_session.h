@@ -41,7 +41,9 @@ inline constexpr size_t kSessionChunkBytes = 1 << 20;
 inline constexpr size_t kSessionMinOutputWindow = 64 << 10;
 inline constexpr size_t kSessionMaxOutputWindow = 64 << 20;
 // Most input bytes a session holds while its command does not read them
-// (1 MiB); more is refused (RESOURCE_EXHAUSTED) until it reads.
+// (1 MiB); more is refused (RESOURCE_EXHAUSTED), which ends the session
+// (Agent::HandleSession): a client with an input window
+// (SessionOpen.input_window_bytes, at most this) never gets there.
 inline constexpr size_t kSessionMaxPendingInput = 1 << 20;
 // Most sessions open on one agent at once.
 inline constexpr int kMaxSessionsPerAgent = 256;
@@ -80,7 +82,8 @@ class SessionHost {
   // Returns the pid (0 for a forward).
   // Errors: INVALID_ARGUMENT naming the field (argv empty without
   // login_shell, port outside 1-65535, rows/cols outside 0-10000, term with
-  // other characters or longer than 64); ALREADY_EXISTS for an id in use;
+  // other characters or longer than 64, input_window_bytes outside
+  // 0-kSessionMaxPendingInput); ALREADY_EXISTS for an id in use;
   // RESOURCE_EXHAUSTED beyond kMaxSessionsPerAgent; UNAVAILABLE when
   // nothing listens on the port; INTERNAL for openpty, pipe or socket
   // failures (errno text); those of ProcessLauncher::Launch (NOT_FOUND for a

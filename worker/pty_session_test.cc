@@ -1,5 +1,6 @@
 #include "worker/pty_session.h"
 
+#include <csignal>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -74,6 +75,21 @@ class Collector {
     absl::MutexLock lock(&mu_);
     return OutLocked(id, err);
   }
+  // Waits (bounded) until session `id`'s input_acks add up to `bytes`;
+  // returns their sum.
+  int64_t WaitInputAcked(const std::string& id, int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    auto sum = [&] {
+      int64_t n = 0;
+      for (const auto& m : messages_) {
+        if (m.session_id() == id) n += m.payload().input_ack();
+      }
+      return n;
+    };
+    auto enough = [&] { return sum() >= bytes; };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
+    return sum();
+  }
   std::vector<v1::SessionFromAgent> All() {
     absl::MutexLock lock(&mu_);
     return messages_;
@@ -102,6 +118,8 @@ class PtySessionTest : public ::testing::Test {
           return o;
         }()),
         host_(&launcher_, collector_.Sender()) {
+    // As trainctl-agent does: a write to a command that is gone is EPIPE.
+    signal(SIGPIPE, SIG_IGN);
     workdir_ = std::filesystem::temp_directory_path() /
                absl::StrCat("pty_session_test.", getpid());
     std::filesystem::create_directories(workdir_);
@@ -210,6 +228,47 @@ TEST_F(PtySessionTest, StdinReachesTheCommandAndEofEndsIt) {
   auto exit = collector_.WaitExit("i");
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->exit_code(), 0);
+}
+
+// With an input window the agent says how much input the command took:
+// the acks add up to what was sent, and none comes without a window.
+TEST_F(PtySessionTest, InputWindowAcksWhatTheCommandTook) {
+  v1::SessionOpen o = Exec({"cat"}, false);
+  o.set_stdin(true);
+  o.set_input_window_bytes(256 << 10);
+  ASSERT_TRUE(host_.Open("w", o, task_).ok());
+  const std::string chunk(64 << 10, 'x');
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(host_.Input("w", Stdin(chunk)).ok());
+  EXPECT_EQ(collector_.WaitInputAcked("w", 4 * chunk.size()), 4 * chunk.size());
+  ASSERT_TRUE(collector_.WaitOutputBeyond("w", 4 * chunk.size() - 1) >= 4 * chunk.size());
+
+  v1::SessionOpen plain = Exec({"cat"}, false);
+  plain.set_stdin(true);
+  ASSERT_TRUE(host_.Open("p", plain, task_).ok());
+  ASSERT_TRUE(host_.Input("p", Stdin("hello\n")).ok());
+  ASSERT_TRUE(collector_.WaitOutput("p", "hello\n"));
+  for (const auto& m : collector_.All()) {
+    if (m.session_id() == "p") EXPECT_EQ(m.payload().input_ack(), 0);
+  }
+}
+
+// A command that does not read, and a client without a window that keeps
+// sending: past kSessionMaxPendingInput the input is refused, not dropped
+// (the agent then ends the session, Agent::HandleSession).
+TEST_F(PtySessionTest, InputBeyondWhatTheAgentHoldsIsRefused) {
+  v1::SessionOpen o = Exec({"sleep", "1000"}, false);
+  o.set_stdin(true);
+  ASSERT_TRUE(host_.Open("s", o, task_).ok());
+  const std::string chunk(64 << 10, 'y');
+  absl::Status s;
+  size_t sent = 0;
+  // sleep never reads: the pipe takes 64 KiB, the agent up to 1 MiB more.
+  for (int i = 0; i < 64 && s.ok(); ++i) {
+    s = host_.Input("s", Stdin(chunk));
+    if (s.ok()) sent += chunk.size();
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_GE(sent, kSessionMaxPendingInput);
 }
 
 TEST_F(PtySessionTest, CloseKillsTheCommandsProcessGroup) {
@@ -378,6 +437,11 @@ TEST_F(PtySessionTest, BadRequestsAreInvalidArgumentNamingTheField) {
   EXPECT_EQ(host_.Input("d", sig).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(host_.Open("e", Exec({"no-such-program-xyz"}, false), task_).status().code(),
             absl::StatusCode::kNotFound);
+  o = Exec({"cat"}, false);
+  o.set_input_window_bytes(static_cast<int32_t>(kSessionMaxPendingInput) + 1);
+  r = host_.Open("f", o, task_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("input_window_bytes"));
 }
 
 }  // namespace

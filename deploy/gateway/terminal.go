@@ -20,7 +20,8 @@ package main
 //   - binary, gateway -> browser: the command's output (stdout and stderr,
 //     one stream under a terminal);
 //   - text, gateway -> browser: one SessionServerMessage as proto JSON
-//     (started, exit, notice), or {"error": {"code", "message"}} when the
+//     (started, exit, notice; the gateway keeps input_ack, which drives its
+//     input window), or {"error": {"code", "message"}} when the
 //     call ends with an error status (PERMISSION_DENIED: not the job's
 //     owner; FAILED_PRECONDITION: the rank is not running), after which the
 //     gateway closes the WebSocket.
@@ -70,6 +71,12 @@ const (
 	// maxTerminalFrame: the largest frame read from the browser, bytes (a
 	// paste); larger ones close the WebSocket (1009, message too big).
 	maxTerminalFrame = 1 << 20
+	// inputWindow: the session's input window (SessionOpen.
+	// input_window_bytes): stdin sent and not yet taken by the command, at
+	// most 1 MiB (what the agent holds). The gateway stops reading the
+	// browser's frames while the command is that far behind (a large paste
+	// into a busy program), so no input is refused.
+	inputWindow = 1 << 20
 	// maxTerminalSize: the largest rows or cols accepted, characters (the
 	// coordinator's own bound, common/terminal_size.h).
 	maxTerminalSize = 1000
@@ -122,7 +129,7 @@ func terminalOpen(q url.Values) (*pb.SessionOpen, error) {
 		return nil, err
 	}
 	open := &pb.SessionOpen{JobId: job, Rank: int32(rank), Tty: true, Stdin: true,
-		Rows: int32(rows), Cols: int32(cols), Term: q.Get("term")}
+		Rows: int32(rows), Cols: int32(cols), Term: q.Get("term"), InputWindowBytes: inputWindow}
 	open.Argv = q["command"]
 	if len(open.Argv) == 0 {
 		open.LoginShell = true
@@ -251,8 +258,18 @@ func relayTerminal(ctx context.Context, cancel context.CancelFunc, conn *websock
 		fail(err)
 		return
 	}
+	// The input window: bytes sent and not yet acknowledged (input_ack).
+	var windowMu sync.Mutex
+	room := sync.NewCond(&windowMu)
+	inFlight, ended := 0, false
 	done := make(chan struct{})
 	go func() { // coordinator -> browser
+		defer func() {
+			windowMu.Lock()
+			ended = true
+			windowMu.Unlock()
+			room.Broadcast()
+		}()
 		defer close(done)
 		for {
 			m, err := stream.Recv()
@@ -271,6 +288,15 @@ func relayTerminal(ctx context.Context, cancel context.CancelFunc, conn *websock
 				out = msg.Stdout
 			case *pb.SessionServerMessage_Stderr:
 				out = msg.Stderr
+			case *pb.SessionServerMessage_InputAck:
+				windowMu.Lock()
+				inFlight -= int(msg.InputAck)
+				if inFlight < 0 {
+					inFlight = 0
+				}
+				windowMu.Unlock()
+				room.Broadcast()
+				continue
 			default:
 				if writeText(m) != nil {
 					cancel()
@@ -289,6 +315,7 @@ func relayTerminal(ctx context.Context, cancel context.CancelFunc, conn *websock
 	}()
 
 	// browser -> coordinator
+frames:
 	for {
 		typ, data, err := conn.ReadMessage()
 		if err != nil {
@@ -314,8 +341,15 @@ func relayTerminal(ctx context.Context, cancel context.CancelFunc, conn *websock
 			if n > maxStdinMessage {
 				n = maxStdinMessage
 			}
-			if stream.Send(&pb.SessionClientMessage{Msg: &pb.SessionClientMessage_Stdin{Stdin: data[:n]}}) != nil {
-				break
+			windowMu.Lock()
+			for !ended && inFlight+n > inputWindow {
+				room.Wait()
+			}
+			over := ended
+			inFlight += n
+			windowMu.Unlock()
+			if over || stream.Send(&pb.SessionClientMessage{Msg: &pb.SessionClientMessage_Stdin{Stdin: data[:n]}}) != nil {
+				break frames
 			}
 			data = data[n:]
 		}

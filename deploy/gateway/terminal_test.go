@@ -15,7 +15,9 @@ import (
 	pb "trainctl/v1"
 )
 
-// Session of the fake coordinator: job 403 is PERMISSION_DENIED; otherwise
+// Session of the fake coordinator: job 403 is PERMISSION_DENIED; job 8
+// takes stdin as a command would, acknowledging each message (input_ack)
+// and saying "got N" in a notice once it has 3 MiB; otherwise
 // it answers `started` (node = the caller's authorization metadata), echoes
 // stdin back as stdout with "echo:" before it, answers a resize with a
 // notice "resize ROWSxCOLS" and a signal with a notice "signal N", and ends
@@ -37,10 +39,19 @@ func (f *fakeCoordinator) Session(s pb.Coordinator_SessionServer) error {
 	}
 	s.Send(&pb.SessionServerMessage{Msg: &pb.SessionServerMessage_Started{
 		Started: &pb.SessionStarted{SessionId: "s1", Node: authorization(s.Context()), Pid: 42}}})
+	got := 0
 	for {
 		m, err := s.Recv()
 		if err != nil {
 			return status.Error(codes.Canceled, "client gone")
+		}
+		if in := m.GetStdin(); open.JobId == 8 && in != nil {
+			got += len(in)
+			s.Send(&pb.SessionServerMessage{Msg: &pb.SessionServerMessage_InputAck{InputAck: int64(len(in))}})
+			if got >= 3<<20 {
+				s.Send(&pb.SessionServerMessage{Msg: &pb.SessionServerMessage_Notice{Notice: "got " + strconv.Itoa(got)}})
+			}
+			continue
 		}
 		switch msg := m.Msg.(type) {
 		case *pb.SessionClientMessage_Stdin:
@@ -125,6 +136,34 @@ func TestTerminalCarriesASession(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, _, err := c.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
 		t.Errorf("after exit: %v, want a normal close", err)
+	}
+}
+
+// A paste larger than the input window (3 MiB in 1 MiB frames) arrives
+// whole, sent as the command takes it (the gateway keeps the input acks to
+// itself: the page sees only the notice).
+func TestTerminalInputWindow(t *testing.T) {
+	f := &fakeCoordinator{}
+	web := startGatewayWith(t, f)
+	c, _, err := dialTerminal(t, web.URL, "job_id=8", nil, terminalProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read(t, c) // started
+	f.mu.Lock()
+	window := f.opens[0].InputWindowBytes
+	f.mu.Unlock()
+	if window != inputWindow {
+		t.Errorf("input_window_bytes %d, want %d", window, inputWindow)
+	}
+	frame := make([]byte, 1<<20)
+	for i := 0; i < 3; i++ {
+		if err := c.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if typ, s := read(t, c); typ != websocket.TextMessage || !strings.Contains(s, `"notice":"got 3145728"`) {
+		t.Errorf("after 3 MiB: %d %s, want the notice and no input_ack frame", typ, s)
 	}
 }
 

@@ -12,7 +12,8 @@ GPUs each, and the trainctl CLI driven through a real pseudo-terminal
  3. bob's exec and port-forward into alice's job are refused (the
     coordinator's PERMISSION_DENIED: "may not");
  4. `port-forward` carries HTTP requests, several at once, to
-    `python3 -m http.server` in a job;
+    `python3 -m http.server` in a job, and an 8 MiB upload whole to a
+    server that reads it slowly (input flow control: nothing is dropped);
  5. `shell`: the prompt comes, its exit status is trainctl's and the job
     ends with it; `shell --keep` leaves the job running for `attach`;
     killing the CLI (SIGKILL) ends the session and, after the coordinator's
@@ -24,6 +25,7 @@ deadline.
 """
 
 import concurrent.futures
+import hashlib
 import json
 import os
 import re
@@ -247,6 +249,43 @@ def main():
     pf.terminate()
     ok("port-forward: 16 HTTP requests, 8 at a time, reach http.server in job %s" % web)
 
+    # An upload to a slow reader: the server takes 64 KiB at a time with a
+    # pause, then answers the length and SHA-256 of what it got.
+    slow = os.path.join(www, "slow_sink.py")
+    with open(slow, "w") as f:
+        f.write("import hashlib, socket, sys, time\n"
+                "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(1)\n"
+                "c, _ = s.accept(); h = hashlib.sha256(); n = 0\n"
+                "c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)\n"
+                "while True:\n"
+                "    b = c.recv(65536)\n"
+                "    if not b: break\n"
+                "    h.update(b); n += len(b); time.sleep(0.005)\n"
+                "c.sendall(b'%d %s\\n' % (n, h.hexdigest().encode())); c.close()\n")
+    sink_port = free_port()
+    sink = run(alice, "submit", "--gpu-fraction", "0.5", "--workdir", www, "--", "python3",
+               slow, str(sink_port)).stdout.strip()
+    wait_running(alice, sink)
+    wait_until("the slow sink listening", lambda: _listening(sink_port))
+    pf = subprocess.Popen([T, "--token", alice, "port-forward", sink, "0:%d" % sink_port],
+                          stdout=subprocess.PIPE, stderr=open(os.path.join(WORK, "pf2.log"), "w"),
+                          text=True)
+    PROCS.append(pf)
+    m = re.match(r"Forwarding from 127\.0\.0\.1:(\d+)", pf.stdout.readline())
+    if not m:
+        fail("port-forward to the sink printed no port")
+    data = os.urandom(8 << 20)
+    with socket.create_connection(("127.0.0.1", int(m.group(1))), timeout=TIMEOUT) as c:
+        c.sendall(data)
+        c.shutdown(socket.SHUT_WR)
+        answer = c.makefile().readline().split()
+    pf.terminate()
+    want = [str(len(data)), hashlib.sha256(data).hexdigest()]
+    if answer != want:
+        fail("8 MiB through port-forward to a slow reader arrived as %r, sent %r" % (answer, want))
+    ok("port-forward: 8 MiB to a slow reader in job %s arrive whole (length and SHA-256)" % sink)
+
     # 5. shell: prompt, exit status, the job ends with the shell.
     p = spawn(alice, "shell", "--gpus", "1", "--", "env", "PS1=SHELL> ", "sh", "-i")
     m = p.expect(r"interactive job (\d+)")
@@ -316,6 +355,15 @@ def main():
     ok("--idle-timeout 2s: a warning on the terminal, then job %s ends (%s)" % (idle, reason))
 
     print("%d passed, 0 failed" % PASSED)
+
+
+def _listening(port):
+    """Whether something listens on 127.0.0.1:port, without connecting
+    (the slow sink takes one connection only): /proc/net/tcp's LISTEN
+    state (0A)."""
+    with open("/proc/net/tcp") as f:
+        return any(line.split()[1].endswith(":%04X" % port) and line.split()[3] == "0A"
+                   for line in f.readlines()[1:])
 
 
 def _connects(port):
