@@ -254,6 +254,10 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
     }
   }
   if (running.empty()) return hb;
+  if (config_.task_usage_period <= 0 ||
+      busy_heartbeats_++ % config_.task_usage_period != 0) {
+    return hb;
+  }
   std::vector<int> pgids;
   for (const v1::TaskRef& r : running) pgids.push_back(r.pid());
   const std::map<int, GroupUsage> groups = proc_sampler_.Sample(pgids);

@@ -82,6 +82,12 @@ struct AgentConfig {
   // Where per-task CPU use is read from (proc(5)); tests point it at a fake
   // tree.
   std::string proc_root = "/proc";
+  // Heartbeats per sample of the running tasks' use (the /proc scan and
+  // the inventory's per-process queries behind `top`, accounting's
+  // GPU-seconds used and an interactive job's idle check): 1, every
+  // heartbeat; N, every Nth; 0, never (Slurm's JobAcctGatherFrequency
+  // plays this part there). The GPUs' own samples go with every heartbeat.
+  int task_usage_period = 1;
   // Fence (kill every task) when the lease with the coordinator ends
   // (lease.h): registrations say so (RegisterNode.fences) and the
   // coordinator then answers heartbeats with lease grants.
@@ -145,10 +151,11 @@ class Agent {
   // Errors: UNAVAILABLE from the inventory.
   absl::StatusOr<v1::RegisterNode> Registration();
 
-  // One sample of the offered GPUs, and the use of every running task's
-  // process group: CPU (since the previous heartbeat) and resident memory
-  // from /proc, GPU memory and SM utilization of its processes from the
-  // inventory's per-process accounting where it has it.
+  // One sample of the offered GPUs, and (every task_usage_period-th call
+  // while tasks run) the use of every running task's process group: CPU
+  // (since the previous sample) and resident memory from /proc, GPU memory
+  // and SM utilization of its processes from the inventory's per-process
+  // accounting where it has it.
   // Errors: UNAVAILABLE from the inventory's Sample() (per-process failures
   // only leave the GPU figures of the tasks unknown).
   absl::StatusOr<v1::Heartbeat> Heartbeat();
@@ -349,6 +356,9 @@ class Agent {
   GpuInventory* const inventory_;
   ProcessLauncher* const launcher_;
   ProcessGroupSampler proc_sampler_;
+  // Heartbeats with running tasks so far (task_usage_period's count); only
+  // Heartbeat() touches it, one call at a time.
+  int64_t busy_heartbeats_ = 0;
   // The account the agent runs as (tasks run as it without run_as).
   const Account agent_account_;
   const std::string instance_id_;

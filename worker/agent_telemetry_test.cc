@@ -113,6 +113,29 @@ TEST_F(AgentTelemetryTest, Heartbeat_RunningTask_ReportsItsGroupsCpuAndGpuUse) {
   EXPECT_NEAR(hb->task_usage(0).cpu_pct(), 100, 1);
 }
 
+// --task-usage-period: per-task use with every Nth heartbeat while tasks
+// run, never with 0; the GPUs' samples with every one.
+TEST_F(AgentTelemetryTest, Heartbeat_TaskUsagePeriod_SamplesEveryNthOrNever) {
+  for (int period : {2, 0}) {
+    AgentConfig config = config_;
+    config.task_usage_period = period;
+    Agent agent(config, &inventory_, &launcher_);
+    agent.Connected([](const v1::AgentMessage&) {});
+    agent.Handle(Start(7));
+    Uptime(50);
+    std::vector<int> sampled;
+    for (int i = 0; i < 4; ++i) {
+      auto hb = agent.Heartbeat();
+      TC_ASSERT_OK(hb);
+      EXPECT_THAT(hb->gpus(), SizeIs(1));
+      sampled.push_back(hb->task_usage_size());
+    }
+    EXPECT_THAT(sampled, period == 2 ? ::testing::ElementsAre(1, 0, 1, 0)
+                                     : ::testing::ElementsAre(0, 0, 0, 0))
+        << "period " << period;
+  }
+}
+
 TEST_F(AgentTelemetryTest, Heartbeat_NoPerProcessFigures_LeavesGpuUseUnknown) {
   agent_->Handle(Start(7));
   Uptime(50);

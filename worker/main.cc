@@ -188,6 +188,15 @@ int main(int argc, char** argv) {
                  "always get PATH, LANG, LANGUAGE, LC_*, TZ, LD_LIBRARY_PATH, "
                  "CUDA_* and NCCL_*; nothing else of the agent's environment")
       ->delimiter(',');
+  int task_usage_period = 1;
+  app.add_option("--task-usage-period", task_usage_period,
+                 "heartbeats per sample of the running tasks' CPU, memory and "
+                 "GPU use (a /proc scan and NVML's per-process queries, behind "
+                 "`trainctl top`, accounting's GPU-hours used and interactive "
+                 "jobs' idle check): 1 every heartbeat, N every Nth, 0 never "
+                 "(those figures then stay unknown)")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
   double report_linger_ms = 0;
   app.add_option("--report-linger-ms", report_linger_ms,
                  "task start and exit reports are written at most once per "
@@ -350,6 +359,7 @@ int main(int argc, char** argv) {
   }
   config.log_dir = log_dir.empty() ? absl::StrCat(state_dir, "/logs") : log_dir;
   config.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
+  config.task_usage_period = task_usage_period;
   config.fences = fence;
   if (!fence) {
     TC_LOG_WARN("--no-fence: tasks keep running when this host is cut off from "

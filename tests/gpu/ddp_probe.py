@@ -77,7 +77,7 @@ def last_json_line(path):
 class Cluster:
     """A coordinator and one agent offering GPUs 0 and 1 on 127.0.0.1."""
 
-    def __init__(self, bundle, work, agents=(("node-a", "0,1", "29600-29699"),)):
+    def __init__(self, bundle, work, agents=(("node-a", "0,1", "29600-29699"),), agent_args=()):
         self.bin = os.path.join(bundle, "bin")
         self.work = work
         self.addr = f"127.0.0.1:{free_port()}"
@@ -93,7 +93,7 @@ class Cluster:
                         [os.path.join(self.bin, "trainctl-agent"), "--coordinator",
                          self.addr, "--node-name", name, "--gpus", gpus,
                          "--log-dir", os.path.join(work, "task-logs", name),
-                         "--port-range", ports, "--address", "127.0.0.1"])
+                         "--port-range", ports, "--address", "127.0.0.1", *agent_args])
         for name, _, _ in agents:
             wait_until(lambda: name in self.cli("nodes").stdout, 60, f"agent {name}")
 

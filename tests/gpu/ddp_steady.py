@@ -9,6 +9,9 @@ rotating from round to round:
   trainctl    `trainctl submit --gpus 2`, the launch contract as built
   trainctl-omp-cpus  the same with `--env OMP_NUM_THREADS=<CPUs / 2>`: the
               old contract's value (the node's CPUs per local rank)
+  trainctl-nosample  `trainctl submit` to a second cluster whose agent
+              runs with `--task-usage-period 0` (no per-task /proc scan or
+              NVML per-process queries while the job runs)
 
 Per run: steady-state steps/s per workload, first all-reduce (process start
 -> the first gradient all-reduce done) and launch to exit (the launcher
@@ -198,8 +201,14 @@ def main():
     arms = args.arms.split(",")
     work = tempfile.mkdtemp(prefix="ddp_steady.")
     # One agent offering GPUs 0..procs-1 (an agent refuses GPUs the host lacks).
-    cluster = Cluster(bundle, work,
-                      agents=(("node-a", ",".join(map(str, range(args.procs))), "29600-29699"),))
+    gpus = ",".join(map(str, range(args.procs)))
+    cluster = Cluster(bundle, work, agents=(("node-a", gpus, "29600-29699"),))
+    quiet = None
+    if "trainctl-nosample" in arms:
+        quiet_work = os.path.join(work, "quiet")
+        os.makedirs(quiet_work)
+        quiet = Cluster(bundle, quiet_work, agents=(("node-q", gpus, "29700-29799"),),
+                        agent_args=("--task-usage-period", "0"))
     runs, envs, round_s = [], {}, None
     result = {}
     try:
@@ -219,8 +228,8 @@ def main():
                     line, wall = run_torchrun(script, probe, log, train_args, args.procs)
                 else:
                     extra = {"OMP_NUM_THREADS": old_omp} if arm == "trainctl-omp-cpus" else {}
-                    line, wall = run_trainctl(cluster, script, probe, log, train_args, extra,
-                                             args.procs)
+                    line, wall = run_trainctl(quiet if arm == "trainctl-nosample" else cluster,
+                                             script, probe, log, train_args, extra, args.procs)
                 if line is None:
                     with open(log, errors="replace") as f:
                         print(f"round {rnd} {arm}: no result; log tail:\n{f.read()[-3000:]}",
@@ -245,6 +254,8 @@ def main():
             round_s = time.monotonic() - t_round
     finally:
         cluster.stop()
+        if quiet is not None:
+            quiet.stop()
     print(json.dumps(result.get("summary"), indent=1))
     print(json.dumps(result.get("env_diff_vs_torchrun"), indent=1))
 
