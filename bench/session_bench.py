@@ -37,7 +37,6 @@ import sys
 import tempfile
 import time
 
-import pexpect
 
 WORK = tempfile.mkdtemp(prefix="trainctl-session-bench.")
 PROCS = []
@@ -193,6 +192,7 @@ class Stack:
         wait_for(lambda: self.running(holder), "holder job")
         # The remote terminal raw and without echo: each byte comes back once,
         # from cat itself.
+        import pexpect  # the echo and shell measures only: --forward-only runs without it
         p = pexpect.spawn(self.cli, ["exec", "-it", holder, "--", "sh", "-c",
                                      "stty raw -echo; echo go; exec cat -u"],
                           encoding=None, timeout=30, env=self.env)
@@ -218,6 +218,7 @@ class Stack:
         starts = []
         for _ in range(SHELL_RUNS):
             t0 = time.perf_counter()
+            import pexpect  # noqa: the echo and shell measures only
             s = pexpect.spawn(self.cli, ["shell", "--gpus", "1", "--", "env", "PS1=BENCH> ",
                                          "sh", "-i"], encoding="utf-8", timeout=30,
                               env=self.env)

@@ -681,6 +681,28 @@ TEST_F(CliTest, Describe_ExportAndAccount_ShownWithSecretsMasked) {
   EXPECT_THAT(out_.str(), HasSubstr("/usr/bin"));
 }
 
+// An interactive job says so, with its idle timeout: its own, its queue's,
+// or none.
+TEST_F(CliTest, Describe_InteractiveJob_ShowsItsIdleTimeout) {
+  for (const auto& [ms, want] : std::vector<std::pair<int64_t, std::string>>{
+           {1800000, "ends when idle for 30m"},
+           {0, "ends when idle for the queue's idle timeout"},
+           {-1, "never ends for idleness"}}) {
+    v1::GetJobResponse response = Proto<v1::GetJobResponse>(R"pb(
+      job { id: 4 spec { command: "sleep" interactive: true } state: JOB_STATE_RUNNING }
+    )pb");
+    response.mutable_job()->mutable_spec()->set_idle_timeout_ms(ms);
+    EXPECT_CALL(stub_, GetJob(_, _, _))
+        .WillOnce(DoAll(SetArgPointee<2>(response), Return(grpc::Status::OK)));
+    EXPECT_CALL(stub_, GetJobUsage(_, _, _))
+        .Times(::testing::AnyNumber())
+        .WillRepeatedly(Return(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "")));
+    out_.str("");
+    ASSERT_EQ(Run({"describe", "4"}), 0);
+    EXPECT_THAT(out_.str(), HasSubstr("Interactive: yes (trainctl shell); " + want + "\n"));
+  }
+}
+
 TEST_F(CliTest, Describe_Yaml_TheJsonAsYaml) {
   auto response = Proto<v1::GetJobResponse>(R"pb(job { id: 9 spec { name: "ddp" } })pb");
   EXPECT_CALL(stub_, GetJob(_, _, _))
