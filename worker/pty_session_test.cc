@@ -27,6 +27,24 @@ using ::testing::ContainsRegex;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 
+// A socket listening on a free loopback port (backlog 1), its port in
+// *port; -1 on failure.
+int ListenOnLoopback(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // What a session sent, collected for the test to wait on.
 class Collector {
  public:
@@ -248,7 +266,9 @@ TEST_F(PtySessionTest, InputWindowAcksWhatTheCommandTook) {
   ASSERT_TRUE(host_.Input("p", Stdin("hello\n")).ok());
   ASSERT_TRUE(collector_.WaitOutput("p", "hello\n"));
   for (const auto& m : collector_.All()) {
-    if (m.session_id() == "p") EXPECT_EQ(m.payload().input_ack(), 0);
+    if (m.session_id() == "p") {
+      EXPECT_EQ(m.payload().input_ack(), 0);
+    }
   }
 }
 
@@ -317,15 +337,9 @@ TEST_F(PtySessionTest, LoginShellIsTheAccountsShell) {
 }
 
 TEST_F(PtySessionTest, PortForwardCarriesBytesBothWays) {
-  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  const int lfd = ListenOnLoopback(&port);
   ASSERT_GE(lfd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(lfd, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
   // An upper-casing echo server for one connection.
   std::thread server([lfd] {
     const int c = accept(lfd, nullptr, nullptr);
@@ -338,7 +352,7 @@ TEST_F(PtySessionTest, PortForwardCarriesBytesBothWays) {
     close(c);
   });
   v1::SessionOpen o;
-  o.set_port(ntohs(addr.sin_port));
+  o.set_port(port);
   ASSERT_TRUE(host_.Open("pf", o, task_).ok());
   ASSERT_TRUE(host_.Input("pf", Stdin("ping")).ok());
   ASSERT_TRUE(collector_.WaitOutput("pf", "PING"));
@@ -353,15 +367,9 @@ TEST_F(PtySessionTest, PortForwardCarriesBytesBothWays) {
 }
 
 TEST_F(PtySessionTest, OutputWindowHoldsTheConnectionBackUntilAcked) {
-  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  const int lfd = ListenOnLoopback(&port);
   ASSERT_GE(lfd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(lfd, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
   constexpr size_t kTotal = 1 << 20;
   // A server that writes kTotal bytes at once and closes.
   std::thread server([lfd] {
@@ -376,7 +384,7 @@ TEST_F(PtySessionTest, OutputWindowHoldsTheConnectionBackUntilAcked) {
     close(c);
   });
   v1::SessionOpen o;
-  o.set_port(ntohs(addr.sin_port));
+  o.set_port(port);
   o.set_output_window_bytes(1);  // clamped up to kSessionMinOutputWindow
   ASSERT_TRUE(host_.Open("win", o, task_).ok());
   // Never more than the window beyond what is acknowledged, whenever the
