@@ -53,13 +53,19 @@ bool HasControlChars(absl::string_view s) {
   return false;
 }
 
+// The configured queue named `queue` ("" is "default"); null when `policy`
+// lists none of that name.
+const sched::QueueConfig* FindQueue(const sched::PolicyConfig& policy, const std::string& queue) {
+  for (const sched::QueueConfig& q : policy.queues) {
+    if (q.name == queue || (queue.empty() && q.name == "default")) return &q;
+  }
+  return nullptr;
+}
+
 // Whether a coordinator with `policy` has `queue` ("" is "default").
 bool KnownQueue(const sched::PolicyConfig& policy, const std::string& queue) {
   if (policy.queues.empty()) return queue.empty() || queue == "default";
-  for (const sched::QueueConfig& q : policy.queues) {
-    if (q.name == queue || (queue.empty() && q.name == "default")) return true;
-  }
-  return false;
+  return FindQueue(policy, queue) != nullptr;
 }
 
 std::string QueueNames(const sched::PolicyConfig& policy) {
@@ -455,13 +461,10 @@ double TaskShareOfGpu(const v1::Task& task, int64_t gpu_total_bytes) {
 absl::Duration IdleTimeoutOf(const v1::JobSpec& spec, const sched::PolicyConfig& policy) {
   if (!spec.interactive() || spec.idle_timeout_ms() < 0) return absl::InfiniteDuration();
   if (spec.idle_timeout_ms() > 0) return absl::Milliseconds(spec.idle_timeout_ms());
-  for (const sched::QueueConfig& q : policy.queues) {
-    const bool mine = q.name == spec.queue() || (spec.queue().empty() && q.name == "default");
-    if (mine && q.interactive_idle_timeout_ms > 0) {
-      return absl::Milliseconds(q.interactive_idle_timeout_ms);
-    }
-  }
-  return absl::Milliseconds(kDefaultIdleTimeoutMs);
+  const sched::QueueConfig* queue = FindQueue(policy, spec.queue());
+  return absl::Milliseconds(queue != nullptr && queue->interactive_idle_timeout_ms > 0
+                                ? queue->interactive_idle_timeout_ms
+                                : kDefaultIdleTimeoutMs);
 }
 
 v1::JobKind KindOf(const v1::JobSpec& spec) {
