@@ -12,9 +12,14 @@ through the real CLI:
   forward       MiB/s of one TCP stream read through `trainctl port-forward`
                 (and, with --vs, CPU ms per MiB of coordinator, agent and CLI)
                 vs the same read directly on loopback, and 100 concurrent
-                connections through the forward (all must answer).
+                connections through the forward (all must answer);
+  relay floor   the same read through a chain of three plain relays, one
+                process each (recv_into a 1 MiB buffer, sendall), standing
+                for the forward's three hops (CLI, coordinator, agent) with
+                no framing, flow control or authentication: the most any
+                relay through the coordinator could carry on this host.
 
-Usage: session_bench.py BUILD_BIN_DIR [OUT_JSON]
+Usage: session_bench.py BUILD_BIN_DIR [OUT_JSON] [--forward-only --rounds N]
        session_bench.py --vs OLD_BIN_DIR NEW_BIN_DIR [OUT_JSON] [--rounds N]
 The second form starts one stack (coordinator, agent, stream server job,
 port-forward) from each build side by side and measures them in turn, old
@@ -140,6 +145,36 @@ SERVER = ("import socket,sys\n"
           "  c,_=s.accept(); threading.Thread(target=serve,args=(c,),daemon=True).start()\n")
 
 
+# One relay of the floor chain: listens on a loopback port (printed), and for
+# each connection opens one to the upstream port and copies both ways.
+RELAY = ("import socket,sys,threading\n"
+         "up=int(sys.argv[1]); s=socket.socket()\n"
+         "s.bind(('127.0.0.1', 0)); s.listen(256); print(s.getsockname()[1], flush=True)\n"
+         "def pump(a, b):\n"
+         "  buf=bytearray(1<<20); mv=memoryview(buf)\n"
+         "  while True:\n"
+         "    n=a.recv_into(buf)\n"
+         "    if not n: break\n"
+         "    b.sendall(mv[:n])\n"
+         "  try: b.shutdown(socket.SHUT_WR)\n"
+         "  except OSError: pass\n"
+         "while True:\n"
+         "  c,_=s.accept(); d=socket.create_connection(('127.0.0.1', up))\n"
+         "  for x, y in ((c, d), (d, c)):\n"
+         "    threading.Thread(target=pump, args=(x, y), daemon=True).start()\n")
+FLOOR_HOPS = 3
+
+
+def relay_chain(port):
+    """Starts FLOOR_HOPS relays in a chain ending at port; returns the first
+    relay's port."""
+    for _ in range(FLOOR_HOPS):
+        PROCS.append(subprocess.Popen([sys.executable, "-c", RELAY, str(port)],
+                                      stdout=subprocess.PIPE, text=True))
+        port = int(PROCS[-1].stdout.readline())
+    return port
+
+
 class Stack:
     """One coordinator and one agent of a build, and its CLI."""
 
@@ -250,18 +285,21 @@ class Stack:
         self.pids["cli"] = pf.pid
         self.cpu_ms = {k: [] for k in self.pids}
         self.local = int(re.search(r"127\.0\.0\.1:(\d+)", pf.stdout.readline()).group(1))
+        self.floor = relay_chain(self.port)
 
-    def stream(self, direct):
-        """One STREAM_BYTES read, direct or forwarded: MiB/s. A forwarded one
-        also notes the CPU ms per MiB of coordinator, agent and CLI."""
+    def stream(self, how):
+        """One STREAM_BYTES read: "direct", through the relay "floor" chain,
+        or "forward"ed by trainctl; MiB/s. A forwarded one also notes the CPU
+        ms per MiB of coordinator, agent and CLI."""
+        port = {"direct": self.port, "floor": self.floor, "forward": self.local}[how]
         before = {k: cpu_s(p) for k, p in self.pids.items()}
-        got, secs = fetch(self.port if direct else self.local, STREAM_BYTES)
-        if not direct:
+        got, secs = fetch(port, STREAM_BYTES)
+        if how == "forward":
             for k, p in self.pids.items():
                 self.cpu_ms[k].append((cpu_s(p) - before[k]) * 1000 / (STREAM_BYTES >> 20))
         if got != STREAM_BYTES:
             raise SystemExit("%s: short read (%s): %d of %d bytes" % (
-                self.name, "direct" if direct else "forwarded", got, STREAM_BYTES))
+                self.name, how, got, STREAM_BYTES))
         return mib_s(got, secs)
 
     def concurrent(self):
@@ -281,18 +319,32 @@ def header():
             "time_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
-def single(bin_dir):
-    """Every measure on one build's stack (the first usage form)."""
+def single(bin_dir, rounds, forward_only):
+    """Every measure on one build's stack (the first usage form); the
+    forwarded read `rounds` times, each round a direct read, the relay
+    floor's and trainctl's."""
     result = header()
     st = Stack(bin_dir, "one")
-    result["echo_rtt_ms"] = st.echo()
-    result["shell_to_prompt_ms"] = st.shell()
+    if not forward_only:
+        result["echo_rtt_ms"] = st.echo()
+        result["shell_to_prompt_ms"] = st.shell()
     st.start_forward()
-    d = st.stream(True)
-    f = st.stream(False)
+    per_round = []
+    for _ in range(rounds):
+        row = {k: round(st.stream(k), 1) for k in ("direct", "floor", "forward")}
+        row["ratio"] = round(row["forward"] / row["direct"], 3)
+        row["floor_ratio"] = round(row["floor"] / row["direct"], 3)
+        per_round.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+
+    def med(key):
+        return round(statistics.median(row[key] for row in per_round), 3)
     result["port_forward"] = {
-        "stream_bytes": STREAM_BYTES, "direct_mib_s": round(d, 1),
-        "forwarded_mib_s": round(f, 1), "ratio": round(f / d, 3), "target_ratio": 0.5}
+        "stream_bytes": STREAM_BYTES, "rounds": rounds, "floor_hops": FLOOR_HOPS,
+        "direct_mib_s_median": med("direct"), "floor_mib_s_median": med("floor"),
+        "forwarded_mib_s_median": med("forward"), "ratio_median": med("ratio"),
+        "floor_ratio_median": med("floor_ratio"), "target_ratio": 0.5,
+        "per_round": per_round}
     result["port_forward"].update(st.concurrent())
     return result
 
@@ -310,13 +362,15 @@ def versus(old_dir, new_dir, rounds, skip_interactive):
         s.start_forward()
     per_round = []
     for r in range(rounds):
-        row = {"direct": round(stacks[r % 2].stream(True), 1)}
+        row = {"direct": round(stacks[r % 2].stream("direct"), 1),
+               "floor": round(stacks[r % 2].stream("floor"), 1)}
         # Old first in even rounds, new first in odd ones.
         for s in (stacks if r % 2 == 0 else stacks[::-1]):
-            row[s.name] = round(s.stream(False), 1)
+            row[s.name] = round(s.stream("forward"), 1)
         row["new_over_old"] = round(row["new"] / row["old"], 3)
         row["old_over_direct"] = round(row["old"] / row["direct"], 3)
         row["new_over_direct"] = round(row["new"] / row["direct"], 3)
+        row["floor_over_direct"] = round(row["floor"] / row["direct"], 3)
         per_round.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
@@ -324,9 +378,11 @@ def versus(old_dir, new_dir, rounds, skip_interactive):
         return round(statistics.median(row[key] for row in per_round), 3)
     result["port_forward"] = {
         "stream_bytes": STREAM_BYTES, "rounds": rounds,
-        "order": "each round: a direct read (from the old and the new stack's server in "
-                 "turn), then both forwarded reads, old first in even rounds and new "
-                 "first in odd ones",
+        "order": "each round: a direct read and one through the relay floor chain (of "
+                 "the old and the new stack's server in turn), then both forwarded "
+                 "reads, old first in even rounds and new first in odd ones",
+        "floor_hops": FLOOR_HOPS, "floor_mib_s_median": med("floor"),
+        "floor_over_direct_median": med("floor_over_direct"),
         "direct_mib_s_median": med("direct"), "old_mib_s_median": med("old"),
         "new_mib_s_median": med("new"),
         "new_over_old_median": med("new_over_old"),
@@ -349,14 +405,14 @@ def main():
     ap.add_argument("--vs", metavar="OLD_BIN_DIR", help="the old build, measured in turn")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--forward-only", action="store_true",
-                    help="with --vs: skip the echo and shell measures")
+                    help="skip the echo and shell measures (which need pexpect)")
     ap.add_argument("bin_dir", nargs="?", default="build/bin")
     ap.add_argument("out_json", nargs="?")
     a = ap.parse_args()
     if a.vs:
         result = versus(a.vs, a.bin_dir, a.rounds, a.forward_only)
     else:
-        result = single(a.bin_dir)
+        result = single(a.bin_dir, a.rounds, a.forward_only)
     text = json.dumps(result, indent=2)
     print(text)
     if a.out_json:
