@@ -482,6 +482,7 @@ int main(int argc, char** argv) {
   security.require_agent_cert = credentials != nullptr;
   trainctl::coord::SessionRelay::Options session_options;
   session_options.shell_grace = ToDuration(shell_grace);
+  session_options.clock = &clock;  // the core's: one time for jobs and sessions
   trainctl::coord::GrpcCoordinatorServices services(core->get(), security, session_options);
   int port = 0;
   auto server = trainctl::coord::StartCoordinatorServer(services, listen, &port,

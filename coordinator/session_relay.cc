@@ -58,7 +58,12 @@ std::string Describe(const v1::SessionOpen& open) {
 }  // namespace
 
 SessionRelay::SessionRelay(Hooks hooks, Options options)
-    : hooks_(std::move(hooks)), options_(options), timers_([this] { Timers(); }) {}
+    : hooks_(std::move(hooks)),
+      options_(options),
+      own_clock_(options.clock == nullptr ? std::make_unique<RealClock>() : nullptr),
+      clock_(options.clock != nullptr ? options.clock : own_clock_.get()) {
+  if (options_.timer_thread) timers_ = std::thread([this] { TimerLoop(); });
+}
 
 SessionRelay::~SessionRelay() {
   {
@@ -68,7 +73,7 @@ SessionRelay::~SessionRelay() {
       EndLocked(sessions_.begin(), absl::UnavailableError("the coordinator is shutting down"));
     }
   }
-  timers_.join();
+  if (timers_.joinable()) timers_.join();
 }
 
 void SessionRelay::AgentConnected(const std::string& node, AgentConnection* conn) {
@@ -146,7 +151,7 @@ absl::StatusOr<std::string> SessionRelay::Open(const Principal& who,
     e.conn = a->second;
     e.job_id = open.job_id();
     e.end_job = open.end_job_with_session();
-    e.open_deadline = absl::Now() + options_.open_timeout;
+    e.open_deadline = clock_->Now() + options_.open_timeout;
     // A session into a job waiting for its grace keeps it.
     job_ends_.erase(open.job_id());
     const absl::Duration idle_timeout =
@@ -156,7 +161,7 @@ absl::StatusOr<std::string> SessionRelay::Open(const Principal& who,
     if (job->spec().interactive() && idle_timeout < absl::InfiniteDuration()) {
       IdleClock& clock = idle_[open.job_id()];
       if (clock.timeout == absl::ZeroDuration()) clock.timeout = idle_timeout;
-      clock.last_activity = absl::Now();
+      clock.last_activity = clock_->Now();
       clock.warned = false;
     }
     v1::CoordinatorMessage msg;
@@ -223,7 +228,7 @@ absl::Status SessionRelay::FromClient(const std::string& id,
   if (msg.has_stdin()) {
     auto clock = idle_.find(it->second.job_id);
     if (clock != idle_.end()) {
-      clock->second.last_activity = absl::Now();
+      clock->second.last_activity = clock_->Now();
       clock->second.warned = false;
     }
   }
@@ -243,7 +248,7 @@ void SessionRelay::ClientGone(const std::string& id) {
   out.mutable_session()->mutable_payload()->set_close(true);
   it->second.conn->Send(std::move(out));
   if (it->second.end_job && hooks_.end_job) {
-    job_ends_[it->second.job_id] = absl::Now() + options_.shell_grace;
+    job_ends_[it->second.job_id] = clock_->Now() + options_.shell_grace;
     TC_LOG_INFO("session {}: client gone; job {} ends in {} unless reattached", id,
                 it->second.job_id, absl::FormatDuration(options_.shell_grace));
   }
@@ -410,59 +415,66 @@ void SessionRelay::EndLocked(std::map<std::string, Entry>::iterator it,
   sessions_.erase(it);
 }
 
-void SessionRelay::Timers() {
+void SessionRelay::TimerLoop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    const absl::Time now = absl::Now();
-    absl::Time next = now + absl::Seconds(1);
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      auto following = std::next(it);
-      if (!it->second.started && it->second.open_deadline <= now) {
-        v1::CoordinatorMessage out;
-        out.mutable_session()->set_session_id(it->first);
-        out.mutable_session()->mutable_payload()->set_close(true);
-        it->second.conn->Send(std::move(out));
-        EndLocked(it, absl::DeadlineExceededError(absl::StrCat(
-                          "the agent of node ", it->second.node,
-                          " did not start the session (an agent older than the "
-                          "coordinator takes no sessions)")));
-      } else if (!it->second.started) {
-        next = std::min(next, it->second.open_deadline);
-      }
-      it = following;
-    }
-    CheckIdle(now);
-    for (const auto& [job, clock] : idle_) {
-      const absl::Duration lead = std::min(clock.timeout / 10, absl::Minutes(5));
-      next = std::min(next, clock.warned ? clock.last_activity + clock.timeout
-                                         : clock.last_activity + clock.timeout - lead);
-    }
-    next = std::max(next, now + absl::Milliseconds(10));
-    std::vector<std::pair<int64_t, std::string>> due;
-    for (auto it = job_ends_.begin(); it != job_ends_.end();) {
-      if (it->second <= now) {
-        due.emplace_back(it->first,
-                         absl::StrCat("its shell session's client went away ",
-                                      absl::FormatDuration(options_.shell_grace),
-                                      " ago and nobody reattached"));
-        idle_.erase(it->first);
-        it = job_ends_.erase(it);
-      } else {
-        next = std::min(next, it->second);
-        ++it;
-      }
-    }
-    if (!due.empty()) {
-      mu_.Unlock();
-      for (const auto& [job, reason] : due) {
-        TC_LOG_INFO("job {}: {}; ending it", job, reason);
-        hooks_.end_job(job, reason);
-      }
-      mu_.Lock();
-      continue;
-    }
-    mu_.AwaitWithDeadline(absl::Condition(&stopping_), next);
+    mu_.Unlock();
+    const absl::Time next = RunTimers();
+    mu_.Lock();
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                         std::max(next - clock_->Now(), absl::Milliseconds(10)));
   }
+}
+
+absl::Time SessionRelay::RunTimers() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  absl::Time next = now + absl::Seconds(1);
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    auto following = std::next(it);
+    if (!it->second.started && it->second.open_deadline <= now) {
+      v1::CoordinatorMessage out;
+      out.mutable_session()->set_session_id(it->first);
+      out.mutable_session()->mutable_payload()->set_close(true);
+      it->second.conn->Send(std::move(out));
+      EndLocked(it, absl::DeadlineExceededError(absl::StrCat(
+                        "the agent of node ", it->second.node,
+                        " did not start the session (an agent older than the "
+                        "coordinator takes no sessions)")));
+    } else if (!it->second.started) {
+      next = std::min(next, it->second.open_deadline);
+    }
+    it = following;
+  }
+  CheckIdle(now);
+  for (const auto& [job, clock] : idle_) {
+    const absl::Duration lead = std::min(clock.timeout / 10, absl::Minutes(5));
+    next = std::min(next, clock.warned ? clock.last_activity + clock.timeout
+                                       : clock.last_activity + clock.timeout - lead);
+  }
+  std::vector<std::pair<int64_t, std::string>> due;
+  for (auto it = job_ends_.begin(); it != job_ends_.end();) {
+    if (it->second <= now) {
+      due.emplace_back(it->first,
+                       absl::StrCat("its shell session's client went away ",
+                                    absl::FormatDuration(options_.shell_grace),
+                                    " ago and nobody reattached"));
+      idle_.erase(it->first);
+      it = job_ends_.erase(it);
+    } else {
+      next = std::min(next, it->second);
+      ++it;
+    }
+  }
+  if (!due.empty()) {
+    mu_.Unlock();
+    for (const auto& [job, reason] : due) {
+      TC_LOG_INFO("job {}: {}; ending it", job, reason);
+      hooks_.end_job(job, reason);
+    }
+    mu_.Lock();
+  }
+  return next;
 }
 
 }  // namespace trainctl::coord

@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "coordinator/auth.h"
 #include "coordinator/node_registry.h"
 #include "trainctl/v1/service.pb.h"
@@ -106,6 +107,13 @@ class SessionRelay {
     // dropped connection, a killed CLI), so `trainctl attach` can take it
     // back: 60 s.
     absl::Duration shell_grace = absl::Seconds(60);
+    // The relay's time: open deadlines, idle clocks, shell graces (not
+    // owned; outlives the relay). Null: a RealClock of its own.
+    const Clock* clock = nullptr;
+    // A thread of the relay runs RunTimers() as timers come due (at least
+    // once a second). False: only the caller's RunTimers() calls do (tests
+    // on a FakeClock).
+    bool timer_thread = true;
   };
 
   explicit SessionRelay(Hooks hooks) : SessionRelay(std::move(hooks), Options()) {}
@@ -154,6 +162,13 @@ class SessionRelay {
   // dropped.
   void FromAgent(const std::string& node, v1::SessionFromAgent msg);
 
+  // Applies every timer due at the clock's now: opens the agent never
+  // answered past open_timeout (DEADLINE_EXCEEDED), idle warnings and idle
+  // ends, shell jobs whose grace has passed (Hooks::end_job, called without
+  // the relay's lock). Returns when the next timer is due, at most 1 s
+  // ahead.
+  absl::Time RunTimers() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Sessions not yet ended.
   int OpenSessions() const;
   // Jobs waiting for their shell_grace to pass.
@@ -181,8 +196,9 @@ class SessionRelay {
   // Ends session `it` for the client with `status` and forgets it.
   void EndLocked(std::map<std::string, Entry>::iterator it, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The timer thread: open timeouts, job ends after the grace, idle jobs.
-  void Timers();
+  // The timer thread (Options::timer_thread): RunTimers() as timers come
+  // due, until the relay is destroyed.
+  void TimerLoop();
   // One pass of the idle policy at `now` (mu_ released while asking
   // hooks_.gpus_idle and ending jobs).
   void CheckIdle(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -192,6 +208,9 @@ class SessionRelay {
 
   const Hooks hooks_;
   const Options options_;
+  // options_.clock, or own_clock_.
+  std::unique_ptr<Clock> own_clock_;
+  const Clock* const clock_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, AgentConnection*> agents_ ABSL_GUARDED_BY(mu_);

@@ -117,11 +117,19 @@ class SessionRelayTest : public ::testing::Test {
     };
     return h;
   }
-  static SessionRelay::Options Opts() {
+  // The fixture's clock, and no timer thread: tests move the clock and run
+  // the timers themselves.
+  SessionRelay::Options Opts() {
     SessionRelay::Options o;
     o.shell_grace = absl::ZeroDuration();
     o.open_timeout = absl::Hours(1);
+    o.clock = &clock_;
+    o.timer_thread = false;
     return o;
+  }
+  bool Ended() {
+    absl::MutexLock lock(&mu_);
+    return !ended_.empty();
   }
   static v1::SessionFromAgent FromAgent(const std::string& id, v1::SessionServerMessage p) {
     v1::SessionFromAgent m;
@@ -141,6 +149,7 @@ class SessionRelayTest : public ::testing::Test {
   }
 
   absl::Mutex mu_;
+  FakeClock clock_;
   std::map<int64_t, v1::Job> jobs_;
   std::vector<std::pair<int64_t, std::string>> ended_;
   std::vector<std::string> audit_;
@@ -321,17 +330,20 @@ TEST_F(SessionRelayTest, AgentErrorEndsTheClientWithItsStatus) {
 
 TEST_F(SessionRelayTest, AnAgentThatNeverAnswersEndsTheOpenWithDeadlineExceeded) {
   SessionRelay::Options opts = Opts();
-  opts.open_timeout = absl::Milliseconds(50);
+  opts.open_timeout = absl::Seconds(30);
   SessionRelay relay(Hooks(), opts);
   relay.AgentConnected("n0", &n0_);
   FakeClient& client = NewClient();
   ASSERT_TRUE(relay.Open({"alice", false}, Exec(1, 0), &client).ok());
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!client.end().has_value() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
-  }
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_EQ(relay.RunTimers(), clock_.Now() + absl::Seconds(1));  // the deadline
+  EXPECT_FALSE(client.end().has_value());
+  clock_.Advance(absl::Seconds(1));
+  relay.RunTimers();
   ASSERT_TRUE(client.end().has_value());
   EXPECT_EQ(client.end()->code(), absl::StatusCode::kDeadlineExceeded);
+  // The agent is told to drop the open it may still act on.
+  EXPECT_TRUE(n0_.sent().back().session().payload().close());
 }
 
 TEST_F(SessionRelayTest, ShellSessionEndsItsJobWhenItsCommandExits) {
@@ -349,53 +361,109 @@ TEST_F(SessionRelayTest, ShellSessionEndsItsJobWhenItsCommandExits) {
 }
 
 TEST_F(SessionRelayTest, ShellJobEndsAfterTheGraceWhenItsClientGoes) {
+  SessionRelay::Options opts = Opts();
+  opts.shell_grace = absl::Seconds(60);
+  SessionRelay relay(Hooks(), opts);
+  relay.AgentConnected("n0", &n0_);
   FakeClient& client = NewClient();
   v1::SessionOpen o = Exec(1, 0);
   o.set_end_job_with_session(true);
-  auto id = relay_.Open({"alice", false}, o, &client);
+  auto id = relay.Open({"alice", false}, o, &client);
   ASSERT_TRUE(id.ok());
-  relay_.FromAgent("n0", FromAgent(*id, Started()));
-  relay_.ClientGone(*id);
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  auto ended = [this] {
-    absl::MutexLock lock(&mu_);
-    return !ended_.empty();
-  };
-  while (!ended() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
-  }
-  EXPECT_EQ(relay_.PendingJobEnds(), 0);
+  relay.FromAgent("n0", FromAgent(*id, Started()));
+  relay.ClientGone(*id);
+  clock_.Advance(absl::Seconds(59));
+  relay.RunTimers();
+  EXPECT_FALSE(Ended());  // `trainctl attach` may still take it back
+  EXPECT_EQ(relay.PendingJobEnds(), 1);
+  clock_.Advance(absl::Seconds(1));
+  relay.RunTimers();
+  EXPECT_EQ(relay.PendingJobEnds(), 0);
   absl::MutexLock lock(&mu_);
   ASSERT_EQ(ended_.size(), 1u);
-  EXPECT_THAT(ended_[0].second, HasSubstr("went away"));
+  EXPECT_EQ(ended_[0].first, 1);
+  EXPECT_THAT(ended_[0].second, HasSubstr("went away 1m ago"));
+}
+
+// A new session into the job within the grace (`trainctl attach`) keeps it.
+TEST_F(SessionRelayTest, AttachWithinTheGraceKeepsTheShellJob) {
+  SessionRelay::Options opts = Opts();
+  opts.shell_grace = absl::Seconds(60);
+  SessionRelay relay(Hooks(), opts);
+  relay.AgentConnected("n0", &n0_);
+  v1::SessionOpen o = Exec(1, 0);
+  o.set_end_job_with_session(true);
+  auto id = relay.Open({"alice", false}, o, &NewClient());
+  ASSERT_TRUE(id.ok());
+  relay.FromAgent("n0", FromAgent(*id, Started()));
+  relay.ClientGone(*id);
+  clock_.Advance(absl::Seconds(30));
+  ASSERT_TRUE(relay.Open({"alice", false}, o, &NewClient()).ok());
+  clock_.Advance(absl::Minutes(5));
+  relay.RunTimers();
+  EXPECT_FALSE(Ended());
+  EXPECT_EQ(relay.PendingJobEnds(), 0);
 }
 
 TEST_F(SessionRelayTest, IdleInteractiveJobIsWarnedThenEndedWithTheReason) {
   {
     absl::MutexLock lock(&mu_);
     jobs_[1].mutable_spec()->set_interactive(true);
-    jobs_[1].mutable_spec()->set_idle_timeout_ms(300);
+    jobs_[1].mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
   }
   FakeClient& client = NewClient();
   auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
   ASSERT_TRUE(id.ok());
   relay_.FromAgent("n0", FromAgent(*id, Started()));
   EXPECT_EQ(relay_.IdleClocks(), 1);
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!client.end().has_value() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
-  }
+  // The warning is due min(timeout / 10, 5 min) = 1 min before the end.
+  clock_.Advance(absl::Minutes(8) + absl::Seconds(59));
+  EXPECT_EQ(relay_.RunTimers(), clock_.Now() + absl::Seconds(1));
+  EXPECT_TRUE(client.got().size() == 1u);  // `started` only
+  clock_.Advance(absl::Seconds(1));
+  relay_.RunTimers();
+  ASSERT_EQ(client.got().size(), 2u);
+  EXPECT_THAT(client.got()[1].notice(), HasSubstr("ends in 1m"));
+  EXPECT_THAT(client.got()[1].notice(), HasSubstr("unless you type something"));
+  clock_.Advance(absl::Seconds(59));
+  relay_.RunTimers();
+  EXPECT_FALSE(client.end().has_value());
+  clock_.Advance(absl::Seconds(1));
+  relay_.RunTimers();
   ASSERT_TRUE(client.end().has_value());
   auto got = client.got();
-  ASSERT_GE(got.size(), 3u);
-  EXPECT_THAT(got[got.size() - 3].notice(), HasSubstr("unless you type something"));
-  EXPECT_THAT(got[got.size() - 2].notice(), HasSubstr("ending job 1"));
-  EXPECT_THAT(got.back().exit().reason(), HasSubstr("idle for"));
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_THAT(got[2].notice(), HasSubstr("ending job 1"));
+  EXPECT_THAT(got[3].exit().reason(), HasSubstr("idle for 10m"));
   // The agent is told to close the command.
   EXPECT_TRUE(n0_.sent().back().session().payload().close());
   absl::MutexLock lock(&mu_);
   ASSERT_EQ(ended_.size(), 1u);
   EXPECT_THAT(ended_[0].second, HasSubstr("no terminal input and its GPUs idle"));
+}
+
+// Input restarts the idle clock: the warning and the end move with it.
+TEST_F(SessionRelayTest, InputRestartsTheIdleClock) {
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_[1].mutable_spec()->set_interactive(true);
+    jobs_[1].mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
+  }
+  FakeClient& client = NewClient();
+  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
+  ASSERT_TRUE(id.ok());
+  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  clock_.Advance(absl::Minutes(9) + absl::Seconds(30));
+  v1::SessionClientMessage key;
+  key.set_stdin("x");
+  ASSERT_TRUE(relay_.FromClient(*id, key).ok());
+  clock_.Advance(absl::Minutes(8));
+  relay_.RunTimers();
+  EXPECT_EQ(client.got().size(), 1u);  // no warning: 8 min since the key
+  clock_.Advance(absl::Seconds(90));
+  relay_.RunTimers();
+  EXPECT_FALSE(client.end().has_value());  // 9.5 min since the key: warned, not ended
+  EXPECT_THAT(client.got().back().notice(), HasSubstr("unless you type something"));
 }
 
 // The timeout comes from Hooks::idle_timeout (the job's own, else its
@@ -432,24 +500,21 @@ TEST_F(SessionRelayTest, BusyGpusKeepAnIdleTerminalsJob) {
   {
     absl::MutexLock lock(&mu_);
     jobs_[1].mutable_spec()->set_interactive(true);
-    jobs_[1].mutable_spec()->set_idle_timeout_ms(50);
+    jobs_[1].mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
     gpus_idle_ = false;
   }
   FakeClient& client = NewClient();
   auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
   ASSERT_TRUE(id.ok());
   relay_.FromAgent("n0", FromAgent(*id, Started()));
-  auto checks = [this] {
-    absl::MutexLock lock(&mu_);
-    return gpu_checks_;
-  };
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (checks() < 3 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));  // bounded poll for the timer thread
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Minutes(10));
+    relay_.RunTimers();
   }
-  EXPECT_GE(checks(), 3);
   EXPECT_FALSE(client.end().has_value());
+  EXPECT_EQ(client.got().size(), 1u);  // no warning either
   absl::MutexLock lock(&mu_);
+  EXPECT_EQ(gpu_checks_, 3);
   EXPECT_TRUE(ended_.empty());
 }
 
