@@ -43,6 +43,7 @@
 #include "common/env_names.h"
 #include "common/flag_hints.h"
 #include "common/proto_utf8.h"
+#include "common/units.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/grpcpp.h"
 #include "trainctl/v1/service.grpc.pb.h"
@@ -644,11 +645,6 @@ int RunSessionCommand(const SessionCommands& c, Flags& f, Session& session,
 // f->audit_since_ms from `audit --since` (a duration before `now`, or an
 // RFC 3339 time). Returns a usage error naming the flag, or "".
 std::string PrepareTokenCommand(Flags* f, const TokenCommands& c, absl::Time now);
-// A lifetime as admins write it: a whole number of weeks or days first
-// ("2w", "90d", "1d12h"), then what absl::ParseDuration reads ("36h",
-// "1h30m"). Errors: INVALID_ARGUMENT quoting `text` and the accepted forms,
-// for a malformed, negative or zero duration.
-absl::StatusOr<absl::Duration> ParseLongDuration(absl::string_view text);
 
 // `usage` and `history` (cli_accounting.cc).
 struct AccountingCommands {

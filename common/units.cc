@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
@@ -128,6 +130,36 @@ std::string FormatBytes(int64_t bytes) {
     if (absl::EndsWith(number, ".0")) number.resize(number.size() - 2);
   }
   return absl::StrFormat("%s%s %s", negative ? "-" : "", number, kUnits[unit]);
+}
+
+absl::StatusOr<absl::Duration> ParseLongDuration(absl::string_view text) {
+  absl::string_view rest = absl::StripAsciiWhitespace(text);
+  absl::Duration total;
+  // A leading whole number of weeks or days ("2w", "90d", "1d12h"), then
+  // what absl::ParseDuration reads ("36h", "90m", "1h30m").
+  const size_t unit = rest.find_first_of("wd");
+  if (unit != absl::string_view::npos) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, unit), &n) || n < 0 || n > 36600) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", text, "\" is not a duration such as 90d, 2w, 36h or 1d12h"));
+    }
+    total = absl::Hours(24) * n * (rest[unit] == 'w' ? 7 : 1);
+    rest.remove_prefix(unit + 1);
+  }
+  if (!rest.empty()) {
+    absl::Duration d;
+    if (!absl::ParseDuration(rest, &d) || d < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", text, "\" is not a duration such as 90d, 2w, 36h or 1d12h"));
+    }
+    total += d;
+  }
+  if (total <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a positive duration such as 90d, 2w, 36h or 1d12h"));
+  }
+  return total;
 }
 
 }  // namespace trainctl

@@ -105,5 +105,22 @@ TEST(Units, ParseThenFormat_GivesCanonicalSpelling) {
   EXPECT_EQ(FormatBytes(*ParseByteSize("2048KB")), "2 MiB");
 }
 
+TEST(ParseLongDuration, WeeksOrDaysThenAbslUnits) {
+  EXPECT_EQ(*ParseLongDuration("90d"), absl::Hours(24 * 90));
+  EXPECT_EQ(*ParseLongDuration("2w"), absl::Hours(24 * 14));
+  EXPECT_EQ(*ParseLongDuration("1d12h"), absl::Hours(36));
+  EXPECT_EQ(*ParseLongDuration("36h"), absl::Hours(36));
+  EXPECT_EQ(*ParseLongDuration(" 1h30m "), absl::Minutes(90));
+}
+
+TEST(ParseLongDuration, ZeroNegativeOrMalformed_InvalidArgumentQuotingIt) {
+  for (const char* bad : {"0", "0d", "-1d", "1y", "d", "12", "1d-1h", "99999d", ""}) {
+    EXPECT_THAT(ParseLongDuration(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::HasSubstr(absl::StrCat("\"", bad, "\""))))
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace trainctl
