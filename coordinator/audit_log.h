@@ -74,6 +74,16 @@ class AuditLog {
   // parse.
   absl::StatusOr<std::vector<v1::AuditEvent>> List(absl::Time since, int limit) const;
 
+  // Retention (trainctl-coordinator --audit-retention): deletes the oldest
+  // events older than `before`, at most `max_events` of them in one store
+  // delete (StateStore::DeleteRecordsBefore), so a long trail goes in short
+  // transactions that hold other writes back only briefly. The newest event
+  // always stays, so a restart continues the numbering from it. Returns how
+  // many went (max_events: call again for more). Errors: INVALID_ARGUMENT
+  // for max_events < 1; those of ReadRecords and DeleteRecordsBefore (then
+  // nothing was deleted).
+  absl::StatusOr<int64_t> Prune(absl::Time before, int64_t max_events) const;
+
  private:
   explicit AuditLog(StateStore* store) : store_(store) {}
   // The next event (seq, time) of `now`.

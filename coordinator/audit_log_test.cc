@@ -36,6 +36,7 @@ class AuditLogTest : public ::testing::Test {
     return opened.ok() ? std::move(*opened) : nullptr;
   }
   MemoryStateStore state_;
+  MemoryStateStore empty_;
   std::unique_ptr<AuditLog> log_;
 };
 
@@ -66,6 +67,54 @@ TEST_F(AuditLogTest, Reopen_ContinuesTheNumbering) {
   TC_ASSERT_OK(third);
   EXPECT_EQ(third->seq(), 3);
   EXPECT_THAT(Seqs(*restarted->List(absl::InfinitePast(), 0)), ElementsAre(1, 2, 3));
+}
+
+// Retention: events older than the bound go; the newest always stays, so a
+// restart after pruning everything continues the numbering.
+TEST_F(AuditLogTest, Prune_DeletesOlderEventsKeepsTheNewest) {
+  for (int i = 0; i < 5; ++i) {
+    TC_ASSERT_OK(log_->Record("ops", "node.drain", absl::StrCat(i), "", kT0 + absl::Hours(i)));
+  }
+  auto pruned = log_->Prune(kT0 + absl::Hours(2), 100);
+  TC_ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 2);
+  EXPECT_THAT(Seqs(*log_->List(absl::InfinitePast(), 0)), ElementsAre(3, 4, 5));
+  pruned = log_->Prune(kT0 + absl::Hours(100), 100);
+  TC_ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 2);
+  EXPECT_THAT(Seqs(*log_->List(absl::InfinitePast(), 0)), ElementsAre(5));
+  std::unique_ptr<AuditLog> restarted = Reopen();
+  ASSERT_NE(restarted, nullptr);
+  auto next = restarted->Record("ops", "node.resume", "0", "", kT0 + absl::Hours(101));
+  TC_ASSERT_OK(next);
+  EXPECT_EQ(next->seq(), 6);
+  EXPECT_EQ(*AuditLog::Open(&empty_)->get()->Prune(kT0, 100), 0);  // nothing to prune
+}
+
+// At most max_events go per call, the oldest first.
+TEST_F(AuditLogTest, Prune_InBatchesOfMaxEvents) {
+  for (int i = 0; i < 7; ++i) {
+    TC_ASSERT_OK(log_->Record("ops", "node.drain", absl::StrCat(i), "", kT0 + absl::Hours(i)));
+  }
+  const absl::Time before = kT0 + absl::Hours(5);  // events 1-5 are older
+  EXPECT_EQ(*log_->Prune(before, 2), 2);
+  EXPECT_THAT(Seqs(*log_->List(absl::InfinitePast(), 0)), ElementsAre(3, 4, 5, 6, 7));
+  EXPECT_EQ(*log_->Prune(before, 2), 2);
+  EXPECT_EQ(*log_->Prune(before, 2), 1);
+  EXPECT_EQ(*log_->Prune(before, 2), 0);
+  EXPECT_THAT(Seqs(*log_->List(absl::InfinitePast(), 0)), ElementsAre(6, 7));
+  EXPECT_THAT(log_->Prune(before, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_events")));
+}
+
+TEST_F(AuditLogTest, Prune_StoreFails_ErrorNothingDeleted) {
+  TC_ASSERT_OK(log_->Record("ops", "node.drain", "a", "", kT0));
+  TC_ASSERT_OK(log_->Record("ops", "node.drain", "b", "", kT0 + absl::Hours(1)));
+  state_.SetFailing(true);
+  EXPECT_THAT(log_->Prune(kT0 + absl::Hours(2), 100),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+  state_.SetFailing(false);
+  EXPECT_THAT(Seqs(*log_->List(absl::InfinitePast(), 0)), ElementsAre(1, 2));
 }
 
 // `since` keeps the events at or after it; `limit` the newest.

@@ -17,8 +17,8 @@
 #include "common/flag_hints.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
-#include "common/units.h"
 #include "common/paths.h"
+#include "common/units.h"
 #include "coordinator/accounting.h"
 #include "coordinator/audit_log.h"
 #include "coordinator/coordinator.h"
@@ -99,6 +99,17 @@ int main(int argc, char** argv) {
                  "how long a `trainctl shell` job outlives its client going away "
                  "(`trainctl attach` within it keeps the job)")
       ->check(DurationCheck())->capture_default_str();
+  std::string audit_retention;
+  app.add_option("--audit-retention", audit_retention,
+                 "delete audit events older than this (90d, 2w, 36h), at start-up "
+                 "and hourly; the newest event always stays (default: keep every "
+                 "event)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            absl::StatusOr<absl::Duration> d = trainctl::ParseLongDuration(text);
+            return d.ok() ? "" : std::string(d.status().message());
+          },
+          "DURATION"));
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
@@ -532,6 +543,25 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   int exit_code = 0;
+  // Audit retention: at start-up, then hourly.
+  const absl::Duration keep_audit =
+      audit_retention.empty() ? absl::InfiniteDuration()
+                              : *trainctl::ParseLongDuration(audit_retention);
+  absl::Time next_prune = absl::InfinitePast();
+  auto prune_audit = [&] {
+    if (keep_audit == absl::InfiniteDuration() || clock.Now() < next_prune) return;
+    // 1,000 events a tick: a long trail goes over several ticks, in short
+    // transactions, and the next hour's pass waits until it is done.
+    constexpr int64_t kBatch = 1000;
+    absl::StatusOr<int64_t> pruned = (*audit)->Prune(clock.Now() - keep_audit, kBatch);
+    if (!pruned.ok()) {
+      TC_LOG_WARN("audit retention: {}", pruned.status().ToString());
+    } else if (*pruned > 0) {
+      TC_LOG_INFO("audit retention: deleted {} events older than {}", *pruned,
+                  absl::FormatDuration(keep_audit));
+    }
+    if (!pruned.ok() || *pruned < kBatch) next_prune = clock.Now() + absl::Hours(1);
+  };
   // The clock of the core: timeouts are applied every 100 ms; the metrics'
   // gauges are refreshed about once a second.
   absl::Time next_refresh = absl::InfinitePast();
@@ -544,6 +574,7 @@ int main(int argc, char** argv) {
       break;
     }
     (*core)->Tick();
+    prune_audit();
     if (metrics != nullptr && clock.Now() >= next_refresh) {
       metrics->Refresh((*core)->Stats());
       next_refresh = clock.Now() + absl::Seconds(1);

@@ -177,6 +177,11 @@ absl::StatusOr<std::vector<StoredRecord>> StateStore::ReadRecords(const std::str
   return absl::UnimplementedError("this state store keeps no records");
 }
 
+absl::StatusOr<int64_t> StateStore::DeleteRecordsBefore(const std::string&,
+                                                        const std::string&) {
+  return absl::UnimplementedError("this state store keeps no records");
+}
+
 namespace {
 
 // The ReadRecords checks every backend makes.
@@ -226,6 +231,19 @@ absl::StatusOr<std::vector<StoredRecord>> MemoryStateStore::ReadRecords(
   return out;
 }
 
+absl::StatusOr<int64_t> MemoryStateStore::DeleteRecordsBefore(const std::string& kind,
+                                                              const std::string& before_key) {
+  if (absl::Status s = CheckRecordKey(kind, "x"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (failing_) return absl::UnavailableError("memory store: injected failure");
+  auto it = records_.find(kind);
+  if (it == records_.end()) return 0;
+  auto& by_key = it->second;
+  const auto end = by_key.lower_bound(before_key);
+  const int64_t n = std::distance(by_key.begin(), end);
+  by_key.erase(by_key.begin(), end);
+  return n;
+}
 
 absl::Status MemoryStateStore::PutJob(const v1::Job& job) {
   if (job.id() <= 0) return absl::InvalidArgumentError("job.id must be > 0");
@@ -1079,6 +1097,29 @@ absl::StatusOr<std::vector<StoredRecord>> SqliteStateStore::ReadRecords(
         absl::StrCat("sqlite: record read failed: ", sqlite3_errmsg(db_->handle)));
   }
   return out;
+}
+
+absl::StatusOr<int64_t> SqliteStateStore::DeleteRecordsBefore(const std::string& kind,
+                                                              const std::string& before_key) {
+  if (absl::Status s = CheckRecordKey(kind, "x"); !s.ok()) return s;
+  Drain();  // after what was queued before
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_->handle, "DELETE FROM records WHERE kind = ? AND key < ?", -1,
+                         &stmt, nullptr) != SQLITE_OK) {
+    return absl::InternalError(absl::StrCat("sqlite: ", sqlite3_errmsg(db_->handle)));
+  }
+  sqlite3_bind_text(stmt, 1, kind.data(), static_cast<int>(kind.size()), SQLITE_TRANSIENT);
+  // A blob, as keys are written: they compare as bytes.
+  sqlite3_bind_blob(stmt, 2, before_key.data(), static_cast<int>(before_key.size()),
+                    SQLITE_TRANSIENT);
+  const int rc = sqlite3_step(stmt);
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) {
+    return absl::InternalError(
+        absl::StrCat("sqlite: record delete failed: ", sqlite3_errmsg(db_->handle)));
+  }
+  return static_cast<int64_t>(sqlite3_changes(db_->handle));
 }
 
 }  // namespace trainctl::coord

@@ -216,6 +216,15 @@ class StateStore {
   virtual absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
       const std::string& kind, const RecordQuery& query);
 
+  // Deletes the records of `kind` whose key is below `before_key` (byte
+  // order; empty: none), durable when it returns, after every write queued
+  // before it; returns how many went. For retention on time-ordered keys
+  // (AuditLog::Prune). Errors: INVALID_ARGUMENT for a bad kind;
+  // UNAVAILABLE / INTERNAL when the delete failed (nothing deleted). The
+  // default returns UNIMPLEMENTED.
+  virtual absl::StatusOr<int64_t> DeleteRecordsBefore(const std::string& kind,
+                                                      const std::string& before_key);
+
   // The cluster's id (RegisterAck.cluster_id): made (NewClusterId()) and
   // stored the first time it is asked of a new store, the same on every later
   // call and after reopening the same store; a new store has another. Agents
@@ -258,6 +267,8 @@ class MemoryStateStore : public StateStore {
                          const std::string& value) override;
   absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
       const std::string& kind, const RecordQuery& query) override;
+  absl::StatusOr<int64_t> DeleteRecordsBefore(const std::string& kind,
+                                              const std::string& before_key) override;
   void SetFailing(bool failing);
   // Made at the first call; the same for the store's life. Errors:
   // UNAVAILABLE while failing.
@@ -340,6 +351,9 @@ class SqliteStateStore : public StateStore {
                                                const std::string& value) override;
   absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
       const std::string& kind, const RecordQuery& query) override;
+  // One DELETE, after the queued writes are committed.
+  absl::StatusOr<int64_t> DeleteRecordsBefore(const std::string& kind,
+                                              const std::string& before_key) override;
   void HoldCommits() override;
   void ReleaseCommits() override;
 

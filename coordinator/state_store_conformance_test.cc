@@ -474,6 +474,29 @@ TEST_P(StateStoreConformanceTest, EnqueuePutRecord_WaitDurable_ThenRead) {
   EXPECT_EQ((*read)[0].value, "one");
 }
 
+// Retention: the keys below the bound go, that kind's only, queued writes
+// first; what is left survives a reopen.
+TEST_P(StateStoreConformanceTest, DeleteRecordsBefore_DeletesOnlyLowerKeysOfThatKind) {
+  StateStore* store = Open();
+  for (const char* key : {"05", "01", "03", "04", "02"}) {
+    TC_ASSERT_OK(store->PutRecord("audit", key, key));
+  }
+  TC_ASSERT_OK(store->PutRecord("tokens", "01", "t"));
+  auto queued = store->EnqueuePutRecord("audit", "00", "queued");
+  TC_ASSERT_OK(queued);
+  auto deleted = store->DeleteRecordsBefore("audit", "03");
+  TC_ASSERT_OK(deleted);
+  EXPECT_EQ(*deleted, 3);  // 00 (queued before the delete), 01, 02
+  store = Open();
+  EXPECT_THAT(KeysOf(*store->ReadRecords("audit", {})),
+              ::testing::ElementsAre("03", "04", "05"));
+  EXPECT_THAT(KeysOf(*store->ReadRecords("tokens", {})), ::testing::ElementsAre("01"));
+  EXPECT_EQ(*store->DeleteRecordsBefore("audit", ""), 0);
+  EXPECT_EQ(*store->DeleteRecordsBefore("unknown_kind", "99"), 0);
+  EXPECT_THAT(store->DeleteRecordsBefore("Bad/kind", "99"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("kind")));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StateStoreConformanceTest,
                          ::testing::Values("memory", "sqlite", "etcd"));
 

@@ -73,6 +73,7 @@ TEST_F(EtcdTest, Campaign_SecondCandidateWaitsUntilTheLeaderResigns) {
   EXPECT_EQ(*(*a)->CurrentLeader(), "10.0.0.1:50051");
   EtcdStateStore a_store(conn_.get(), "/t/", (*a)->fence());
   TC_ASSERT_OK(a_store.PutJob(MakeJob(1)));
+  TC_ASSERT_OK(a_store.PutRecord("audit", "01", "event"));
 
   auto b = LeaderElection::Create(conn_.get(), "/t/leader", absl::Seconds(2));
   ASSERT_THAT(b, IsOk());
@@ -97,7 +98,11 @@ TEST_F(EtcdTest, Campaign_SecondCandidateWaitsUntilTheLeaderResigns) {
   job.set_state(v1::JOB_STATE_CANCELLED);
   EXPECT_THAT(deposed.PutJob(job),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no longer the leader")));
+  EXPECT_THAT(deposed.DeleteRecordsBefore("audit", "99"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nothing was deleted")));
   EtcdStateStore b_store(conn_.get(), "/t/", (*b)->fence());
+  EXPECT_THAT(*b_store.ReadRecords("audit", {}), SizeIs(1));
+  EXPECT_EQ(*b_store.DeleteRecordsBefore("audit", "99"), 1);
   auto state = b_store.Load();
   ASSERT_THAT(state, IsOk());
   ASSERT_THAT(state->jobs, SizeIs(1));

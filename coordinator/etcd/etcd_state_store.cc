@@ -259,6 +259,41 @@ absl::Status EtcdStateStore::PutRecord(const std::string& kind, const std::strin
   return Put(absl::StrCat(prefix_, "records/", kind, "/", key), value);
 }
 
+absl::StatusOr<int64_t> EtcdStateStore::DeleteRecordsBefore(const std::string& kind,
+                                                            const std::string& before_key) {
+  if (absl::Status s = CheckRecordKey(kind, "x"); !s.ok()) return s;
+  if (before_key.empty()) return 0;
+  const std::string base = absl::StrCat(prefix_, "records/", kind, "/");
+  etcdserverpb::DeleteRangeRequest del;
+  del.set_key(base);
+  del.set_range_end(base + before_key);
+  const std::string what = absl::StrCat("delete ", base, " before ", before_key);
+  grpc::ClientContext ctx;
+  SetEtcdDeadline(&ctx);
+  if (!fence_.has_value()) {
+    etcdserverpb::DeleteRangeResponse resp;
+    grpc::Status s = conn_->kv->DeleteRange(&ctx, del, &resp);
+    if (!s.ok()) return EtcdError(s, what);
+    return resp.deleted();
+  }
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* cmp = txn.add_compare();
+  cmp->set_result(etcdserverpb::Compare::EQUAL);
+  cmp->set_target(etcdserverpb::Compare::CREATE);
+  cmp->set_key(fence_->key);
+  cmp->set_create_revision(fence_->create_revision);
+  *txn.add_success()->mutable_request_delete_range() = std::move(del);
+  etcdserverpb::TxnResponse resp;
+  grpc::Status s = conn_->kv->Txn(&ctx, txn, &resp);
+  if (!s.ok()) return EtcdError(s, what);
+  if (!resp.succeeded()) {
+    return absl::UnavailableError(absl::StrCat(
+        what, ": this coordinator is no longer the leader (its election key ", fence_->key,
+        " is gone); nothing was deleted"));
+  }
+  return resp.responses(0).response_delete_range().deleted();
+}
+
 absl::StatusOr<std::vector<StoredRecord>> EtcdStateStore::ReadRecords(
     const std::string& kind, const RecordQuery& query) {
   if (absl::Status s = CheckRecordKey(kind, "x"); !s.ok()) return s;

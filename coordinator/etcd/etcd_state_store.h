@@ -78,11 +78,14 @@ class EtcdStateStore : public StateStore {
   // Records: one key per record, `<prefix>records/<kind>/<key>`, a (fenced)
   // put each. ReadRecords reads them at one revision, in pages of
   // `page_size` (newest_first with a limit: one descending range).
-  // Errors: as PutJob's; ReadRecords' as ReadMetrics'.
+  // DeleteRecordsBefore is one (fenced) DeleteRange. Errors: as PutJob's;
+  // ReadRecords' as ReadMetrics'.
   absl::Status PutRecord(const std::string& kind, const std::string& key,
                          const std::string& value) override;
   absl::StatusOr<std::vector<StoredRecord>> ReadRecords(
       const std::string& kind, const RecordQuery& query) override;
+  absl::StatusOr<int64_t> DeleteRecordsBefore(const std::string& kind,
+                                              const std::string& before_key) override;
 
   // `<prefix>meta/cluster_id`, created by the first coordinator that asks
   // (one transaction: create if absent, else read), so every coordinator of

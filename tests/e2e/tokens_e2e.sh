@@ -119,6 +119,24 @@ expect_fail "carol token create" "only an admin" as "$CAROL" token create --user
 expect_fail "bad --expires" "--expires" as "$OPS" token create --user x --expires 3parsecs
 ok "non-admins are refused token list, audit and token create; a bad --expires is a usage error"
 
+# 8b. Retention: restarted with --audit-retention 1s, the coordinator
+# deletes the older events at start-up and keeps the newest, and the
+# numbering goes on from it. A malformed retention is refused at start.
+set +e; out=$("$BIN/trainctl-coordinator" --audit-retention 1y 2>&1); rc=$?; set -e
+[[ $rc != 0 && $out == *"--audit-retention"* && $out == *"1y"* ]] \
+  || fail "--audit-retention 1y: rc=$rc '$out'"
+sleep 1.1  # wall time for the events to be older than the retention, not a wait for state
+kill "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
+start_coordinator main --tokens-file "$WORK/tokens.txtpb" --audit-retention 1s
+ADDR=127.0.0.1:$PORT
+events() { as "$OPS" audit -o json | json '",".join("%s:%s" % (e["seq"], e["action"]) for e in d["events"])'; }
+WAIT_S=20 wait_until "the older audit events deleted" '[[ $(events) == "5:job.cancel_as" ]]'
+as "$OPS" token revoke "$CAROL_ID" >/dev/null || fail "revoke after pruning"
+[[ $(events) == "5:job.cancel_as,6:token.revoke" ]] || fail "after pruning: $(events)"
+grep -q "audit retention: deleted 4 events older than 1s" "$WORK/main.log" \
+  || fail "no retention line in the coordinator's log"
+ok "--audit-retention 1s: the 4 older events deleted at start-up, the newest kept, numbering goes on (6)"
+
 # 9. Without authentication a job is charged to the submitting account (the
 # password database), never to nobody; the coordinator takes it.
 start_coordinator insecure
