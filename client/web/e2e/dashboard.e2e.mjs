@@ -354,6 +354,21 @@ try {
   table = cliNodes();
   if (!/^web-node-b\*?\s+ready\s/m.test(table) || /^web-node-b: /m.test(table)) throw new Error(`trainctl nodes after the resume:\n${table}`);
   ok("resumed web-node-b from the page: ready again, no reason; trainctl nodes agrees");
+  // Down (Slurm's state=DOWN): the same form without a deadline.
+  await nodeB.getByTestId("node-down").click();
+  if (await nodeB.getByTestId("drain-deadline").isVisible()) throw new Error("the down form offers a deadline");
+  await nodeB.getByTestId("drain-submit").filter({ hasText: "Down now" }).click();
+  await nodeB.getByTestId("node-action-error").filter({ hasText: "a reason is required" }).waitFor();
+  await nodeB.getByTestId("drain-reason").fill("web-e2e PSU smoke");
+  await nodeB.getByTestId("drain-submit").click();
+  await stateB.filter({ hasText: /^down$/ }).waitFor();
+  await why.filter({ hasText: /^DOWN (by \S+ )?\d+s ago: web-e2e PSU smoke$/ }).waitFor();
+  if ((await nodeB.getByTestId("node-down").count()) !== 0) throw new Error("a down node offers Down again");
+  table = cliNodes();
+  if (!/^web-node-b\*?\s+down\s/m.test(table) || !/^web-node-b: DOWN .*ago: web-e2e PSU smoke/m.test(table)) throw new Error(`trainctl nodes after the down:\n${table}`);
+  await nodeB.getByTestId("node-resume").click();
+  await stateB.filter({ hasText: /^ready$/ }).waitFor();
+  ok(`downed web-node-b from the page: "down", "DOWN ... web-e2e PSU smoke" in trainctl nodes; resumed again`);
 
   // A non-admin's token: the gateway's answer as the coordinator words it
   // (this cluster runs without --tokens-file, so every caller is an admin
@@ -377,7 +392,7 @@ try {
   await refusal.waitFor();
   const refusalText = await refusal.textContent();
   await page.getByTestId("node-actions-note").filter({ hasText: "node actions need an admin token" }).waitFor();
-  await until("no node action buttons", async () => (await page.getByTestId("node-drain").count()) + (await page.getByTestId("node-resume").count()) === 0);
+  await until("no node action buttons", async () => (await page.getByTestId("node-drain").count()) + (await page.getByTestId("node-down").count()) + (await page.getByTestId("node-resume").count()) === 0);
   if (sentAuth !== "Bearer web-e2e-user") throw new Error(`the drain carried authorization ${JSON.stringify(sentAuth)}`);
   await page.reload();
   await page.getByTestId("node").nth(1).waitFor();

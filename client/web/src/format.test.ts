@@ -5,6 +5,7 @@ import {
   NdjsonSplitter,
   base64ToBytes,
   checkDrainForm,
+  checkDownForm,
   filterJobs,
   formatAge,
   formatBytes,
@@ -13,7 +14,7 @@ import {
   jobStateLabel,
   jobUtilization,
   logTickLabel,
-  nodeAction,
+  nodeActions,
   nodeAdminLine,
   nodeShownState,
   paramAxis,
@@ -257,10 +258,11 @@ describe("node admin state", () => {
     expect(nodeAdminLine(drain({ state: "NODE_ADMIN_STATE_UNSPECIFIED" }), NOW)).toBe("");
   });
 
-  it("offers Drain in service and Resume once out of it", () => {
-    expect(nodeAction(view("NODE_STATE_READY", "NODE_SERVICE_STATE_IN_SERVICE"))).toBe("drain");
-    expect(nodeAction(view("NODE_STATE_LOST", "NODE_SERVICE_STATE_IN_SERVICE"))).toBe("drain");
-    for (const s of ["DRAINING", "DRAINED", "DOWN"]) expect(nodeAction(view("NODE_STATE_READY", `NODE_SERVICE_STATE_${s}`, drain()))).toBe("resume");
+  it("offers Drain and Down in service, Resume and Down while draining, Resume once down", () => {
+    expect(nodeActions(view("NODE_STATE_READY", "NODE_SERVICE_STATE_IN_SERVICE"))).toEqual(["drain", "down"]);
+    expect(nodeActions(view("NODE_STATE_LOST", "NODE_SERVICE_STATE_IN_SERVICE"))).toEqual(["drain", "down"]);
+    for (const s of ["DRAINING", "DRAINED"]) expect(nodeActions(view("NODE_STATE_READY", `NODE_SERVICE_STATE_${s}`, drain()))).toEqual(["resume", "down"]);
+    expect(nodeActions(view("NODE_STATE_READY", "NODE_SERVICE_STATE_DOWN", drain()))).toEqual(["resume"]);
   });
 });
 
@@ -299,5 +301,10 @@ describe("drain form", () => {
     expect(checkDrainForm("swap PSU", "soon")).toEqual({ error: 'deadline "soon" is not a duration (e.g. 30m, 2h, 1h30m), or empty for none' });
     expect(checkDrainForm("x".repeat(1025), "")).toEqual({ error: "the reason is longer than 1024 bytes" });
     expect(checkDrainForm("é".repeat(512), "")).toEqual({ reason: "é".repeat(512), deadline_s: 0 }); // 1024 bytes
+  });
+  it("takes a down with the same reason rules and no deadline", () => {
+    expect(checkDownForm("  PSU on fire ")).toEqual({ reason: "PSU on fire" });
+    expect(checkDownForm("")).toEqual({ error: "a reason is required (it is shown to users whose jobs wait)" });
+    expect(checkDownForm("x".repeat(1025))).toEqual({ error: "the reason is longer than 1024 bytes" });
   });
 });

@@ -285,13 +285,24 @@ export function nodeAdminLine(admin: NodeAdmin | null | undefined, nowMs: number
   return out;
 }
 
+/** A node admin button of the cluster view. */
+export type NodeButton = "drain" | "down" | "resume";
+
 /**
- * Which admin button a node gets: "resume" when it is out of service
- * (draining, drained or down), else "drain".
+ * Which admin buttons a node gets, as Slurm's node states allow them: in
+ * service, Drain and Down; draining or drained, Resume and Down (stop what
+ * still runs there now); down, Resume.
  */
-export function nodeAction(v: Pick<NodeView, "service_state">): "drain" | "resume" {
-  const out = ["NODE_SERVICE_STATE_DRAINING", "NODE_SERVICE_STATE_DRAINED", "NODE_SERVICE_STATE_DOWN"];
-  return out.includes(v.service_state ?? "") ? "resume" : "drain";
+export function nodeActions(v: Pick<NodeView, "service_state">): NodeButton[] {
+  switch (v.service_state) {
+    case "NODE_SERVICE_STATE_DOWN":
+      return ["resume"];
+    case "NODE_SERVICE_STATE_DRAINING":
+    case "NODE_SERVICE_STATE_DRAINED":
+      return ["resume", "down"];
+    default:
+      return ["drain", "down"];
+  }
 }
 
 /**
@@ -316,16 +327,33 @@ export function parseDeadline(text: string): number | null {
   return seconds >= 1 ? seconds : null;
 }
 
+/** A node admin reason as typed: required, at most 1024 bytes (the coordinator's limit). */
+function checkReason(reason: string): string | { error: string } {
+  const r = reason.trim();
+  if (r === "") return { error: "a reason is required (it is shown to users whose jobs wait)" };
+  if (new TextEncoder().encode(r).length > 1024) return { error: "the reason is longer than 1024 bytes" };
+  return r;
+}
+
 /**
  * Checks the drain form: a reason is required (at most 1024 bytes, as the
  * coordinator allows), the deadline optional (parseDeadline). Returns what
  * UpdateNodes gets, or an error message for the user.
  */
 export function checkDrainForm(reason: string, deadline: string): { reason: string; deadline_s: number } | { error: string } {
-  const r = reason.trim();
-  if (r === "") return { error: "a reason is required (it is shown to users whose jobs wait)" };
-  if (new TextEncoder().encode(r).length > 1024) return { error: "the reason is longer than 1024 bytes" };
+  const r = checkReason(reason);
+  if (typeof r !== "string") return r;
   const d = parseDeadline(deadline);
   if (d === null) return { error: `deadline "${deadline.trim()}" is not a duration (e.g. 30m, 2h, 1h30m), or empty for none` };
   return { reason: r, deadline_s: d };
+}
+
+/**
+ * Checks the form in its Down mode (no deadline: down stops what runs on
+ * the node at once, Slurm's state=DOWN): the reason as for a drain.
+ * Returns what UpdateNodes gets, or an error message for the user.
+ */
+export function checkDownForm(reason: string): { reason: string } | { error: string } {
+  const r = checkReason(reason);
+  return typeof r === "string" ? { reason: r } : r;
 }

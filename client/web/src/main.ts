@@ -27,7 +27,9 @@ import {
   isFinalState,
   jobStateLabel,
   jobUtilization,
-  nodeAction,
+  nodeActions,
+  checkDownForm,
+  type NodeButton,
   nodeAdminLine,
   nodeShownState,
   paramNames,
@@ -150,7 +152,7 @@ function gpuTile(v: NodeView, i: number): HTMLElement {
   );
 }
 
-// Node admin actions (drain, resume). There is no whoami API: the buttons
+// Node admin actions (drain, down, resume). There is no whoami API: the buttons
 // show until the coordinator answers PERMISSION_DENIED, then stay hidden for
 // the session while the token box holds the token that was refused.
 const DENIED_KEY = "trainctl.nodeActionsDeniedFor";
@@ -171,9 +173,11 @@ function nodeCard(name: string, refresh: () => void, denied: () => void): NodeCa
   const reason = h("input", { name: "reason", size: 32, placeholder: "reason (required), e.g. swap PSU", "data-testid": "drain-reason" });
   const deadline = h("input", { name: "deadline", size: 14, placeholder: "deadline: 30m, 2h", "data-testid": "drain-deadline", title: "Optional: after this long, what still runs on the node is requeued (no restart used). Empty: running jobs finish." });
   const submit = h("button", { type: "submit", class: "danger", "data-testid": "drain-submit" }, "Drain");
+  // The form drains (reason, optional deadline) or downs (reason only).
+  let mode: "drain" | "down" = "drain";
   const setError = (text: string) => (msg.textContent = text);
   // Runs one UpdateNodes call from `button`; on success refreshes the view.
-  const act = async (button: HTMLButtonElement, action: "NODE_ACTION_DRAIN" | "NODE_ACTION_RESUME", reasonText = "", deadlineS = 0) => {
+  const act = async (button: HTMLButtonElement, action: "NODE_ACTION_DRAIN" | "NODE_ACTION_RESUME" | "NODE_ACTION_DOWN", reasonText = "", deadlineS = 0) => {
     button.disabled = true;
     setError("");
     try {
@@ -182,7 +186,7 @@ function nodeCard(name: string, refresh: () => void, denied: () => void): NodeCa
       reason.value = deadline.value = "";
       refresh();
     } catch (e) {
-      setError(`${action === "NODE_ACTION_DRAIN" ? "drain" : "resume"} failed: ${e instanceof Error ? e.message : String(e)}`);
+      setError(`${action.replace("NODE_ACTION_", "").toLowerCase()} failed: ${e instanceof Error ? e.message : String(e)}`);
       if (api.isPermissionDenied(e)) {
         sessionStorage.setItem(DENIED_KEY, api.getToken());
         form.hidden = true;
@@ -200,6 +204,11 @@ function nodeCard(name: string, refresh: () => void, denied: () => void): NodeCa
       "data-testid": "drain-form",
       onsubmit: (e: Event) => {
         e.preventDefault();
+        if (mode === "down") {
+          const checked = checkDownForm(reason.value);
+          if ("error" in checked) return setError(checked.error);
+          return void act(submit, "NODE_ACTION_DOWN", checked.reason);
+        }
         const checked = checkDrainForm(reason.value, deadline.value);
         if ("error" in checked) return setError(checked.error);
         void act(submit, "NODE_ACTION_DRAIN", checked.reason, checked.deadline_s);
@@ -210,16 +219,31 @@ function nodeCard(name: string, refresh: () => void, denied: () => void): NodeCa
     submit,
     h("button", { type: "button", onclick: () => ((form.hidden = true), setError("")) }, "Cancel"),
   );
+  // Opens the form for a drain or a down.
+  const open = (m: "drain" | "down") => {
+    mode = m;
+    deadline.hidden = m === "down";
+    submit.textContent = m === "down" ? "Down now" : "Drain";
+    setError("");
+    form.hidden = false;
+    reason.focus();
+  };
   const drainButton = h(
     "button",
-    { "data-testid": "node-drain", title: "No new jobs on this node; running jobs finish (admins)", onclick: () => ((form.hidden = false), reason.focus()) },
+    { "data-testid": "node-drain", title: "No new jobs on this node; running jobs finish (admins)", onclick: () => open("drain") },
     "Drain…",
+  );
+  const downButton = h(
+    "button",
+    { "data-testid": "node-down", class: "danger", title: "Out of service now: what runs there is stopped and requeued, no restart used (admins)", onclick: () => open("down") },
+    "Down…",
   );
   const resumeButton: HTMLButtonElement = h(
     "button",
     { "data-testid": "node-resume", title: "Put the node back in service (admins)", onclick: () => void act(resumeButton, "NODE_ACTION_RESUME") },
     "Resume",
   );
+  const byAction: Record<NodeButton, HTMLElement> = { drain: drainButton, down: downButton, resume: resumeButton };
   let shown = "";
   return {
     section: h("section", { class: "node", "data-testid": "node", "data-node": name }, head, reasonLine, h("div", { class: "node-actions" }, buttons, form, msg), tiles),
@@ -236,13 +260,13 @@ function nodeCard(name: string, refresh: () => void, denied: () => void): NodeCa
       const line = nodeAdminLine(v.node.admin, nowMs);
       reasonLine.textContent = line;
       reasonLine.hidden = line === "";
-      // The buttons change only with the action they offer, so a click in
+      // The buttons change only with the actions they offer, so a click in
       // flight or an open form is not disturbed by a refresh.
-      const action = isDenied ? "" : nodeAction(v);
-      if (action !== shown) {
-        shown = action;
-        fill(buttons, action === "drain" ? drainButton : action === "resume" ? resumeButton : null);
-        if (action !== "drain") form.hidden = true;
+      const actions = isDenied ? [] : nodeActions(v);
+      if (actions.join(",") !== shown) {
+        shown = actions.join(",");
+        fill(buttons, actions.map((a) => byAction[a]));
+        if (!actions.includes(mode)) form.hidden = true;
       }
       fill(tiles, (v.node.gpus ?? []).map((_, i) => gpuTile(v, i)));
     },
@@ -254,7 +278,7 @@ function clusterView(): Cleanup {
   const note = h(
     "p",
     { class: "small", "data-testid": "node-actions-note", hidden: true },
-    "node actions need an admin token: the coordinator refused this token's drain or resume (put an admin's token in the token box to get the buttons back)",
+    "node actions need an admin token: the coordinator refused this token's drain, down or resume (put an admin's token in the token box to get the buttons back)",
   );
   const list = h("div", {});
   fill(view, h("h2", {}, "Cluster"), h("p", { class: "legend" }, "Tile colour: GPU utilization, ",
