@@ -168,7 +168,7 @@ function nodeCard(name: string, refresh: () => void, denied: () => void): NodeCa
   const head = h("h3", {});
   const reasonLine = h("div", { class: "admin-reason", "data-testid": "node-reason", hidden: true });
   const tiles = h("div", { class: "tiles" });
-  const buttons = h("span", {});
+  const buttons = h("span", { class: "node-buttons" });
   const msg = h("span", { class: "status error", "data-testid": "node-action-error" });
   const reason = h("input", { name: "reason", size: 32, placeholder: "reason (required), e.g. swap PSU", "data-testid": "drain-reason" });
   const deadline = h("input", { name: "deadline", size: 14, placeholder: "deadline: 30m, 2h", "data-testid": "drain-deadline", title: "Optional: after this long, what still runs on the node is requeued (no restart used). Empty: running jobs finish." });
