@@ -1227,7 +1227,11 @@ GrpcCoordinatorServices::GrpcCoordinatorServices(Coordinator* core,
     : sessions_(std::make_unique<SessionRelay>(RelayHooks(core, security.audit), sessions)),
       user_(std::make_unique<UserApi>(core, security, sessions_.get())),
       agent_(std::make_unique<AgentApi>(core, security.require_agent_cert, sessions_.get())),
-      rendezvous_(std::make_unique<RendezvousApi>(core)) {}
+      rendezvous_(std::make_unique<RendezvousApi>(core)) {
+  // Interactive jobs that outlived a restart of ours: their idle clocks go on.
+  sessions_->AdoptInteractiveJobs(
+      core->ListJobs({v1::JOB_STATE_RUNNING}, std::numeric_limits<int>::max()));
+}
 
 GrpcCoordinatorServices::~GrpcCoordinatorServices() = default;
 

@@ -154,10 +154,7 @@ absl::StatusOr<std::string> SessionRelay::Open(const Principal& who,
     e.open_deadline = clock_->Now() + options_.open_timeout;
     // A session into a job waiting for its grace keeps it.
     job_ends_.erase(open.job_id());
-    const absl::Duration idle_timeout =
-        hooks_.idle_timeout ? hooks_.idle_timeout(job->spec())
-        : job->spec().idle_timeout_ms() > 0 ? absl::Milliseconds(job->spec().idle_timeout_ms())
-                                            : absl::InfiniteDuration();
+    const absl::Duration idle_timeout = JobIdleTimeout(job->spec());
     if (job->spec().interactive() && idle_timeout < absl::InfiniteDuration()) {
       IdleClock& clock = idle_[open.job_id()];
       if (clock.timeout == absl::ZeroDuration()) clock.timeout = idle_timeout;
@@ -413,6 +410,26 @@ void SessionRelay::EndLocked(std::map<std::string, Entry>::iterator it,
                              const absl::Status& status) {
   it->second.client->End(status);
   sessions_.erase(it);
+}
+
+absl::Duration SessionRelay::JobIdleTimeout(const v1::JobSpec& spec) const {
+  if (hooks_.idle_timeout) return hooks_.idle_timeout(spec);
+  return spec.idle_timeout_ms() > 0 ? absl::Milliseconds(spec.idle_timeout_ms())
+                                    : absl::InfiniteDuration();
+}
+
+void SessionRelay::AdoptInteractiveJobs(const std::vector<v1::Job>& running) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::Job& job : running) {
+    if (!job.spec().interactive() || job.state() != v1::JOB_STATE_RUNNING) continue;
+    const absl::Duration timeout = JobIdleTimeout(job.spec());
+    if (timeout == absl::InfiniteDuration() || idle_.count(job.id()) > 0) continue;
+    IdleClock& clock = idle_[job.id()];
+    clock.timeout = timeout;
+    clock.last_activity = clock_->Now();
+    TC_LOG_INFO("job {}: interactive, no session since the restart; idle clock started ({})",
+                job.id(), absl::FormatDuration(timeout));
+  }
 }
 
 void SessionRelay::TimerLoop() {

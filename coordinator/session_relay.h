@@ -27,7 +27,8 @@
 // (reason "idle for ...", what `describe` shows); a warning line goes to its
 // terminals first, min(timeout / 10, 5 min) before. GPU activity counts as
 // activity. The idle clocks live in memory: a coordinator restart starts
-// them again.
+// them again, from the restart, for every interactive job still running
+// (AdoptInteractiveJobs), whose sessions the restart ended.
 //
 // `trainctl shell` sessions (SessionOpen.end_job_with_session) also end
 // their job: when the command exits, at once; when the client went away,
@@ -40,6 +41,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -162,6 +164,13 @@ class SessionRelay {
   // dropped.
   void FromAgent(const std::string& node, v1::SessionFromAgent msg);
 
+  // At start-up: starts an idle clock, from now, for each of `running` that
+  // is interactive with an idle timeout and has none yet, so a `trainctl
+  // shell` job whose sessions a coordinator restart ended still idles out
+  // instead of holding its GPUs until its time limit. Other jobs are
+  // ignored.
+  void AdoptInteractiveJobs(const std::vector<v1::Job>& running) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Applies every timer due at the clock's now: opens the agent never
   // answered past open_timeout (DEADLINE_EXCEEDED), idle warnings and idle
   // ends, shell jobs whose grace has passed (Hooks::end_job, called without
@@ -193,6 +202,9 @@ class SessionRelay {
     absl::Time open_deadline;
   };
 
+  // The idle timeout of a job of `spec` (Hooks::idle_timeout, else the
+  // spec's own); absl::InfiniteDuration() for none.
+  absl::Duration JobIdleTimeout(const v1::JobSpec& spec) const;
   // Ends session `it` for the client with `status` and forgets it.
   void EndLocked(std::map<std::string, Entry>::iterator it, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

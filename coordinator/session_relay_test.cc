@@ -496,6 +496,31 @@ TEST_F(SessionRelayTest, IdleClockTakesItsTimeoutFromTheHook) {
   EXPECT_THAT(asked, ::testing::ElementsAre(0, -1));
 }
 
+// After a coordinator restart no session is open, yet the interactive jobs
+// still run: their idle clocks start again from the restart, so an
+// abandoned shell does not hold its GPUs until its time limit.
+TEST_F(SessionRelayTest, AdoptedInteractiveJobIdlesOutAfterARestart) {
+  v1::Job shell = RunningJob(7, "alice", 1);
+  shell.mutable_spec()->set_interactive(true);
+  shell.mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
+  v1::Job never = RunningJob(8, "alice", 1);
+  never.mutable_spec()->set_interactive(true);
+  never.mutable_spec()->set_idle_timeout_ms(-1);
+  v1::Job batch = RunningJob(9, "alice", 1);
+  batch.mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
+  relay_.AdoptInteractiveJobs({shell, never, batch});
+  EXPECT_EQ(relay_.IdleClocks(), 1);
+  clock_.Advance(absl::Minutes(9) + absl::Seconds(59));
+  relay_.RunTimers();
+  EXPECT_FALSE(Ended());
+  clock_.Advance(absl::Seconds(1));
+  relay_.RunTimers();
+  absl::MutexLock lock(&mu_);
+  ASSERT_EQ(ended_.size(), 1u);
+  EXPECT_EQ(ended_[0].first, 7);
+  EXPECT_THAT(ended_[0].second, HasSubstr("idle for 10m"));
+}
+
 TEST_F(SessionRelayTest, BusyGpusKeepAnIdleTerminalsJob) {
   {
     absl::MutexLock lock(&mu_);

@@ -354,6 +354,35 @@ def main():
         fail("idle job %s: reason %r" % (idle, reason))
     ok("--idle-timeout 2s: a warning on the terminal, then job %s ends (%s)" % (idle, reason))
 
+    # 7. A coordinator restart ends every session but not the interactive
+    #    jobs: their idle clocks start again from the restart, so a shell
+    #    nobody comes back to still gives its GPU up.
+    p = spawn(alice, "shell", "--gpus", "1", "--idle-timeout", "3s", "--", "env", "PS1=R> ",
+              "sh", "-i")
+    p.expect(r"interactive job (\d+)")
+    held = p.match.group(1)
+    p.expect_exact("R> ")
+    coordinator = PROCS[0]
+    coordinator.kill()
+    coordinator.wait()
+    p.expect(pexpect.EOF)
+    p.close()
+    with open(coord_out, "w"):
+        pass  # the new coordinator's lines only
+    PROCS.append(subprocess.Popen(
+        [os.path.join(BIN, "trainctl-coordinator"),
+         "--listen", os.environ["TRAINCTL_COORDINATOR"],
+         "--state-dir", os.path.join(WORK, "state"),
+         "--tokens-file", os.path.join(WORK, "tokens.txtpb"), "--shell-grace", "1s"],
+        stdout=open(coord_out, "w"), stderr=open(os.path.join(WORK, "coord2.log"), "w")))
+    wait_until("restarted coordinator", lambda: file_match(coord_out, r"listening on port"))
+    wait_until("job %s ends after the restart" % held,
+               lambda: job(alice, held)["state"] == "JOB_STATE_CANCELLED")
+    reason = job(alice, held).get("reason", "")
+    if "idle for 3s" not in reason:
+        fail("job %s after the restart: reason %r" % (held, reason))
+    ok("after a coordinator restart job %s, with no session left, idles out (%s)" % (held, reason))
+
     print("%d passed, 0 failed" % PASSED)
 
 
