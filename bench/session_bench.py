@@ -312,6 +312,11 @@ class Stack:
                 "concurrent_wall_s": round(time.perf_counter() - t0, 3)}
 
 
+def median_of(rows, key):
+    """The median of rows' values at key, to 3 decimals."""
+    return round(statistics.median(row[key] for row in rows), 3)
+
+
 def header():
     """The machine and the time of the run."""
     return {"host": os.uname().nodename, "cpus": os.cpu_count(),
@@ -337,13 +342,11 @@ def single(bin_dir, rounds, forward_only):
         per_round.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
-    def med(key):
-        return round(statistics.median(row[key] for row in per_round), 3)
     result["port_forward"] = {
         "stream_bytes": STREAM_BYTES, "rounds": rounds, "floor_hops": FLOOR_HOPS,
-        "direct_mib_s_median": med("direct"), "floor_mib_s_median": med("floor"),
-        "forwarded_mib_s_median": med("forward"), "ratio_median": med("ratio"),
-        "floor_ratio_median": med("floor_ratio"), "target_ratio": 0.5,
+        "direct_mib_s_median": median_of(per_round, "direct"), "floor_mib_s_median": median_of(per_round, "floor"),
+        "forwarded_mib_s_median": median_of(per_round, "forward"), "ratio_median": median_of(per_round, "ratio"),
+        "floor_ratio_median": median_of(per_round, "floor_ratio"), "target_ratio": 0.5,
         "per_round": per_round}
     result["port_forward"].update(st.concurrent())
     return result
@@ -374,20 +377,18 @@ def versus(old_dir, new_dir, rounds, skip_interactive):
         per_round.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
-    def med(key):
-        return round(statistics.median(row[key] for row in per_round), 3)
     result["port_forward"] = {
         "stream_bytes": STREAM_BYTES, "rounds": rounds,
         "order": "each round: a direct read and one through the relay floor chain (of "
                  "the old and the new stack's server in turn), then both forwarded "
                  "reads, old first in even rounds and new first in odd ones",
-        "floor_hops": FLOOR_HOPS, "floor_mib_s_median": med("floor"),
-        "floor_over_direct_median": med("floor_over_direct"),
-        "direct_mib_s_median": med("direct"), "old_mib_s_median": med("old"),
-        "new_mib_s_median": med("new"),
-        "new_over_old_median": med("new_over_old"),
-        "old_over_direct_median": med("old_over_direct"),
-        "new_over_direct_median": med("new_over_direct"),
+        "floor_hops": FLOOR_HOPS, "floor_mib_s_median": median_of(per_round, "floor"),
+        "floor_over_direct_median": median_of(per_round, "floor_over_direct"),
+        "direct_mib_s_median": median_of(per_round, "direct"), "old_mib_s_median": median_of(per_round, "old"),
+        "new_mib_s_median": median_of(per_round, "new"),
+        "new_over_old_median": median_of(per_round, "new_over_old"),
+        "old_over_direct_median": median_of(per_round, "old_over_direct"),
+        "new_over_direct_median": median_of(per_round, "new_over_direct"),
         "target_ratio": 0.5,
         "cpu_ms_per_mib_median": {
             s.name: dict({k: round(statistics.median(v), 3) for k, v in s.cpu_ms.items()},

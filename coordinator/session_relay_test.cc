@@ -1,6 +1,7 @@
 #include "coordinator/session_relay.h"
 
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,38 @@ class SessionRelayTest : public ::testing::Test {
   bool Ended() {
     absl::MutexLock lock(&mu_);
     return !ended_.empty();
+  }
+  // A relay whose shell jobs outlive their client by 60 s, with n0 connected.
+  std::unique_ptr<SessionRelay> GraceRelay() {
+    SessionRelay::Options opts = Opts();
+    opts.shell_grace = absl::Seconds(60);
+    auto relay = std::make_unique<SessionRelay>(Hooks(), opts);
+    relay->AgentConnected("n0", &n0_);
+    return relay;
+  }
+  // Job 1 made interactive with a 10 min idle timeout, and an exec session
+  // into its rank 0, started; its id.
+  std::string OpenIdleSession(FakeClient& client) {
+    {
+      absl::MutexLock lock(&mu_);
+      jobs_[1].mutable_spec()->set_interactive(true);
+      jobs_[1].mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
+    }
+    absl::StatusOr<std::string> id = relay_.Open({"alice", false}, Exec(1, 0), &client);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return "";
+    relay_.FromAgent("n0", FromAgent(*id, Started()));
+    return *id;
+  }
+  // A `trainctl shell` session into job 1 rank 0 (n0), started; its id.
+  std::string OpenShell(SessionRelay& relay, FakeClient& client) {
+    v1::SessionOpen o = Exec(1, 0);
+    o.set_end_job_with_session(true);
+    absl::StatusOr<std::string> id = relay.Open({"alice", false}, o, &client);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return "";
+    relay.FromAgent("n0", FromAgent(*id, Started()));
+    return *id;
   }
   static v1::SessionFromAgent FromAgent(const std::string& id, v1::SessionServerMessage p) {
     v1::SessionFromAgent m;
@@ -347,13 +380,8 @@ TEST_F(SessionRelayTest, AnAgentThatNeverAnswersEndsTheOpenWithDeadlineExceeded)
 }
 
 TEST_F(SessionRelayTest, ShellSessionEndsItsJobWhenItsCommandExits) {
-  FakeClient& client = NewClient();
-  v1::SessionOpen o = Exec(1, 0);
-  o.set_end_job_with_session(true);
-  auto id = relay_.Open({"alice", false}, o, &client);
-  ASSERT_TRUE(id.ok());
-  relay_.FromAgent("n0", FromAgent(*id, Started()));
-  relay_.FromAgent("n0", FromAgent(*id, Exit(3)));
+  const std::string id = OpenShell(relay_, NewClient());
+  relay_.FromAgent("n0", FromAgent(id, Exit(3)));
   absl::MutexLock lock(&mu_);
   ASSERT_EQ(ended_.size(), 1u);
   EXPECT_EQ(ended_[0].first, 1);
@@ -361,17 +389,9 @@ TEST_F(SessionRelayTest, ShellSessionEndsItsJobWhenItsCommandExits) {
 }
 
 TEST_F(SessionRelayTest, ShellJobEndsAfterTheGraceWhenItsClientGoes) {
-  SessionRelay::Options opts = Opts();
-  opts.shell_grace = absl::Seconds(60);
-  SessionRelay relay(Hooks(), opts);
-  relay.AgentConnected("n0", &n0_);
-  FakeClient& client = NewClient();
-  v1::SessionOpen o = Exec(1, 0);
-  o.set_end_job_with_session(true);
-  auto id = relay.Open({"alice", false}, o, &client);
-  ASSERT_TRUE(id.ok());
-  relay.FromAgent("n0", FromAgent(*id, Started()));
-  relay.ClientGone(*id);
+  std::unique_ptr<SessionRelay> grace = GraceRelay();
+  SessionRelay& relay = *grace;
+  relay.ClientGone(OpenShell(relay, NewClient()));
   clock_.Advance(absl::Seconds(59));
   relay.RunTimers();
   EXPECT_FALSE(Ended());  // `trainctl attach` may still take it back
@@ -387,34 +407,19 @@ TEST_F(SessionRelayTest, ShellJobEndsAfterTheGraceWhenItsClientGoes) {
 
 // A new session into the job within the grace (`trainctl attach`) keeps it.
 TEST_F(SessionRelayTest, AttachWithinTheGraceKeepsTheShellJob) {
-  SessionRelay::Options opts = Opts();
-  opts.shell_grace = absl::Seconds(60);
-  SessionRelay relay(Hooks(), opts);
-  relay.AgentConnected("n0", &n0_);
-  v1::SessionOpen o = Exec(1, 0);
-  o.set_end_job_with_session(true);
-  auto id = relay.Open({"alice", false}, o, &NewClient());
-  ASSERT_TRUE(id.ok());
-  relay.FromAgent("n0", FromAgent(*id, Started()));
-  relay.ClientGone(*id);
+  std::unique_ptr<SessionRelay> relay = GraceRelay();
+  relay->ClientGone(OpenShell(*relay, NewClient()));
   clock_.Advance(absl::Seconds(30));
-  ASSERT_TRUE(relay.Open({"alice", false}, o, &NewClient()).ok());
+  OpenShell(*relay, NewClient());  // `trainctl attach`
   clock_.Advance(absl::Minutes(5));
-  relay.RunTimers();
+  relay->RunTimers();
   EXPECT_FALSE(Ended());
-  EXPECT_EQ(relay.PendingJobEnds(), 0);
+  EXPECT_EQ(relay->PendingJobEnds(), 0);
 }
 
 TEST_F(SessionRelayTest, IdleInteractiveJobIsWarnedThenEndedWithTheReason) {
-  {
-    absl::MutexLock lock(&mu_);
-    jobs_[1].mutable_spec()->set_interactive(true);
-    jobs_[1].mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
-  }
   FakeClient& client = NewClient();
-  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
-  ASSERT_TRUE(id.ok());
-  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  const std::string id = OpenIdleSession(client);
   EXPECT_EQ(relay_.IdleClocks(), 1);
   // The warning is due min(timeout / 10, 5 min) = 1 min before the end.
   clock_.Advance(absl::Minutes(8) + absl::Seconds(59));
@@ -444,19 +449,12 @@ TEST_F(SessionRelayTest, IdleInteractiveJobIsWarnedThenEndedWithTheReason) {
 
 // Input restarts the idle clock: the warning and the end move with it.
 TEST_F(SessionRelayTest, InputRestartsTheIdleClock) {
-  {
-    absl::MutexLock lock(&mu_);
-    jobs_[1].mutable_spec()->set_interactive(true);
-    jobs_[1].mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
-  }
   FakeClient& client = NewClient();
-  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
-  ASSERT_TRUE(id.ok());
-  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  const std::string id = OpenIdleSession(client);
   clock_.Advance(absl::Minutes(9) + absl::Seconds(30));
   v1::SessionClientMessage key;
   key.set_stdin("x");
-  ASSERT_TRUE(relay_.FromClient(*id, key).ok());
+  ASSERT_TRUE(relay_.FromClient(id, key).ok());
   clock_.Advance(absl::Minutes(8));
   relay_.RunTimers();
   EXPECT_EQ(client.got().size(), 1u);  // no warning: 8 min since the key
@@ -524,14 +522,10 @@ TEST_F(SessionRelayTest, AdoptedInteractiveJobIdlesOutAfterARestart) {
 TEST_F(SessionRelayTest, BusyGpusKeepAnIdleTerminalsJob) {
   {
     absl::MutexLock lock(&mu_);
-    jobs_[1].mutable_spec()->set_interactive(true);
-    jobs_[1].mutable_spec()->set_idle_timeout_ms(absl::ToInt64Milliseconds(absl::Minutes(10)));
     gpus_idle_ = false;
   }
   FakeClient& client = NewClient();
-  auto id = relay_.Open({"alice", false}, Exec(1, 0), &client);
-  ASSERT_TRUE(id.ok());
-  relay_.FromAgent("n0", FromAgent(*id, Started()));
+  OpenIdleSession(client);
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(absl::Minutes(10));
     relay_.RunTimers();

@@ -21,6 +21,16 @@ EtcdStateStore::EtcdStateStore(EtcdConnection* conn, std::string prefix,
       fence_(std::move(fence)),
       page_size_(page_size) {}
 
+etcdserverpb::TxnRequest EtcdStateStore::FencedTxn() const {
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* cmp = txn.add_compare();
+  cmp->set_result(etcdserverpb::Compare::EQUAL);
+  cmp->set_target(etcdserverpb::Compare::CREATE);
+  cmp->set_key(fence_->key);
+  cmp->set_create_revision(fence_->create_revision);
+  return txn;
+}
+
 absl::Status EtcdStateStore::Put(const std::string& key, const std::string& value) {
   grpc::ClientContext ctx;
   SetEtcdDeadline(&ctx);
@@ -32,12 +42,7 @@ absl::Status EtcdStateStore::Put(const std::string& key, const std::string& valu
     grpc::Status s = conn_->kv->Put(&ctx, req, &resp);
     return s.ok() ? absl::OkStatus() : EtcdError(s, absl::StrCat("put ", key));
   }
-  etcdserverpb::TxnRequest txn;
-  etcdserverpb::Compare* cmp = txn.add_compare();
-  cmp->set_result(etcdserverpb::Compare::EQUAL);
-  cmp->set_target(etcdserverpb::Compare::CREATE);
-  cmp->set_key(fence_->key);
-  cmp->set_create_revision(fence_->create_revision);
+  etcdserverpb::TxnRequest txn = FencedTxn();
   etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);
@@ -276,12 +281,7 @@ absl::StatusOr<int64_t> EtcdStateStore::DeleteRecordsBefore(const std::string& k
     if (!s.ok()) return EtcdError(s, what);
     return resp.deleted();
   }
-  etcdserverpb::TxnRequest txn;
-  etcdserverpb::Compare* cmp = txn.add_compare();
-  cmp->set_result(etcdserverpb::Compare::EQUAL);
-  cmp->set_target(etcdserverpb::Compare::CREATE);
-  cmp->set_key(fence_->key);
-  cmp->set_create_revision(fence_->create_revision);
+  etcdserverpb::TxnRequest txn = FencedTxn();
   *txn.add_success()->mutable_request_delete_range() = std::move(del);
   etcdserverpb::TxnResponse resp;
   grpc::Status s = conn_->kv->Txn(&ctx, txn, &resp);

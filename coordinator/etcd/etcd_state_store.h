@@ -95,6 +95,9 @@ class EtcdStateStore : public StateStore {
 
  private:
   absl::Status Put(const std::string& key, const std::string& value);
+  // A transaction whose success branch runs only while fence_ (set) still
+  // holds: its key exists with the creation revision we campaigned with.
+  etcdserverpb::TxnRequest FencedTxn() const;
   // Calls `on_value(value)` for every key under `prefix`, at `revision`
   // (0: the latest; set to the revision read).
   absl::Status ForEach(const std::string& prefix, int64_t* revision,

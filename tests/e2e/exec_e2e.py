@@ -108,6 +108,17 @@ def job(token, job_id):
     return d.get("job", d)
 
 
+def wait_cancelled(token, job_id, because, when):
+    """Waits for job_id to be CANCELLED with `because` in its reason (fails
+    naming `when` otherwise); returns the reason."""
+    wait_until("job %s ends (%s)" % (job_id, when),
+               lambda: job(token, job_id)["state"] == "JOB_STATE_CANCELLED")
+    reason = job(token, job_id).get("reason", "")
+    if because not in reason:
+        fail("job %s (%s): reason %r, not %r" % (job_id, when, reason, because))
+    return reason
+
+
 def wait_running(token, job_id, ranks=1):
     def running():
         j = job(token, job_id)
@@ -327,11 +338,7 @@ def main():
     p.expect_exact("KILLED> ")
     p.kill(signal.SIGKILL)
     p.close(force=True)
-    wait_until("job %s ends after its CLI was killed" % killed,
-               lambda: job(alice, killed)["state"] == "JOB_STATE_CANCELLED")
-    reason = job(alice, killed).get("reason", "")
-    if "went away" not in reason:
-        fail("killed shell's job %s: reason %r" % (killed, reason))
+    reason = wait_cancelled(alice, killed, "went away", "after its CLI was killed")
     if any(t.get("state") == "TASK_STATE_RUNNING" for t in job(alice, killed).get("tasks", [])):
         fail("killed shell's job %s still has a running task" % killed)
     ok("killing the shell's CLI ends job %s after the grace (%s)" % (killed, reason))
@@ -347,11 +354,7 @@ def main():
     p.close()
     if p.exitstatus != 128 + signal.SIGHUP:
         fail("idle shell exit status %s, not %d" % (p.exitstatus, 128 + signal.SIGHUP))
-    wait_until("idle job %s ends" % idle,
-               lambda: job(alice, idle)["state"] == "JOB_STATE_CANCELLED")
-    reason = job(alice, idle).get("reason", "")
-    if "idle for 2s" not in reason:
-        fail("idle job %s: reason %r" % (idle, reason))
+    reason = wait_cancelled(alice, idle, "idle for 2s", "idle")
     ok("--idle-timeout 2s: a warning on the terminal, then job %s ends (%s)" % (idle, reason))
 
     # 7. A coordinator restart ends every session but not the interactive
@@ -376,11 +379,7 @@ def main():
          "--tokens-file", os.path.join(WORK, "tokens.txtpb"), "--shell-grace", "1s"],
         stdout=open(coord_out, "w"), stderr=open(os.path.join(WORK, "coord2.log"), "w")))
     wait_until("restarted coordinator", lambda: file_match(coord_out, r"listening on port"))
-    wait_until("job %s ends after the restart" % held,
-               lambda: job(alice, held)["state"] == "JOB_STATE_CANCELLED")
-    reason = job(alice, held).get("reason", "")
-    if "idle for 3s" not in reason:
-        fail("job %s after the restart: reason %r" % (held, reason))
+    reason = wait_cancelled(alice, held, "idle for 3s", "after the restart")
     ok("after a coordinator restart job %s, with no session left, idles out (%s)" % (held, reason))
 
     print("%d passed, 0 failed" % PASSED)
