@@ -380,7 +380,7 @@ try {
   let sentAuth = "";
   await page.route("**/v1/nodes:update", (route) => {
     sentAuth = route.request().headers()["authorization"] ?? "";
-    const message = "user web-e2e-user may not drain, resume or down nodes: admins only";
+    const message = "user web-e2e-user may not drain, resume or down nodes: only an admin (role ROLE_ADMIN) may";
     return route.fulfill({ status: 403, contentType: "application/json", body: JSON.stringify({ error: message, message, code: 7 }) });
   });
   refusalExpected = true;
@@ -388,7 +388,7 @@ try {
   await nodeA.getByTestId("node-drain").click();
   await nodeA.getByTestId("drain-reason").fill("not mine to drain");
   await nodeA.getByTestId("drain-submit").click();
-  const refusal = nodeA.getByTestId("node-action-error").filter({ hasText: "admins only" });
+  const refusal = nodeA.getByTestId("node-action-error").filter({ hasText: "only an admin" });
   await refusal.waitFor();
   const refusalText = await refusal.textContent();
   await page.getByTestId("node-actions-note").filter({ hasText: "node actions need an admin token" }).waitFor();

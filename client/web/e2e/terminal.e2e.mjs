@@ -8,7 +8,8 @@
 // and WORLD_SIZE and a pts as its terminal, `stty size` following the page's
 // size, Ctrl-C stopping a `sleep` while the shell stays, `exit 3` shown as the
 // exit code; a one-off command on rank 0; the other user's terminal refused
-// with PERMISSION_DENIED. Writes dashboard-terminal.png to SCREENSHOT_DIR.
+// with PERMISSION_DENIED; a user's Down on the cluster view refused by the
+// coordinator (only an admin may). Writes dashboard-terminal.png to SCREENSHOT_DIR.
 // Every wait is on a condition with a deadline. Prints "N passed, 0 failed"
 // or exits 1.
 import { join } from "node:path";
@@ -121,6 +122,20 @@ try {
   await openTerminal(0, "");
   await state.filter({ hasText: /^PERMISSION_DENIED: / }).waitFor();
   ok(`another user's terminal is refused: "${await state.textContent()}"`);
+
+  // 7. Node levers need an admin: this coordinator has a tokens file and bob
+  // is a user, so his Down is refused by the coordinator itself (not a
+  // faked answer as in dashboard.e2e.mjs), the node stays in service, and the buttons go.
+  await page.goto(`${url}/#/cluster`);
+  const node = page.getByTestId("node").first();
+  await node.getByTestId("node-down").click();
+  await node.getByTestId("drain-reason").fill("bob tries");
+  await node.getByTestId("drain-submit").click();
+  const refused = node.getByTestId("node-action-error").filter({ hasText: "may not drain, resume or down nodes: only an admin" });
+  await refused.waitFor();
+  await page.getByTestId("node-actions-note").waitFor();
+  if ((await node.getByTestId("node-state").textContent()) !== "ready") throw new Error("bob's refused down changed the node");
+  ok(`a user's Down is refused by the coordinator: "${await refused.textContent()}"; the node stays ready`);
 
   if (pageErrors.length) throw new Error(`page errors: ${pageErrors.slice(0, 3).join(" | ")}`);
   ok("no errors on the page");
