@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 
 namespace trainctl::coord {
 namespace {
@@ -249,6 +250,7 @@ void Accounting::AddPartial(const Hour& hour, int64_t a, int64_t b, std::vector<
 absl::StatusOr<v1::GetUsageResponse> Accounting::Usage(const UsageQuery& q) const {
   if (absl::Status s = CheckWindow(q.since_ms, q.until_ms); !s.ok()) return s;
   absl::ReaderMutexLock lock(&mu_);
+  if (absl::Status s = CheckKeptLocked(q.since_ms); !s.ok()) return s;
   std::vector<Sum> sums(keys_.size());
   const int64_t first_full = HourOf(q.since_ms) + (q.since_ms % kBucketMs == 0 ? 0 : 1);
   const int64_t end_full = HourOf(q.until_ms);  // hours [first_full, end_full) are whole
@@ -364,6 +366,7 @@ absl::StatusOr<v1::ListHistoryResponse> Accounting::HistoryPage(const HistoryQue
   if (absl::Status s = CheckHistory(q); !s.ok()) return s;
   if (!cursor.started) {
     absl::ReaderMutexLock lock(&mu_);
+    if (absl::Status s = CheckKeptLocked(q.since_ms); !s.ok()) return s;
     // By end time: an attempt that overlaps the window ends at or after
     // since, and before until + the longest attempt.
     cursor.stop_end_ms = q.until_ms + max_duration_ms_;
@@ -398,6 +401,48 @@ absl::StatusOr<v1::ListHistoryResponse> Accounting::HistoryPage(const HistoryQue
     cursor.from_key = read->back().key + "0";
   }
   return page;
+}
+
+absl::Status Accounting::CheckKeptLocked(int64_t since_ms) const {
+  if (since_ms >= kept_since_ms_) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(
+      "since_ms: what ended before ",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(kept_since_ms_),
+                       absl::UTCTimeZone()),
+      " is no longer kept (trainctl-coordinator --accounting-retention); ask from then on"));
+}
+
+absl::StatusOr<int64_t> Accounting::Prune(int64_t before_ms, int64_t max_records) {
+  if (before_ms < 0) return Invalid("before_ms", absl::StrCat("must not be negative, got ", before_ms));
+  if (max_records < 1) {
+    return Invalid("max_records", absl::StrCat("must be at least 1, got ", max_records));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    kept_since_ms_ = std::max(kept_since_ms_, before_ms);
+    const int64_t hour = HourOf(kept_since_ms_);
+    hours_.erase(hours_.begin(), hours_.lower_bound(hour));
+    days_.erase(days_.begin(), days_.lower_bound(DayOf(hour)));
+  }
+  std::string bound = Key(before_ms, 0, 0);
+  // The (max_records + 1)-th oldest key, when there is one, caps the batch.
+  RecordQuery oldest;
+  oldest.limit = max_records + 1;
+  absl::StatusOr<std::vector<StoredRecord>> first = store_->ReadRecords(kRecordKind, oldest);
+  if (!first.ok()) return first.status();
+  if (static_cast<int64_t>(first->size()) > max_records) {
+    bound = std::min(bound, first->back().key);
+  }
+  absl::StatusOr<int64_t> deleted = store_->DeleteRecordsBefore(kRecordKind, bound);
+  if (!deleted.ok()) return deleted.status();
+  absl::MutexLock lock(&mu_);
+  records_ -= *deleted;
+  return *deleted;
+}
+
+int64_t Accounting::kept_since_ms() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return kept_since_ms_;
 }
 
 absl::Status Accounting::History(const HistoryQuery& q,

@@ -28,7 +28,9 @@
 // touches, one per (day, key), two edge slices (40 bytes each) per slice,
 // and the interned keys. bench/accounting_bench.cc's 1 M attempts, almost
 // each its own (user, project, queue, GPU type, node) key, 6 h long on
-// average, take about 1.1 GB; fewer distinct keys take less.
+// average, take about 1.1 GB; fewer distinct keys take less. Retention
+// (Prune) bounds it: the hours and days before the horizon leave memory and
+// the records of attempts that ended before it leave the store.
 //
 // No clock inside: "now" comes in as an argument. Thread-safe: `mu_` guards
 // the rollups (queries take it shared); store writes and the history's
@@ -123,7 +125,8 @@ class Accounting {
   // Cost: O(keys active per hour x hours in the window + slices starting or
   // ending in the two edge hours).
   // Errors: INVALID_ARGUMENT naming since_ms / until_ms when since_ms is
-  // negative or until_ms <= since_ms.
+  // negative or until_ms <= since_ms; OUT_OF_RANGE naming since_ms when it
+  // is before kept_since_ms() (retention deleted what it would sum).
   absl::StatusOr<v1::GetUsageResponse> Usage(const UsageQuery& query) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -145,8 +148,8 @@ class Accounting {
   // from the store at `cursor` and returns those that match (oldest end
   // first; possibly none while cursor.done is false), advancing `cursor`.
   // Memory is bounded by one page, whatever the range.
-  // Errors: those of CheckHistory; DATA_LOSS for a record that does not
-  // parse; those of StateStore::ReadRecords.
+  // Errors: those of CheckHistory; OUT_OF_RANGE as Usage's; DATA_LOSS for a
+  // record that does not parse; those of StateStore::ReadRecords.
   absl::StatusOr<v1::ListHistoryResponse> HistoryPage(const HistoryQuery& query,
                                                      HistoryCursor& cursor) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -160,6 +163,24 @@ class Accounting {
 
   // Attempts counted in the rollups.
   int64_t records() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Retention (trainctl-coordinator --accounting-retention): from now on
+  // Usage and History refuse windows that start before `before_ms` (Unix
+  // ms), whose sums would miss what goes; the rollups' hours and days wholly
+  // before it leave memory; and the records of attempts that ended before
+  // it are deleted from the store, the oldest first, at most `max_records`
+  // in one delete (StateStore::DeleteRecordsBefore), so a long history goes
+  // in short transactions. An attempt that ended after `before_ms` stays
+  // whole, however early it started. Returns how many records went
+  // (max_records: call again for more). Errors: INVALID_ARGUMENT for a
+  // negative before_ms or max_records < 1; those of ReadRecords and
+  // DeleteRecordsBefore (nothing deleted).
+  absl::StatusOr<int64_t> Prune(int64_t before_ms, int64_t max_records)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The start of what is kept, Unix ms: the latest Prune's before_ms (0:
+  // everything since the first record).
+  int64_t kept_since_ms() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // What a rollup key is: the grouping values and which counts it carries.
@@ -212,6 +233,8 @@ class Accounting {
   explicit Accounting(StateStore* store) : store_(store) {}
   void AddLocked(const v1::UsageRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t InternLocked(KeyInfo info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OUT_OF_RANGE naming since_ms when `since_ms` is before kept_since_ms_.
+  absl::Status CheckKeptLocked(int64_t since_ms) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Adds [a, b) (inside one hour) of `hour` to `sums`.
   static void AddPartial(const Hour& hour, int64_t a, int64_t b, std::vector<Sum>& sums);
 
@@ -228,6 +251,7 @@ class Accounting {
   // until + this.
   int64_t max_duration_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t records_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kept_since_ms_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace trainctl::coord

@@ -247,11 +247,13 @@ TEST_F(AccountingTest, History_PagesOverlapFiltersAndEarlyStop) {
 // Seeded simulation: random attempts (some multi-node, some zero-length,
 // some days long) and random windows; every answer equals the brute-force
 // overlap sum over the records.
-TEST_F(AccountingTest, Usage_RandomAttemptsAndWindows_MatchBruteForce) {
-  std::mt19937_64 rng(35);
+// `n` seeded random attempts (ids 1..n) over 72 h from kT0: whole and
+// fractional GPUs, one or two nodes, every outcome, some of zero length,
+// some 30 h long; recorded into `acct`.
+std::vector<v1::UsageRecord> RecordRandomAttempts(Accounting& acct, std::mt19937_64& rng, int n) {
   std::vector<v1::UsageRecord> kept;
   const std::vector<std::string> users = {"ana", "bob", "cy"};
-  for (int i = 1; i <= 400; ++i) {
+  for (int i = 1; i <= n; ++i) {
     const int64_t start = kT0 + static_cast<int64_t>(rng() % (72 * kH));
     const int64_t len = rng() % 10 == 0 ? 0 : static_cast<int64_t>(rng() % (rng() % 5 == 0 ? 30 * kH : 2 * kH));
     std::vector<std::pair<std::string, double>> nodes = {{"n1", -1}};
@@ -260,35 +262,94 @@ TEST_F(AccountingTest, Usage_RandomAttemptsAndWindows_MatchBruteForce) {
     kept.push_back(Attempt(i, users[rng() % 3], start, start + len,
                            0.25 * static_cast<double>(1 + rng() % 8),
                            static_cast<double>(rng() % 100) / 100.0, outcome, nodes));
-    TC_ASSERT_OK(acct_->Record(kept.back()));
+    EXPECT_THAT(acct.Record(kept.back()), ::trainctl::testing::IsOk());
   }
+  return kept;
+}
+
+// Usage by user over [since, until) equals a brute-force sum over `all`.
+void ExpectUsageMatchesBruteForce(const Accounting& acct, const std::vector<v1::UsageRecord>& all,
+                                  int64_t since, int64_t until) {
+  std::map<std::string, double> alloc, used;
+  std::map<std::string, int64_t> jobs;
+  for (const v1::UsageRecord& r : all) {
+    const int64_t s = r.start_time_ms(), e = r.end_time_ms();
+    const int64_t ov = std::max<int64_t>(0, std::min(e, until) - std::max(s, since));
+    if (ov > 0) {
+      alloc[r.user()] += r.gpus() * static_cast<double>(ov) / kH;
+      used[r.user()] += r.gpu_seconds_used() * static_cast<double>(ov) / static_cast<double>(e - s) / 3600.0;
+    }
+    if (e >= since && e < until && r.outcome() != v1::ATTEMPT_OUTCOME_RESTARTED) ++jobs[r.user()];
+  }
+  absl::StatusOr<v1::GetUsageResponse> u = acct.Usage({UsageBy::kUser, since, until, ""});
+  ASSERT_THAT(u, ::trainctl::testing::IsOk());
+  for (const v1::UsageRow& row : u->rows()) {
+    SCOPED_TRACE(absl::StrCat("window [", since, ", ", until, ") user ", row.key()));
+    EXPECT_THAT(row.allocated_gpu_hours(), DoubleNear(alloc[row.key()], 1e-9));
+    EXPECT_THAT(row.used_gpu_hours(), DoubleNear(used[row.key()], 1e-9));
+    EXPECT_EQ(row.jobs(), jobs[row.key()]);
+  }
+  double want = 0;
+  for (const auto& [user, a] : alloc) want += a;
+  EXPECT_THAT(u->total().allocated_gpu_hours(), DoubleNear(want, 1e-9));
+}
+
+TEST_F(AccountingTest, Usage_RandomAttemptsAndWindows_MatchBruteForce) {
+  std::mt19937_64 rng(35);
+  const std::vector<v1::UsageRecord> kept = RecordRandomAttempts(*acct_, rng, 400);
   for (int w = 0; w < 200; ++w) {
     if (w == 100) acct_ = Reopen();
     const int64_t since = kT0 + static_cast<int64_t>(rng() % (100 * kH));
     // Up to 4 days: whole days come from the day cells.
     const int64_t until = since + 1 + static_cast<int64_t>(rng() % (w % 2 ? 20 * kH : 100 * kH));
-    std::map<std::string, double> alloc, used;
-    std::map<std::string, int64_t> jobs;
-    for (const v1::UsageRecord& r : kept) {
-      const int64_t s = r.start_time_ms(), e = r.end_time_ms();
-      const int64_t ov = std::max<int64_t>(0, std::min(e, until) - std::max(s, since));
-      if (ov > 0) {
-        alloc[r.user()] += r.gpus() * static_cast<double>(ov) / kH;
-        used[r.user()] += r.gpu_seconds_used() * static_cast<double>(ov) / static_cast<double>(e - s) / 3600.0;
-      }
-      if (e >= since && e < until && r.outcome() != v1::ATTEMPT_OUTCOME_RESTARTED) ++jobs[r.user()];
-    }
-    const v1::GetUsageResponse u = Usage(UsageBy::kUser, since, until);
-    for (const v1::UsageRow& row : u.rows()) {
-      SCOPED_TRACE(absl::StrCat("window ", w, " user ", row.key()));
-      EXPECT_THAT(row.allocated_gpu_hours(), DoubleNear(alloc[row.key()], 1e-9));
-      EXPECT_THAT(row.used_gpu_hours(), DoubleNear(used[row.key()], 1e-9));
-      EXPECT_EQ(row.jobs(), jobs[row.key()]);
-    }
-    double want = 0;
-    for (const auto& [user, a] : alloc) want += a;
-    EXPECT_THAT(u.total().allocated_gpu_hours(), DoubleNear(want, 1e-9));
+    ExpectUsageMatchesBruteForce(*acct_, kept, since, until);
   }
+}
+
+// Retention: the attempts that ended before the horizon go from the store,
+// in batches; windows from the horizon on still sum every attempt that
+// overlaps them (those that started before it too), before and after a
+// restart; windows that start before it are refused, not answered short.
+TEST_F(AccountingTest, Prune_KeepsWindowsAfterTheHorizonExactRefusesEarlierOnes) {
+  std::mt19937_64 rng(36);
+  const std::vector<v1::UsageRecord> all = RecordRandomAttempts(*acct_, rng, 400);
+  const int64_t horizon = kT0 + 36 * kH + 1234;
+  int64_t ended_before = 0;
+  for (const v1::UsageRecord& r : all) ended_before += r.end_time_ms() < horizon ? 1 : 0;
+  int64_t deleted = 0;
+  for (int batch = 0;; ++batch) {
+    ASSERT_LT(batch, 100);
+    absl::StatusOr<int64_t> n = acct_->Prune(horizon, 50);
+    TC_ASSERT_OK(n);
+    EXPECT_LE(*n, 50);
+    deleted += *n;
+    if (*n == 0) break;
+  }
+  EXPECT_EQ(deleted, ended_before);
+  EXPECT_EQ(acct_->records(), 400 - ended_before);
+  EXPECT_EQ(acct_->kept_since_ms(), horizon);
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      acct_ = Reopen();  // rebuilt from what the store kept
+      EXPECT_EQ(acct_->records(), 400 - ended_before);
+      EXPECT_EQ(*acct_->Prune(horizon, 50), 0);
+    }
+    for (int w = 0; w < 50; ++w) {
+      const int64_t since = horizon + static_cast<int64_t>(rng() % (60 * kH));
+      const int64_t until = since + 1 + static_cast<int64_t>(rng() % (50 * kH));
+      ExpectUsageMatchesBruteForce(*acct_, all, since, until);
+    }
+    EXPECT_THAT(acct_->Usage({UsageBy::kUser, horizon - 1, horizon + kH, ""}),
+                StatusIs(absl::StatusCode::kOutOfRange,
+                         HasSubstr("since_ms: what ended before 2027-01-16T12:00:01Z is no longer kept")));
+    HistoryQuery early;
+    early.since_ms = kT0;
+    early.until_ms = horizon + kH;
+    EXPECT_THAT(acct_->History(early, [](const v1::ListHistoryResponse&) { return true; }),
+                StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("--accounting-retention")));
+  }
+  EXPECT_THAT(acct_->Prune(horizon, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_records")));
 }
 
 }  // namespace

@@ -99,17 +99,24 @@ int main(int argc, char** argv) {
                  "how long a `trainctl shell` job outlives its client going away "
                  "(`trainctl attach` within it keeps the job)")
       ->check(DurationCheck())->capture_default_str();
-  std::string audit_retention;
+  const CLI::Validator long_duration(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<absl::Duration> d = trainctl::ParseLongDuration(text);
+        return d.ok() ? "" : std::string(d.status().message());
+      },
+      "DURATION");
+  std::string audit_retention, accounting_retention;
   app.add_option("--audit-retention", audit_retention,
                  "delete audit events older than this (90d, 2w, 36h), at start-up "
                  "and hourly; the newest event always stays (default: keep every "
                  "event)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            absl::StatusOr<absl::Duration> d = trainctl::ParseLongDuration(text);
-            return d.ok() ? "" : std::string(d.status().message());
-          },
-          "DURATION"));
+      ->check(long_duration);
+  app.add_option("--accounting-retention", accounting_retention,
+                 "delete the accounting records (usage, history) of attempts that "
+                 "ended longer ago than this (400d, 52w), at start-up and hourly; "
+                 "usage and history then refuse windows that start before it "
+                 "(default: keep every record)")
+      ->check(long_duration);
   app.add_option("--metrics-listen", metrics_listen,
                  "address:port to serve Prometheus metrics on at /metrics, e.g. "
                  "127.0.0.1:9464 (port 0: any free port); default: no metrics");
@@ -491,6 +498,46 @@ int main(int argc, char** argv) {
   security.audit = audit->get();
   security.accounting = accounting->get();
   security.require_agent_cert = credentials != nullptr;
+  // Retention: each kept kind loses up to 1,000 of its oldest records a
+  // tick, in short transactions, until none is older than its flag; the
+  // next pass comes an hour after that.
+  struct Retention {
+    const char* what;
+    absl::Duration keep;
+    std::function<absl::StatusOr<int64_t>(absl::Time before, int64_t max)> prune;
+    absl::Time next = absl::InfinitePast();
+  };
+  std::vector<Retention> retention;
+  if (!audit_retention.empty()) {
+    retention.push_back({"audit events", *trainctl::ParseLongDuration(audit_retention),
+                         [&](absl::Time before, int64_t max) {
+                           return (*audit)->Prune(before, max);
+                         }});
+  }
+  if (!accounting_retention.empty()) {
+    retention.push_back({"accounting records",
+                         *trainctl::ParseLongDuration(accounting_retention),
+                         [&](absl::Time before, int64_t max) {
+                           return (*accounting)->Prune(absl::ToUnixMillis(before), max);
+                         }});
+  }
+  auto run_retention = [&] {
+    constexpr int64_t kBatch = 1000;
+    for (Retention& r : retention) {
+      if (clock.Now() < r.next) continue;
+      absl::StatusOr<int64_t> pruned = r.prune(clock.Now() - r.keep, kBatch);
+      if (!pruned.ok()) {
+        TC_LOG_WARN("retention of {}: {}", r.what, pruned.status().ToString());
+      } else if (*pruned > 0) {
+        TC_LOG_INFO("retention: deleted {} {} older than {}", *pruned, r.what,
+                    absl::FormatDuration(r.keep));
+      }
+      if (!pruned.ok() || *pruned < kBatch) r.next = clock.Now() + absl::Hours(1);
+    }
+  };
+  // The first pass before serving: usage never answers for a window that
+  // retention is about to cut.
+  run_retention();
   trainctl::coord::SessionRelay::Options session_options;
   session_options.shell_grace = ToDuration(shell_grace);
   session_options.clock = &clock;  // the core's: one time for jobs and sessions
@@ -543,25 +590,6 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   int exit_code = 0;
-  // Audit retention: at start-up, then hourly.
-  const absl::Duration keep_audit =
-      audit_retention.empty() ? absl::InfiniteDuration()
-                              : *trainctl::ParseLongDuration(audit_retention);
-  absl::Time next_prune = absl::InfinitePast();
-  auto prune_audit = [&] {
-    if (keep_audit == absl::InfiniteDuration() || clock.Now() < next_prune) return;
-    // 1,000 events a tick: a long trail goes over several ticks, in short
-    // transactions, and the next hour's pass waits until it is done.
-    constexpr int64_t kBatch = 1000;
-    absl::StatusOr<int64_t> pruned = (*audit)->Prune(clock.Now() - keep_audit, kBatch);
-    if (!pruned.ok()) {
-      TC_LOG_WARN("audit retention: {}", pruned.status().ToString());
-    } else if (*pruned > 0) {
-      TC_LOG_INFO("audit retention: deleted {} events older than {}", *pruned,
-                  absl::FormatDuration(keep_audit));
-    }
-    if (!pruned.ok() || *pruned < kBatch) next_prune = clock.Now() + absl::Hours(1);
-  };
   // The clock of the core: timeouts are applied every 100 ms; the metrics'
   // gauges are refreshed about once a second.
   absl::Time next_refresh = absl::InfinitePast();
@@ -574,7 +602,7 @@ int main(int argc, char** argv) {
       break;
     }
     (*core)->Tick();
-    prune_audit();
+    run_retention();
     if (metrics != nullptr && clock.Now() >= next_refresh) {
       metrics->Refresh((*core)->Stats());
       next_refresh = clock.Now() + absl::Seconds(1);

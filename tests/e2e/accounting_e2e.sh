@@ -150,4 +150,21 @@ start_coordinator "$PORT" --tokens-file "$WORK/tokens.txtpb" --stop-grace 2s
 t=$(as "$OPS" usage --since 1h -o json | json 'd["total"]["allocated_gpu_hours"]')
 python3 -c "import sys; sys.exit(abs($t - $total) * 3600 >= 1)" || fail "after a restart: total $t, was $total"
 ok "bad --since/--format refused naming the flag; the same usage after a coordinator restart"
+
+# Retention: restarted with --accounting-retention 1s, every attempt above
+# ended more than a second ago, so its record goes before the coordinator
+# serves; a window from before the horizon is refused, not answered short.
+sleep 1.1  # wall time for the attempts to be older than the retention, not a wait for state
+kill "$COORD_PID"
+wait "$COORD_PID" 2>/dev/null || true
+start_coordinator "$PORT" --tokens-file "$WORK/tokens.txtpb" --stop-grace 2s --accounting-retention 1s
+expect_fail "usage from before the horizon" "is no longer kept" as "$OPS" usage --since 1h
+expect_fail "history from before the horizon" "--accounting-retention" as "$OPS" history --since 1h
+now=$(date -u +%Y-%m-%dT%H:%M:%S)
+t=$(as "$OPS" usage --since "$now" -o json | json 'd.get("total", {}).get("allocated_gpu_hours", 0)')
+[[ $t == 0 ]] || fail "usage since $now after retention: $t GPU-hours"
+[[ -z $(as "$OPS" history --since "$now" -o json) ]] || fail "history since $now after retention"
+grep -q "retention: deleted $want_attempts accounting records older than 1s" "$WORK/coord.log" \
+  || fail "no retention line for $want_attempts records: $(grep retention "$WORK/coord.log")"
+ok "--accounting-retention 1s: the $want_attempts records deleted at start-up; usage and history from before the horizon refused (OUT_OF_RANGE)"
 e2e_done

@@ -133,7 +133,7 @@ events() { as "$OPS" audit -o json | json '",".join("%s:%s" % (e["seq"], e["acti
 WAIT_S=20 wait_until "the older audit events deleted" '[[ $(events) == "5:job.cancel_as" ]]'
 as "$OPS" token revoke "$CAROL_ID" >/dev/null || fail "revoke after pruning"
 [[ $(events) == "5:job.cancel_as,6:token.revoke" ]] || fail "after pruning: $(events)"
-grep -q "audit retention: deleted 4 events older than 1s" "$WORK/main.log" \
+grep -q "retention: deleted 4 audit events older than 1s" "$WORK/main.log" \
   || fail "no retention line in the coordinator's log"
 ok "--audit-retention 1s: the 4 older events deleted at start-up, the newest kept, numbering goes on (6)"
 
