@@ -392,8 +392,10 @@ class SessionStream
 // acts: a refused call changes nothing.
 class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService {
  public:
-  UserApi(Coordinator* core, const SecurityConfig& security, SessionRelay* sessions)
+  UserApi(Coordinator* core, const SecurityConfig& security, const Clock* clock,
+          SessionRelay* sessions)
       : core_(core),
+        clock_(clock),
         tokens_(security.tokens),
         token_store_(security.token_store),
         audit_(security.audit),
@@ -590,7 +592,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       if (who.ok() && !who->user.empty() && owner != who->user) {
         AuditOrLog(*who, "job.cancel_as", absl::StrCat(req->job_id()),
                    absl::StrCat("cancelled user ", owner.empty() ? "(none)" : owner, "'s job"),
-                   absl::Now());
+                   clock_->Now());
       }
       *resp->mutable_job() = Shown(std::move(*job));
       return absl::OkStatus();
@@ -664,7 +666,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       if (!updated.ok()) return updated.status();
       *resp = *std::move(updated);
       AuditOrLog(*who, NodeActionName(req->action()), absl::StrJoin(req->nodes(), ","),
-                 NodeActionDetail(*req, *resp), absl::Now());
+                 NodeActionDetail(*req, *resp), clock_->Now());
       return absl::OkStatus();
     });
   }
@@ -773,7 +775,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return Answer(ctx, [&]() -> absl::Status {
       absl::StatusOr<Principal> who = Admin(ctx, "create tokens");
       if (absl::Status s = who.ok() ? NeedTokenStore() : who.status(); !s.ok()) return s;
-      const absl::Time now = absl::Now();
+      const absl::Time now = clock_->Now();
       absl::StatusOr<TokenStore::Created> made = token_store_->Create(*req, who->user, now);
       if (!made.ok()) return made.status();
       AuditOrLog(*who, "token.create", made->info.id(),
@@ -796,7 +798,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return Answer(ctx, [&]() -> absl::Status {
       absl::StatusOr<Principal> who = Admin(ctx, "list tokens");
       if (absl::Status s = who.ok() ? NeedTokenStore() : who.status(); !s.ok()) return s;
-      for (v1::TokenInfo& t : token_store_->List(req->all(), absl::Now())) {
+      for (v1::TokenInfo& t : token_store_->List(req->all(), clock_->Now())) {
         *resp->add_tokens() = std::move(t);
       }
       return absl::OkStatus();
@@ -809,7 +811,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     return Answer(ctx, [&]() -> absl::Status {
       absl::StatusOr<Principal> who = Admin(ctx, "revoke tokens");
       if (absl::Status s = who.ok() ? NeedTokenStore() : who.status(); !s.ok()) return s;
-      const absl::Time now = absl::Now();
+      const absl::Time now = clock_->Now();
       // Durable before the answer; refused from the next call on.
       bool newly = false;
       absl::StatusOr<v1::TokenInfo> revoked =
@@ -850,7 +852,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
                                      v1::GetUsageResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
     absl::StatusOr<Principal> who = Caller(ctx);
-    absl::StatusOr<UsageQuery> q = UsageQueryOf(who, *req, absl::Now());
+    absl::StatusOr<UsageQuery> q = UsageQueryOf(who, *req, clock_->Now());
     absl::StatusOr<v1::GetUsageResponse> r =
         q.ok() ? accounting_->Usage(*q) : absl::StatusOr<v1::GetUsageResponse>(q.status());
     if (r.ok()) *resp = std::move(*r);
@@ -867,7 +869,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
     }
     HistoryQuery q;
     if (s.ok()) {
-      const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+      const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
       q.until_ms = req->until_ms() == 0 ? now_ms : req->until_ms();
       q.since_ms = req->since_ms() == 0 ? std::max<int64_t>(0, q.until_ms - 86400 * 1000)
                                         : req->since_ms();
@@ -934,7 +936,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
 
   // CallerOf this call, at the real time.
   absl::StatusOr<Principal> Caller(const grpc::CallbackServerContext* ctx) const {
-    return CallerOf(tokens_, token_store_, ctx, absl::Now());
+    return CallerOf(tokens_, token_store_, ctx, clock_->Now());
   }
 
   // The caller, when an admin (anyone without authentication) may `what`.
@@ -961,7 +963,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
         ids.size() == 1 ? absl::StrCat(ids.front())
                         : absl::StrCat(ids.front(), "..", ids.back(), " (", ids.size(), " jobs)");
     audit_->RecordAsync(who.user, "job.submit_as", target,
-                        absl::StrCat("submitted as user ", spec_user), absl::Now(),
+                        absl::StrCat("submitted as user ", spec_user), clock_->Now(),
                         [finish = std::move(finish)](absl::StatusOr<v1::AuditEvent>) mutable {
                           // Logged by the audit log either way; the jobs are
                           // in, so the call succeeds.
@@ -970,6 +972,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   }
 
   Coordinator* const core_;
+  const Clock* const clock_;
   const TokenAuthenticator* const tokens_;
   TokenStore* const token_store_;
   AuditLog* const audit_;
@@ -1184,7 +1187,7 @@ class GrpcCoordinatorServices::AgentApi : public v1::AgentService::CallbackServi
 namespace {
 
 // The relay's reach into the core: jobs, cancels, the audit log.
-SessionRelay::Hooks RelayHooks(Coordinator* core, AuditLog* audit) {
+SessionRelay::Hooks RelayHooks(Coordinator* core, AuditLog* audit, const Clock* clock) {
   SessionRelay::Hooks hooks;
   hooks.get_job = [core](int64_t id) { return core->GetJob(id); };
   hooks.idle_timeout = [core](const v1::JobSpec& spec) {
@@ -1209,10 +1212,10 @@ SessionRelay::Hooks RelayHooks(Coordinator* core, AuditLog* audit) {
     return true;
   };
   if (audit != nullptr) {
-    hooks.audit = [audit](const Principal& who, const std::string& action,
-                          const std::string& target, const std::string& detail) {
+    hooks.audit = [audit, clock](const Principal& who, const std::string& action,
+                                 const std::string& target, const std::string& detail) {
       if (who.user.empty()) return;  // no authentication: no one to record
-      audit->RecordAsync(who.user, action, target, detail, absl::Now(),
+      audit->RecordAsync(who.user, action, target, detail, clock->Now(),
                          [](absl::StatusOr<v1::AuditEvent>) {});
     };
   }
@@ -1224,8 +1227,11 @@ SessionRelay::Hooks RelayHooks(Coordinator* core, AuditLog* audit) {
 GrpcCoordinatorServices::GrpcCoordinatorServices(Coordinator* core,
                                                  SecurityConfig security,
                                                  SessionRelay::Options sessions)
-    : sessions_(std::make_unique<SessionRelay>(RelayHooks(core, security.audit), sessions)),
-      user_(std::make_unique<UserApi>(core, security, sessions_.get())),
+    : own_clock_(security.clock == nullptr ? std::make_unique<RealClock>() : nullptr),
+      clock_(security.clock != nullptr ? security.clock : own_clock_.get()),
+      sessions_(std::make_unique<SessionRelay>(RelayHooks(core, security.audit, clock_),
+                                               sessions)),
+      user_(std::make_unique<UserApi>(core, security, clock_, sessions_.get())),
       agent_(std::make_unique<AgentApi>(core, security.require_agent_cert, sessions_.get())),
       rendezvous_(std::make_unique<RendezvousApi>(core)) {
   // Interactive jobs that outlived a restart of ours: their idle clocks go on.

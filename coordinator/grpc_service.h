@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "coordinator/accounting.h"
@@ -51,6 +52,11 @@ struct SecurityConfig {
   // otherwise). Needs TLS credentials that request client certificates
   // (MakeServerTlsCredentials).
   bool require_agent_cert = false;
+  // The time tokens' expiry is checked against, token lifetimes start from
+  // and admin actions' audit events carry: the core's clock, so they agree
+  // with the jobs' times (and tests move one FakeClock). Null: the system
+  // clock (a RealClock of the services' own). Not owned.
+  const Clock* clock = nullptr;
 };
 
 // PEM files of --tls-cert, --tls-key and --tls-ca.
@@ -87,6 +93,9 @@ class GrpcCoordinatorServices {
   class UserApi;
   class AgentApi;
   class RendezvousApi;
+  // SecurityConfig::clock, or own_clock_.
+  std::unique_ptr<Clock> own_clock_;
+  const Clock* clock_;
   // Interactive sessions (session_relay.h), shared by the user API's
   // Session streams and the agents' streams; made first, destroyed last.
   std::unique_ptr<SessionRelay> sessions_;

@@ -498,6 +498,7 @@ int main(int argc, char** argv) {
   security.audit = audit->get();
   security.accounting = accounting->get();
   security.require_agent_cert = credentials != nullptr;
+  security.clock = &clock;
   // Retention: each kept kind loses up to 1,000 of its oldest records a
   // tick, in short transactions, until none is older than its flag; the
   // next pass comes an hour after that.

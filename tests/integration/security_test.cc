@@ -91,6 +91,7 @@ class SecurityTest : public ::testing::Test {
     security.token_store = token_store_.get();
     security.audit = audit_.get();
     security.require_agent_cert = true;
+    security.clock = &clock_;
     services_ = std::make_unique<coord::GrpcCoordinatorServices>(core_.get(), security);
     auto creds = coord::MakeServerTlsCredentials(
         {Cert("coordinator.crt"), Cert("coordinator.key"), Cert("ca.crt")});
@@ -500,6 +501,26 @@ TEST_F(SecurityTest, StoreToken_CreatedWorks_RevokedRefusedNextCall_Audited) {
   ASSERT_TRUE(Audit(kOps, &events).ok());
   EXPECT_THAT(events, ElementsAre("ops token.create " + made.token().id(),
                                   "ops token.revoke " + made.token().id()));
+}
+
+// A made token's lifetime and the audit trail run on the core's clock (the
+// one jobs' times come from): the token works until its expiry and is
+// refused after it, moved by the test's FakeClock, with no waiting.
+TEST_F(SecurityTest, StoreToken_ExpiresByTheCoresClock) {
+  v1::CreateTokenResponse made;
+  ASSERT_TRUE(CreateToken(kOps, "carol", &made, /*expires_s=*/3600).ok());
+  EXPECT_EQ(made.token().expires_ms(), absl::ToUnixMillis(clock_.Now() + absl::Hours(1)));
+  std::vector<int64_t> ids;
+  clock_.Advance(absl::Minutes(59));
+  EXPECT_TRUE(ListJobs(made.secret().c_str(), &ids).ok());
+  clock_.Advance(absl::Minutes(2));
+  grpc::Status expired = ListJobs(made.secret().c_str(), &ids);
+  EXPECT_EQ(expired.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(expired.error_message(), HasSubstr("expired at"));
+  v1::ListAuditResponse audit;
+  ASSERT_TRUE(users_->ListAudit(As(kOps).get(), v1::ListAuditRequest(), &audit).ok());
+  ASSERT_EQ(audit.events_size(), 1);
+  EXPECT_EQ(audit.events(0).time_ms(), absl::ToUnixMillis(absl::FromUnixSeconds(1'700'000'000)));
 }
 
 // An admin acting on another user's jobs is recorded; users acting on their
