@@ -1,9 +1,8 @@
 #include "coordinator/grpc_service.h"
 
 #include <algorithm>
-#include <atomic>
-#include <deque>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -17,9 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/env_names.h"
-#include "common/log_follow.h"
 #include "common/logging.h"
-#include "coordinator/agent_writes.h"
+#include "coordinator/grpc_agent_services.h"
+#include "coordinator/grpc_streams.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/session_relay.h"
 
@@ -40,17 +39,6 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 namespace {
-
-// Answers a unary call that the handler decides on its own thread: runs
-// `fn`, which fills the response and returns the call's status, and
-// finishes the call with it (ToGrpcStatus). For handlers that hand the
-// answer to the core's callbacks, see SubmitJob or WaitJob.
-template <typename Fn>
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, Fn&& fn) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(std::forward<Fn>(fn)()));
-  return reactor;
-}
 
 // The audit trail's name of a node action: "node.drain", "node.resume",
 // "node.down".
@@ -118,275 +106,6 @@ v1::Job Shown(v1::Job job) {
 
 // ---------------------------------------------------------------- user API
 
-// A server stream refused before it started (authentication, access): ends
-// at once with `status`.
-class RefusedStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
- public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
-// One StreamLogs call: reads a rank's log chunk by chunk through the core
-// (GetLogsAsync) and writes each chunk; with `follow`, when caught up it
-// long-polls WaitJobAsync (kFollowPoll) and reads again, until the job is
-// final and its log read to the end: common/log_follow.h's loop, the one
-// `trainctl logs -f` runs. One core call or one write is in flight at a
-// time; a cancelled call (client gone) finishes at the next step. The
-// reactor deletes itself in OnDone.
-class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
- public:
-  // Long-poll between reads of a followed log that has no new data, ms.
-  static constexpr absl::Duration kFollowPoll = absl::Seconds(1);
-
-  LogStream(Coordinator* core, const v1::StreamLogsRequest& req)
-      : core_(core), req_(req), log_(req.follow(), req.offset()) {
-    if (req.offset() < 0 || req.rank() < 0) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          req.rank() < 0 ? "rank: must not be negative"
-                                         : "offset: must not be negative"));
-      return;
-    }
-    // Headers now, so a REST client sees the response start before the
-    // first byte of a log that has none yet.
-    StartSendInitialMetadata();
-    Read();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
-    Step(after_write_, absl::OkStatus());
-  }
-  void OnCancel() override { cancelled_ = true; }
-  void OnDone() override { delete this; }
-
- private:
-  void Read() {
-    if (cancelled_) {
-      Finish(grpc::Status::CANCELLED);
-      return;
-    }
-    core_->GetLogsAsync(req_.job_id(), req_.rank(), log_.offset(), /*max_bytes=*/0,
-                        [this](absl::StatusOr<v1::GetLogsResponse> r) { OnRead(std::move(r)); });
-  }
-
-  void OnRead(absl::StatusOr<v1::GetLogsResponse> r) {
-    const int64_t offset = log_.offset();
-    const LogFollow::Next next = log_.OnRead(r);
-    if (r.ok() && (!r->data().empty() || r->eof())) {
-      last_.Clear();
-      last_.set_offset(offset);
-      last_.set_data(std::move(*r->mutable_data()));
-      last_.set_next_offset(r->next_offset());
-      last_.set_attempt(std::max(log_.attempt(), 0));
-      last_.set_eof(r->eof());
-      after_write_ = next;
-      StartWrite(&last_);  // OnWriteDone takes the next step
-      return;
-    }
-    Step(next, r.status());
-  }
-
-  // Takes step `next` of the loop; `error` is the failed read's status.
-  void Step(LogFollow::Next next, const absl::Status& error) {
-    switch (next) {
-      case LogFollow::Next::kDone:
-        Finish(grpc::Status::OK);
-        return;
-      case LogFollow::Next::kFail:
-        Finish(ToGrpcStatus(error));
-        return;
-      case LogFollow::Next::kRead:
-        Read();
-        return;
-      case LogFollow::Next::kWait:
-        if (cancelled_) {
-          Finish(grpc::Status::CANCELLED);
-          return;
-        }
-        core_->WaitJobAsync(req_.job_id(), kFollowPoll,
-                            [this](absl::StatusOr<v1::Job> job) { OnWaited(std::move(job)); });
-        return;
-    }
-  }
-
-  void OnWaited(absl::StatusOr<v1::Job> job) {
-    if (!job.ok()) {
-      Finish(ToGrpcStatus(job.status()));
-      return;
-    }
-    log_.OnWaited(*job, IsFinal(job->state()));
-    Read();
-  }
-
-  Coordinator* const core_;
-  const v1::StreamLogsRequest req_;
-  std::atomic<bool> cancelled_{false};
-  // The rest is touched by one step at a time (one call or write in flight).
-  LogFollow log_;
-  // The step after the chunk being written.
-  LogFollow::Next after_write_ = LogFollow::Next::kRead;
-  v1::StreamLogsResponse last_;  // the chunk being written
-};
-
-// One ListHistory call: writes the history page by page
-// (Accounting::HistoryPage), reading the next page from the store only once
-// the previous one is written, so a million rows never sit in memory. The
-// reactor deletes itself in OnDone.
-class HistoryStream : public grpc::ServerWriteReactor<v1::ListHistoryResponse> {
- public:
-  HistoryStream(const Accounting* accounting, HistoryQuery query)
-      : accounting_(accounting), query_(std::move(query)) {
-    Next();
-  }
-  // A stream refused before it started: ends at once with `status`.
-  explicit HistoryStream(const grpc::Status& status) { Finish(status); }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
-    Next();
-  }
-  void OnDone() override { delete this; }
-
- private:
-  void Next() {
-    while (!cursor_.done) {
-      absl::StatusOr<v1::ListHistoryResponse> page = accounting_->HistoryPage(query_, cursor_);
-      if (!page.ok()) {
-        Finish(ToGrpcStatus(page.status()));
-        return;
-      }
-      if (page->records_size() == 0) continue;
-      page_ = std::move(*page);
-      StartWrite(&page_);  // OnWriteDone asks for the next
-      return;
-    }
-    Finish(grpc::Status::OK);
-  }
-
-  const Accounting* const accounting_ = nullptr;
-  const HistoryQuery query_;
-  Accounting::HistoryCursor cursor_;
-  v1::ListHistoryResponse page_;  // the page being written
-};
-
-// One Session call (`trainctl exec`, `shell`, `attach`, `port-forward`):
-// the first message opens the session through the relay (session_relay.h,
-// which checks who may), later ones go to it; the relay sends output and the
-// end back through Send and End. Writes are queued, one in flight; End
-// finishes after what is queued. Deletes itself in OnDone, after telling
-// the relay its client is gone (the agent then kills the command).
-class SessionStream
-    : public grpc::ServerBidiReactor<v1::SessionClientMessage, v1::SessionServerMessage>,
-      public SessionClient {
- public:
-  SessionStream(SessionRelay* relay, absl::StatusOr<Principal> who)
-      : relay_(relay), who_(std::move(who)) {
-    if (!who_.ok()) {
-      FinishWith(ToGrpcStatus(who_.status()));
-      return;
-    }
-    StartRead(&in_);
-  }
-
-  void Send(v1::SessionServerMessage msg) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_ || ending_) return;
-    out_.push_back(std::move(msg));
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&out_.front());
-    }
-  }
-
-  void End(const absl::Status& status) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_ || ending_) return;
-    ending_ = true;
-    end_status_ = ToGrpcStatus(status);
-    if (!writing_) FinishLocked(end_status_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    out_.pop_front();
-    if (ok && !out_.empty()) {
-      StartWrite(&out_.front());
-      return;
-    }
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-    } else if (ending_) {
-      FinishLocked(end_status_);
-    }
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      // The client closed its side or went away: the session ends.
-      if (!id_.empty()) relay_->ClientGone(id_);
-      FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "the client ended the session"));
-      return;
-    }
-    if (id_.empty()) {
-      if (!in_.has_open()) {
-        FinishWith(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                "open: the first message of a session must open it"));
-        return;
-      }
-      absl::StatusOr<std::string> id = relay_->Open(*who_, in_.open(), this);
-      if (!id.ok()) {
-        FinishWith(ToGrpcStatus(id.status()));
-        return;
-      }
-      id_ = *id;
-    } else {
-      absl::Status s = relay_->FromClient(id_, in_);
-      if (absl::IsInvalidArgument(s)) {
-        relay_->ClientGone(id_);
-        FinishWith(ToGrpcStatus(s));
-        return;
-      }
-      // NOT_FOUND: the session has ended; its end is on its way.
-    }
-    StartRead(&in_);
-  }
-
-  void OnDone() override {
-    if (!id_.empty()) relay_->ClientGone(id_);
-    delete this;
-  }
-
- private:
-  void FinishWith(const grpc::Status& status) {
-    absl::MutexLock lock(&mu_);
-    FinishLocked(status);
-  }
-  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
-  }
-
-  SessionRelay* const relay_;
-  const absl::StatusOr<Principal> who_;
-  // Read and written only by the reactor's read callbacks and OnDone.
-  std::string id_;
-  v1::SessionClientMessage in_;
-  absl::Mutex mu_;
-  std::deque<v1::SessionServerMessage> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
-};
-
 // Every call first authenticates its caller (CallerOf) and, for calls on one
 // job, checks the caller may act on it (CheckJobAccess) before the core
 // acts: a refused call changes nothing.
@@ -404,7 +123,7 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
 
   grpc::ServerBidiReactor<v1::SessionClientMessage, v1::SessionServerMessage>* Session(
       grpc::CallbackServerContext* ctx) override {
-    return new SessionStream(sessions_, Caller(ctx));
+    return NewSessionStream(sessions_, Caller(ctx));
   }
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
@@ -732,15 +451,15 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       grpc::CallbackServerContext* ctx, const v1::StreamLogsRequest* req) override {
     // Bad input first: INVALID_ARGUMENT whoever asks.
     if (req->offset() < 0 || req->rank() < 0) {
-      return new RefusedStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+      return NewRefusedLogStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             req->rank() < 0 ? "rank: must not be negative"
                                                             : "offset: must not be negative"));
     }
     if (absl::StatusOr<v1::Job> job = AccessibleJob(ctx, req->job_id(), "read the logs of");
         !job.ok()) {
-      return new RefusedStream(ToGrpcStatus(job.status()));
+      return NewRefusedLogStream(ToGrpcStatus(job.status()));
     }
-    return new LogStream(core_, *req);
+    return NewLogStream(core_, *req);
   }
 
   grpc::ServerUnaryReactor* GetJobUsage(grpc::CallbackServerContext* ctx,
@@ -880,8 +599,8 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
       if (!who->admin) q.user = who->user;
       s = Accounting::CheckHistory(q);
     }
-    if (!s.ok()) return new HistoryStream(ToGrpcStatus(s));
-    return new HistoryStream(accounting_, std::move(q));
+    if (!s.ok()) return NewRefusedHistoryStream(ToGrpcStatus(s));
+    return NewHistoryStream(accounting_, std::move(q));
   }
 
   // Records an admin action synchronously (AuditLog::Record, blocking until
@@ -980,208 +699,6 @@ class GrpcCoordinatorServices::UserApi : public v1::Coordinator::CallbackService
   SessionRelay* const sessions_;
 };
 
-// ---------------------------------------------------------------- rendezvous
-
-class GrpcCoordinatorServices::RendezvousApi : public v1::Rendezvous::CallbackService {
- public:
-  explicit RendezvousApi(Coordinator* core) : core_(core) {}
-
-  grpc::ServerUnaryReactor* PublishUniqueId(grpc::CallbackServerContext* ctx,
-                                            const v1::PublishUniqueIdRequest* req,
-                                            v1::PublishUniqueIdResponse*) override {
-    return Answer(ctx, [&] { return core_->PublishUniqueId(*req); });
-  }
-
-  grpc::ServerUnaryReactor* FetchUniqueId(grpc::CallbackServerContext* ctx,
-                                          const v1::FetchUniqueIdRequest* req,
-                                          v1::FetchUniqueIdResponse* resp) override {
-    auto* reactor = ctx->DefaultReactor();
-    core_->FetchUniqueIdsAsync(
-        *req, [reactor, resp](absl::StatusOr<std::vector<std::string>> ids) {
-          if (ids.ok() && !ids->empty()) {
-            resp->set_unique_id(ids->front());
-            // One id: unique_id alone, as older clients read it.
-            if (ids->size() > 1) {
-              for (std::string& id : *ids) resp->add_unique_ids(std::move(id));
-            }
-          }
-          reactor->Finish(ToGrpcStatus(ids.status()));
-        });
-    return reactor;
-  }
-
- private:
-  Coordinator* const core_;
-};
-
-// ---------------------------------------------------------------- agent stream
-
-namespace {
-
-// One agent's stream. Reads are handled one at a time, in order; writes are
-// queued (one outstanding StartWrite at a time, as gRPC requires), and
-// starts queued behind a write in flight go as one start_task_batch to an
-// agent that takes them (coordinator/agent_writes.h). Deletes itself in
-// OnDone, after telling the core it is gone.
-class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
-                                                   v1::CoordinatorMessage>,
-                    public AgentConnection {
- public:
-  // `cert_name`: the node its verified client certificate names; empty
-  // when none is required. A non-OK `refuse` ends the stream at once with it.
-  AgentStream(Coordinator* core, SessionRelay* sessions, std::string cert_name,
-              const grpc::Status& refuse)
-      : core_(core), sessions_(sessions), cert_name_(std::move(cert_name)) {
-    if (!refuse.ok()) {
-      FinishOnce(refuse);
-      return;
-    }
-    StartRead(&in_);
-  }
-
-  void Send(v1::CoordinatorMessage msg) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    out_.push_back(std::move(msg));
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&out_.front());
-    }
-  }
-
-  // Writes the front of the queue, merging the starts there first.
-  void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (batch_starts_) CoalesceLeadingStarts(out_);
-    StartWrite(&out_.front());
-  }
-
-  void Close(const absl::Status& status) override { FinishOnce(ToGrpcStatus(status)); }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      FinishOnce(grpc::Status::OK);
-      return;
-    }
-    if (node_.empty()) {
-      if (!in_.has_register_()) {
-        FinishOnce(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                "the first message must be `register`"));
-        return;
-      }
-      if (!cert_name_.empty()) {
-        absl::Status s = CheckNodeIdentity(cert_name_, in_.register_().node().name());
-        if (!s.ok()) {
-          TC_LOG_WARN("refused an agent: {}", std::string(s.message()));
-          FinishOnce(ToGrpcStatus(s));
-          return;
-        }
-      }
-      // Set before registering: once registered, messages may arrive.
-      node_ = in_.register_().node().name();
-      {
-        absl::MutexLock lock(&mu_);
-        batch_starts_ = in_.register_().accepts_start_task_batch();
-      }
-      absl::Status registered = core_->RegisterAgent(in_.register_(), this);
-      if (!registered.ok()) {
-        node_.clear();
-        FinishOnce(ToGrpcStatus(registered));
-        return;
-      }
-      sessions_->AgentConnected(node_, this);
-    } else if (in_.has_session()) {
-      // Session traffic goes to the relay, never through the core.
-      // Moved out of the read buffer (refilled by the next read anyway).
-      sessions_->FromAgent(node_, std::move(*in_.mutable_session()));
-    } else {
-      absl::Status s = core_->HandleAgentMessage(node_, this, in_);
-      if (absl::IsFailedPrecondition(s)) {
-        FinishOnce(ToGrpcStatus(s));
-        return;
-      }
-      if (!s.ok()) TC_LOG_WARN("node {}: {}", node_, s.ToString());
-    }
-    StartRead(&in_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    out_.pop_front();
-    if (ok && !out_.empty() && !finished_) {
-      StartNextWriteLocked();
-    } else {
-      writing_ = false;
-    }
-  }
-
-  void OnDone() override {
-    if (!node_.empty()) {
-      sessions_->AgentGone(node_, this);
-      core_->AgentDisconnected(node_, this);
-    }
-    delete this;
-  }
-
- private:
-  void FinishOnce(const grpc::Status& status) {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
-  }
-
-  Coordinator* const core_;
-  SessionRelay* const sessions_;
-  const std::string cert_name_;
-  // Set once registered; read only by the reactor's own callbacks.
-  std::string node_;
-  v1::AgentMessage in_;
-  absl::Mutex mu_;
-  std::deque<v1::CoordinatorMessage> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // RegisterNode.accepts_start_task_batch of the agent on this stream.
-  bool batch_starts_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-}  // namespace
-
-class GrpcCoordinatorServices::AgentApi : public v1::AgentService::CallbackService {
- public:
-  AgentApi(Coordinator* core, bool require_cert, SessionRelay* sessions)
-      : core_(core), require_cert_(require_cert), sessions_(sessions) {}
-
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
-      grpc::CallbackServerContext* ctx) override {
-    if (!require_cert_) return new AgentStream(core_, sessions_, "", grpc::Status::OK);
-    // With GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY the common name is
-    // present only when the peer sent a certificate that the CA verified.
-    std::string cert_name;
-    std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
-    if (auth != nullptr) {
-      std::vector<grpc::string_ref> cn =
-          auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);
-      if (!cn.empty()) cert_name.assign(cn.front().data(), cn.front().size());
-    }
-    if (cert_name.empty()) {
-      TC_LOG_WARN("refused an agent without a client certificate from {}",
-                  ctx->peer());
-      return new AgentStream(
-          core_, sessions_, "",
-          grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                       "agents must present a client certificate signed by the "
-                       "coordinator's CA (trainctl-agent --tls-cert/--tls-key/"
-                       "--tls-ca; deploy/make_certs.sh makes them)"));
-    }
-    return new AgentStream(core_, sessions_, std::move(cert_name), grpc::Status::OK);
-  }
-
- private:
-  Coordinator* const core_;
-  const bool require_cert_;
-  SessionRelay* const sessions_;
-};
-
 // ---------------------------------------------------------------- server
 
 namespace {
@@ -1232,8 +749,8 @@ GrpcCoordinatorServices::GrpcCoordinatorServices(Coordinator* core,
       sessions_(std::make_unique<SessionRelay>(RelayHooks(core, security.audit, clock_),
                                                sessions)),
       user_(std::make_unique<UserApi>(core, security, clock_, sessions_.get())),
-      agent_(std::make_unique<AgentApi>(core, security.require_agent_cert, sessions_.get())),
-      rendezvous_(std::make_unique<RendezvousApi>(core)) {
+      agent_(MakeAgentService(core, security.require_agent_cert, sessions_.get())),
+      rendezvous_(MakeRendezvousService(core)) {
   // Interactive jobs that outlived a restart of ours: their idle clocks go on.
   sessions_->AdoptInteractiveJobs(
       core->ListJobs({v1::JOB_STATE_RUNNING}, std::numeric_limits<int>::max()));

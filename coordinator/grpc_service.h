@@ -1,12 +1,14 @@
 #ifndef TRAINCTL_COORDINATOR_GRPC_SERVICE_H_
 #define TRAINCTL_COORDINATOR_GRPC_SERVICE_H_
 
-// The transport: binds the Coordinator core to gRPC's callback API (user API,
-// agent stream, rendezvous). Converts proto requests to core calls and
+// The transport: binds the Coordinator core to gRPC's callback API (the
+// user API here; the agent stream and the rendezvous in
+// grpc_agent_services.h). Converts proto requests to core calls and
 // absl::Status to grpc::Status (in one place, ToGrpcStatus); no policy here.
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -25,6 +27,17 @@ namespace trainctl::coord {
 
 // absl::Status -> grpc::Status, same code and message.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Answers a unary call that the handler decides on its own thread: runs
+// `fn`, which fills the response and returns the call's absl::Status, and
+// finishes the call with it (ToGrpcStatus). For handlers that hand the
+// answer to the core's callbacks, see SubmitJob or WaitJob.
+template <typename Fn>
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, Fn&& fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(std::forward<Fn>(fn)()));
+  return reactor;
+}
 
 // Who the services let in (coordinator/auth.h has the rules). The default is
 // insecure mode: anyone who reaches the port may do anything.
@@ -91,8 +104,6 @@ class GrpcCoordinatorServices {
 
  private:
   class UserApi;
-  class AgentApi;
-  class RendezvousApi;
   // SecurityConfig::clock, or own_clock_.
   std::unique_ptr<Clock> own_clock_;
   const Clock* clock_;
@@ -100,8 +111,9 @@ class GrpcCoordinatorServices {
   // Session streams and the agents' streams; made first, destroyed last.
   std::unique_ptr<SessionRelay> sessions_;
   std::unique_ptr<UserApi> user_;
-  std::unique_ptr<AgentApi> agent_;
-  std::unique_ptr<RendezvousApi> rendezvous_;
+  // AgentService and Rendezvous (grpc_agent_services.h).
+  std::unique_ptr<grpc::Service> agent_;
+  std::unique_ptr<grpc::Service> rendezvous_;
 };
 
 // Builds and starts a server for `core` on `listen` ("host:port"; port 0
