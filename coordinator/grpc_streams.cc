@@ -17,10 +17,30 @@ namespace {
 
 // A server stream refused before it started (authentication, access): ends
 // at once with `status`.
-class RefusedStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
+template <typename Msg>
+class RefusedStream : public grpc::ServerWriteReactor<Msg> {
  public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  explicit RefusedStream(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
+};
+
+// A server stream that writes one message at a time: once a write is done,
+// Next() takes the next step; a failed write (the client gone) finishes the
+// call CANCELLED. Deletes itself when the call is done.
+template <typename Msg>
+class OneWriteAtATime : public grpc::ServerWriteReactor<Msg> {
+ public:
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ protected:
+  virtual void Next() = 0;
 };
 
 // One StreamLogs call: reads a rank's log chunk by chunk through the core
@@ -30,7 +50,7 @@ class RefusedStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
 // `trainctl logs -f` runs. One core call or one write is in flight at a
 // time; a cancelled call (client gone) finishes at the next step. The
 // reactor deletes itself in OnDone.
-class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
+class LogStream : public OneWriteAtATime<v1::StreamLogsResponse> {
  public:
   // Long-poll between reads of a followed log that has no new data, ms.
   static constexpr absl::Duration kFollowPoll = absl::Seconds(1);
@@ -49,17 +69,11 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
     Read();
   }
 
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
-    Step(after_write_, absl::OkStatus());
-  }
   void OnCancel() override { cancelled_ = true; }
-  void OnDone() override { delete this; }
 
  private:
+  void Next() override { Step(after_write_, absl::OkStatus()); }
+
   void Read() {
     if (cancelled_) {
       Finish(grpc::Status::CANCELLED);
@@ -132,26 +146,15 @@ class LogStream : public grpc::ServerWriteReactor<v1::StreamLogsResponse> {
 // (Accounting::HistoryPage), reading the next page from the store only once
 // the previous one is written, so a million rows never sit in memory. The
 // reactor deletes itself in OnDone.
-class HistoryStream : public grpc::ServerWriteReactor<v1::ListHistoryResponse> {
+class HistoryStream : public OneWriteAtATime<v1::ListHistoryResponse> {
  public:
   HistoryStream(const Accounting* accounting, HistoryQuery query)
       : accounting_(accounting), query_(std::move(query)) {
     Next();
   }
-  // A stream refused before it started: ends at once with `status`.
-  explicit HistoryStream(const grpc::Status& status) { Finish(status); }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
-    Next();
-  }
-  void OnDone() override { delete this; }
 
  private:
-  void Next() {
+  void Next() override {
     while (!cursor_.done) {
       absl::StatusOr<v1::ListHistoryResponse> page = accounting_->HistoryPage(query_, cursor_);
       if (!page.ok()) {
@@ -292,7 +295,7 @@ grpc::ServerWriteReactor<v1::StreamLogsResponse>* NewLogStream(Coordinator* core
 }
 
 grpc::ServerWriteReactor<v1::StreamLogsResponse>* NewRefusedLogStream(const grpc::Status& status) {
-  return new RefusedStream(status);
+  return new RefusedStream<v1::StreamLogsResponse>(status);
 }
 
 grpc::ServerWriteReactor<v1::ListHistoryResponse>* NewHistoryStream(const Accounting* accounting,
@@ -302,7 +305,7 @@ grpc::ServerWriteReactor<v1::ListHistoryResponse>* NewHistoryStream(const Accoun
 
 grpc::ServerWriteReactor<v1::ListHistoryResponse>* NewRefusedHistoryStream(
     const grpc::Status& status) {
-  return new HistoryStream(status);
+  return new RefusedStream<v1::ListHistoryResponse>(status);
 }
 
 grpc::ServerBidiReactor<v1::SessionClientMessage, v1::SessionServerMessage>* NewSessionStream(
