@@ -424,16 +424,8 @@ absl::StatusOr<int64_t> Accounting::Prune(int64_t before_ms, int64_t max_records
     hours_.erase(hours_.begin(), hours_.lower_bound(hour));
     days_.erase(days_.begin(), days_.lower_bound(DayOf(hour)));
   }
-  std::string bound = Key(before_ms, 0, 0);
-  // The (max_records + 1)-th oldest key, when there is one, caps the batch.
-  RecordQuery oldest;
-  oldest.limit = max_records + 1;
-  absl::StatusOr<std::vector<StoredRecord>> first = store_->ReadRecords(kRecordKind, oldest);
-  if (!first.ok()) return first.status();
-  if (static_cast<int64_t>(first->size()) > max_records) {
-    bound = std::min(bound, first->back().key);
-  }
-  absl::StatusOr<int64_t> deleted = store_->DeleteRecordsBefore(kRecordKind, bound);
+  absl::StatusOr<int64_t> deleted =
+      DeleteOldestRecordsBefore(*store_, kRecordKind, Key(before_ms, 0, 0), max_records);
   if (!deleted.ok()) return deleted.status();
   absl::MutexLock lock(&mu_);
   records_ -= *deleted;

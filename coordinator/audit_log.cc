@@ -126,17 +126,10 @@ absl::StatusOr<int64_t> AuditLog::Prune(absl::Time before, int64_t max_events) c
   absl::StatusOr<std::vector<StoredRecord>> last = store_->ReadRecords(kRecordKind, newest);
   if (!last.ok()) return last.status();
   if (last->empty()) return 0;
-  std::string bound = std::min(
-      AuditKey(std::max<int64_t>(0, absl::ToUnixMillis(before)), 0), last->front().key);
-  // The (max_events + 1)-th oldest key, when there is one, caps the batch.
-  RecordQuery oldest;
-  oldest.limit = max_events + 1;
-  absl::StatusOr<std::vector<StoredRecord>> first = store_->ReadRecords(kRecordKind, oldest);
-  if (!first.ok()) return first.status();
-  if (static_cast<int64_t>(first->size()) > max_events) {
-    bound = std::min(bound, first->back().key);
-  }
-  return store_->DeleteRecordsBefore(kRecordKind, bound);
+  return DeleteOldestRecordsBefore(
+      *store_, kRecordKind,
+      std::min(AuditKey(std::max<int64_t>(0, absl::ToUnixMillis(before)), 0), last->front().key),
+      max_events);
 }
 
 absl::StatusOr<std::vector<v1::AuditEvent>> AuditLog::List(absl::Time since,

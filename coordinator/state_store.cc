@@ -177,6 +177,18 @@ absl::StatusOr<std::vector<StoredRecord>> StateStore::ReadRecords(const std::str
   return absl::UnimplementedError("this state store keeps no records");
 }
 
+absl::StatusOr<int64_t> DeleteOldestRecordsBefore(StateStore& store, const std::string& kind,
+                                                  std::string before_key, int64_t max_records) {
+  RecordQuery oldest;
+  oldest.limit = max_records + 1;
+  absl::StatusOr<std::vector<StoredRecord>> first = store.ReadRecords(kind, oldest);
+  if (!first.ok()) return first.status();
+  if (static_cast<int64_t>(first->size()) > max_records) {
+    before_key = std::min(before_key, first->back().key);
+  }
+  return store.DeleteRecordsBefore(kind, before_key);
+}
+
 absl::StatusOr<int64_t> StateStore::DeleteRecordsBefore(const std::string&,
                                                         const std::string&) {
   return absl::UnimplementedError("this state store keeps no records");

@@ -76,6 +76,16 @@ struct RecordQuery {
   bool newest_first = false;
 };
 
+class StateStore;
+
+// Deletes the oldest records of `kind` whose key is below `before_key`, at
+// most `max_records` (>= 1) of them, in one StateStore::DeleteRecordsBefore
+// (the (max_records + 1)-th oldest key caps it), so retention goes in short
+// transactions; returns how many went. Errors: those of ReadRecords and
+// DeleteRecordsBefore (nothing deleted).
+absl::StatusOr<int64_t> DeleteOldestRecordsBefore(StateStore& store, const std::string& kind,
+                                                  std::string before_key, int64_t max_records);
+
 // Checks a record's kind and key as PutRecord does. Errors: INVALID_ARGUMENT
 // naming "kind" or "key" and the rule.
 absl::Status CheckRecordKey(const std::string& kind, const std::string& key);
