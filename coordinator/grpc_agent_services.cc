@@ -178,7 +178,6 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
   bool batch_starts_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-
 class AgentApi : public v1::AgentService::CallbackService {
  public:
   AgentApi(Coordinator* core, bool require_cert, SessionRelay* sessions)
