@@ -213,8 +213,6 @@ absl::StatusOr<v1::RegisterNode> Agent::Registration() {
     }
   }
   absl::MutexLock lock(&mu_);
-  gpu_index_by_uuid_.clear();
-  for (const GpuInfo& g : gpus) gpu_index_by_uuid_[g.uuid] = g.index;
   for (const auto& [key, entry] : tasks_) *reg.add_running_tasks() = entry.ref;
   for (const v1::TaskStatus& st : recent_exits_) *reg.add_finished_tasks() = st;
   return reg;
@@ -246,39 +244,12 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
   // Per-task use. Each task leads its own process group (pgid = pid).
   // Pre-flight probes are not the job's ranks: their use is not the job's
   // (TaskUsage names the attempt, not the probe run).
-  struct Running {
-    v1::TaskRef ref;
-    // The task's GPUs' indices when it holds them alone: the GPUs' own
-    // samples are its use. Empty: measure its processes (shared GPUs,
-    // unknown GPUs).
-    std::vector<int> alone_on;
-  };
-  std::vector<Running> running;
+  std::vector<v1::TaskRef> running;
   {
     absl::MutexLock lock(&mu_);
-    absl::flat_hash_map<int, int> holders;  // GPU index -> running tasks on it
-    std::vector<bool> measurable;           // all its GPUs known, not shared
     for (const auto& [key, entry] : tasks_) {
-      if (entry.exited || entry.ref.pid() <= 0 || entry.ref.probe_run() != 0) continue;
-      Running& r = running.emplace_back();
-      r.ref = entry.ref;
-      bool known = !entry.gpu_uuids.empty();
-      for (const std::string& uuid : entry.gpu_uuids) {
-        auto index = gpu_index_by_uuid_.find(uuid);
-        if (index == gpu_index_by_uuid_.end()) {
-          known = false;
-          continue;
-        }
-        r.alone_on.push_back(index->second);
-        ++holders[index->second];
-      }
-      measurable.push_back(known && !entry.shared_gpu);
-    }
-    for (size_t i = 0; i < running.size(); ++i) {
-      std::vector<int>& on = running[i].alone_on;
-      if (!measurable[i] ||
-          std::any_of(on.begin(), on.end(), [&](int gpu) { return holders[gpu] > 1; })) {
-        on.clear();
+      if (!entry.exited && entry.ref.pid() > 0 && entry.ref.probe_run() == 0) {
+        running.push_back(entry.ref);
       }
     }
   }
@@ -288,22 +259,14 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
     return hb;
   }
   std::vector<int> pgids;
-  for (const Running& r : running) pgids.push_back(r.ref.pid());
+  for (const v1::TaskRef& r : running) pgids.push_back(r.pid());
   const std::map<int, GroupUsage> groups = proc_sampler_.Sample(pgids);
-  // NVML's per-process queries only when some task shares a GPU or runs on
-  // GPUs it does not know: they slow a launch-bound job on the GPU by a few
-  // percent (bench/README.md, "The sampling's cost").
-  absl::StatusOr<std::vector<ProcessGpuSample>> procs = std::vector<ProcessGpuSample>{};
-  if (std::any_of(running.begin(), running.end(),
-                  [](const Running& r) { return r.alone_on.empty(); })) {
-    procs = inventory_->SampleProcesses();
-  }
+  absl::StatusOr<std::vector<ProcessGpuSample>> procs = inventory_->SampleProcesses();
   if (!procs.ok()) {
     TC_LOG_WARN("per-process GPU sample failed: {}", procs.status().ToString());
     procs = std::vector<ProcessGpuSample>{};
   }
-  for (const Running& run : running) {
-    const v1::TaskRef& r = run.ref;
+  for (const v1::TaskRef& r : running) {
     v1::TaskUsage* u = hb.add_task_usage();
     u->set_job_id(r.job_id());
     u->set_attempt(r.attempt());
@@ -313,25 +276,6 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
     if (g == groups.end()) continue;
     u->set_cpu_pct(g->second.cpu_pct);
     u->set_rss_bytes(g->second.rss_bytes);
-    if (!run.alone_on.empty()) {
-      // Alone on its GPUs: their memory in use and their mean utilization.
-      int64_t memory = 0;
-      int util = 0, counted = 0;
-      for (const GpuSample& s : samples) {
-        if (std::find(run.alone_on.begin(), run.alone_on.end(), s.index) == run.alone_on.end()) {
-          continue;
-        }
-        memory += s.memory_used_bytes;
-        util += s.utilization_pct;
-        ++counted;
-      }
-      if (counted > 0) {
-        u->set_gpu_memory_known(true);
-        u->set_gpu_memory_bytes(memory);
-        u->set_gpu_util_pct(util / counted);
-      }
-      continue;
-    }
     const absl::flat_hash_set<int> members(g->second.pids.begin(), g->second.pids.end());
     int64_t memory = 0;
     int util = 0;
@@ -966,10 +910,6 @@ void Agent::Start(const v1::StartTask& start) {
     entry.launching = true;
     entry.preflight = start.has_preflight();
     entry.discard_output = DiscardsOutput(start);
-    entry.shared_gpu = start.shared_gpu();
-    if (auto it = start.env().find("CUDA_VISIBLE_DEVICES"); it != start.env().end()) {
-      entry.gpu_uuids = absl::StrSplit(it->second, ',', absl::SkipEmpty());
-    }
   }
   // Without the lock: directories, the program's lookup and the spawn take
   // milliseconds on a busy host, and exits, heartbeats and fencing must not

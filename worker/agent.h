@@ -246,11 +246,6 @@ class Agent {
     // Registered with the rendezvous relay as (job, attempt, rank,
     // probe_run) of its launch environment; removed at its exit.
     std::optional<RelayRank> relay_rank;
-    // The GPUs the task was started on (CUDA_VISIBLE_DEVICES: UUIDs) and
-    // whether it shares one with other tasks (StartTask.shared_gpu); a task
-    // alone on its GPUs is measured by their own samples (Heartbeat).
-    std::vector<std::string> gpu_uuids;
-    bool shared_gpu = false;
     // The task's cgroup (empty: none), killed and removed at its exit.
     std::string cgroup_dir;
     // A container task: the runtime commands that remove what a killed
@@ -387,8 +382,6 @@ class Agent {
 
   mutable absl::Mutex mu_;
   absl::btree_map<Key, TaskEntry> tasks_ ABSL_GUARDED_BY(mu_);
-  // The host's GPUs, UUID -> NVML index, as of the last Registration().
-  absl::flat_hash_map<std::string, int> gpu_index_by_uuid_ ABSL_GUARDED_BY(mu_);
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   Outbox outbox_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AgentMessage> queued_ ABSL_GUARDED_BY(mu_);

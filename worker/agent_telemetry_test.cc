@@ -113,45 +113,6 @@ TEST_F(AgentTelemetryTest, Heartbeat_RunningTask_ReportsItsGroupsCpuAndGpuUse) {
   EXPECT_NEAR(hb->task_usage(0).cpu_pct(), 100, 1);
 }
 
-// A task alone on its GPU is measured by the GPU's own sample, without
-// NVML's per-process queries (which slow a launch-bound job: bench/README.md,
-// "The sampling's cost"); once a task shares the GPU, both are measured by
-// their processes again.
-TEST_F(AgentTelemetryTest, Heartbeat_TaskAloneOnItsGpu_UsesTheGpusOwnSample) {
-  TC_ASSERT_OK(agent_->Registration());
-  const std::string uuid = (*inventory_.ListGpus())[0].uuid;
-  v1::CoordinatorMessage whole = Start(7);  // pid 1000
-  (*whole.mutable_start_task()->mutable_env())["CUDA_VISIBLE_DEVICES"] = uuid;
-  agent_->Handle(whole);
-  Uptime(50);
-  Process(1000, 1000, 0);
-  Process(1001, 1001, 0);
-  GpuSample gpu;
-  gpu.index = 0;
-  gpu.memory_used_bytes = 30 * kGiB;
-  gpu.utilization_pct = 85;
-  inventory_.SetSample(gpu);
-  inventory_.SetProcessSamples({{0, 1000, 6 * kGiB, 40}, {0, 1001, 2 * kGiB, 10}});
-  auto hb = agent_->Heartbeat();
-  TC_ASSERT_OK(hb);
-  ASSERT_THAT(hb->task_usage(), SizeIs(1));
-  EXPECT_TRUE(hb->task_usage(0).gpu_memory_known());
-  EXPECT_EQ(hb->task_usage(0).gpu_memory_bytes(), 30 * kGiB);
-  EXPECT_EQ(hb->task_usage(0).gpu_util_pct(), 85);
-  EXPECT_EQ(inventory_.process_sample_calls(), 0);
-
-  v1::CoordinatorMessage packed = Start(8);  // pid 1001, a fraction of the same GPU
-  (*packed.mutable_start_task()->mutable_env())["CUDA_VISIBLE_DEVICES"] = uuid;
-  packed.mutable_start_task()->set_shared_gpu(true);
-  agent_->Handle(packed);
-  hb = agent_->Heartbeat();
-  TC_ASSERT_OK(hb);
-  ASSERT_THAT(hb->task_usage(), SizeIs(2));
-  EXPECT_EQ(inventory_.process_sample_calls(), 1);
-  EXPECT_EQ(hb->task_usage(0).gpu_memory_bytes(), 6 * kGiB);
-  EXPECT_EQ(hb->task_usage(1).gpu_memory_bytes(), 2 * kGiB);
-}
-
 // --task-usage-period: per-task use with every Nth heartbeat while tasks
 // run, never with 0; the GPUs' samples with every one.
 TEST_F(AgentTelemetryTest, Heartbeat_TaskUsagePeriod_SamplesEveryNthOrNever) {

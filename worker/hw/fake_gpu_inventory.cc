@@ -124,14 +124,8 @@ void FakeGpuInventory::SetFailing(bool failing) {
   failing_ = failing;
 }
 
-int FakeGpuInventory::process_sample_calls() {
-  absl::MutexLock lock(&mu_);
-  return process_sample_calls_;
-}
-
 absl::StatusOr<std::vector<ProcessGpuSample>> FakeGpuInventory::SampleProcesses() {
   absl::MutexLock lock(&mu_);
-  ++process_sample_calls_;
   if (failing_) return absl::UnavailableError("fake GPU inventory: failing");
   return process_samples_;
 }

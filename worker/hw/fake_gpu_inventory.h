@@ -66,8 +66,6 @@ class FakeGpuInventory : public GpuInventory {
   void SetProcessSamples(std::vector<ProcessGpuSample> samples);
   // Turns failure injection on or off.
   void SetFailing(bool failing);
-  // How many SampleProcesses() calls were made.
-  int process_sample_calls();
 
  private:
   const FakeGpuSpec spec_;
@@ -76,7 +74,6 @@ class FakeGpuInventory : public GpuInventory {
   std::vector<GpuSample> samples_ ABSL_GUARDED_BY(mu_);
   std::vector<ProcessGpuSample> process_samples_ ABSL_GUARDED_BY(mu_);
   bool failing_ ABSL_GUARDED_BY(mu_) = false;
-  int process_sample_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace trainctl::worker
