@@ -169,7 +169,7 @@ class HistoryStream : public OneWriteAtATime<v1::ListHistoryResponse> {
     Finish(grpc::Status::OK);
   }
 
-  const Accounting* const accounting_ = nullptr;
+  const Accounting* const accounting_;
   const HistoryQuery query_;
   Accounting::HistoryCursor cursor_;
   v1::ListHistoryResponse page_;  // the page being written

@@ -119,6 +119,20 @@ def wait_cancelled(token, job_id, because, when):
     return reason
 
 
+def port_forward(token, job_id, port, log_name):
+    """Starts `trainctl port-forward JOB 0:PORT` (stderr to WORK/log_name);
+    returns the process and the local port it printed."""
+    pf = subprocess.Popen([T, "--token", token, "port-forward", job_id, "0:%d" % port],
+                          stdout=subprocess.PIPE, stderr=open(os.path.join(WORK, log_name), "w"),
+                          text=True)
+    PROCS.append(pf)
+    line = pf.stdout.readline()
+    m = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> %d" % port, line)
+    if not m:
+        fail("port-forward to job %s printed %r" % (job_id, line))
+    return pf, int(m.group(1))
+
+
 def wait_running(token, job_id, ranks=1):
     def running():
         j = job(token, job_id)
@@ -240,15 +254,7 @@ def main():
               "http.server", str(port), "--bind", "127.0.0.1").stdout.strip()
     wait_running(alice, web)
     wait_until("http.server listening", lambda: _connects(port))
-    pf = subprocess.Popen([T, "--token", alice, "port-forward", web, "0:%d" % port],
-                          stdout=subprocess.PIPE, stderr=open(os.path.join(WORK, "pf.log"), "w"),
-                          text=True)
-    PROCS.append(pf)
-    line = pf.stdout.readline()
-    m = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> %d" % port, line)
-    if not m:
-        fail("port-forward printed %r" % line)
-    local = int(m.group(1))
+    pf, local = port_forward(alice, web, port, "pf.log")
 
     def get(_):
         with urllib.request.urlopen("http://127.0.0.1:%d/hello.txt" % local, timeout=TIMEOUT) as resp:
@@ -279,15 +285,9 @@ def main():
                slow, str(sink_port)).stdout.strip()
     wait_running(alice, sink)
     wait_until("the slow sink listening", lambda: _listening(sink_port))
-    pf = subprocess.Popen([T, "--token", alice, "port-forward", sink, "0:%d" % sink_port],
-                          stdout=subprocess.PIPE, stderr=open(os.path.join(WORK, "pf2.log"), "w"),
-                          text=True)
-    PROCS.append(pf)
-    m = re.match(r"Forwarding from 127\.0\.0\.1:(\d+)", pf.stdout.readline())
-    if not m:
-        fail("port-forward to the sink printed no port")
+    pf, sink_local = port_forward(alice, sink, sink_port, "pf2.log")
     data = os.urandom(8 << 20)
-    with socket.create_connection(("127.0.0.1", int(m.group(1))), timeout=TIMEOUT) as c:
+    with socket.create_connection(("127.0.0.1", sink_local), timeout=TIMEOUT) as c:
         c.sendall(data)
         c.shutdown(socket.SHUT_WR)
         answer = c.makefile().readline().split()
