@@ -12,6 +12,8 @@ rotating from round to round:
   trainctl-nosample  `trainctl submit` to a second cluster whose agent
               runs with `--task-usage-period 0` (no per-task /proc scan or
               NVML per-process queries while the job runs)
+  trainctl-periodN  the same with `--task-usage-period N` (a per-task
+              sample every Nth heartbeat)
 
 Per run: steady-state steps/s per workload, first all-reduce (process start
 -> the first gradient all-reduce done) and launch to exit (the launcher
@@ -24,13 +26,19 @@ is compared variable by variable with torchrun's.
 
 Usage: ddp_steady.py BUNDLE_DIR OUT_DIR [--rounds 8] [--deadline-s 540]
                     [--arms torchrun,trainctl] [--first-round N] [--procs 2]
+                    [--step-times]
        ddp_steady.py --pool OUT.json IN.json...
 --first-round numbers the rounds from N (the arm order rotates with the
 round number), so a second call continues a first one's rotation; --pool
 writes OUT.json with the runs of every IN.json (calls of the same arms and
 --procs) and their summary over all of them. --procs 1 measures the
 one-process case (a one-GPU host): torchrun and trainctl then both leave
-OMP_NUM_THREADS unset.
+OMP_NUM_THREADS unset. --step-times records rank 0's launch time of every
+timed step (ddp_steady_train.py --step-times) and adds per run and workload
+its median and 99th percentile (ms) and lost_pct: the time of steps slower
+than 3x the median, beyond that median, as a percentage of the window (what
+stalls of the launching thread cost); the summary gives each arm's medians
+of these over its runs.
 Writes OUT_DIR/ddp_steady.json after every run (a run cut short keeps the
 rounds done). No round starts after --deadline-s. Needs python3 with torch
 and 2 GPUs; trainctl comes from the bundle (deploy/make_bundle.sh).
@@ -87,6 +95,29 @@ def run_torchrun(script, probe, log_path, train_args, procs):
     return last_json_line(log_path), time.monotonic() - t0
 
 
+def step_stats(path):
+    """{workload: {p50_ms, p99_ms, max_ms, slow, lost_pct}} from a
+    step_times.json ({workload: [ms, ...]}); None when there is none. A slow
+    step takes more than 3x the median; lost_pct is the slow steps' time
+    beyond the median, in % of all steps' time."""
+    try:
+        with open(path) as f:
+            times = json.load(f)
+    except (OSError, ValueError):
+        return None
+    out = {}
+    for w, ms in times.items():
+        if not ms:
+            continue
+        p50 = statistics.median(ms)
+        p99 = sorted(ms)[min(len(ms) - 1, int(0.99 * len(ms)))]
+        slow = [t for t in ms if t > 3 * p50]
+        out[w] = {"p50_ms": round(p50, 4), "p99_ms": round(p99, 4), "max_ms": round(max(ms), 3),
+                  "slow": len(slow),
+                  "lost_pct": round(100 * sum(t - p50 for t in slow) / sum(ms), 3)}
+    return out
+
+
 def spread(values):
     """Median, quartiles, min, max of a list of ratios (None if empty)."""
     if not values:
@@ -127,6 +158,12 @@ def summarize(runs, arms):
             medians[arm]["first_allreduce_s"] = statistics.median(
                 r["line"]["time_to_first_allreduce_s"] for r in sel)
             medians[arm]["launch_to_exit_s"] = statistics.median(r["wall_s"] for r in sel)
+            timed = [r["step_ms"] for r in sel if r.get("step_ms")]
+            if timed:
+                medians[arm]["step_ms"] = {
+                    w: {k: statistics.median(t[w][k] for t in timed if w in t)
+                        for k in ("p50_ms", "p99_ms", "lost_pct")}
+                    for w in WORKLOADS if any(w in t for t in timed)}
     return {"paired_vs_torchrun": out, "medians": medians}
 
 
@@ -190,12 +227,14 @@ def main():
     ap.add_argument("--first-round", type=int, default=1,
                     help="number of the first round (continues an earlier call's rotation)")
     ap.add_argument("--procs", type=int, default=2, help="ranks (one GPU each)")
+    ap.add_argument("--step-times", action="store_true",
+                    help="record and summarize each timed step's launch time")
     args = ap.parse_args()
     started = time.monotonic()
     bundle, out = os.path.abspath(args.bundle), os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     script = os.path.join(bundle, "share", "ddp_steady_train.py")
-    train_args = ["--seconds", str(args.seconds)]
+    train_args = ["--seconds", str(args.seconds)] + (["--step-times"] if args.step_times else [])
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     old_omp = str(max(1, (os.cpu_count() or 2) // args.procs))
     arms = args.arms.split(",")
@@ -203,12 +242,17 @@ def main():
     # One agent offering GPUs 0..procs-1 (an agent refuses GPUs the host lacks).
     gpus = ",".join(map(str, range(args.procs)))
     cluster = Cluster(bundle, work, agents=(("node-a", gpus, "29600-29699"),))
-    quiet = None
-    if "trainctl-nosample" in arms:
-        quiet_work = os.path.join(work, "quiet")
-        os.makedirs(quiet_work)
-        quiet = Cluster(bundle, quiet_work, agents=(("node-q", gpus, "29700-29799"),),
-                        agent_args=("--task-usage-period", "0"))
+    # A cluster of its own per --task-usage-period arm (the agent's flag).
+    clusters = {"trainctl": cluster, "trainctl-omp-cpus": cluster}
+    for i, arm in enumerate(a for a in arms if a not in ("torchrun", *clusters)):
+        period = "0" if arm == "trainctl-nosample" else arm.removeprefix("trainctl-period")
+        if not period.isdigit():
+            sys.exit(f"unknown arm {arm!r}")
+        arm_work = os.path.join(work, arm)
+        os.makedirs(arm_work)
+        ports = f"{29700 + 100 * i}-{29799 + 100 * i}"
+        clusters[arm] = Cluster(bundle, arm_work, agents=(("node-q", gpus, ports),),
+                                agent_args=("--task-usage-period", period))
     runs, envs, round_s = [], {}, None
     result = {}
     try:
@@ -228,8 +272,8 @@ def main():
                     line, wall = run_torchrun(script, probe, log, train_args, args.procs)
                 else:
                     extra = {"OMP_NUM_THREADS": old_omp} if arm == "trainctl-omp-cpus" else {}
-                    line, wall = run_trainctl(quiet if arm == "trainctl-nosample" else cluster,
-                                             script, probe, log, train_args, extra, args.procs)
+                    line, wall = run_trainctl(clusters[arm], script, probe, log, train_args,
+                                             extra, args.procs)
                 if line is None:
                     with open(log, errors="replace") as f:
                         print(f"round {rnd} {arm}: no result; log tail:\n{f.read()[-3000:]}",
@@ -240,7 +284,10 @@ def main():
                             envs[arm] = json.load(f)
                     except (OSError, ValueError):
                         envs[arm] = None
-                runs.append({"arm": arm, "round": rnd, "wall_s": round(wall, 3), "line": line})
+                run = {"arm": arm, "round": rnd, "wall_s": round(wall, 3), "line": line}
+                if args.step_times:
+                    run["step_ms"] = step_stats(os.path.join(probe, "step_times.json"))
+                runs.append(run)
                 print(f"round {rnd} {arm}: wall {wall:.2f} s "
                       f"{json.dumps((line or {}).get('steps_per_s'))} first all-reduce "
                       f"{(line or {}).get('time_to_first_allreduce_s')}", flush=True)
@@ -253,9 +300,8 @@ def main():
                     json.dump(result, f, indent=1)
             round_s = time.monotonic() - t_round
     finally:
-        cluster.stop()
-        if quiet is not None:
-            quiet.stop()
+        for c in {id(c): c for c in clusters.values()}.values():
+            c.stop()
     print(json.dumps(result.get("summary"), indent=1))
     print(json.dumps(result.get("env_diff_vs_torchrun"), indent=1))
 

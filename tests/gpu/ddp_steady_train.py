@@ -21,7 +21,11 @@ prints one JSON line:
   steps                      {workload: timed steps}
   omp_num_threads, torch_threads  what the launcher's environment gave
 With DDP_PROBE_DIR set, rank 0 also writes DDP_PROBE_DIR/env.json: its
-environment, to compare launchers variable by variable. DDP_STEADY_DEVICE=cpu
+environment, to compare launchers variable by variable; with --step-times
+it also writes DDP_PROBE_DIR/step_times.json: {workload: [ms, ...]}, the
+CPU time of each timed step's launch (no synchronisation between steps, so a
+step that stalls the launching thread, e.g. on a lock the driver shares with
+a monitoring process, stands out). DDP_STEADY_DEVICE=cpu
 runs it on the CPU with gloo (a smoke test of the script, no timings).
 """
 
@@ -57,6 +61,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--calib", type=int, default=15)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--step-times", action="store_true",
+                    help="rank 0 writes each timed step's launch time to DDP_PROBE_DIR")
     args = ap.parse_args()
 
     import torch
@@ -131,7 +137,7 @@ def main():
 
     builders = {"mlp": mlp, "transformer": transformer, "cnn": cnn}
     first_allreduce_s = None
-    steps_per_s, timed = {}, {}
+    steps_per_s, timed, step_ms = {}, {}, {}
     for name in args.workloads.split(","):
         torch.manual_seed(1234 + rank)
         model, opt, batch, loss_fn, dtype = builders[name]()
@@ -162,8 +168,15 @@ def main():
         n = int(n.item())
         sync()
         t0 = time.perf_counter()
-        for _ in range(n):
-            step()
+        if args.step_times:
+            marks = [t0]
+            for _ in range(n):
+                step()
+                marks.append(time.perf_counter())
+            step_ms[name] = [round((b - a) * 1e3, 4) for a, b in zip(marks, marks[1:])]
+        else:
+            for _ in range(n):
+                step()
         sync()
         steps_per_s[name] = round(n / (time.perf_counter() - t0), 2)
         timed[name] = n
@@ -174,6 +187,9 @@ def main():
     if probe_dir and rank == 0:
         with open(os.path.join(probe_dir, "env.json"), "w") as f:
             json.dump(dict(os.environ), f, indent=1, sort_keys=True)
+        if step_ms:
+            with open(os.path.join(probe_dir, "step_times.json"), "w") as f:
+                json.dump(step_ms, f)
     if rank == 0:
         print(json.dumps({
             "world_size": world,
