@@ -1,16 +1,16 @@
 #include "coordinator/grpc_agent_services.h"
 
+#include <atomic>
 #include <deque>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "coordinator/agent_writes.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/grpc_write_queue.h"
 
 namespace trainctl::coord {
 namespace {
@@ -53,12 +53,11 @@ class RendezvousApi : public v1::Rendezvous::CallbackService {
 
 
 // One agent's stream. Reads are handled one at a time, in order; writes are
-// queued (one outstanding StartWrite at a time, as gRPC requires), and
-// starts queued behind a write in flight go as one start_task_batch to an
-// agent that takes them (coordinator/agent_writes.h). Deletes itself in
-// OnDone, after telling the core it is gone.
-class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
-                                                   v1::CoordinatorMessage>,
+// queued (QueuedWriteReactor), and starts queued behind a write in flight
+// go as one start_task_batch to an agent that takes them
+// (coordinator/agent_writes.h). Deletes itself in OnDone, after telling the
+// core it is gone.
+class AgentStream : public QueuedWriteReactor<v1::AgentMessage, v1::CoordinatorMessage>,
                     public AgentConnection {
  public:
   // `cert_name`: the node its verified client certificate names; empty
@@ -67,38 +66,24 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
               const grpc::Status& refuse)
       : core_(core), sessions_(sessions), cert_name_(std::move(cert_name)) {
     if (!refuse.ok()) {
-      FinishOnce(refuse);
+      FinishNow(refuse);
       return;
     }
     StartRead(&in_);
   }
 
-  void Send(v1::CoordinatorMessage msg) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    out_.push_back(std::move(msg));
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&out_.front());
-    }
-  }
+  void Send(v1::CoordinatorMessage msg) override { Queue(std::move(msg)); }
 
-  // Writes the front of the queue, merging the starts there first.
-  void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (batch_starts_) CoalesceLeadingStarts(out_);
-    StartWrite(&out_.front());
-  }
-
-  void Close(const absl::Status& status) override { FinishOnce(ToGrpcStatus(status)); }
+  void Close(const absl::Status& status) override { FinishNow(ToGrpcStatus(status)); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      FinishOnce(grpc::Status::OK);
+      FinishNow(grpc::Status::OK);
       return;
     }
     if (node_.empty()) {
       if (!in_.has_register_()) {
-        FinishOnce(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+        FinishNow(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                 "the first message must be `register`"));
         return;
       }
@@ -106,20 +91,17 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
         absl::Status s = CheckNodeIdentity(cert_name_, in_.register_().node().name());
         if (!s.ok()) {
           TC_LOG_WARN("refused an agent: {}", std::string(s.message()));
-          FinishOnce(ToGrpcStatus(s));
+          FinishNow(ToGrpcStatus(s));
           return;
         }
       }
       // Set before registering: once registered, messages may arrive.
       node_ = in_.register_().node().name();
-      {
-        absl::MutexLock lock(&mu_);
-        batch_starts_ = in_.register_().accepts_start_task_batch();
-      }
+      batch_starts_ = in_.register_().accepts_start_task_batch();
       absl::Status registered = core_->RegisterAgent(in_.register_(), this);
       if (!registered.ok()) {
         node_.clear();
-        FinishOnce(ToGrpcStatus(registered));
+        FinishNow(ToGrpcStatus(registered));
         return;
       }
       sessions_->AgentConnected(node_, this);
@@ -130,22 +112,12 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
     } else {
       absl::Status s = core_->HandleAgentMessage(node_, this, in_);
       if (absl::IsFailedPrecondition(s)) {
-        FinishOnce(ToGrpcStatus(s));
+        FinishNow(ToGrpcStatus(s));
         return;
       }
       if (!s.ok()) TC_LOG_WARN("node {}: {}", node_, s.ToString());
     }
     StartRead(&in_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    out_.pop_front();
-    if (ok && !out_.empty() && !finished_) {
-      StartNextWriteLocked();
-    } else {
-      writing_ = false;
-    }
   }
 
   void OnDone() override {
@@ -157,11 +129,10 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
   }
 
  private:
-  void FinishOnce(const grpc::Status& status) {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
+  // Merges the starts at the front of the queue for an agent that takes
+  // batches.
+  void BeforeWrite(std::deque<v1::CoordinatorMessage>& queue) override {
+    if (batch_starts_) CoalesceLeadingStarts(queue);
   }
 
   Coordinator* const core_;
@@ -170,12 +141,9 @@ class AgentStream : public grpc::ServerBidiReactor<v1::AgentMessage,
   // Set once registered; read only by the reactor's own callbacks.
   std::string node_;
   v1::AgentMessage in_;
-  absl::Mutex mu_;
-  std::deque<v1::CoordinatorMessage> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // RegisterNode.accepts_start_task_batch of the agent on this stream.
-  bool batch_starts_ ABSL_GUARDED_BY(mu_) = false;
+  // RegisterNode.accepts_start_task_batch of the agent on this stream; set
+  // before it registers, read by the writes that follow.
+  std::atomic<bool> batch_starts_ = false;
 };
 
 class AgentApi : public v1::AgentService::CallbackService {

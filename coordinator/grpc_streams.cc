@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <string>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "common/log_follow.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/grpc_write_queue.h"
 #include "coordinator/job_facts.h"
 
 namespace trainctl::coord {
@@ -178,71 +176,42 @@ class HistoryStream : public OneWriteAtATime<v1::ListHistoryResponse> {
 // One Session call (`trainctl exec`, `shell`, `attach`, `port-forward`):
 // the first message opens the session through the relay (session_relay.h,
 // which checks who may), later ones go to it; the relay sends output and the
-// end back through Send and End. Writes are queued, one in flight; End
-// finishes after what is queued. Deletes itself in OnDone, after telling
+// end back through Send and End. Writes are queued (QueuedWriteReactor);
+// End finishes after what is queued. Deletes itself in OnDone, after telling
 // the relay its client is gone (the agent then kills the command).
 class SessionStream
-    : public grpc::ServerBidiReactor<v1::SessionClientMessage, v1::SessionServerMessage>,
+    : public QueuedWriteReactor<v1::SessionClientMessage, v1::SessionServerMessage>,
       public SessionClient {
  public:
   SessionStream(SessionRelay* relay, absl::StatusOr<Principal> who)
       : relay_(relay), who_(std::move(who)) {
     if (!who_.ok()) {
-      FinishWith(ToGrpcStatus(who_.status()));
+      FinishNow(ToGrpcStatus(who_.status()));
       return;
     }
     StartRead(&in_);
   }
 
-  void Send(v1::SessionServerMessage msg) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_ || ending_) return;
-    out_.push_back(std::move(msg));
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&out_.front());
-    }
-  }
+  void Send(v1::SessionServerMessage msg) override { Queue(std::move(msg)); }
 
-  void End(const absl::Status& status) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_ || ending_) return;
-    ending_ = true;
-    end_status_ = ToGrpcStatus(status);
-    if (!writing_) FinishLocked(end_status_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    out_.pop_front();
-    if (ok && !out_.empty()) {
-      StartWrite(&out_.front());
-      return;
-    }
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-    } else if (ending_) {
-      FinishLocked(end_status_);
-    }
-  }
+  void End(const absl::Status& status) override { FinishAfterQueued(ToGrpcStatus(status)); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
       // The client closed its side or went away: the session ends.
       if (!id_.empty()) relay_->ClientGone(id_);
-      FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "the client ended the session"));
+      FinishNow(grpc::Status(grpc::StatusCode::CANCELLED, "the client ended the session"));
       return;
     }
     if (id_.empty()) {
       if (!in_.has_open()) {
-        FinishWith(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+        FinishNow(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                 "open: the first message of a session must open it"));
         return;
       }
       absl::StatusOr<std::string> id = relay_->Open(*who_, in_.open(), this);
       if (!id.ok()) {
-        FinishWith(ToGrpcStatus(id.status()));
+        FinishNow(ToGrpcStatus(id.status()));
         return;
       }
       id_ = *id;
@@ -250,7 +219,7 @@ class SessionStream
       absl::Status s = relay_->FromClient(id_, in_);
       if (absl::IsInvalidArgument(s)) {
         relay_->ClientGone(id_);
-        FinishWith(ToGrpcStatus(s));
+        FinishNow(ToGrpcStatus(s));
         return;
       }
       // NOT_FOUND: the session has ended; its end is on its way.
@@ -264,27 +233,11 @@ class SessionStream
   }
 
  private:
-  void FinishWith(const grpc::Status& status) {
-    absl::MutexLock lock(&mu_);
-    FinishLocked(status);
-  }
-  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
-  }
-
   SessionRelay* const relay_;
   const absl::StatusOr<Principal> who_;
   // Read and written only by the reactor's read callbacks and OnDone.
   std::string id_;
   v1::SessionClientMessage in_;
-  absl::Mutex mu_;
-  std::deque<v1::SessionServerMessage> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
