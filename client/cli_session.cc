@@ -215,7 +215,11 @@ std::pair<int, int> TerminalSize() {
 // local stdin and terminal resizes, and writes what comes back to fds 1
 // and 2. Returns the exit status: the remote command's exit code, 128 +
 // its signal, kExitRpcError (message on `err`) when the session failed.
-int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::ostream& err) {
+// With `reattach_hint`, a session cut by a lost connection (UNAVAILABLE: the
+// coordinator or the node's agent went away) also says how to get back into
+// the job: the job is not the session, and a coordinator restart keeps it.
+int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::ostream& err,
+               bool reattach_hint = false) {
   grpc::ClientContext ctx;
   std::unique_ptr<SessionStream> stream = stub->Session(&ctx);
   SessionWriter writer(stream.get());
@@ -324,6 +328,12 @@ int RunSession(Stub* stub, const v1::SessionOpen& open, bool send_stdin, std::os
       << (status.ok() ? std::string("the session ended without an exit status")
                       : status.error_message())
       << "\n";
+  if (reattach_hint && status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    const int64_t job = open.job_id();
+    err << "trainctl: the connection was lost, not necessarily job " << job
+        << ": if it still runs (trainctl describe " << job << "), trainctl attach " << job
+        << " gets back in, trainctl cancel " << job << " ends it\n";
+  }
   return kExitRpcError;
 }
 
@@ -582,7 +592,7 @@ int RunSessionCommand(const SessionCommands& c, Flags& f, Session& session, std:
     open.set_login_shell(true);
     open.set_tty(true);
     open.set_stdin(true);
-    return RunSession(stub, open, true, err);
+    return RunSession(stub, open, true, err, /*reattach_hint=*/true);
   }
   // shell: an interactive job first (its spec made by PrepareShell).
   const std::vector<std::string>& command = f.sess_command;
@@ -627,7 +637,7 @@ int RunSessionCommand(const SessionCommands& c, Flags& f, Session& session, std:
   open.set_tty(isatty(STDIN_FILENO) != 0);
   open.set_stdin(true);
   open.set_end_job_with_session(!f.sess_keep);
-  const int status = RunSession(stub, open, true, err);
+  const int status = RunSession(stub, open, true, err, /*reattach_hint=*/true);
   if (f.sess_keep) {
     err << "trainctl: job " << job_id << " keeps running (--keep): trainctl attach " << job_id
         << " to get back in, trainctl cancel " << job_id << " to end it\n";

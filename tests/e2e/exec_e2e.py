@@ -368,6 +368,8 @@ def main():
     coordinator = PROCS[0]
     coordinator.kill()
     coordinator.wait()
+    # The CLI says the job is not the session, and how to get back in.
+    p.expect_exact("trainctl attach %s gets back in" % held)
     p.expect(pexpect.EOF)
     p.close()
     with open(coord_out, "w"):
