@@ -245,11 +245,14 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
   // Pre-flight probes are not the job's ranks: their use is not the job's
   // (TaskUsage names the attempt, not the probe run).
   std::vector<v1::TaskRef> running;
+  // Task pid -> its cgroup, for the tasks that have one.
+  std::map<int, std::string> cgroup_dirs;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, entry] : tasks_) {
       if (!entry.exited && entry.ref.pid() > 0 && entry.ref.probe_run() == 0) {
         running.push_back(entry.ref);
+        if (!entry.cgroup_dir.empty()) cgroup_dirs[entry.ref.pid()] = entry.cgroup_dir;
       }
     }
   }
@@ -260,7 +263,16 @@ absl::StatusOr<v1::Heartbeat> Agent::Heartbeat() {
   }
   std::vector<int> pgids;
   for (const v1::TaskRef& r : running) pgids.push_back(r.pid());
-  const std::map<int, GroupUsage> groups = proc_sampler_.Sample(pgids);
+  // A task in a cgroup is its cgroup's processes (a container's included),
+  // read without walking /proc; the others are their process groups.
+  std::map<int, std::vector<int>> members;
+  if (config_.cgroups != nullptr) {
+    for (const auto& [pid, dir] : cgroup_dirs) {
+      absl::StatusOr<std::vector<int>> pids = config_.cgroups->Pids(dir);
+      if (pids.ok()) members[pid] = *std::move(pids);
+    }
+  }
+  const std::map<int, GroupUsage> groups = proc_sampler_.Sample(pgids, members);
   absl::StatusOr<std::vector<ProcessGpuSample>> procs = inventory_->SampleProcesses();
   if (!procs.ok()) {
     TC_LOG_WARN("per-process GPU sample failed: {}", procs.status().ToString());

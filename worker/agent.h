@@ -82,8 +82,9 @@ struct AgentConfig {
   // Where per-task CPU use is read from (proc(5)); tests point it at a fake
   // tree.
   std::string proc_root = "/proc";
-  // Heartbeats per sample of the running tasks' use (the /proc scan and
-  // the inventory's per-process queries behind `top`, accounting's
+  // Heartbeats per sample of the running tasks' use (each task's processes
+  // from its cgroup, or a /proc scan for a task without one, and the
+  // inventory's per-process queries behind `top`, accounting's
   // GPU-seconds used and an interactive job's idle check): 1, every
   // heartbeat; N, every Nth; 0, never (Slurm's JobAcctGatherFrequency
   // plays this part there). The GPUs' own samples go with every heartbeat.

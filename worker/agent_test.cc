@@ -379,6 +379,41 @@ TEST_F(AgentCgroupTest, Cgroups_TaskWithoutLimits_ReusesTheEmptiedSlotOfItsAccou
   EXPECT_FALSE(std::filesystem::exists(slot));
 }
 
+// A task's use is its cgroup's processes: a container's process (started by
+// its runtime in a session of its own, so outside the task's process group)
+// counts, its GPU memory included, which a walk of /proc by process group
+// missed (`top` showed such a task using no GPU memory).
+TEST_F(AgentCgroupTest, Heartbeat_TaskInACgroup_CountsProcessesOutsideItsProcessGroup) {
+  const std::string proc = log_dir_ + "/proc";
+  auto stat = [&](int pid, int pgrp, int64_t pages) {
+    std::filesystem::create_directories(absl::StrCat(proc, "/", pid));
+    std::ofstream(absl::StrCat(proc, "/", pid, "/stat"))
+        << pid << " (python) S 1 " << pgrp << " " << pgrp << " 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+        << "100 1000000 " << pages << " 0\n";
+  };
+  std::filesystem::create_directories(proc);
+  std::ofstream(proc + "/uptime") << "50 0\n";
+  config_.proc_root = proc;
+  Make();
+  Connect();
+  agent_->Handle(Start(1, 0));
+  ASSERT_THAT(launcher_.launched, SizeIs(1));
+  const std::string dir = launcher_.launched.at(1000).cgroup_dir;
+  stat(1000, 1000, 100);  // `podman run`, the task's process
+  stat(3000, 3000, 900);  // the container's trainer, in its own session
+  std::ofstream(dir + "/cgroup.procs") << "1000\n3000\n";
+  inventory_.SetProcessSamples({{0, 3000, int64_t{6} << 30, 70}});
+  auto hb = agent_->Heartbeat();
+  TC_ASSERT_OK(hb);
+  ASSERT_THAT(hb->task_usage(), SizeIs(1));
+  const v1::TaskUsage& u = hb->task_usage(0);
+  EXPECT_TRUE(u.gpu_memory_known());
+  EXPECT_EQ(u.gpu_memory_bytes(), int64_t{6} << 30);
+  EXPECT_EQ(u.gpu_util_pct(), 70);
+  EXPECT_EQ(u.rss_bytes(), 1000 * sysconf(_SC_PAGESIZE));
+  std::filesystem::remove(dir + "/cgroup.procs");
+}
+
 TEST_F(AgentCgroupTest, Cgroups_TwoAgentsOnOneHost_NeitherKillsTheOthersTask) {
   // Two agents on one host, each offering some of its GPUs (--gpus), share
   // the host's cgroup tree. A cgroup name an agent finds taken is treated as

@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
   int task_usage_period = 1;
   app.add_option("--task-usage-period", task_usage_period,
                  "heartbeats per sample of the running tasks' CPU, memory and "
-                 "GPU use (a /proc scan and NVML's per-process queries, behind "
+                 "GPU use (each task's processes from its cgroup, else a /proc scan; "
+                 "NVML's per-process queries; behind "
                  "`trainctl top`, accounting's GPU-hours used and interactive "
                  "jobs' idle check): 1 every heartbeat, N every Nth, 0 never "
                  "(those figures then stay unknown)")

@@ -459,6 +459,11 @@ absl::StatusOr<CgroupUsage> CgroupTree::ReadUsage(const std::string& dir) const 
   return u;
 }
 
+absl::StatusOr<std::vector<int>> CgroupTree::Pids(const std::string& dir) const {
+  if (absl::Status s = CheckTaskDir(dir); !s.ok()) return s;
+  return SubtreePids(dir);
+}
+
 absl::StatusOr<bool> CgroupTree::Populated(const std::string& dir) const {
   if (absl::Status s = CheckTaskDir(dir); !s.ok()) return s;
   auto events = ReadText(dir + "/cgroup.events");

@@ -155,6 +155,14 @@ class CgroupTree {
   // malformed cpu.stat.
   absl::StatusOr<CgroupUsage> ReadUsage(const std::string& dir) const;
 
+  // The processes now in `dir` and its descendant cgroups, ascending: the
+  // task's, whatever their process group or session (a container's, started
+  // by its runtime in a session of its own, included). One read of each
+  // cgroup.procs; none of the usage files ReadUsage() also reads.
+  // Errors: INVALID_ARGUMENT when `dir` is not a task cgroup of this tree;
+  // NOT_FOUND when it does not exist.
+  absl::StatusOr<std::vector<int>> Pids(const std::string& dir) const;
+
   // Whether a live process is left in `dir` or below it: the "populated"
   // line of its cgroup.events (cgroup v2; zombies do not count). One read,
   // where ReadUsage() lists every pid. Errors: INVALID_ARGUMENT when `dir`

@@ -330,6 +330,23 @@ TEST_F(TaskCgroupTest, ReadUsage_ReadsCpuMemoryAndPidsOfTheSubtree) {
   EXPECT_THAT(u->pids, ElementsAre(30, 70, 90));
 }
 
+// What the agent's per-task sampling reads: a container's processes (in a
+// cgroup of its runtime below the task's) are the task's.
+TEST_F(TaskCgroupTest, Pids_ListsTheSubtree_OtherPathsAreRefused) {
+  auto dir = tree_->CreateTaskCgroup("a", {});
+  ASSERT_THAT(dir, ::trainctl::testing::IsOk());
+  WriteFile(*dir + "/cgroup.procs", "70\n30\n");
+  std::filesystem::create_directories(*dir + "/libpod-abc");
+  WriteFile(*dir + "/libpod-abc/cgroup.procs", "90\n30\n");
+  auto pids = tree_->Pids(*dir);
+  ASSERT_THAT(pids, ::trainctl::testing::IsOk());
+  EXPECT_THAT(*pids, ElementsAre(30, 70, 90));
+  EXPECT_THAT(tree_->Pids(tree_->tasks_dir() + "/gone"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("does not exist")));
+  EXPECT_THAT(tree_->Pids(tree_->agent_leaf_dir()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a task cgroup")));
+}
+
 TEST_F(TaskCgroupTest, ReadUsage_OlderKernelWithoutMemoryPeak_PeakIsZero) {
   auto dir = tree_->CreateTaskCgroup("a", {});
   ASSERT_THAT(dir, ::trainctl::testing::IsOk());

@@ -6,7 +6,12 @@
 // (field 5, pgrp), CPU time (fields 14-15, utime + stime, in clock ticks) and
 // resident set (field 24, pages). Every task the agent starts leads its own
 // process group (pgid = its pid), so a group is the task with its DataLoader
-// workers and any other children.
+// workers and any other children. Where the agent knows a task's processes
+// from its cgroup (worker/hw/cgroup.h), they are the group instead: read by
+// pid alone, with no walk of /proc, and including processes that left the
+// process group (a container's, which its runtime starts in a session of
+// its own; anything that called setsid). Slurm's jobacct_gather/cgroup
+// plugin takes a job's processes from its cgroup for the same reason.
 
 #include <cstdint>
 #include <map>
@@ -36,9 +41,13 @@ class ProcessGroupSampler {
   explicit ProcessGroupSampler(std::string proc_root = "/proc");
 
   // Usage of each of `pgids` now; a group without live members comes back
-  // with no pids and zeros. Unreadable or malformed entries are skipped (a
-  // process may exit while being read). No errors.
-  std::map<int, GroupUsage> Sample(const std::vector<int>& pgids);
+  // with no pids and zeros. A group with an entry in `members` is those
+  // processes, whatever their process group; the others are found by a walk
+  // of every /proc/<pid>/stat, done only when some group has no entry.
+  // Unreadable or malformed entries are skipped (a process may exit while
+  // being read). No errors.
+  std::map<int, GroupUsage> Sample(const std::vector<int>& pgids,
+                                   const std::map<int, std::vector<int>>& members = {});
 
  private:
   const std::string root_;

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -68,6 +70,35 @@ TEST(ProcessGroupSamplerTest, Sample_SumsTheGroupAndMeasuresCpuBetweenCalls) {
   proc.Process(502, 500, hz * 1, 500);
   auto second = sampler.Sample({500});
   EXPECT_DOUBLE_EQ(second[500].cpu_pct, 150);
+}
+
+// A task whose processes the agent knows from its cgroup: they are the
+// group, a container's process in a session of its own included, and a
+// process of the task's process group outside its cgroup is not; a group
+// with no members given is still found by its process group.
+TEST(ProcessGroupSamplerTest, Sample_MembersGiven_AreTheGroupWhateverTheirProcessGroup) {
+  FakeProc proc;
+  const long hz = sysconf(_SC_CLK_TCK);
+  const long page = sysconf(_SC_PAGESIZE);
+  proc.Uptime(100);
+  proc.Process(500, 500, 0, 1000);
+  proc.Process(700, 700, 0, 3000, "python train.py");  // in the container
+  proc.Process(501, 500, 0, 5);                          // left the cgroup
+  proc.Process(600, 600, 0, 10);                         // task 600: no cgroup
+  proc.Process(601, 600, 0, 10);
+  ProcessGroupSampler sampler(proc.root());
+  const std::map<int, std::vector<int>> members = {{500, {500, 700}}};
+  auto first = sampler.Sample({500, 600}, members);
+  EXPECT_THAT(first[500].pids, ElementsAre(500, 700));
+  EXPECT_EQ(first[500].rss_bytes, 4000 * page);
+  EXPECT_THAT(first[600].pids, ElementsAre(600, 601));
+
+  // 1 s later the container's process used 2 s of CPU: 200 % of a core.
+  proc.Uptime(101);
+  proc.Process(700, 700, hz * 2, 3000, "python train.py");
+  auto second = sampler.Sample({500, 600}, members);
+  EXPECT_DOUBLE_EQ(second[500].cpu_pct, 200);
+  EXPECT_DOUBLE_EQ(second[600].cpu_pct, 0);
 }
 
 TEST(ProcessGroupSamplerTest, Sample_GoneGroup_IsEmpty) {
