@@ -78,6 +78,26 @@ int Session::LogsSnapshot(int64_t job_id, int rank, bool all_ranks, int tail_lin
   return kExitOk;
 }
 
+namespace {
+
+// What `logs -f` says on stderr when the log it follows changed
+// (LogFollow::OnWaited returned true): a restart, a gang's pre-flight giving
+// way to its command, or another pre-flight run. `what` is "log" or "logs".
+std::string LogChangeNotice(int64_t job_id, const LogFollow& log, const char* what) {
+  if (log.restarted()) {
+    return absl::StrFormat("trainctl: job %d restarted (attempt %d); following its new %s\n",
+                           job_id, log.attempt(), what);
+  }
+  if (log.probe_run() == 0) {
+    return absl::StrFormat("trainctl: job %d: pre-flight done; following its command's %s\n",
+                           job_id, what);
+  }
+  return absl::StrFormat("trainctl: job %d: pre-flight run %d; following its probe's %s\n",
+                         job_id, log.probe_run(), what);
+}
+
+}  // namespace
+
 int Session::Logs(int64_t job_id, int rank, bool follow) {
   LogFollow log(follow, 0);
   while (true) {
@@ -104,10 +124,7 @@ int Session::Logs(int64_t job_id, int rank, bool follow) {
     absl::StatusOr<v1::WaitJobResponse> waited = WaitForFollow(job_id);
     if (!waited.ok()) return Fail(waited.status());
     if (log.OnWaited(waited->job(), waited->done())) {
-      // A restart: offsets are per attempt.
-      err_ << absl::StrFormat(
-          "trainctl: job %d restarted (attempt %d); following its new log\n", job_id,
-          waited->job().attempt());
+      err_ << LogChangeNotice(job_id, log, "log");
     }
   }
 }
@@ -189,19 +206,15 @@ int Session::LogsFollowAllRanks(int64_t job_id) {
     if (!waiting) return kExitOk;
     absl::StatusOr<v1::WaitJobResponse> waited = WaitForFollow(job_id);
     if (!waited.ok()) return Fail(waited.status());
-    bool restarted = false;
+    std::string notice;
     for (Rank& r : ranks) {
       if (r.done) continue;
       if (r.log.OnWaited(waited->job(), waited->done())) {
-        restarted = true;
-        emit(r, "", /*end=*/true);  // the old attempt's unfinished line
+        notice = LogChangeNotice(job_id, r.log, "logs");
+        emit(r, "", /*end=*/true);  // the old log's unfinished line
       }
     }
-    if (restarted) {
-      err_ << absl::StrFormat(
-          "trainctl: job %d restarted (attempt %d); following its new logs\n", job_id,
-          waited->job().attempt());
-    }
+    err_ << notice;
   }
 }
 

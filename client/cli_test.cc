@@ -958,6 +958,12 @@ TEST_F(CliTest, Logs_FollowJobNotPlacedYet_WaitsForItsLog) {
       .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>(
                           "data: 'hi' next_offset: 2 eof: true")),
                       Return(grpc::Status::OK)));
+  // The rank's log ended; the follow ends once the job is final too.
+  EXPECT_CALL(stub_, WaitJob(_, _, _)).WillOnce(DoAll(SetArgPointee<2>(Done("id: 7")),
+                                                      Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>("next_offset: 2 eof: true")),
+                      Return(grpc::Status::OK)));
   EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
   EXPECT_EQ(out_.str(), "hi");
 }
@@ -994,11 +1000,49 @@ TEST_F(CliTest, Logs_FollowAcrossRestart_StartsNewAttemptAtOffset0) {
                       Return(grpc::Status::OK)))
       .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
                           "job { id: 7 attempt: 1 tasks {} }")),
+                      Return(grpc::Status::OK)))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                          "job { id: 7 attempt: 1 tasks {} } done: true")),
                       Return(grpc::Status::OK)));
   EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
-  EXPECT_THAT(offsets, ElementsAre(0, 2, 2, 0));
+  EXPECT_THAT(offsets, ElementsAre(0, 2, 2, 0, 2));
   EXPECT_EQ(out_.str(), "a0a1");
   EXPECT_THAT(err_.str(), HasSubstr("restarted (attempt 1)"));
+}
+
+// A gang's pre-flight: `logs -f` started while the probe ran shows the
+// probe's log, then the job's own from its start, until the job ends. Before,
+// the probe's end (its log's eof) ended the follow and the job's output was
+// never shown.
+TEST_F(CliTest, Logs_FollowThroughPreflight_ThenTheJobsOwnLogFromOffset0) {
+  std::vector<int64_t> offsets;
+  EXPECT_CALL(stub_, GetLogs(_, _, _))
+      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::GetLogsRequest& r,
+                                 v1::GetLogsResponse* response) {
+        offsets.push_back(r.offset());
+        if (offsets.size() == 1) {  // the probe's log, the probe done
+          response->set_data("probe ok\n");
+          response->set_eof(true);
+          response->mutable_task()->set_probe_run(1);
+        } else {  // the job's own log, the job done
+          response->set_data(r.offset() == 0 ? "step 1\n" : "");
+          response->set_eof(true);
+        }
+        response->set_next_offset(r.offset() + response->data().size());
+        return grpc::Status::OK;
+      }));
+  EXPECT_CALL(stub_, WaitJob(_, _, _))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                          "job { id: 7 attempt: 0 tasks {} }")),
+                      Return(grpc::Status::OK)))
+      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
+                          "job { id: 7 attempt: 0 tasks {} state: JOB_STATE_SUCCEEDED } "
+                          "done: true")),
+                      Return(grpc::Status::OK)));
+  EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
+  EXPECT_THAT(offsets, ElementsAre(0, 0, 7));
+  EXPECT_EQ(out_.str(), "probe ok\nstep 1\n");
+  EXPECT_THAT(err_.str(), HasSubstr("pre-flight done; following its command's log"));
 }
 
 // ------------------------------------------------------------------ cancel

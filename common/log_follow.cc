@@ -5,15 +5,25 @@ namespace trainctl {
 LogFollow::Next LogFollow::OnRead(const absl::StatusOr<v1::GetLogsResponse>& r) {
   if (r.ok()) {
     offset_ = r->next_offset();
-    if (r->eof()) return Next::kDone;
+    if (r->has_task()) {
+      have_read_ = true;
+      read_attempt_ = r->task().attempt();
+      read_probe_run_ = r->task().probe_run();
+    }
+    // A rank's log that ended is the end unless following a job not known
+    // final: its next log (the command after a pre-flight probe, a new
+    // attempt) may come.
+    if (r->eof()) return follow_ && !job_final_ ? Next::kWait : Next::kDone;
     if (!r->data().empty()) return Next::kRead;
     // Caught up with the log; one more read after the job is final collects
     // the rest of it.
     if (!follow_ || job_final_) return Next::kDone;
     return Next::kWait;
   }
-  if (follow_ && !job_final_ && !job_placed_ &&
-      r.status().code() == absl::StatusCode::kNotFound) {
+  // No log yet while following a job not final: not placed yet, or placed
+  // and its task not started yet (a gang's command right after its
+  // pre-flight): wait for it like for new data.
+  if (follow_ && !job_final_ && r.status().code() == absl::StatusCode::kNotFound) {
     return Next::kWait;
   }
   return Next::kFail;
@@ -21,11 +31,24 @@ LogFollow::Next LogFollow::OnRead(const absl::StatusOr<v1::GetLogsResponse>& r) 
 
 bool LogFollow::OnWaited(const v1::Job& job, bool final) {
   job_final_ = final;
-  job_placed_ = job.tasks_size() > 0;
-  const bool restarted = attempt_ >= 0 && job.attempt() != attempt_;
-  if (restarted) offset_ = 0;
+  const int probe_run = job.preflight().probe_run();
+  // Compared with the log the offset is into: the last read's when it said,
+  // else the last wait's (none before the first wait).
+  bool changed = false;
+  if (have_read_) {
+    changed = job.attempt() != read_attempt_ || probe_run != read_probe_run_;
+    restarted_ = job.attempt() != read_attempt_;
+  } else if (attempt_ >= 0) {
+    changed = job.attempt() != attempt_ || probe_run != probe_run_;
+    restarted_ = job.attempt() != attempt_;
+  }
+  if (changed) {
+    offset_ = 0;
+    have_read_ = false;
+  }
   attempt_ = job.attempt();
-  return restarted;
+  probe_run_ = probe_run;
+  return changed;
 }
 
 }  // namespace trainctl

@@ -477,12 +477,14 @@ void Coordinator::GetLogsAsync(int64_t job_id, int rank, int64_t offset,
       error = task.status();
     } else {
       const int want = max_bytes == 0 ? LogRelay::kDefaultBytes : max_bytes;
-      const int64_t request_id = logs_.Add({clock_->Now() + config_.log_read_timeout, job_id,
-                                            rank, (*task)->node(), std::move(done), want});
+      v1::TaskRef ref = RefOf(**found, **task);
       v1::CoordinatorMessage msg;
       v1::ReadLog* read = msg.mutable_read_log();
+      *read->mutable_task() = ref;
+      const int64_t request_id =
+          logs_.Add({clock_->Now() + config_.log_read_timeout, job_id, rank, (*task)->node(),
+                     std::move(done), want, std::move(ref)});
       read->set_request_id(request_id);
-      *read->mutable_task() = RefOf(**found, **task);
       read->set_offset(offset);
       read->set_max_bytes(want);
       nodes_.find((*task)->node())->second.conn->Send(msg);

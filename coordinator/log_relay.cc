@@ -66,12 +66,13 @@ absl::StatusOr<const v1::Task*> LogRelay::Route(
     if (t.rank() == rank) task = &t;
   }
   if (task == nullptr) {
-    return absl::NotFoundError(
-        job.tasks().empty()
-            ? absl::StrCat("job ", job.id(), " has no logs yet: it is ",
-                           v1::JobState_Name(job.state()))
-            : absl::StrCat("job ", job.id(), " has no rank ", rank, " (world size ",
-                           job.world_size(), ")"));
+    if (job.tasks().empty() && (job.world_size() <= 0 || rank < job.world_size())) {
+      return absl::NotFoundError(absl::StrCat("job ", job.id(), " has no logs yet: it is ",
+                                              v1::JobState_Name(job.state())));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("rank: job ", job.id(), " has no rank ",
+                                                   rank, " (world size ", job.world_size(),
+                                                   ")"));
   }
   if (!node_connected(task->node())) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -42,6 +42,8 @@ class LogRelay {
     Done done;
     // The bytes asked for (ReadLog.max_bytes).
     int max_bytes = 0;
+    // The task whose log was asked for (GetLogsResponse.task).
+    v1::TaskRef task;
   };
 
   // Bytes a read returns when it asks for 0, and at most (a chunk must fit
@@ -51,10 +53,12 @@ class LogRelay {
 
   // Where a read of rank `rank`'s log of `job` from `offset`, `max_bytes`
   // (0: kDefaultBytes) goes: the rank's task, whose node must be connected
-  // (`node_connected(name)`). Errors: INVALID_ARGUMENT naming offset or
-  // max_bytes; FAILED_PRECONDITION when the job discards its output, or the
-  // node is not connected (naming the log's path on that host); NOT_FOUND
-  // when the job has no tasks yet or no such rank.
+  // (`node_connected(name)`). Errors: INVALID_ARGUMENT naming offset,
+  // max_bytes, or rank when the job has no such rank (beyond its world
+  // size, or not among its placed tasks): bad input, which a follower must
+  // not wait on; FAILED_PRECONDITION when the job discards its output, or
+  // the node is not connected (naming the log's path on that host);
+  // NOT_FOUND when the job has no tasks yet (a follower waits for them).
   static absl::StatusOr<const v1::Task*> Route(
       const v1::Job& job, int rank, int64_t offset, int max_bytes,
       absl::FunctionRef<bool(const std::string&)> node_connected);

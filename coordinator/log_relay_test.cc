@@ -98,8 +98,15 @@ TEST(LogRelayTest, Route_FindsTheRanksNodeOrSaysWhyNot) {
   EXPECT_NE(LogRelay::Route(job, 1, 0, 0, only_a).status().message().find(
                 "/var/log/trainctl/x.log"),
             std::string::npos);
+  // No such rank: bad input, not a log still to come.
   EXPECT_EQ(LogRelay::Route(job, 5, 0, 0, only_a).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::Job pending;
+  pending.set_world_size(2);
+  EXPECT_EQ(LogRelay::Route(pending, 1, 0, 0, only_a).status().code(),
             absl::StatusCode::kNotFound);
+  EXPECT_EQ(LogRelay::Route(pending, 2, 0, 0, only_a).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LogRelay::Route(job, 0, -1, 0, only_a).status().message(),
             "offset: must not be negative");
   EXPECT_EQ(LogRelay::Route(job, 0, 0, LogRelay::kMaxBytes + 1, only_a).status().code(),
