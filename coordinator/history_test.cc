@@ -288,12 +288,13 @@ TEST_P(HistoryTest, GetLogsAsync_RetiredJob_AsksItsAgentForTheRankLog) {
   EXPECT_EQ(msg.read_log().task().job_id(), 2);
   EXPECT_EQ(msg.read_log().task().rank(), 0);
   EXPECT_FALSE(answered);
-  // A rank the job never had is NOT_FOUND, as before.
+  // A rank the job never had is bad input (a follower must not wait on it).
   absl::Status missing;
   core_->GetLogsAsync(2, 5, 0, 0, [&](absl::StatusOr<v1::GetLogsResponse> r) {
     missing = r.status();
   });
-  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kNotFound, ::testing::HasSubstr("no rank 5")));
+  EXPECT_THAT(missing,
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("no rank 5")));
 }
 
 TEST_P(HistoryTest, SubmitJob_RequestIdOfRetiredJob_ReturnsItAlsoAfterRestart) {

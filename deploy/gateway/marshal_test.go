@@ -18,7 +18,7 @@ func TestGetLogs_Data_IsTextNotBase64(t *testing.T) {
 		t.Fatalf("HTTP %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 	// As written: no base64, no \u003c escapes.
-	want := `{"data":"héllo <rank 0> & done\n","eof":false,"next_offset":"23"}`
+	want := `{"data":"héllo <rank 0> & done\n","eof":false,"next_offset":"23","task":null}`
 	if body != want {
 		t.Errorf("body\n got %s\nwant %s", body, want)
 	}
@@ -68,7 +68,7 @@ func TestGetLogs_CharacterCutAtChunkEnd_LeftForNextRead(t *testing.T) {
 func TestGetLogs_EmptyChunk_EmptyString(t *testing.T) {
 	web := startGatewayWith(t, &fakeCoordinator{logs: &pb.GetLogsResponse{NextOffset: 9, Eof: true}})
 	_, body := get(t, web.URL+"/v1/jobs/7/logs?offset=9", "")
-	if body != `{"data":"","eof":true,"next_offset":"9"}` {
+	if body != `{"data":"","eof":true,"next_offset":"9","task":null}` {
 		t.Errorf("body %s", body)
 	}
 }
