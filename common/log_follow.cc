@@ -6,9 +6,8 @@ LogFollow::Next LogFollow::OnRead(const absl::StatusOr<v1::GetLogsResponse>& r) 
   if (r.ok()) {
     offset_ = r->next_offset();
     if (r->has_task()) {
-      have_read_ = true;
-      read_attempt_ = r->task().attempt();
-      read_probe_run_ = r->task().probe_run();
+      attempt_ = r->task().attempt();
+      probe_run_ = r->task().probe_run();
     }
     // A rank's log that ended is the end unless following a job not known
     // final: its next log (the command after a pre-flight probe, a new
@@ -32,19 +31,13 @@ LogFollow::Next LogFollow::OnRead(const absl::StatusOr<v1::GetLogsResponse>& r) 
 bool LogFollow::OnWaited(const v1::Job& job, bool final) {
   job_final_ = final;
   const int probe_run = job.preflight().probe_run();
-  // Compared with the log the offset is into: the last read's when it said,
-  // else the last wait's (none before the first wait).
-  bool changed = false;
-  if (have_read_) {
-    changed = job.attempt() != read_attempt_ || probe_run != read_probe_run_;
-    restarted_ = job.attempt() != read_attempt_;
-  } else if (attempt_ >= 0) {
-    changed = job.attempt() != attempt_ || probe_run != probe_run_;
-    restarted_ = job.attempt() != attempt_;
-  }
+  // Compared with the log the offset is into (unknown before the first
+  // wait unless a read said).
+  const bool changed =
+      attempt_ >= 0 && (job.attempt() != attempt_ || probe_run != probe_run_);
   if (changed) {
     offset_ = 0;
-    have_read_ = false;
+    restarted_ = job.attempt() != attempt_;
   }
   attempt_ = job.attempt();
   probe_run_ = probe_run;

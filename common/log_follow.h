@@ -53,10 +53,13 @@ class LogFollow {
 
   // Where the next read starts, bytes.
   int64_t offset() const { return offset_; }
-  // The attempt the last wait saw; -1 before the first.
+  // The attempt whose log offset() is into: the last read's when the
+  // coordinator said (GetLogsResponse.task), else the last wait's; -1 before
+  // either.
   int attempt() const { return attempt_; }
-  // The pre-flight run whose probe's log the last wait saw the rank show
-  // (Job.preflight.probe_run); 0 for the job's own command.
+  // Likewise the pre-flight run whose probe's log that is
+  // (Job.preflight.probe_run, TaskRef.probe_run); 0 for the job's own
+  // command.
   int probe_run() const { return probe_run_; }
   // Whether the last change OnWaited reported was a new attempt.
   bool restarted() const { return restarted_; }
@@ -64,16 +67,10 @@ class LogFollow {
  private:
   const bool follow_;
   int64_t offset_;
+  // The log offset_ is into (attempt(), probe_run()).
   int attempt_ = -1;
   int probe_run_ = 0;
-  // The log offset_ is into, as the last read said (GetLogsResponse.task);
-  // have_read_ false: not known (no read since the last change, or a
-  // coordinator that does not say), the last wait's attempt_ and
-  // probe_run_ stand for it.
   bool restarted_ = false;
-  bool have_read_ = false;
-  int read_attempt_ = 0;
-  int read_probe_run_ = 0;
   bool job_final_ = false;
 };
 

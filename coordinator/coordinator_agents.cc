@@ -492,8 +492,7 @@ absl::Status Coordinator::HandleAgentMessage(const std::string& node,
           }
         }
         absl::StatusOr<v1::GetLogsResponse> result =
-            LogRelay::Answer(chunk, ended, read->max_bytes);
-        if (result.ok()) *result->mutable_task() = std::move(read->task);
+            LogRelay::Answer(chunk, ended, read->max_bytes, read->task);
         deferred.push_back([done = std::move(read->done), r = std::move(result)]() mutable {
           done(std::move(r));
         });

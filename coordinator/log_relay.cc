@@ -40,11 +40,13 @@ std::vector<LogRelay::Done> LogRelay::Expire(absl::Time now) {
 }
 
 absl::StatusOr<v1::GetLogsResponse> LogRelay::Answer(const v1::LogChunk& chunk,
-                                                     bool rank_ended, int max_bytes) {
+                                                     bool rank_ended, int max_bytes,
+                                                     const v1::TaskRef& task) {
   if (!chunk.error().empty()) return absl::NotFoundError(chunk.error());
   v1::GetLogsResponse resp;
   resp.set_data(chunk.data());
   resp.set_next_offset(chunk.next_offset());
+  *resp.mutable_task() = task;
   resp.set_eof(rank_ended &&
                (chunk.data().empty() || static_cast<int64_t>(chunk.data().size()) < max_bytes));
   return resp;

@@ -82,9 +82,11 @@ class LogRelay {
   // the next offset, and eof once the rank is over (`rank_ended`) and the
   // chunk holds the rest of its log: empty, or shorter than asked for (the
   // agent reads up to the end of the file). A finished job's log read in
-  // one call says eof at once.
+  // one call says eof at once. `task` is whose log it was
+  // (GetLogsResponse.task; Read::task).
   static absl::StatusOr<v1::GetLogsResponse> Answer(const v1::LogChunk& chunk,
-                                                    bool rank_ended, int max_bytes);
+                                                    bool rank_ended, int max_bytes,
+                                                    const v1::TaskRef& task = {});
 
   // Reads in flight.
   size_t size() const { return reads_.size(); }

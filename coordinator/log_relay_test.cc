@@ -62,9 +62,16 @@ TEST(LogRelayTest, Answer_EofOnceTheRankEndedAndTheChunkHoldsTheRest) {
   chunk.set_data("hello\n");
   chunk.set_next_offset(6);
   // A full chunk: more may follow it.
-  absl::StatusOr<v1::GetLogsResponse> r = LogRelay::Answer(chunk, /*rank_ended=*/true, 6);
+  v1::TaskRef probe;
+  probe.set_attempt(2);
+  probe.set_probe_run(1);
+  absl::StatusOr<v1::GetLogsResponse> r =
+      LogRelay::Answer(chunk, /*rank_ended=*/true, 6, probe);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->data(), "hello\n");
+  // Whose log it was, for a follower (a pre-flight probe's, here).
+  EXPECT_EQ(r->task().attempt(), 2);
+  EXPECT_EQ(r->task().probe_run(), 1);
   EXPECT_EQ(r->next_offset(), 6);
   EXPECT_FALSE(r->eof());
   // Shorter than asked for: the end of the file of a rank that is over.
