@@ -20,9 +20,9 @@ Per run: steady-state steps/s per workload, first all-reduce (process start
 started -> all ranks exited, for trainctl submit -> `trainctl wait` returns).
 Each trainctl arm is compared with the torchrun run of the same round
 (paired ratios: > 1 is faster for steps/s, slower for times); the summary
-gives each ratio's median, quartiles, min and max and how many rounds
-trainctl was at least as fast. Rank 0's environment of each arm's first run
-is compared variable by variable with torchrun's.
+gives each ratio's median with its 95% interval, quartiles, min and max
+and how many rounds trainctl was at least as fast. Rank 0's environment of
+each arm's first run is compared variable by variable with torchrun's.
 
 Usage: ddp_steady.py BUNDLE_DIR OUT_DIR [--rounds 8] [--deadline-s 540]
                     [--arms torchrun,trainctl] [--first-round N] [--procs 2]
@@ -46,6 +46,7 @@ and 2 GPUs; trainctl comes from the bundle (deploy/make_bundle.sh).
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -118,19 +119,42 @@ def step_stats(path):
     return out
 
 
+def median_ci95(values):
+    """A 95% confidence interval for the median that assumes no distribution:
+    [k-th smallest, k-th largest] of values, k the largest rank with
+    P(Binomial(n, 1/2) < k) <= 2.5% (each value falls below the median with
+    probability 1/2, so the interval misses it only when fewer than k fall on
+    one side). None when n < 6: no k >= 1 gives 95% then."""
+    n = len(values)
+    k, below = 0, 0.0
+    while True:
+        below += math.comb(n, k) / 2 ** n  # P(Binomial(n, 1/2) <= k)
+        if below > 0.025:
+            break
+        k += 1
+    if k < 1:
+        return None
+    v = sorted(values)
+    return [round(v[k - 1], 4), round(v[n - k], 4)]
+
+
 def spread(values):
-    """Median, quartiles, min, max of a list of ratios (None if empty)."""
+    """Median, its 95% interval (median_ci95), quartiles, min, max of a list
+    of ratios (None if empty)."""
     if not values:
         return None
     q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return {"median": round(statistics.median(values), 4), "q1": round(q[0], 4),
+    return {"median": round(statistics.median(values), 4),
+            "median_ci95": median_ci95(values), "q1": round(q[0], 4),
             "q3": round(q[2], 4), "min": round(min(values), 4), "max": round(max(values), 4),
             "n": len(values)}
 
 
 def summarize(runs, arms):
     """Paired ratios of each trainctl arm against the same round's torchrun."""
-    by = {(r["arm"], r["round"]): r for r in runs if r["line"]}
+    # A round is known by its call (pooled files) and number: two calls may
+    # number rounds alike.
+    by = {(r["arm"], (r.get("call", 0), r["round"])): r for r in runs if r["line"]}
     out = {}
     for arm in arms:
         if arm == "torchrun":
@@ -202,8 +226,11 @@ def pool(out_path, in_paths):
         for key in ("arms", "procs", "seconds_per_workload"):
             if r.get(key) != first.get(key):
                 raise ValueError(f"{key} differs: {first.get(key)} vs {r.get(key)}")
-    runs = [run for r in results for run in r["runs"]]
-    pooled = dict(first, pooled_from=[os.path.basename(p) for p in in_paths],
+    runs = [dict(run, call=i) for i, r in enumerate(results) for run in r["runs"]]
+    # Each call's file is ddp_steady.json in its own OUT_DIR: name the calls
+    # by their first round and run count, not by that file name.
+    calls = [{"first_round": r.get("first_round"), "runs": len(r["runs"])} for r in results]
+    pooled = dict(first, pooled_from=calls,
                   summary=summarize(runs, first["arms"]), runs=runs)
     pooled.pop("first_round", None)
     with open(out_path, "w") as f:
