@@ -774,6 +774,13 @@ v1::WaitJobResponse Done(const std::string& job_text) {
   return response;
 }
 
+// A WaitJob mock's answer: the job (text format), not final; the follower
+// waits again.
+auto StillRunning(const std::string& job_text) {
+  return DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>("job {" + job_text + "}")),
+               Return(grpc::Status::OK));
+}
+
 TEST_F(CliTest, Wait_Succeeded_Exits0WithSummary) {
   v1::WaitJobRequest request;
   EXPECT_CALL(stub_, WaitJob(_, _, _))
@@ -833,9 +840,7 @@ TEST_F(CliTest, Wait_Cancelled_Exits2) {
 
 TEST_F(CliTest, Wait_NotDoneYet_PollsAgain) {
   EXPECT_CALL(stub_, WaitJob(_, _, _))
-      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
-                          "job { id: 5 state: JOB_STATE_RUNNING }")),
-                      Return(grpc::Status::OK)))
+      .WillOnce(StillRunning("id: 5 state: JOB_STATE_RUNNING"))
       .WillOnce(
           DoAll(SetArgPointee<2>(Done("id: 5 state: JOB_STATE_SUCCEEDED")),
                 Return(grpc::Status::OK)));
@@ -950,10 +955,7 @@ TEST_F(CliTest, Logs_FollowJobNotPlacedYet_WaitsForItsLog) {
   EXPECT_CALL(stub_, GetLogs(_, _, _))
       .WillOnce(Return(grpc::Status(grpc::StatusCode::NOT_FOUND,
                                     "job 7 has no logs yet: it is PENDING")));
-  EXPECT_CALL(stub_, WaitJob(_, _, _))
-      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
-                          "job { id: 7 state: JOB_STATE_PENDING }")),
-                      Return(grpc::Status::OK)));
+  EXPECT_CALL(stub_, WaitJob(_, _, _)).WillOnce(StillRunning("id: 7 state: JOB_STATE_PENDING"));
   EXPECT_CALL(stub_, GetLogs(_, _, _))
       .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::GetLogsResponse>(
                           "data: 'hi' next_offset: 2 eof: true")),
@@ -995,14 +997,9 @@ TEST_F(CliTest, Logs_FollowAcrossRestart_StartsNewAttemptAtOffset0) {
             return grpc::Status::OK;
           }));
   EXPECT_CALL(stub_, WaitJob(_, _, _))
-      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
-                          "job { id: 7 attempt: 0 tasks {} }")),
-                      Return(grpc::Status::OK)))
-      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
-                          "job { id: 7 attempt: 1 tasks {} }")),
-                      Return(grpc::Status::OK)))
-      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
-                          "job { id: 7 attempt: 1 tasks {} } done: true")),
+      .WillOnce(StillRunning("id: 7 attempt: 0 tasks {}"))
+      .WillOnce(StillRunning("id: 7 attempt: 1 tasks {}"))
+      .WillOnce(DoAll(SetArgPointee<2>(Done("id: 7 attempt: 1 tasks {}")),
                       Return(grpc::Status::OK)));
   EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
   EXPECT_THAT(offsets, ElementsAre(0, 2, 2, 0, 2));
@@ -1032,13 +1029,10 @@ TEST_F(CliTest, Logs_FollowThroughPreflight_ThenTheJobsOwnLogFromOffset0) {
         return grpc::Status::OK;
       }));
   EXPECT_CALL(stub_, WaitJob(_, _, _))
-      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
-                          "job { id: 7 attempt: 0 tasks {} }")),
-                      Return(grpc::Status::OK)))
-      .WillOnce(DoAll(SetArgPointee<2>(Proto<v1::WaitJobResponse>(
-                          "job { id: 7 attempt: 0 tasks {} state: JOB_STATE_SUCCEEDED } "
-                          "done: true")),
-                      Return(grpc::Status::OK)));
+      .WillOnce(StillRunning("id: 7 attempt: 0 tasks {}"))
+      .WillOnce(
+          DoAll(SetArgPointee<2>(Done("id: 7 attempt: 0 tasks {} state: JOB_STATE_SUCCEEDED")),
+                Return(grpc::Status::OK)));
   EXPECT_EQ(Run({"logs", "7", "-f"}), 0);
   EXPECT_THAT(offsets, ElementsAre(0, 0, 7));
   EXPECT_EQ(out_.str(), "probe ok\nstep 1\n");
